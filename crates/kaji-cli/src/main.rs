@@ -1,0 +1,42 @@
+//! The `kaji` binary: argument parsing and dispatch to the subcommands.
+//!
+//! Each subcommand lives in its own module and returns the process exit
+//! code; `main` only parses, dispatches and exits. Only this crate prints.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod paths;
+mod ps_cmd;
+mod tasks_cmd;
+
+/// kaji — a coding agent for the terminal.
+#[derive(Debug, Parser)]
+#[command(name = "kaji", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Read, create, update and claim tasks of a shared task list.
+    Tasks(tasks_cmd::TasksArgs),
+    /// List the runtime tasks (background shells and agents) of every
+    /// running kaji session on this machine.
+    Ps(ps_cmd::PsArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Some(Command::Tasks(args)) => tasks_cmd::run(args),
+        Some(Command::Ps(args)) => ps_cmd::run(args),
+        None => {
+            eprintln!("kaji: no command given; try `kaji --help`");
+            2
+        }
+    };
+    ExitCode::from(code.clamp(0, 255) as u8)
+}

@@ -1,0 +1,190 @@
+//! The two exits from a task to its user, `say` and `ask`, as events.
+//!
+//! A task never prints. Everything a person or a script may see goes out as
+//! a [`TaskEvent`]; everything that needs an answer is an [`TaskEvent::Ask`]
+//! answered with an [`AskResponse`]. A message streamed in parts is sent
+//! several times with the same `id` and `partial: true`, then once more with
+//! `partial: false`; front ends replace the message with that id.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::stream::Usage;
+
+/// One-way progress a task reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SayKind {
+    /// The user's prompt or feedback, echoed into the transcript.
+    UserFeedback,
+    /// Model text.
+    Text,
+    /// Model reasoning (thinking).
+    Reasoning,
+    /// A tool is being used (its name and input).
+    Tool,
+    /// Output of a command.
+    CommandOutput,
+    /// A model request has started.
+    ApiReqStarted,
+    /// A model request is being retried.
+    ApiReqRetried,
+    /// An error the task recovered from or is about to stop on.
+    Error,
+    /// The task's final result.
+    CompletionResult,
+    /// The task list (plan tasks) changed.
+    TaskList,
+    /// The todo checklist changed.
+    Todo,
+    /// Anything else worth showing: hook output, notices.
+    Info,
+}
+
+/// A question a task waits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AskKind {
+    /// Approve a tool call (edit, MCP tool, …).
+    Tool,
+    /// Approve a shell command.
+    Command,
+    /// The model asks the user a question.
+    Followup,
+    /// Too many consecutive mistakes: go on or stop?
+    MistakeLimitReached,
+    /// A model request failed: retry or stop?
+    ApiReqFailed,
+    /// The task says it is done: accept, or give feedback to go on.
+    CompletionResult,
+    /// Resume an interrupted task?
+    Resume,
+    /// Approve a plan (leave plan mode).
+    Plan,
+}
+
+/// An answer to an ask.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AskResponse {
+    /// Yes, once.
+    Approve,
+    /// Yes, and do not ask again this session for the same tool (or, for
+    /// commands, the same command prefix).
+    ApproveAlways,
+    /// No, optionally with feedback for the model.
+    Deny {
+        /// What the user said instead.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        feedback: Option<String>,
+    },
+    /// A free-text answer (to a followup question, or feedback on a result).
+    Reply {
+        /// The answer.
+        text: String,
+    },
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// The model called AttemptCompletion (and it was accepted).
+    Completed,
+    /// An unrecoverable error.
+    Failed,
+    /// Cancelled by the user or a signal.
+    Aborted,
+    /// Too many consecutive mistakes.
+    MistakeLimit,
+    /// The turn limit was reached.
+    MaxTurns,
+}
+
+impl TaskStatus {
+    /// The process exit code `kaji exec` uses for this status.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            TaskStatus::Completed => 0,
+            TaskStatus::Failed | TaskStatus::MistakeLimit | TaskStatus::MaxTurns => 1,
+            TaskStatus::Aborted => 130,
+        }
+    }
+
+    /// The status as written in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Aborted => "aborted",
+            TaskStatus::MistakeLimit => "mistake_limit",
+            TaskStatus::MaxTurns => "max_turns",
+        }
+    }
+}
+
+/// Everything a task emits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TaskEvent {
+    /// One-way progress.
+    Say {
+        /// Message id, stable across partial updates.
+        id: u64,
+        /// What kind of progress.
+        kind: SayKind,
+        /// The text so far.
+        text: String,
+        /// More updates of this message follow.
+        partial: bool,
+        /// Structured detail (tool input, exit code, …).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data: Option<Value>,
+    },
+    /// A question; the task waits until it is answered.
+    Ask {
+        /// Message id; the answer names it.
+        id: u64,
+        /// What is asked.
+        kind: AskKind,
+        /// The question.
+        text: String,
+        /// Still being streamed: not answerable yet.
+        partial: bool,
+        /// Structured detail (tool name and input, options, …).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data: Option<Value>,
+    },
+    /// A tool call the task is about to execute (or refuse).
+    ToolUse {
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Arguments.
+        input: Value,
+    },
+    /// The result of a tool call as sent back to the model.
+    ToolResult {
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Whether it failed or was refused.
+        is_error: bool,
+        /// The result text.
+        output: String,
+    },
+    /// The task ended.
+    Finished {
+        /// How.
+        status: TaskStatus,
+        /// Model turns taken.
+        turns: u32,
+        /// Tokens used over the whole task.
+        usage: Usage,
+        /// The completion result or the failure message.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<String>,
+    },
+}

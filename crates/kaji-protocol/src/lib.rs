@@ -1,0 +1,18 @@
+//! The shared vocabulary of kaji: conversation messages and their content
+//! blocks, the chunks a model stream yields, tool specifications, the
+//! `ask`/`say` events a task emits to its front ends, and ids.
+//!
+//! Every other kaji crate speaks these types, so they stay plain data: this
+//! crate must never do I/O, spawn tasks, read the environment or depend on
+//! another kaji crate. Everything here is `serde`-serialisable so that front
+//! ends (the `exec --json` stream, an editor protocol) can forward it as is.
+
+pub mod events;
+pub mod message;
+pub mod stream;
+pub mod tool;
+
+pub use events::{AskKind, AskResponse, SayKind, TaskEvent, TaskStatus};
+pub use message::{ContentBlock, Message, Role};
+pub use stream::{StopReason, StreamEvent, Usage};
+pub use tool::ToolSpec;

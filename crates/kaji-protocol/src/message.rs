@@ -1,0 +1,127 @@
+//! Conversation history: messages made of content blocks.
+//!
+//! The block set is the union of what the Anthropic Messages API and the
+//! OpenAI Chat Completions API can carry; providers translate to and from
+//! their wire formats and must not invent blocks of their own.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who wrote a message. System prompts are not messages: they travel beside
+/// the history in a model request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The user, or the runtime speaking for the user (tool results, nudges).
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One message of the conversation history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Author of the message.
+    pub role: Role,
+    /// Its content, in order.
+    pub content: Vec<ContentBlock>,
+}
+
+impl Message {
+    /// A user message holding a single text block.
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: vec![ContentBlock::text(text)],
+        }
+    }
+
+    /// An assistant message holding a single text block.
+    pub fn assistant_text(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: vec![ContentBlock::text(text)],
+        }
+    }
+
+    /// The concatenation of the message's text blocks.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The tool uses of this message, in order.
+    pub fn tool_uses(&self) -> impl Iterator<Item = (&str, &str, &Value)> {
+        self.content.iter().filter_map(|b| match b {
+            ContentBlock::ToolUse { id, name, input } => {
+                Some((id.as_str(), name.as_str(), input))
+            }
+            _ => None,
+        })
+    }
+}
+
+/// A piece of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// The model's reasoning ("thinking"). Anthropic signs thinking blocks;
+    /// the signature must be sent back unchanged with the block.
+    Reasoning {
+        /// The reasoning text.
+        text: String,
+        /// Provider signature, when the provider gives one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
+    /// Reasoning the provider returned encrypted; it is only replayed.
+    RedactedReasoning {
+        /// Opaque provider data.
+        data: String,
+    },
+    /// A tool call by the model.
+    ToolUse {
+        /// Call id, unique within the conversation.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Arguments, a JSON object.
+        input: Value,
+    },
+    /// The result of a tool call, sent back in a user message.
+    ToolResult {
+        /// Id of the [`ContentBlock::ToolUse`] this answers.
+        tool_use_id: String,
+        /// The result as text.
+        content: String,
+        /// Whether the tool failed or was refused.
+        #[serde(default)]
+        is_error: bool,
+    },
+}
+
+impl ContentBlock {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text { text: text.into() }
+    }
+
+    /// A tool result block.
+    pub fn tool_result(tool_use_id: impl Into<String>, content: impl Into<String>, is_error: bool) -> Self {
+        Self::ToolResult {
+            tool_use_id: tool_use_id.into(),
+            content: content.into(),
+            is_error,
+        }
+    }
+}

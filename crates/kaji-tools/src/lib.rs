@@ -1,0 +1,184 @@
+//! kaji's built-in tools: what each one does, its input schema, and whether
+//! it only reads.
+//!
+//! A tool here is a pure capability: it gets its typed input and a
+//! [`ToolContext`] (working directory, cancellation, shared stores) and
+//! returns a [`ToolOutput`] or a [`ToolError`]. It must never ask the user,
+//! print, or decide about permissions: the core's `ToolExecutor` does that
+//! from [`Tool::access`]. Tools that need the user or change the task's
+//! course (AskUser, AttemptCompletion, plan mode, worktrees) return a
+//! [`ToolControl`] that the executor carries out.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kaji_protocol::ToolSpec;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+mod bash;
+mod error;
+mod fs;
+mod interaction;
+mod registry;
+mod runtime_tools;
+mod task_list_tools;
+
+pub use error::ToolError;
+pub use registry::ToolRegistry;
+
+/// Everything a tool may use while it runs.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The task's working directory; relative paths resolve against it.
+    pub cwd: PathBuf,
+    /// Cancelled when the task is aborted: a tool stops at its next await
+    /// point and kills what it started.
+    pub cancel: CancellationToken,
+    /// The kaji session id (used to place runtime output files).
+    pub session_id: String,
+    /// `$KAJI_HOME`.
+    pub kaji_home: PathBuf,
+    /// The shared task list, when the session has one.
+    pub task_list: Option<kaji_tasks::TaskListStore>,
+    /// The session's runtime task registry, when the session has one.
+    pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
+}
+
+impl ToolContext {
+    /// A context for `cwd` with no shared stores, for tests and scripts.
+    pub fn new(cwd: impl Into<PathBuf>) -> Self {
+        let cwd = cwd.into();
+        Self {
+            kaji_home: cwd.join(".kaji-home"),
+            cwd,
+            cancel: CancellationToken::new(),
+            session_id: "local".to_string(),
+            task_list: None,
+            runtime: None,
+        }
+    }
+
+    /// Resolves a path given by the model against the working directory.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        let p = Path::new(path);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.cwd.join(p)
+        }
+    }
+}
+
+/// What a tool call would touch, for the permission check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolAccess {
+    /// Only reads; never changes anything.
+    ReadOnly,
+    /// Writes these files.
+    Edit {
+        /// Absolute paths written.
+        paths: Vec<PathBuf>,
+    },
+    /// Runs a shell command.
+    Execute {
+        /// The command line.
+        command: String,
+    },
+    /// Talks to the user (AskUser) or controls the task (AttemptCompletion,
+    /// plan mode): never needs approval of its own.
+    Interaction,
+    /// Changes session state that is not files (task list, runtime tasks).
+    SessionState,
+    /// Reaches something outside kaji's knowledge (MCP servers).
+    External,
+}
+
+/// An instruction from a tool to the executor that ran it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolControl {
+    /// Ask the user this question; the answer is the tool's result.
+    AskUser {
+        /// The question.
+        question: String,
+        /// Suggested answers.
+        options: Vec<String>,
+    },
+    /// The task is done with this result.
+    Complete {
+        /// The result to show.
+        result: String,
+    },
+}
+
+/// What a successful tool call returns.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolOutput {
+    /// The result text sent back to the model.
+    pub content: String,
+    /// Structured detail for front ends (diff, exit code, …).
+    pub data: Option<Value>,
+    /// What the executor must do next, if anything.
+    pub control: Option<ToolControl>,
+    /// Whether the call changed files in the working directory (drives
+    /// checkpoints).
+    pub changed_files: bool,
+}
+
+impl ToolOutput {
+    /// A plain text result.
+    pub fn text(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// A tool kaji can run.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// The name the model calls it by.
+    fn name(&self) -> &'static str;
+
+    /// Name, description and input schema, as offered to the model.
+    fn spec(&self) -> ToolSpec;
+
+    /// Whether the tool only ever reads. Read-only tools run in plan mode
+    /// and do not wait for the initial checkpoint.
+    fn is_read_only(&self) -> bool;
+
+    /// What this particular call would touch. The default says read-only
+    /// tools read and other tools reach outside.
+    fn access(&self, _input: &Value, _ctx: &ToolContext) -> ToolAccess {
+        if self.is_read_only() {
+            ToolAccess::ReadOnly
+        } else {
+            ToolAccess::External
+        }
+    }
+
+    /// Runs the call.
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+}
+
+/// Deserializes a tool's typed input, turning serde's complaint into a
+/// message the model can act on.
+pub fn parse_input<T: serde::de::DeserializeOwned>(tool: &str, input: Value) -> Result<T, ToolError> {
+    serde_json::from_value(input).map_err(|e| ToolError::InvalidInput {
+        tool: tool.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// The registry of every built-in tool, in the order offered to the model.
+pub fn builtin_tools() -> ToolRegistry {
+    let mut registry = ToolRegistry::new();
+    fs::register(&mut registry);
+    bash::register(&mut registry);
+    interaction::register(&mut registry);
+    task_list_tools::register(&mut registry);
+    runtime_tools::register(&mut registry);
+    registry
+}
