@@ -11,6 +11,7 @@
 //! tools or user interfaces, so scripts and other agents can use it alone.
 
 pub mod list;
+pub mod process;
 pub mod runtime;
 
 pub use list::TaskListStore;

@@ -1,0 +1,2 @@
+//! Spawning commands in their own process group and killing the whole
+//! group (placeholder until issue 5 lands).
