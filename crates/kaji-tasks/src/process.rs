@@ -1,2 +1,457 @@
-//! Spawning commands in their own process group and killing the whole
-//! group (placeholder until issue 5 lands).
+//! Spawning a child in its own process group, and killing the whole group.
+//!
+//! This is the one place in kaji that starts external processes that may
+//! outlive a single call: the `Bash` tool, background shells, hooks, MCP
+//! stdio servers and sub-agents all go through [`spawn_in_group`] (or
+//! [`spawn_with_merged_output`]) so that one rule holds everywhere: **every
+//! process kaji starts lives in a process group of its own, and is killed
+//! together with that group.** Grandchildren (a shell's background jobs, a
+//! test runner's workers) are in the same group, so they die too.
+//!
+//! The life cycle of a [`GroupChild`]:
+//!
+//! 1. [`spawn_in_group`] starts the command as the leader of a new process
+//!    group (`setpgid(0, 0)` in the child, before `exec`).
+//! 2. [`GroupChild::wait`] waits for the leader. Members it left behind
+//!    keep running until step 3.
+//! 3. [`GroupChild::shutdown`] sends `SIGTERM` to the group, waits up to a
+//!    grace period, sends `SIGKILL` to whatever is left, and returns once
+//!    every member is dead. [`GroupChild::kill_now`] skips the grace period.
+//! 4. If a [`GroupChild`] (or the [`ProcessGroup`] inside it) is dropped
+//!    before step 3 confirmed that the group is empty — a dropped future, an
+//!    aborted task, a panic unwinding — the drop sends `SIGKILL` to the
+//!    whole group: kill-on-drop semantics for the group, not just the
+//!    leader.
+//!
+//! Waiting for death does not poll: on Linux each member is watched through
+//! a pidfd (readable once the process has exited), and members are found by
+//! scanning `/proc` for the group id. A process that leaves the group on
+//! purpose (`setsid`, `setpgid`) escapes this mechanism; nothing short of
+//! cgroups can follow it.
+//!
+//! This module must never block a runtime thread for long, never send a
+//! signal to a group it did not create, and never leave a group it created
+//! running once its handle is gone.
+
+use std::ffi::OsStr;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+
+/// The grace period between `SIGTERM` and `SIGKILL` used by kaji unless
+/// configured otherwise: 2 seconds.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// How long [`GroupChild::shutdown`] and [`GroupChild::kill_now`] wait for
+/// the members of a group to die after `SIGKILL` before giving up (a
+/// process in uninterruptible sleep can take a while). `SIGKILL` cannot be
+/// ignored, so this bound is only reached in pathological cases.
+pub const KILL_WAIT_LIMIT: Duration = Duration::from_secs(5);
+
+/// The shell kaji runs command lines with: the first `bash` found on `PATH`,
+/// else `/bin/sh`. Looked up once per process.
+pub fn shell_path() -> &'static Path {
+    static SHELL: OnceLock<PathBuf> = OnceLock::new();
+    SHELL.get_or_init(|| find_on_path(OsStr::new("bash")).unwrap_or_else(|| PathBuf::from("/bin/sh")))
+}
+
+fn find_on_path(program: &OsStr) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+}
+
+/// A command that runs `command_line` with [`shell_path`] (`bash -c …` or
+/// `sh -c …`). Working directory, environment and stdio are left to the
+/// caller; spawn it with [`spawn_in_group`] or
+/// [`spawn_with_merged_output`].
+pub fn shell_command(command_line: &str) -> Command {
+    let mut cmd = Command::new(shell_path());
+    cmd.arg("-c").arg(command_line);
+    cmd
+}
+
+/// Spawns `cmd` as the leader of a new process group.
+///
+/// The command is taken by value: a [`Command`] keeps the file descriptors
+/// given to it as stdio until it is dropped, which would keep pipes open
+/// after the child closed its end. `kill_on_drop` is set on the leader, and
+/// the returned [`GroupChild`] kills the whole group when dropped before
+/// [`GroupChild::shutdown`] or [`GroupChild::kill_now`] confirmed it empty.
+///
+/// Must be called within a Tokio runtime.
+pub fn spawn_in_group(mut cmd: Command) -> io::Result<GroupChild> {
+    cmd.process_group(0).kill_on_drop(true);
+    let child = cmd.spawn()?;
+    drop(cmd);
+    let pid = child
+        .id()
+        .ok_or_else(|| io::Error::other("the child exited before its pid could be read"))?;
+    let pgid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other(format!("pid {pid} out of range")))?;
+    Ok(GroupChild {
+        child,
+        group: ProcessGroup { pgid, armed: true },
+        status: None,
+    })
+}
+
+/// Spawns `cmd` in a new process group (as [`spawn_in_group`]) with its
+/// stdout and stderr both connected to one pipe, so the output reads in
+/// the order it was written (like `2>&1`). Returns the read end of the
+/// pipe. Stdin is left as configured on `cmd`.
+///
+/// The read end gets end-of-file once every process holding the write end
+/// (the leader and any member it passed it on to) has exited or closed it.
+pub fn spawn_with_merged_output(mut cmd: Command) -> io::Result<(GroupChild, std::io::PipeReader)> {
+    let (reader, writer) = std::io::pipe()?;
+    cmd.stdout(Stdio::from(writer.try_clone()?));
+    cmd.stderr(Stdio::from(writer));
+    let child = spawn_in_group(cmd)?;
+    Ok((child, reader))
+}
+
+/// A process group created by [`spawn_in_group`]; the group id is the
+/// leader's pid.
+///
+/// Dropping it while it is armed sends `SIGKILL` to the whole group. It is
+/// disarmed only once kaji has seen every member die, so a dropped handle
+/// never signals a group id the kernel may have handed out again.
+#[derive(Debug)]
+pub struct ProcessGroup {
+    pgid: libc::pid_t,
+    armed: bool,
+}
+
+impl ProcessGroup {
+    /// The process group id (the leader's pid).
+    pub fn id(&self) -> i32 {
+        self.pgid
+    }
+
+    /// Sends `SIGTERM` to every member of the group.
+    pub fn terminate(&self) -> io::Result<()> {
+        self.signal(libc::SIGTERM)
+    }
+
+    /// Sends `SIGKILL` to every member of the group.
+    pub fn kill(&self) -> io::Result<()> {
+        self.signal(libc::SIGKILL)
+    }
+
+    /// Sends `signal` (a `libc::SIG*` number) to every member of the group.
+    /// A group with no members left is not an error.
+    pub fn signal(&self, signal: i32) -> io::Result<()> {
+        if !self.armed {
+            return Ok(());
+        }
+        // SAFETY: killpg has no memory-safety preconditions.
+        let rc = unsafe { libc::killpg(self.pgid, signal) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::ESRCH) {
+            Ok(())
+        } else {
+            Err(err)
+        }
+    }
+
+    /// The pids of the group's members that are still alive (zombies, which
+    /// have exited but not been reaped yet, do not count).
+    ///
+    /// On Linux this scans `/proc`. Elsewhere it is not known, and `None`
+    /// is returned.
+    pub fn live_members(&self) -> Option<Vec<i32>> {
+        if !self.armed {
+            return Some(Vec::new());
+        }
+        live_members_of(self.pgid)
+    }
+
+    /// Waits until no member of the group is alive, for at most `limit`.
+    /// Returns whether the group was seen empty; once it has been, the
+    /// group is disarmed (its drop no longer signals).
+    ///
+    /// Does not poll on Linux: each member found in `/proc` is watched with
+    /// a pidfd. Elsewhere the group cannot be observed and this returns
+    /// `false` at once.
+    pub async fn wait_until_empty(&mut self, limit: Duration) -> bool {
+        if !self.armed {
+            return true;
+        }
+        let pgid = self.pgid;
+        let empty = tokio::time::timeout(limit, wait_group_empty(pgid)).await.unwrap_or(false);
+        if empty {
+            self.armed = false;
+        }
+        empty
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if self.armed {
+            // Best effort: there is nobody to report a failure to.
+            let _ = self.kill();
+        }
+    }
+}
+
+/// A child process leading its own process group; see the module docs for
+/// its life cycle.
+#[derive(Debug)]
+pub struct GroupChild {
+    child: Child,
+    group: ProcessGroup,
+    status: Option<ExitStatus>,
+}
+
+impl GroupChild {
+    /// The leader's pid, which is also the process group id.
+    pub fn pid(&self) -> i32 {
+        self.group.pgid
+    }
+
+    /// The process group.
+    pub fn group(&self) -> &ProcessGroup {
+        &self.group
+    }
+
+    /// The underlying Tokio child, to take its piped stdin, stdout or
+    /// stderr. Do not kill or wait on it directly: use the methods of
+    /// [`GroupChild`], which remember the leader's exit status.
+    pub fn child_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// The leader's exit status, once it has been waited for.
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        self.status
+    }
+
+    /// Waits for the leader to exit and returns its status. Members it left
+    /// behind keep running; call [`GroupChild::shutdown`] to end them.
+    ///
+    /// Cancel-safe: dropping the future loses nothing, and a later call
+    /// returns the same status.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        let status = self.child.wait().await?;
+        self.status = Some(status);
+        Ok(status)
+    }
+
+    /// Ends the whole group politely: `SIGTERM` to every member, up to
+    /// `grace` for the leader to exit and the members to die, then
+    /// `SIGKILL` to whatever is left. Returns the leader's exit status once
+    /// every member is dead (or, in pathological cases, once
+    /// [`KILL_WAIT_LIMIT`] has passed after `SIGKILL`).
+    ///
+    /// When the leader has already exited and no member is left, nothing is
+    /// signalled. Calling it again is harmless.
+    pub async fn shutdown(&mut self, grace: Duration) -> io::Result<ExitStatus> {
+        if self.status.is_some() && self.group.live_members().is_some_and(|m| m.is_empty()) {
+            self.group.armed = false;
+            return self.wait().await;
+        }
+        self.group.terminate()?;
+        let polite = async {
+            let status = self.child.wait().await;
+            let empty = wait_group_empty(self.group.pgid).await;
+            (status, empty)
+        };
+        if let Ok((status, empty)) = tokio::time::timeout(grace, polite).await {
+            if let Ok(status) = status {
+                self.status.get_or_insert(status);
+            }
+            if empty {
+                self.group.armed = false;
+                return self.wait().await;
+            }
+        }
+        self.kill_now().await
+    }
+
+    /// Sends `SIGKILL` to the whole group at once and returns the leader's
+    /// exit status once every member is dead (or [`KILL_WAIT_LIMIT`] has
+    /// passed).
+    pub async fn kill_now(&mut self) -> io::Result<ExitStatus> {
+        self.group.kill()?;
+        let status = self.wait().await?;
+        self.group.wait_until_empty(KILL_WAIT_LIMIT).await;
+        Ok(status)
+    }
+}
+
+/// Waits until the group `pgid` has no live member. Returns `false` when
+/// that cannot be observed on this platform.
+#[cfg(target_os = "linux")]
+async fn wait_group_empty(pgid: libc::pid_t) -> bool {
+    loop {
+        let Some(members) = live_members_of(pgid) else {
+            return false;
+        };
+        if members.is_empty() {
+            return true;
+        }
+        let mut watched = Vec::new();
+        let mut unwatchable = false;
+        for pid in members {
+            match pidfd::open(pid) {
+                Ok(Some(fd)) => {
+                    // The pid may have been reused between the scan and the
+                    // open: the pidfd now pins the process, so re-check.
+                    if process_group_of(pid) == Some(pgid) {
+                        watched.push(fd);
+                    }
+                }
+                Ok(None) => {} // already gone
+                Err(_) => unwatchable = true,
+            }
+        }
+        for fd in watched {
+            // SAFETY: the AsyncFd takes ownership of the OwnedFd, so the
+            // descriptor stays open and unchanged for its whole lifetime.
+            let registered =
+                unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) };
+            match registered {
+                Ok(fd) => {
+                    // Readable once the process has exited.
+                    let _ = fd.readable().await;
+                }
+                Err(_) => unwatchable = true,
+            }
+        }
+        if unwatchable {
+            // No pidfd support (very old kernel or a sandbox): fall back to
+            // rescanning at a modest pace.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+async fn wait_group_empty(_pgid: libc::pid_t) -> bool {
+    false
+}
+
+#[cfg(target_os = "linux")]
+fn live_members_of(pgid: libc::pid_t) -> Option<Vec<i32>> {
+    let dir = std::fs::read_dir("/proc").ok()?;
+    let mut members = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Some(stat) = read_stat(pid)
+            && stat.pgrp == pgid
+            && stat.state != 'Z'
+            && stat.state != 'X'
+        {
+            members.push(pid);
+        }
+    }
+    Some(members)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn live_members_of(_pgid: libc::pid_t) -> Option<Vec<i32>> {
+    None
+}
+
+#[cfg(target_os = "linux")]
+fn process_group_of(pid: i32) -> Option<i32> {
+    read_stat(pid).filter(|s| s.state != 'Z' && s.state != 'X').map(|s| s.pgrp)
+}
+
+/// The fields of `/proc/<pid>/stat` this module uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// One-letter state: `R`, `S`, `D`, `Z` (zombie), `T`, …
+    pub state: char,
+    /// Parent pid.
+    pub ppid: i32,
+    /// Process group id.
+    pub pgrp: i32,
+    /// Start time in clock ticks after boot (identifies a process across
+    /// pid reuse).
+    pub start_ticks: u64,
+}
+
+/// Reads `/proc/<pid>/stat` (Linux only; `None` elsewhere or when the
+/// process does not exist).
+pub fn read_stat(pid: i32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&text)
+}
+
+fn parse_stat(text: &str) -> Option<ProcStat> {
+    // The command name is in parentheses and may itself contain spaces or
+    // parentheses: the fields after it start after the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] is field 3 of proc(5) (state); starttime is field 22.
+    Some(ProcStat {
+        state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
+        pgrp: fields.get(2)?.parse().ok()?,
+        start_ticks: fields.get(19)?.parse().ok()?,
+    })
+}
+
+#[cfg(target_os = "linux")]
+mod pidfd {
+    use std::io;
+    use std::os::fd::{FromRawFd, OwnedFd};
+
+    /// `pidfd_open(pid, 0)`; `Ok(None)` when the process no longer exists.
+    pub(super) fn open(pid: i32) -> io::Result<Option<OwnedFd>> {
+        // SAFETY: pidfd_open takes two integers and returns a new fd or -1.
+        let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            return if err.raw_os_error() == Some(libc::ESRCH) {
+                Ok(None)
+            } else {
+                Err(err)
+            };
+        }
+        let fd = i32::try_from(rc).map_err(|_| io::Error::other("pidfd out of range"))?;
+        // SAFETY: the kernel just returned this fd to us and nobody else owns it.
+        Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_odd_command_names() {
+        let line = "1234 (a b) c)) S 1 1234 1234 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 0 0";
+        let stat = parse_stat(line).expect("parses");
+        assert_eq!(stat.state, 'S');
+        assert_eq!(stat.ppid, 1);
+        assert_eq!(stat.pgrp, 1234);
+        assert_eq!(stat.start_ticks, 98765);
+    }
+
+    #[test]
+    fn rejects_truncated_stat() {
+        assert_eq!(parse_stat("12 (x) S 1"), None);
+        assert_eq!(parse_stat("garbage"), None);
+    }
+}
