@@ -1,6 +1,51 @@
-//! Placeholder: filled in by its issue.
+//! The file tools: `Read`, `Write`, `Edit`, `Glob` and `Grep`, plus the
+//! `.kajiignore` matcher they share.
+//!
+//! Their input schemas follow Claude Code's tools of the same names (same
+//! parameter names), so models trained on those call them right; the
+//! descriptions are kaji's own. Everything is done in-process on ripgrep's
+//! crates (`ignore`, `grep-searcher`, `grep-regex`, `globset`): nothing here
+//! ever shells out.
+//!
+//! These tools must never panic or hang on what the model gives them:
+//! hostile paths (`..`, symlinks, `/proc`, devices, FIFOs), binary files,
+//! invalid UTF-8, huge files and malformed patterns all become a clear
+//! [`ToolError`](crate::ToolError) that names the tool, the path and what to
+//! do instead. They never decide permissions either: `Write` and `Edit`
+//! report the absolute paths they would write through
+//! [`Tool::access`](crate::Tool::access) and the core decides.
+
+mod atomic;
+mod diff;
+mod edit;
+mod input;
+mod kajiignore;
+mod paths;
+mod read;
+mod sniff;
+mod target;
+mod write;
+
+use std::sync::Arc;
 
 use crate::ToolRegistry;
 
-/// Adds this module's tools to `registry`.
-pub(crate) fn register(_registry: &mut ToolRegistry) {}
+// Meant to be re-exported from the crate root (`pub use fs::{IgnoreRule, KajiIgnore}`).
+#[allow(unused_imports)]
+pub use kajiignore::{IgnoreRule, KajiIgnore};
+
+/// Adds `Read`, `Write`, `Edit`, `Glob` and `Grep` to `registry`, in that
+/// order.
+pub(crate) fn register(registry: &mut ToolRegistry) {
+    registry.register(Arc::new(read::ReadTool));
+    registry.register(Arc::new(write::WriteTool));
+    registry.register(Arc::new(edit::EditTool));
+}
+
+/// A failed call of `tool`, with a message written for the model.
+///
+/// The one place that turns a file tool's complaint into a [`ToolError`],
+/// so that every message starts with the tool's name.
+fn failure(tool: &str, message: impl std::fmt::Display) -> crate::ToolError {
+    crate::ToolError::Refused(format!("{tool}: {message}"))
+}

@@ -1,0 +1,460 @@
+//! `Read`: a text file's lines, numbered like `cat -n`.
+//!
+//! The file is streamed: only the requested lines are kept in memory (each
+//! capped at [`MAX_LINE_CHARS`]), so a file of any size, or a single huge
+//! line, costs a bounded amount of memory. Only regular files are opened:
+//! a FIFO, socket or device is refused from its metadata, so a read can
+//! never block on one.
+
+use std::io::{BufRead, BufReader, Read as _};
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use kaji_protocol::ToolSpec;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::kajiignore::KajiIgnore;
+use super::{failure, input, paths, sniff};
+use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_input};
+
+const NAME: &str = "Read";
+
+/// Lines returned when the call gives no `limit`.
+pub(super) const DEFAULT_LIMIT: usize = 2000;
+/// Characters kept of one line; the rest is replaced by a marker.
+pub(super) const MAX_LINE_CHARS: usize = 2000;
+
+/// The `Read` tool.
+pub(super) struct ReadTool;
+
+#[derive(Debug, Deserialize)]
+struct ReadInput {
+    file_path: String,
+    #[serde(default, deserialize_with = "input::opt_usize")]
+    offset: Option<usize>,
+    #[serde(default, deserialize_with = "input::opt_usize")]
+    limit: Option<usize>,
+}
+
+#[async_trait]
+impl Tool for ReadTool {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: NAME.to_string(),
+            description: format!(
+                "Reads a text file and returns its lines numbered like `cat -n`: the line number, a tab, \
+then the line. The number and tab are not part of the file; leave them out of Edit's old_string.\n\
+- file_path: absolute, or relative to the working directory.\n\
+- Without offset/limit it returns the first {DEFAULT_LIMIT} lines. For longer files pass offset (the 1-based \
+line to start at) and limit (how many lines) to read the next part.\n\
+- Lines longer than {MAX_LINE_CHARS} characters are cut, with a marker.\n\
+- PNG, JPEG, GIF and WebP images are described (type, dimensions, size) rather than shown. Other binary \
+files, directories and special files (pipes, devices) are refused: use Glob to list a directory and Grep \
+to search many files.\n\
+- Read a file before you Edit it, so that old_string matches its current text exactly."
+            ),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {
+                        "type": "string",
+                        "description": "Path of the file to read, absolute or relative to the working directory."
+                    },
+                    "offset": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "1-based line number to start reading at. Use it only for files too long to read at once."
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": format!("Number of lines to return (default {DEFAULT_LIMIT}).")
+                    }
+                },
+                "required": ["file_path"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let input: ReadInput = parse_input(NAME, input)?;
+        if input.file_path.trim().is_empty() {
+            return Err(ToolError::InvalidInput {
+                tool: NAME.to_string(),
+                message: "file_path is empty; give the path of a file to read".to_string(),
+            });
+        }
+        if input.limit == Some(0) {
+            return Err(ToolError::InvalidInput {
+                tool: NAME.to_string(),
+                message: "limit must be at least 1 (or left out)".to_string(),
+            });
+        }
+        let path = paths::resolve(ctx, &input.file_path);
+        let request = ReadRequest {
+            path,
+            cwd: ctx.cwd.clone(),
+            offset: input.offset.unwrap_or(1).max(1),
+            limit: input.limit.unwrap_or(DEFAULT_LIMIT),
+            cancel: ctx.cancel.clone(),
+        };
+        tokio::task::spawn_blocking(move || request.run())
+            .await
+            .map_err(|e| failure(NAME, format!("the read stopped unexpectedly: {e}")))?
+    }
+}
+
+struct ReadRequest {
+    path: PathBuf,
+    cwd: PathBuf,
+    offset: usize,
+    limit: usize,
+    cancel: CancellationToken,
+}
+
+impl ReadRequest {
+    fn run(self) -> Result<ToolOutput, ToolError> {
+        let path = &self.path;
+        let shown = path.display();
+        let meta = std::fs::metadata(path);
+        let is_dir = meta.as_ref().is_ok_and(|m| m.is_dir());
+        let ignore = KajiIgnore::load(&self.cwd);
+        if let Some(rule) = ignore.excluded(path, is_dir) {
+            return Err(failure(
+                NAME,
+                format!(
+                    "{shown} is excluded by {rule}; kaji's tools may not read it. Do not try to reach it another way."
+                ),
+            ));
+        }
+        let meta = meta.map_err(|e| missing_or_io(path, &e))?;
+        check_regular(NAME, path, &meta)?;
+
+        let mut file = std::fs::File::open(path).map_err(|e| missing_or_io(path, &e))?;
+        // The path may have been swapped since the metadata call.
+        let meta = file
+            .metadata()
+            .map_err(|e| io_failure(path, "cannot read", &e))?;
+        check_regular(NAME, path, &meta)?;
+        let size = meta.len();
+
+        let mut head = Vec::with_capacity(
+            sniff::SNIFF_LEN.min(usize::try_from(size).unwrap_or(usize::MAX)) + 1,
+        );
+        (&mut file)
+            .take(sniff::SNIFF_LEN as u64)
+            .read_to_end(&mut head)
+            .map_err(|e| io_failure(path, "cannot read", &e))?;
+
+        if let Some(image) = sniff::image(&head) {
+            let dims = image
+                .dimensions
+                .map(|(w, h)| format!(", {w}x{h} pixels"))
+                .unwrap_or_default();
+            return Ok(ToolOutput {
+                content: format!(
+                    "{shown} is a {} image{dims}, {} bytes. Read describes images but cannot show their pixels.",
+                    image.kind.name(),
+                    size
+                ),
+                data: Some(json!({
+                    "path": path,
+                    "kind": "image",
+                    "mime_type": image.kind.mime(),
+                    "width": image.dimensions.map(|d| d.0),
+                    "height": image.dimensions.map(|d| d.1),
+                    "bytes": size,
+                })),
+                ..ToolOutput::default()
+            });
+        }
+        if let Some(format) = sniff::binary_format(&head) {
+            return Err(failure(
+                NAME,
+                format!(
+                    "{shown} is a binary file ({format}, {size} bytes); Read only shows text files."
+                ),
+            ));
+        }
+        if sniff::has_nul(&head) {
+            return Err(failure(
+                NAME,
+                format!(
+                    "{shown} is a binary file (it contains NUL bytes; {size} bytes); Read only shows text files. \
+If it is UTF-16 text, convert it first."
+                ),
+            ));
+        }
+        if size == 0 {
+            return Ok(ToolOutput {
+                content: format!("{shown} exists but is empty (0 lines)."),
+                data: Some(
+                    json!({"path": path, "kind": "text", "start_line": 1, "lines": 0, "bytes": 0}),
+                ),
+                ..ToolOutput::default()
+            });
+        }
+
+        let mut reader =
+            BufReader::with_capacity(64 * 1024, std::io::Cursor::new(head).chain(file));
+        self.numbered_lines(&mut reader, size)
+    }
+
+    fn numbered_lines(
+        &self,
+        reader: &mut impl BufRead,
+        size: u64,
+    ) -> Result<ToolOutput, ToolError> {
+        let path = &self.path;
+        let shown = path.display();
+        let mut buf = Vec::new();
+        let mut line_no = 0usize;
+        // Skip the lines before `offset` without keeping them.
+        while line_no + 1 < self.offset {
+            if line_no % 4096 == 0 && self.cancel.is_cancelled() {
+                return Err(ToolError::Cancelled);
+            }
+            match next_line(reader, 0, &mut buf).map_err(|e| io_failure(path, "cannot read", &e))? {
+                Some(_) => line_no += 1,
+                None => {
+                    return Ok(ToolOutput {
+                        content: format!(
+                            "{shown} has only {line_no} lines, so offset {} is past the end. \
+Call Read with an offset from 1 to {line_no}.",
+                            self.offset
+                        ),
+                        data: Some(
+                            json!({"path": path, "kind": "text", "start_line": self.offset, "lines": 0, "total_lines": line_no}),
+                        ),
+                        ..ToolOutput::default()
+                    });
+                }
+            }
+        }
+
+        let mut out = String::new();
+        let mut lossy = false;
+        let mut cut = 0usize;
+        let mut shown_lines = 0usize;
+        let keep = MAX_LINE_CHARS * 4;
+        while shown_lines < self.limit {
+            let Some(overflow) = next_line(reader, keep, &mut buf)
+                .map_err(|e| io_failure(path, "cannot read", &e))?
+            else {
+                break;
+            };
+            line_no += 1;
+            shown_lines += 1;
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            let (text, was_lossy) = decode(&buf, overflow);
+            lossy |= was_lossy;
+            out.push_str(&format!("{line_no:>6}\t"));
+            let mut chars = text.char_indices();
+            match chars.nth(MAX_LINE_CHARS) {
+                Some((end, _)) => {
+                    out.push_str(&text[..end]);
+                    out.push_str(&format!(" … [line cut at {MAX_LINE_CHARS} characters]"));
+                    cut += 1;
+                }
+                None if overflow => {
+                    out.push_str(&text);
+                    out.push_str(&format!(" … [line cut at {MAX_LINE_CHARS} characters]"));
+                    cut += 1;
+                }
+                None => out.push_str(&text),
+            }
+            out.push('\n');
+        }
+        let more = match reader.fill_buf() {
+            Ok(rest) => !rest.is_empty(),
+            Err(e) => return Err(io_failure(path, "cannot read", &e)),
+        };
+        if more {
+            out.push_str(&format!(
+                "\n(Showing lines {}-{line_no}; the file goes on ({size} bytes in all). \
+Call Read with offset {} to read more.)\n",
+                self.offset,
+                line_no + 1
+            ));
+        }
+        if cut > 0 {
+            out.push_str(&format!(
+                "\n({cut} line(s) longer than {MAX_LINE_CHARS} characters were cut; use Grep to find text in them.)\n"
+            ));
+        }
+        if lossy {
+            out.push_str(
+                "\n(The file is not valid UTF-8: bytes that are not UTF-8 are shown as \u{FFFD}. \
+Edit cannot change this file; use Write or Bash instead.)\n",
+            );
+        }
+        Ok(ToolOutput {
+            content: out,
+            data: Some(json!({
+                "path": path,
+                "kind": "text",
+                "start_line": self.offset,
+                "lines": shown_lines,
+                "more": more,
+                "bytes": size,
+            })),
+            ..ToolOutput::default()
+        })
+    }
+}
+
+/// Reads one line (without its `\n`) into `out`, keeping at most `keep`
+/// bytes of it and skipping the rest. Returns `None` at the end of the
+/// input, else whether bytes were skipped.
+pub(super) fn next_line(
+    reader: &mut impl BufRead,
+    keep: usize,
+    out: &mut Vec<u8>,
+) -> std::io::Result<Option<bool>> {
+    out.clear();
+    let mut any = false;
+    let mut overflow = false;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok(any.then_some(overflow));
+        }
+        any = true;
+        let newline = buf.iter().position(|&b| b == b'\n');
+        let chunk = &buf[..newline.unwrap_or(buf.len())];
+        let room = keep.saturating_sub(out.len());
+        if chunk.len() > room {
+            overflow = true;
+        }
+        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let used = newline.map_or(buf.len(), |i| i + 1);
+        reader.consume(used);
+        if newline.is_some() {
+            return Ok(Some(overflow));
+        }
+    }
+}
+
+/// Decodes a line, replacing invalid UTF-8. A multi-byte character split by
+/// the line cap is dropped silently rather than reported as invalid.
+fn decode(bytes: &[u8], overflow: bool) -> (String, bool) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => (s.to_string(), false),
+        Err(e) if overflow && e.error_len().is_none() => {
+            let valid = &bytes[..e.valid_up_to()];
+            (String::from_utf8_lossy(valid).into_owned(), false)
+        }
+        Err(_) => (String::from_utf8_lossy(bytes).into_owned(), true),
+    }
+}
+
+/// Refuses anything but a regular file, naming what it is.
+pub(super) fn check_regular(
+    tool: &str,
+    path: &Path,
+    meta: &std::fs::Metadata,
+) -> Result<(), ToolError> {
+    if meta.is_file() {
+        return Ok(());
+    }
+    let shown = path.display();
+    if meta.is_dir() {
+        return Err(failure(
+            tool,
+            format!(
+                "{shown} is a directory, not a file. Use Glob (with path set to it) to list its files."
+            ),
+        ));
+    }
+    Err(failure(
+        tool,
+        format!(
+            "{shown} is not a regular file (it is {}); file tools only work on regular files.",
+            describe_file_type(meta.file_type())
+        ),
+    ))
+}
+
+fn describe_file_type(ft: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if ft.is_fifo() {
+            return "a named pipe (FIFO)";
+        }
+        if ft.is_socket() {
+            return "a socket";
+        }
+        if ft.is_char_device() {
+            return "a character device";
+        }
+        if ft.is_block_device() {
+            return "a block device";
+        }
+    }
+    if ft.is_symlink() {
+        return "a symbolic link";
+    }
+    "a special file"
+}
+
+fn missing_or_io(path: &Path, e: &std::io::Error) -> ToolError {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        failure(
+            NAME,
+            format!(
+                "{} does not exist. Check the path; Glob can find files by name.",
+                path.display()
+            ),
+        )
+    } else {
+        io_failure(path, "cannot read", e)
+    }
+}
+
+fn io_failure(path: &Path, what: &str, e: &std::io::Error) -> ToolError {
+    failure(NAME, format!("{what} {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_line_caps_and_skips() {
+        let data = b"short\nabcdefghij\nlast";
+        let mut r = BufReader::with_capacity(3, &data[..]);
+        let mut buf = Vec::new();
+        assert_eq!(next_line(&mut r, 4, &mut buf).unwrap(), Some(true));
+        assert_eq!(buf, b"shor");
+        assert_eq!(next_line(&mut r, 100, &mut buf).unwrap(), Some(false));
+        assert_eq!(buf, b"abcdefghij");
+        assert_eq!(next_line(&mut r, 100, &mut buf).unwrap(), Some(false));
+        assert_eq!(buf, b"last");
+        assert_eq!(next_line(&mut r, 100, &mut buf).unwrap(), None);
+    }
+
+    #[test]
+    fn decode_drops_split_char_only_when_cut() {
+        let bytes = "aé".as_bytes();
+        assert_eq!(decode(&bytes[..2], true), ("a".to_string(), false));
+        assert!(decode(&bytes[..2], false).1);
+    }
+}

@@ -1,0 +1,141 @@
+//! `Write`: creates a file or replaces its whole content.
+//!
+//! Parent directories are created. An existing file is replaced atomically
+//! and keeps its permission bits; writing through a symlink updates the
+//! link's target and leaves the link in place.
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use kaji_protocol::ToolSpec;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{atomic, diff, failure, input, paths, target};
+use crate::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput, parse_input};
+
+const NAME: &str = "Write";
+
+/// Old content larger than this is not diffed for front ends.
+const MAX_DIFF_BYTES: u64 = 1024 * 1024;
+
+/// The `Write` tool.
+pub(super) struct WriteTool;
+
+#[derive(Debug, Deserialize)]
+struct WriteInput {
+    file_path: String,
+    content: String,
+}
+
+#[async_trait]
+impl Tool for WriteTool {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: NAME.to_string(),
+            description:
+                "Writes a file with exactly the given content, creating it (and any missing parent \
+directories) or replacing everything it held.\n\
+- file_path: absolute, or relative to the working directory.\n\
+- To change part of an existing file, prefer Edit: it sends only the change. Read an existing file \
+before replacing it, so nothing in it is lost by accident.\n\
+- The result says whether the file was created or overwritten and how many lines it now has."
+                    .to_string(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {
+                        "type": "string",
+                        "description": "Path of the file to write, absolute or relative to the working directory."
+                    },
+                    "content": {
+                        "type": "string",
+                        "description": "The complete new content of the file."
+                    }
+                },
+                "required": ["file_path", "content"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    fn access(&self, input: &Value, ctx: &ToolContext) -> ToolAccess {
+        ToolAccess::Edit {
+            paths: input::raw_str(input, "file_path")
+                .filter(|p| !p.trim().is_empty())
+                .map(|p| paths::write_targets(&paths::resolve(ctx, p)))
+                .unwrap_or_default(),
+        }
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let input: WriteInput = parse_input(NAME, input)?;
+        if input.file_path.trim().is_empty() {
+            return Err(ToolError::InvalidInput {
+                tool: NAME.to_string(),
+                message: "file_path is empty; give the path of the file to write".to_string(),
+            });
+        }
+        let path = paths::resolve(ctx, &input.file_path);
+        let cwd = ctx.cwd.clone();
+        tokio::task::spawn_blocking(move || write(&cwd, path, &input.content))
+            .await
+            .map_err(|e| failure(NAME, format!("the write stopped unexpectedly: {e}")))?
+    }
+}
+
+fn write(cwd: &std::path::Path, path: PathBuf, content: &str) -> Result<ToolOutput, ToolError> {
+    let shown = path.display().to_string();
+    let target = target::prepare(NAME, cwd, &path)?;
+    let old = match &target.existing {
+        Some(meta) if meta.len() <= MAX_DIFF_BYTES => std::fs::read(&target.real)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok()),
+        _ => None,
+    };
+    target::create_parents(NAME, &target.real)?;
+    let existed = atomic::write_file(&target.real, content.as_bytes())
+        .map_err(|e| failure(NAME, format!("cannot write {shown}: {e}")))?;
+    let lines = target::count_lines(content);
+    let bytes = content.len();
+    let (message, action) = if existed {
+        let was = old
+            .as_deref()
+            .map(|o| format!("; it had {} lines before", target::count_lines(o)))
+            .unwrap_or_default();
+        (
+            format!("Overwrote {shown} ({lines} lines, {bytes} bytes{was})."),
+            "overwritten",
+        )
+    } else {
+        (
+            format!("Created {shown} ({lines} lines, {bytes} bytes)."),
+            "created",
+        )
+    };
+    let diff = match (&old, existed) {
+        (Some(old), true) => Some(diff::unified(old, content, &shown)),
+        (_, false) => Some(diff::unified("", content, &shown)),
+        _ => None,
+    };
+    Ok(ToolOutput {
+        content: message,
+        data: Some(json!({
+            "path": path,
+            "action": action,
+            "lines": lines,
+            "bytes": bytes,
+            "diff": diff,
+        })),
+        control: None,
+        changed_files: true,
+    })
+}
