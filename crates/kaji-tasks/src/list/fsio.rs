@@ -1,0 +1,156 @@
+//! File-level primitives of the list: OS file locks, atomic durable
+//! writes, and parsing of the files. Nothing here knows list semantics.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::{Task, TaskListError};
+
+/// Prefix of the temporary files written next to their target; readers
+/// ignore every name that starts with `.`.
+pub(crate) const TEMP_PREFIX: &str = ".tmp-";
+
+/// An exclusive OS lock on a lock file, held until dropped. Closing the
+/// file releases the lock, and so does the death of the process.
+#[derive(Debug)]
+pub(crate) struct LockGuard {
+    _file: File,
+}
+
+/// Blocks until this process holds the exclusive lock on `path`,
+/// creating the lock file if needed.
+pub(crate) fn lock_exclusive(path: &Path) -> Result<LockGuard, TaskListError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| TaskListError::io(path, e))?;
+    file.lock().map_err(|e| TaskListError::io(path, e))?;
+    Ok(LockGuard { _file: file })
+}
+
+/// Writes `bytes` to `path` so that readers and crashes see either the old
+/// or the new content: temp file in the same directory, fsync, rename
+/// over, fsync the directory.
+pub(crate) fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), TaskListError> {
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(dir)
+        .map_err(|e| TaskListError::io(dir, e))?;
+    tmp.write_all(bytes)
+        .map_err(|e| TaskListError::io(tmp.path(), e))?;
+    tmp.as_file()
+        .sync_data()
+        .map_err(|e| TaskListError::io(tmp.path(), e))?;
+    tmp.persist(path)
+        .map_err(|e| TaskListError::io(path, e.error))?;
+    sync_dir(dir)
+}
+
+/// Makes renames and removals in `dir` durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), TaskListError> {
+    #[cfg(unix)]
+    {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| TaskListError::io(dir, e))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+/// Removes `path`; a file that is already gone is fine.
+pub(crate) fn remove_if_exists(path: &Path) -> Result<(), TaskListError> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(TaskListError::io(path, e)),
+    }
+}
+
+/// Reads a file; `Ok(None)` when it does not exist.
+pub(crate) fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, TaskListError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(TaskListError::io(path, e)),
+    }
+}
+
+/// Parses and checks the content of `<id>.json`.
+pub(crate) fn parse_task(path: &Path, id: u64, bytes: &[u8]) -> Result<Task, TaskListError> {
+    let corrupt = |problem: String| TaskListError::Corrupt {
+        path: path.to_path_buf(),
+        problem,
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(corrupt("the file is empty".to_string()));
+    }
+    let task: Task =
+        serde_json::from_slice(bytes).map_err(|e| corrupt(format!("not a valid task: {e}")))?;
+    if task.id != id {
+        return Err(corrupt(format!(
+            "the file holds id {} but its name says {id}",
+            task.id
+        )));
+    }
+    if task.blocks.contains(&id) || task.blocked_by.contains(&id) {
+        return Err(corrupt(format!("task #{id} lists itself as a dependency")));
+    }
+    Ok(task)
+}
+
+/// Serialises a task the way it is stored: pretty JSON and a newline.
+pub(crate) fn encode_task(task: &Task) -> Vec<u8> {
+    // Serialising a Task cannot fail: every key is a string.
+    let mut bytes = serde_json::to_vec_pretty(task).unwrap_or_default();
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Parses `.highwatermark`: a decimal integer, surrounding whitespace allowed.
+pub(crate) fn parse_highwatermark(path: &Path, bytes: &[u8]) -> Result<u64, TaskListError> {
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .ok_or_else(|| TaskListError::Corrupt {
+            path: path.to_path_buf(),
+            problem: format!(
+                "expected a decimal integer, found {:?}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(40)])
+            ),
+        })
+}
+
+/// The task id a directory entry names, if it is `<id>.json` with a
+/// canonical decimal id (no sign, no leading zero).
+pub(crate) fn task_id_of(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".json")?;
+    if digits.is_empty()
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+        || (digits.len() > 1 && digits.starts_with('0'))
+    {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Ids of every `<id>.json` in `dir`, readable or not, ascending.
+pub(crate) fn task_ids_in(dir: &Path) -> Result<Vec<(u64, PathBuf)>, TaskListError> {
+    let mut ids = Vec::new();
+    let entries = fs::read_dir(dir).map_err(|e| TaskListError::io(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| TaskListError::io(dir, e))?;
+        if let Some(id) = entry.file_name().to_str().and_then(task_id_of) {
+            ids.push((id, entry.path()));
+        }
+    }
+    ids.sort_unstable_by_key(|(id, _)| *id);
+    Ok(ids)
+}

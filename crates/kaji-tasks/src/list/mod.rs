@@ -1,0 +1,22 @@
+//! The durable task list: *what should be done*, shared by every agent and
+//! process that opens the same list.
+//!
+//! One JSON file per task under `$KAJI_HOME/tasks/<list-id>/`, so that
+//! concurrent writers collide only on a single task. Every write is atomic
+//! and durable (temp file, fsync, rename, fsync of the directory), and
+//! locks are OS file locks that die with their holder. The format and the
+//! locking protocol are documented in `docs/task-list.md`.
+//!
+//! This module must never write a task file in place, hold a lock across
+//! anything but file I/O, or lose a readable task because another file is
+//! corrupt. It knows nothing of models, tools or terminals.
+
+mod error;
+mod fsio;
+mod graph;
+mod model;
+mod store;
+
+pub use error::{ClaimRefusal, TaskListError, TaskListErrorKind};
+pub use model::{CorruptFile, ListSnapshot, NewTask, Task, TaskPatch, TaskStatus, UpdateOutcome};
+pub use store::{DEFAULT_LIST_ID, TaskListStore, lists_root, sanitize_list_id};
