@@ -8,10 +8,24 @@
 //! any content. This crate must never print, read the task's state or
 //! decide what to do with a reply: it only speaks HTTP.
 
+pub mod anthropic;
+pub mod config;
+pub mod error;
+pub mod openai;
+pub mod selection;
+pub mod sse;
+mod transport;
+
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::Stream;
 use kaji_protocol::{Message, StreamEvent, ToolSpec};
+
+pub use anthropic::AnthropicProvider;
+pub use config::{ProviderConfig, ProviderKind, UnknownProvider};
+pub use error::LlmError;
+pub use openai::OpenAiProvider;
 
 /// One request to a model.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,10 +57,109 @@ pub trait ModelProvider: Send + Sync {
     fn stream(&self, request: ModelRequest) -> ModelStream;
 }
 
-/// Why a model request failed (placeholder until issue 2 lands).
-#[derive(Debug, thiserror::Error)]
-pub enum LlmError {
-    /// Anything.
-    #[error("{0}")]
-    Other(String),
+/// Builds the provider `cfg` describes. Fails only on an unusable
+/// configuration (a base URL that is not http(s), a key that cannot be sent
+/// in a header); nothing is sent before the first request.
+pub fn build_provider(cfg: &ProviderConfig) -> Result<Arc<dyn ModelProvider>, LlmError> {
+    let provider = cfg.kind.as_str();
+    let base = cfg.base_url.trim();
+    if !(base.starts_with("http://") || base.starts_with("https://")) {
+        return Err(LlmError::InvalidConfig {
+            provider: provider.into(),
+            message: format!("base URL {:?} must start with http:// or https://", cfg.base_url),
+        });
+    }
+    if reqwest::Url::parse(base).is_err() {
+        return Err(LlmError::InvalidConfig {
+            provider: provider.into(),
+            message: format!("base URL {:?} is not a valid URL", cfg.base_url),
+        });
+    }
+    let client = reqwest::Client::builder()
+        .connect_timeout(cfg.connect_timeout)
+        .user_agent(concat!("kaji/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| LlmError::InvalidConfig {
+            provider: provider.into(),
+            message: format!("the HTTP client could not be built: {e}"),
+        })?;
+    let policy = transport::RetryPolicy {
+        max_attempts: cfg.max_attempts.max(1),
+        idle_timeout: cfg.idle_timeout,
+        base_delay: cfg.retry_base_delay,
+        max_delay: cfg.retry_max_delay,
+    };
+    let cfg = ProviderConfig {
+        base_url: base.to_string(),
+        ..cfg.clone()
+    };
+    Ok(match cfg.kind {
+        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(&cfg, client, policy)?),
+        ProviderKind::OpenAi => Arc::new(OpenAiProvider::new(&cfg, client, policy)?),
+    })
+}
+
+/// Parses the arguments of a finished tool call. An empty string (a call
+/// without arguments) is `{}`; anything that is not a JSON object is an
+/// [`LlmError::InvalidToolArguments`] naming the tool and call id.
+pub fn parse_tool_arguments(tool_name: &str, call_id: &str, raw: &str) -> Result<serde_json::Value, LlmError> {
+    let invalid = |message: String| LlmError::InvalidToolArguments {
+        tool: tool_name.to_string(),
+        call_id: call_id.to_string(),
+        message,
+        excerpt: sse::excerpt(raw.as_bytes()),
+    };
+    if raw.trim().is_empty() {
+        return Ok(serde_json::Value::Object(Default::default()));
+    }
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(value @ serde_json::Value::Object(_)) => Ok(value),
+        Ok(other) => Err(invalid(format!("expected an object, got {}", json_kind(&other)))),
+        Err(e) => Err(invalid(format!("invalid JSON: {e}"))),
+    }
+}
+
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// A temperature as sent on the wire: `0.7f32` becomes `0.7`, not
+/// `0.699999988079071`.
+pub(crate) fn temperature_json(t: f32) -> f64 {
+    (f64::from(t) * 1e6).round() / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_arguments() {
+        assert_eq!(parse_tool_arguments("Read", "c1", "").unwrap(), serde_json::json!({}));
+        assert_eq!(parse_tool_arguments("Read", "c1", " {\"a\": 1} ").unwrap(), serde_json::json!({"a": 1}));
+        let err = parse_tool_arguments("Read", "c1", "{\"a\": ").unwrap_err().to_string();
+        assert!(err.contains("c1") && err.contains("Read") && err.contains("invalid JSON"), "{err}");
+        let err = parse_tool_arguments("Bash", "c2", "[1]").unwrap_err().to_string();
+        assert!(err.contains("c2") && err.contains("Bash") && err.contains("an array"), "{err}");
+    }
+
+    #[test]
+    fn temperature_is_rounded() {
+        assert_eq!(temperature_json(0.7), 0.7);
+        assert_eq!(temperature_json(0.0), 0.0);
+    }
+
+    #[test]
+    fn bad_base_urls_are_rejected() {
+        let cfg = ProviderConfig::new(ProviderKind::OpenAi, "m", "localhost:8080");
+        let err = build_provider(&cfg).err().unwrap().to_string();
+        assert!(err.contains("localhost:8080") && err.contains("openai"), "{err}");
+    }
 }

@@ -1,0 +1,544 @@
+//! The Anthropic Messages API: `POST {base}/v1/messages` with
+//! `stream: true`.
+//!
+//! Request: the system prompt goes in `system`; thinking blocks that carry a
+//! signature are sent back as `thinking` blocks (unsigned ones are dropped:
+//! the API rejects them), redacted thinking as `redacted_thinking`, tool
+//! results as `tool_result` blocks. Reply: `message_start`,
+//! `content_block_start/delta/stop`, `message_delta`, `message_stop`,
+//! `ping` and `error` events. This module must never hold state across
+//! requests.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use kaji_protocol::{ContentBlock, Message, Role, StopReason, StreamEvent, Usage};
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::sse::SseEvent;
+use crate::transport::{EventError, HttpCall, ReplyDecoder, RetryPolicy, json_error_message, stream_reply};
+use crate::{LlmError, ModelProvider, ModelRequest, ModelStream, ProviderConfig};
+
+/// The `anthropic-version` header value sent with every request.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Provider for the Anthropic Messages API.
+pub struct AnthropicProvider {
+    client: reqwest::Client,
+    url: String,
+    model: String,
+    headers: HeaderMap,
+    policy: RetryPolicy,
+}
+
+impl AnthropicProvider {
+    pub(crate) fn new(cfg: &ProviderConfig, client: reqwest::Client, policy: RetryPolicy) -> Result<Self, LlmError> {
+        let invalid = |message: String| LlmError::InvalidConfig {
+            provider: "anthropic".into(),
+            message,
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert("anthropic-version", HeaderValue::from_static(ANTHROPIC_VERSION));
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        headers.insert("accept", HeaderValue::from_static("text/event-stream"));
+        if let Some(token) = &cfg.auth_token {
+            let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| invalid("the auth token (ANTHROPIC_AUTH_TOKEN) contains characters not allowed in an HTTP header".into()))?;
+            value.set_sensitive(true);
+            headers.insert("authorization", value);
+        } else if let Some(key) = &cfg.api_key {
+            let mut value = HeaderValue::from_str(key)
+                .map_err(|_| invalid("the API key (ANTHROPIC_API_KEY) contains characters not allowed in an HTTP header".into()))?;
+            value.set_sensitive(true);
+            headers.insert("x-api-key", value);
+        }
+        Ok(Self {
+            client,
+            url: format!("{}/v1/messages", cfg.base_url.trim_end_matches('/')),
+            model: cfg.model.clone(),
+            headers,
+            policy,
+        })
+    }
+
+    /// The URL requests are posted to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl ModelProvider for AnthropicProvider {
+    fn name(&self) -> &str {
+        "anthropic"
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let body = request_body(&request, &self.model);
+        let call = HttpCall {
+            provider: "anthropic",
+            client: self.client.clone(),
+            url: self.url.clone(),
+            headers: self.headers.clone(),
+            body: Bytes::from(body.to_string()),
+            policy: self.policy,
+        };
+        stream_reply(call, AnthropicDecoder::default)
+    }
+}
+
+/// The JSON body of a streaming Messages request.
+pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
+    let model = if request.model.is_empty() { default_model } else { &request.model };
+    let mut body = json!({
+        "model": model,
+        "max_tokens": request.max_tokens,
+        "stream": true,
+        "messages": request.messages.iter().filter_map(message_json).collect::<Vec<_>>(),
+    });
+    if !request.system.is_empty() {
+        body["system"] = json!(request.system);
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+            .collect();
+    }
+    if let Some(t) = request.temperature {
+        body["temperature"] = json!(crate::temperature_json(t));
+    }
+    body
+}
+
+fn message_json(message: &Message) -> Option<Value> {
+    let content: Vec<Value> = message
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text { text } if text.is_empty() => None,
+            ContentBlock::Text { text } => Some(json!({"type": "text", "text": text})),
+            ContentBlock::Reasoning { text, signature: Some(sig) } => {
+                Some(json!({"type": "thinking", "thinking": text, "signature": sig}))
+            }
+            ContentBlock::Reasoning { signature: None, .. } => None,
+            ContentBlock::RedactedReasoning { data } => Some(json!({"type": "redacted_thinking", "data": data})),
+            ContentBlock::ToolUse { id, name, input } => {
+                let input = if input.is_object() { input.clone() } else { json!({}) };
+                Some(json!({"type": "tool_use", "id": id, "name": name, "input": input}))
+            }
+            ContentBlock::ToolResult { tool_use_id, content, is_error } => {
+                let mut block = json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content});
+                if *is_error {
+                    block["is_error"] = json!(true);
+                }
+                Some(block)
+            }
+        })
+        .collect();
+    if content.is_empty() {
+        return None;
+    }
+    let role = match message.role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    };
+    Some(json!({"role": role, "content": content}))
+}
+
+/// What a content block index stands for.
+enum Block {
+    Text,
+    Thinking,
+    Tool { id: String, start_input: Option<String>, had_delta: bool },
+    Other,
+}
+
+/// Maps Anthropic events to [`StreamEvent`]s.
+#[derive(Default)]
+pub(crate) struct AnthropicDecoder {
+    blocks: HashMap<u64, Block>,
+    usage: Usage,
+    stop: Option<StopReason>,
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+}
+
+#[derive(Deserialize)]
+struct DeltaEvent {
+    index: u64,
+    delta: Delta,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type")]
+enum Delta {
+    #[serde(rename = "text_delta")]
+    Text { text: String },
+    #[serde(rename = "thinking_delta")]
+    Thinking { thinking: String },
+    #[serde(rename = "signature_delta")]
+    Signature { signature: String },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: String },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct StartEvent {
+    index: u64,
+    content_block: Value,
+}
+
+#[derive(Deserialize)]
+struct StopEvent {
+    index: u64,
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+}
+
+impl AnthropicDecoder {
+    fn merge_usage(&mut self, u: &WireUsage) {
+        if let Some(v) = u.input_tokens {
+            self.usage.input_tokens = v;
+        }
+        if let Some(v) = u.output_tokens {
+            self.usage.output_tokens = v;
+        }
+        if let Some(v) = u.cache_read_input_tokens {
+            self.usage.cache_read_input_tokens = v;
+        }
+        if let Some(v) = u.cache_creation_input_tokens {
+            self.usage.cache_creation_input_tokens = v;
+        }
+    }
+}
+
+fn parse<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, EventError> {
+    serde_json::from_str(data).map_err(|e| EventError::InvalidJson(e.to_string()))
+}
+
+fn stop_reason(s: &str) -> StopReason {
+    match s {
+        "end_turn" => StopReason::EndTurn,
+        "tool_use" => StopReason::ToolUse,
+        "max_tokens" => StopReason::MaxTokens,
+        "stop_sequence" => StopReason::StopSequence,
+        "refusal" => StopReason::Refusal,
+        other => StopReason::Other(other.to_string()),
+    }
+}
+
+impl ReplyDecoder for AnthropicDecoder {
+    fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<bool, EventError> {
+        let data = event.data.as_str();
+        let envelope: Envelope = parse(data)?;
+        match envelope.kind {
+            "content_block_delta" => {
+                let DeltaEvent { index, delta } = parse(data)?;
+                match delta {
+                    Delta::Text { text } => out.push(StreamEvent::TextDelta { text }),
+                    Delta::Thinking { thinking } => out.push(StreamEvent::ReasoningDelta { text: thinking }),
+                    Delta::Signature { signature } => out.push(StreamEvent::ReasoningSignature { signature }),
+                    Delta::InputJson { partial_json } => {
+                        if let Some(Block::Tool { id, had_delta, .. }) = self.blocks.get_mut(&index) {
+                            *had_delta = true;
+                            if !partial_json.is_empty() {
+                                out.push(StreamEvent::ToolCallDelta {
+                                    id: id.clone(),
+                                    arguments: partial_json,
+                                });
+                            }
+                        } else {
+                            return Err(EventError::InvalidJson(format!(
+                                "input_json_delta for content block {index}, which is not a tool_use block"
+                            )));
+                        }
+                    }
+                    Delta::Other => {}
+                }
+            }
+            "message_start" => {
+                #[derive(Deserialize)]
+                struct Start {
+                    message: StartMessage,
+                }
+                #[derive(Deserialize)]
+                struct StartMessage {
+                    #[serde(default)]
+                    usage: WireUsage,
+                }
+                let start: Start = parse(data)?;
+                self.merge_usage(&start.message.usage);
+            }
+            "content_block_start" => {
+                let StartEvent { index, content_block } = parse(data)?;
+                let kind = content_block.get("type").and_then(Value::as_str).unwrap_or("");
+                let block = match kind {
+                    "text" => {
+                        if let Some(text) = content_block.get("text").and_then(Value::as_str)
+                            && !text.is_empty()
+                        {
+                            out.push(StreamEvent::TextDelta { text: text.to_string() });
+                        }
+                        Block::Text
+                    }
+                    "thinking" => {
+                        if let Some(text) = content_block.get("thinking").and_then(Value::as_str)
+                            && !text.is_empty()
+                        {
+                            out.push(StreamEvent::ReasoningDelta { text: text.to_string() });
+                        }
+                        if let Some(sig) = content_block.get("signature").and_then(Value::as_str)
+                            && !sig.is_empty()
+                        {
+                            out.push(StreamEvent::ReasoningSignature { signature: sig.to_string() });
+                        }
+                        Block::Thinking
+                    }
+                    "redacted_thinking" => {
+                        let data = content_block.get("data").and_then(Value::as_str).unwrap_or("");
+                        out.push(StreamEvent::RedactedReasoning { data: data.to_string() });
+                        Block::Other
+                    }
+                    "tool_use" => {
+                        let id = content_block.get("id").and_then(Value::as_str).unwrap_or("");
+                        let name = content_block.get("name").and_then(Value::as_str).unwrap_or("");
+                        if id.is_empty() || name.is_empty() {
+                            return Err(EventError::InvalidJson(format!(
+                                "tool_use block {index} lacks an id or a name"
+                            )));
+                        }
+                        out.push(StreamEvent::ToolCallStart { id: id.to_string(), name: name.to_string() });
+                        let start_input = content_block
+                            .get("input")
+                            .filter(|v| v.as_object().is_some_and(|o| !o.is_empty()))
+                            .map(Value::to_string);
+                        Block::Tool { id: id.to_string(), start_input, had_delta: false }
+                    }
+                    _ => Block::Other,
+                };
+                self.blocks.insert(index, block);
+            }
+            "content_block_stop" => {
+                let StopEvent { index } = parse(data)?;
+                if let Some(Block::Tool { id, start_input, had_delta }) = self.blocks.remove(&index) {
+                    if let (Some(input), false) = (start_input, had_delta) {
+                        out.push(StreamEvent::ToolCallDelta { id: id.clone(), arguments: input });
+                    }
+                    out.push(StreamEvent::ToolCallEnd { id });
+                }
+            }
+            "message_delta" => {
+                #[derive(Deserialize)]
+                struct MessageDelta {
+                    #[serde(default)]
+                    delta: Option<StopDelta>,
+                    #[serde(default)]
+                    usage: Option<WireUsage>,
+                }
+                #[derive(Deserialize)]
+                struct StopDelta {
+                    stop_reason: Option<String>,
+                }
+                let md: MessageDelta = parse(data)?;
+                if let Some(reason) = md.delta.and_then(|d| d.stop_reason) {
+                    self.stop = Some(stop_reason(&reason));
+                }
+                if let Some(usage) = md.usage {
+                    self.merge_usage(&usage);
+                }
+                out.push(StreamEvent::Usage(self.usage));
+            }
+            "message_stop" => {
+                self.finish_open_tools(out);
+                out.push(StreamEvent::Stop {
+                    reason: self.stop.take().unwrap_or(StopReason::EndTurn),
+                });
+                return Ok(true);
+            }
+            "ping" => {}
+            "error" => {
+                let value: Value = parse(data)?;
+                let kind = value
+                    .get("error")
+                    .and_then(|e| e.get("type"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("error")
+                    .to_string();
+                let message = json_error_message(&value).unwrap_or_else(|| data.to_string());
+                let retryable = matches!(kind.as_str(), "overloaded_error" | "api_error" | "rate_limit_error");
+                return Err(EventError::Server {
+                    what: format!("sent an error event ({kind})"),
+                    message,
+                    retryable,
+                });
+            }
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    fn on_eof(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), String> {
+        Err("the stream ended before `message_stop`".to_string())
+    }
+}
+
+impl AnthropicDecoder {
+    fn finish_open_tools(&mut self, out: &mut Vec<StreamEvent>) {
+        let mut open: Vec<(u64, Block)> = self.blocks.drain().collect();
+        open.sort_by_key(|(i, _)| *i);
+        for (_, block) in open {
+            if let Block::Tool { id, start_input, had_delta } = block {
+                if let (Some(input), false) = (start_input, had_delta) {
+                    out.push(StreamEvent::ToolCallDelta { id: id.clone(), arguments: input });
+                }
+                out.push(StreamEvent::ToolCallEnd { id });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kaji_protocol::ToolSpec;
+
+    fn run(events: &[(&str, &str)]) -> (Vec<StreamEvent>, Option<EventError>) {
+        let mut decoder = AnthropicDecoder::default();
+        let mut out = Vec::new();
+        for (name, data) in events {
+            let ev = SseEvent { event: name.to_string(), data: data.to_string(), offset: 0 };
+            if let Err(e) = decoder.on_event(&ev, &mut out) {
+                return (out, Some(e));
+            }
+        }
+        (out, None)
+    }
+
+    #[test]
+    fn maps_a_full_reply() {
+        let (out, err) = run(&[
+            ("message_start", r#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":10,"output_tokens":1,"cache_read_input_tokens":3}}}"#),
+            ("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}"#),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+            ("content_block_start", r#"{"type":"content_block_start","index":1,"content_block":{"type":"redacted_thinking","data":"xyz"}}"#),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":1}"#),
+            ("content_block_start", r#"{"type":"content_block_start","index":2,"content_block":{"type":"text","text":""}}"#),
+            ("ping", r#"{"type":"ping"}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"Hi"}}"#),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":2}"#),
+            ("content_block_start", r#"{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"t1","name":"Read","input":{}}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":3,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","index":3,"delta":{"type":"input_json_delta","partial_json":"1}"}}"#),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":3}"#),
+            ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":42}}"#),
+            ("message_stop", r#"{"type":"message_stop"}"#),
+        ]);
+        assert!(err.is_none());
+        assert_eq!(
+            out,
+            vec![
+                StreamEvent::ReasoningDelta { text: "hmm".into() },
+                StreamEvent::ReasoningSignature { signature: "sig".into() },
+                StreamEvent::RedactedReasoning { data: "xyz".into() },
+                StreamEvent::TextDelta { text: "Hi".into() },
+                StreamEvent::ToolCallStart { id: "t1".into(), name: "Read".into() },
+                StreamEvent::ToolCallDelta { id: "t1".into(), arguments: "{\"a\":".into() },
+                StreamEvent::ToolCallDelta { id: "t1".into(), arguments: "1}".into() },
+                StreamEvent::ToolCallEnd { id: "t1".into() },
+                StreamEvent::Usage(Usage { input_tokens: 10, output_tokens: 42, cache_read_input_tokens: 3, cache_creation_input_tokens: 0 }),
+                StreamEvent::Stop { reason: StopReason::ToolUse },
+            ]
+        );
+    }
+
+    #[test]
+    fn tool_input_given_at_start_is_sent_as_one_delta() {
+        let (out, _) = run(&[
+            ("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"X","input":{"k":"v"}}}"#),
+            ("content_block_stop", r#"{"type":"content_block_stop","index":0}"#),
+        ]);
+        assert_eq!(out[1], StreamEvent::ToolCallDelta { id: "t".into(), arguments: r#"{"k":"v"}"#.into() });
+        assert_eq!(out[2], StreamEvent::ToolCallEnd { id: "t".into() });
+    }
+
+    #[test]
+    fn error_events() {
+        let (_, err) = run(&[("error", r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#)]);
+        match err {
+            Some(EventError::Server { retryable, message, .. }) => {
+                assert!(retryable);
+                assert_eq!(message, "overloaded_error: Overloaded");
+            }
+            other => panic!("{other:?}"),
+        }
+        let (_, err) = run(&[("error", r#"{"type":"error","error":{"type":"invalid_request_error","message":"no"}}"#)]);
+        assert!(matches!(err, Some(EventError::Server { retryable: false, .. })));
+        let (_, err) = run(&[("content_block_delta", "{oops")]);
+        assert!(matches!(err, Some(EventError::InvalidJson(_))));
+        let (_, err) = run(&[("content_block_delta", r#"{"type":"content_block_delta","index":9,"delta":{"type":"input_json_delta","partial_json":"{"}}"#)]);
+        assert!(matches!(err, Some(EventError::InvalidJson(_))));
+    }
+
+    #[test]
+    fn request_body_maps_history() {
+        let request = ModelRequest {
+            model: String::new(),
+            system: "sys".into(),
+            messages: vec![
+                Message::user_text("hi"),
+                Message {
+                    role: Role::Assistant,
+                    content: vec![
+                        ContentBlock::Reasoning { text: "t".into(), signature: Some("s".into()) },
+                        ContentBlock::Reasoning { text: "unsigned".into(), signature: None },
+                        ContentBlock::RedactedReasoning { data: "d".into() },
+                        ContentBlock::text(""),
+                        ContentBlock::ToolUse { id: "c1".into(), name: "Read".into(), input: json!({"p": 1}) },
+                    ],
+                },
+                Message { role: Role::User, content: vec![ContentBlock::tool_result("c1", "out", true)] },
+            ],
+            tools: vec![ToolSpec { name: "Read".into(), description: "d".into(), input_schema: json!({"type": "object"}) }],
+            max_tokens: 100,
+            temperature: Some(0.5),
+        };
+        let body = request_body(&request, "claude-x");
+        assert_eq!(
+            body,
+            json!({
+                "model": "claude-x",
+                "max_tokens": 100,
+                "stream": true,
+                "system": "sys",
+                "temperature": 0.5,
+                "tools": [{"name": "Read", "description": "d", "input_schema": {"type": "object"}}],
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                    {"role": "assistant", "content": [
+                        {"type": "thinking", "thinking": "t", "signature": "s"},
+                        {"type": "redacted_thinking", "data": "d"},
+                        {"type": "tool_use", "id": "c1", "name": "Read", "input": {"p": 1}},
+                    ]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "out", "is_error": true}]},
+                ],
+            })
+        );
+    }
+}

@@ -1,0 +1,159 @@
+//! What a provider is built from: which wire format, where, with which
+//! credentials, and how patiently it retries.
+//!
+//! Plain data: this module must never read the environment or files
+//! (that is [`crate::selection`]'s job).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The Anthropic API's default base URL (the provider appends `/v1/messages`).
+pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The OpenAI API's default base URL (the provider appends `/chat/completions`).
+pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// A local Ollama's OpenAI-compatible base URL.
+pub const OLLAMA_DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434/v1";
+/// The model used with Anthropic when none is configured.
+pub const ANTHROPIC_DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+/// The model used with OpenAI when none is configured.
+pub const OPENAI_DEFAULT_MODEL: &str = "gpt-4.1";
+/// Attempts per request (the first one included) unless configured.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// How long a stream may stay silent unless configured.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// First backoff delay unless configured; doubled on each retry.
+pub const DEFAULT_RETRY_BASE_DELAY: Duration = Duration::from_millis(500);
+/// Longest wait before a retry, also for a server's `retry-after`.
+pub const DEFAULT_RETRY_MAX_DELAY: Duration = Duration::from_secs(60);
+/// How long establishing a connection may take unless configured.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Which wire format a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// The Anthropic Messages API.
+    Anthropic,
+    /// The OpenAI Chat Completions API and every server that copies it.
+    #[serde(rename = "openai")]
+    OpenAi,
+}
+
+impl ProviderKind {
+    /// The name used on the command line, in config files and in errors.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::OpenAi => "openai",
+        }
+    }
+
+    /// The provider's default base URL.
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => ANTHROPIC_DEFAULT_BASE_URL,
+            ProviderKind::OpenAi => OPENAI_DEFAULT_BASE_URL,
+        }
+    }
+
+    /// The provider's default model.
+    pub fn default_model(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => ANTHROPIC_DEFAULT_MODEL,
+            ProviderKind::OpenAi => OPENAI_DEFAULT_MODEL,
+        }
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A provider name that is neither `anthropic` nor `openai`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown provider {0:?}: expected `anthropic` or `openai`")]
+pub struct UnknownProvider(pub String);
+
+impl FromStr for ProviderKind {
+    type Err = UnknownProvider;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "anthropic" => Ok(ProviderKind::Anthropic),
+            "openai" => Ok(ProviderKind::OpenAi),
+            _ => Err(UnknownProvider(s.to_string())),
+        }
+    }
+}
+
+/// Everything needed to build a provider.
+#[derive(Clone, PartialEq)]
+pub struct ProviderConfig {
+    /// Wire format.
+    pub kind: ProviderKind,
+    /// Model used when a request leaves [`crate::ModelRequest::model`] empty.
+    pub model: String,
+    /// Base URL. Anthropic: `https://api.anthropic.com` (the provider posts
+    /// to `{base_url}/v1/messages`). OpenAI: `https://api.openai.com/v1`
+    /// (posts to `{base_url}/chat/completions`). A trailing `/` is ignored.
+    pub base_url: String,
+    /// API key: Anthropic `x-api-key`, OpenAI `Authorization: Bearer`.
+    pub api_key: Option<String>,
+    /// Anthropic only: sent as `Authorization: Bearer` instead of
+    /// `x-api-key` (ANTHROPIC_AUTH_TOKEN); wins over `api_key`.
+    pub auth_token: Option<String>,
+    /// Attempts per request, the first included (at least 1).
+    pub max_attempts: u32,
+    /// Longest silence on a connection (waiting for headers or for the next
+    /// bytes of the body) before the attempt fails with a timeout.
+    pub idle_timeout: Duration,
+    /// Backoff before the first retry; doubled for each later one, with
+    /// jitter (the delay is drawn from `[d/2, d]`).
+    pub retry_base_delay: Duration,
+    /// Upper bound of any retry delay, including a server's `retry-after`.
+    pub retry_max_delay: Duration,
+    /// Limit on establishing a TCP/TLS connection.
+    pub connect_timeout: Duration,
+}
+
+impl ProviderConfig {
+    /// A configuration with the given kind, model and base URL and every
+    /// other setting at its default.
+    pub fn new(kind: ProviderKind, model: impl Into<String>, base_url: impl Into<String>) -> Self {
+        Self {
+            kind,
+            model: model.into(),
+            base_url: base_url.into(),
+            api_key: None,
+            auth_token: None,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            retry_base_delay: DEFAULT_RETRY_BASE_DELAY,
+            retry_max_delay: DEFAULT_RETRY_MAX_DELAY,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+}
+
+impl fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redact = |s: &Option<String>| s.as_ref().map(|_| "<redacted>");
+        f.debug_struct("ProviderConfig")
+            .field("kind", &self.kind)
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &redact(&self.api_key))
+            .field("auth_token", &redact(&self.auth_token))
+            .field("max_attempts", &self.max_attempts)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("retry_base_delay", &self.retry_base_delay)
+            .field("retry_max_delay", &self.retry_max_delay)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}

@@ -1,0 +1,526 @@
+//! The OpenAI Chat Completions API: `POST {base}/chat/completions` with
+//! `stream: true` and `stream_options.include_usage`.
+//!
+//! One provider for OpenAI and every server that copies its API (Ollama,
+//! vLLM, llama.cpp's server, LM Studio, OpenRouter), so the decoder is
+//! lenient where those servers differ: usage may never come, `[DONE]` may
+//! be missing after a `finish_reason`, tool-call ids may be missing (an id
+//! `call_{index}` is made up), reasoning may arrive as
+//! `delta.reasoning_content` or `delta.reasoning`, and a `finish_reason` of
+//! `stop` on a reply that called tools means the tools should run.
+//!
+//! Request: reasoning blocks are dropped (the API has no way to send them
+//! back), tool results become `role: "tool"` messages with `tool_call_id`
+//! (an error result's content is prefixed with `Error: `).
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use kaji_protocol::{ContentBlock, Message, Role, StopReason, StreamEvent, Usage};
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::sse::SseEvent;
+use crate::transport::{EventError, HttpCall, ReplyDecoder, RetryPolicy, json_error_message, stream_reply};
+use crate::{LlmError, ModelProvider, ModelRequest, ModelStream, ProviderConfig};
+
+/// Provider for the OpenAI Chat Completions API and compatible servers.
+pub struct OpenAiProvider {
+    client: reqwest::Client,
+    url: String,
+    model: String,
+    headers: HeaderMap,
+    policy: RetryPolicy,
+    /// `max_completion_tokens` (api.openai.com) or `max_tokens` (others).
+    max_tokens_field: &'static str,
+}
+
+impl OpenAiProvider {
+    pub(crate) fn new(cfg: &ProviderConfig, client: reqwest::Client, policy: RetryPolicy) -> Result<Self, LlmError> {
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        headers.insert("accept", HeaderValue::from_static("text/event-stream"));
+        if let Some(key) = cfg.api_key.as_ref().filter(|k| !k.is_empty()) {
+            let mut value =
+                HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| LlmError::InvalidConfig {
+                    provider: "openai".into(),
+                    message: "the API key (OPENAI_API_KEY) contains characters not allowed in an HTTP header".into(),
+                })?;
+            value.set_sensitive(true);
+            headers.insert("authorization", value);
+        }
+        let base = cfg.base_url.trim_end_matches('/');
+        let max_tokens_field = if base.contains("://api.openai.com") {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        Ok(Self {
+            client,
+            url: format!("{base}/chat/completions"),
+            model: cfg.model.clone(),
+            headers,
+            policy,
+            max_tokens_field,
+        })
+    }
+
+    /// The URL requests are posted to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl ModelProvider for OpenAiProvider {
+    fn name(&self) -> &str {
+        "openai"
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let body = request_body(&request, &self.model, self.max_tokens_field);
+        let call = HttpCall {
+            provider: "openai",
+            client: self.client.clone(),
+            url: self.url.clone(),
+            headers: self.headers.clone(),
+            body: Bytes::from(body.to_string()),
+            policy: self.policy,
+        };
+        stream_reply(call, OpenAiDecoder::default)
+    }
+}
+
+/// The JSON body of a streaming chat completion request. `max_tokens_field`
+/// is `max_tokens` or `max_completion_tokens`.
+pub fn request_body(request: &ModelRequest, default_model: &str, max_tokens_field: &str) -> Value {
+    let model = if request.model.is_empty() { default_model } else { &request.model };
+    let mut messages = Vec::new();
+    if !request.system.is_empty() {
+        messages.push(json!({"role": "system", "content": request.system}));
+    }
+    for message in &request.messages {
+        push_message(message, &mut messages);
+    }
+    let mut body = json!({
+        "model": model,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "messages": messages,
+    });
+    body[max_tokens_field] = json!(request.max_tokens);
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.input_schema,
+                }})
+            })
+            .collect();
+    }
+    if let Some(t) = request.temperature {
+        body["temperature"] = json!(crate::temperature_json(t));
+    }
+    body
+}
+
+fn push_message(message: &Message, out: &mut Vec<Value>) {
+    let mut text = String::new();
+    let mut push_text = |t: &str| {
+        if !text.is_empty() && !t.is_empty() {
+            text.push_str("\n\n");
+        }
+        text.push_str(t);
+    };
+    match message.role {
+        Role::User => {
+            // Tool results must directly follow the assistant message that
+            // called the tools, so they go before the user's text.
+            for block in &message.content {
+                match block {
+                    ContentBlock::ToolResult { tool_use_id, content, is_error } => {
+                        let content = if *is_error { format!("Error: {content}") } else { content.clone() };
+                        out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
+                    }
+                    ContentBlock::Text { text } => push_text(text),
+                    _ => {}
+                }
+            }
+            if !text.is_empty() {
+                out.push(json!({"role": "user", "content": text}));
+            }
+        }
+        Role::Assistant => {
+            let mut calls = Vec::new();
+            for block in &message.content {
+                match block {
+                    ContentBlock::Text { text } => push_text(text),
+                    ContentBlock::ToolUse { id, name, input } => calls.push(json!({
+                        "id": id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": input.to_string()},
+                    })),
+                    _ => {}
+                }
+            }
+            if text.is_empty() && calls.is_empty() {
+                return;
+            }
+            let mut msg = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
+            if !calls.is_empty() {
+                msg["tool_calls"] = Value::Array(calls);
+            }
+            out.push(msg);
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    delta: Option<ChunkDelta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ChunkDelta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDelta {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+/// A tool call being streamed.
+struct OpenCall {
+    id: String,
+    name: String,
+    /// Arguments received before the name (sent once it is known).
+    pending_args: String,
+    started: bool,
+}
+
+/// Maps chat completion chunks to [`StreamEvent`]s.
+#[derive(Default)]
+pub(crate) struct OpenAiDecoder {
+    calls: BTreeMap<u64, OpenCall>,
+    any_tool_call: bool,
+    finish: Option<String>,
+}
+
+impl OpenAiDecoder {
+    fn end_calls(&mut self, out: &mut Vec<StreamEvent>) {
+        for (_, call) in std::mem::take(&mut self.calls) {
+            if !call.started {
+                // A call whose name never came: still report it, so the
+                // caller can answer it with an error.
+                out.push(StreamEvent::ToolCallStart { id: call.id.clone(), name: call.name });
+                if !call.pending_args.is_empty() {
+                    out.push(StreamEvent::ToolCallDelta { id: call.id.clone(), arguments: call.pending_args });
+                }
+            }
+            out.push(StreamEvent::ToolCallEnd { id: call.id });
+        }
+    }
+
+    fn stop(&mut self, out: &mut Vec<StreamEvent>) {
+        self.end_calls(out);
+        let reason = match self.finish.take().as_deref() {
+            Some("tool_calls") | Some("function_call") => StopReason::ToolUse,
+            Some("stop") | None if self.any_tool_call => StopReason::ToolUse,
+            Some("stop") | None => StopReason::EndTurn,
+            Some("length") => StopReason::MaxTokens,
+            Some("content_filter") => StopReason::Refusal,
+            Some(other) => StopReason::Other(other.to_string()),
+        };
+        out.push(StreamEvent::Stop { reason });
+    }
+
+    fn tool_delta(&mut self, delta: ToolCallDelta, position: usize, out: &mut Vec<StreamEvent>) {
+        let index = delta.index.unwrap_or(position as u64);
+        let function = delta.function.unwrap_or(FunctionDelta { name: None, arguments: None });
+        let call = self.calls.entry(index).or_insert_with(|| OpenCall {
+            id: String::new(),
+            name: String::new(),
+            pending_args: String::new(),
+            started: false,
+        });
+        if !call.started {
+            if let Some(id) = delta.id.filter(|id| !id.is_empty()) {
+                call.id = id;
+            }
+            if let Some(name) = function.name.as_ref().filter(|n| !n.is_empty()) {
+                call.name.push_str(name);
+            }
+            if let Some(args) = &function.arguments {
+                call.pending_args.push_str(args);
+            }
+            if !call.name.is_empty() {
+                if call.id.is_empty() {
+                    call.id = format!("call_{index}");
+                }
+                call.started = true;
+                self.any_tool_call = true;
+                out.push(StreamEvent::ToolCallStart { id: call.id.clone(), name: call.name.clone() });
+                if !call.pending_args.is_empty() {
+                    out.push(StreamEvent::ToolCallDelta {
+                        id: call.id.clone(),
+                        arguments: std::mem::take(&mut call.pending_args),
+                    });
+                }
+            } else if call.id.is_empty() {
+                call.id = format!("call_{index}");
+            }
+            return;
+        }
+        if let Some(args) = function.arguments.filter(|a| !a.is_empty()) {
+            out.push(StreamEvent::ToolCallDelta { id: call.id.clone(), arguments: args });
+        }
+    }
+}
+
+impl ReplyDecoder for OpenAiDecoder {
+    fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<bool, EventError> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            self.stop(out);
+            return Ok(true);
+        }
+        if data.is_empty() {
+            return Ok(false);
+        }
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| EventError::InvalidJson(e.to_string()))?;
+        if let Some(error) = chunk.error {
+            let value = json!({"error": error});
+            return Err(EventError::Server {
+                what: "sent an error in the stream".into(),
+                message: json_error_message(&value).unwrap_or_default(),
+                retryable: false,
+            });
+        }
+        for choice in chunk.choices.into_iter().take(1) {
+            if let Some(delta) = choice.delta {
+                if let Some(text) = delta.reasoning_content.or(delta.reasoning).filter(|t| !t.is_empty()) {
+                    out.push(StreamEvent::ReasoningDelta { text });
+                }
+                if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+                    out.push(StreamEvent::TextDelta { text });
+                }
+                for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                    self.tool_delta(call, position, out);
+                }
+            }
+            if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
+                self.end_calls(out);
+                self.finish = Some(reason);
+            }
+        }
+        if let Some(usage) = chunk.usage {
+            out.push(StreamEvent::Usage(Usage {
+                input_tokens: usage.prompt_tokens,
+                output_tokens: usage.completion_tokens,
+                cache_read_input_tokens: usage.prompt_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0),
+                cache_creation_input_tokens: 0,
+            }));
+        }
+        Ok(false)
+    }
+
+    fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), String> {
+        if self.finish.is_some() {
+            self.stop(out);
+            Ok(())
+        } else {
+            Err("the stream ended before a `finish_reason` and `data: [DONE]`".to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kaji_protocol::ToolSpec;
+
+    fn run(datas: &[&str]) -> (Vec<StreamEvent>, Result<bool, EventError>) {
+        let mut decoder = OpenAiDecoder::default();
+        let mut out = Vec::new();
+        let mut last = Ok(false);
+        for data in datas {
+            let ev = SseEvent { event: String::new(), data: data.to_string(), offset: 0 };
+            last = decoder.on_event(&ev, &mut out);
+            if last.is_err() {
+                break;
+            }
+        }
+        (out, last)
+    }
+
+    #[test]
+    fn maps_text_reasoning_tools_and_usage() {
+        let (out, last) = run(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"reasoning_content":"think"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"reasoning":" more"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"Hello"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"Read","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"x\":"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"Glob","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":2}}}"#,
+            "[DONE]",
+        ]);
+        assert!(matches!(last, Ok(true)));
+        assert_eq!(
+            out,
+            vec![
+                StreamEvent::ReasoningDelta { text: "think".into() },
+                StreamEvent::ReasoningDelta { text: " more".into() },
+                StreamEvent::TextDelta { text: "Hello".into() },
+                StreamEvent::ToolCallStart { id: "a".into(), name: "Read".into() },
+                StreamEvent::ToolCallDelta { id: "a".into(), arguments: "{\"x\":".into() },
+                StreamEvent::ToolCallStart { id: "b".into(), name: "Glob".into() },
+                StreamEvent::ToolCallDelta { id: "b".into(), arguments: "{}".into() },
+                StreamEvent::ToolCallDelta { id: "a".into(), arguments: "1}".into() },
+                StreamEvent::ToolCallEnd { id: "a".into() },
+                StreamEvent::ToolCallEnd { id: "b".into() },
+                StreamEvent::Usage(Usage { input_tokens: 7, output_tokens: 3, cache_read_input_tokens: 2, cache_creation_input_tokens: 0 }),
+                StreamEvent::Stop { reason: StopReason::ToolUse },
+            ]
+        );
+    }
+
+    #[test]
+    fn lenient_with_compatible_servers() {
+        // No id, name after arguments, finish_reason "stop" with tools, no [DONE].
+        let mut decoder = OpenAiDecoder::default();
+        let mut out = Vec::new();
+        for data in [
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"Bash","arguments":":1}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+        ] {
+            let ev = SseEvent { event: String::new(), data: data.into(), offset: 0 };
+            decoder.on_event(&ev, &mut out).unwrap();
+        }
+        decoder.on_eof(&mut out).unwrap();
+        assert_eq!(
+            out,
+            vec![
+                StreamEvent::ToolCallStart { id: "call_0".into(), name: "Bash".into() },
+                StreamEvent::ToolCallDelta { id: "call_0".into(), arguments: "{\"a\":1}".into() },
+                StreamEvent::ToolCallEnd { id: "call_0".into() },
+                StreamEvent::Stop { reason: StopReason::ToolUse },
+            ]
+        );
+    }
+
+    #[test]
+    fn eof_without_finish_is_broken() {
+        let mut decoder = OpenAiDecoder::default();
+        assert!(decoder.on_eof(&mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn error_chunk_and_bad_json() {
+        let (_, last) = run(&[r#"{"error":{"message":"upstream failed","code":502}}"#]);
+        assert!(matches!(last, Err(EventError::Server { ref message, .. }) if message == "upstream failed"));
+        let (_, last) = run(&["{not json"]);
+        assert!(matches!(last, Err(EventError::InvalidJson(_))));
+    }
+
+    #[test]
+    fn request_body_maps_history() {
+        let request = ModelRequest {
+            model: "m".into(),
+            system: "sys".into(),
+            messages: vec![
+                Message::user_text("hi"),
+                Message {
+                    role: Role::Assistant,
+                    content: vec![
+                        ContentBlock::Reasoning { text: "dropped".into(), signature: None },
+                        ContentBlock::text("ok"),
+                        ContentBlock::ToolUse { id: "c1".into(), name: "Read".into(), input: json!({"p": 1}) },
+                    ],
+                },
+                Message {
+                    role: Role::User,
+                    content: vec![ContentBlock::tool_result("c1", "boom", true), ContentBlock::text("next")],
+                },
+            ],
+            tools: vec![ToolSpec { name: "Read".into(), description: "d".into(), input_schema: json!({"type": "object"}) }],
+            max_tokens: 9,
+            temperature: None,
+        };
+        assert_eq!(
+            request_body(&request, "default", "max_tokens"),
+            json!({
+                "model": "m",
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "max_tokens": 9,
+                "tools": [{"type": "function", "function": {"name": "Read", "description": "d", "parameters": {"type": "object"}}}],
+                "messages": [
+                    {"role": "system", "content": "sys"},
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "ok", "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": "{\"p\":1}"}}
+                    ]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "Error: boom"},
+                    {"role": "user", "content": "next"},
+                ],
+            })
+        );
+    }
+}
