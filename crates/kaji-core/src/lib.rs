@@ -1,14 +1,23 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! The agent runtime: the Task state machine of seed 000 and everything it
+//! drives — the streaming reply parser, the presenter, the tool executor,
+//! permissions.
+//!
+//! A [`Task`] is born when a prompt is submitted and dropped when it ends;
+//! all of its state sits behind one lock, and it never has two model
+//! requests in flight. The core never prints and never reads the terminal:
+//! it emits [`kaji_protocol::TaskEvent`]s and asks questions through a
+//! [`TaskFrontend`], and each front end (the TUI, `kaji exec`, tests)
+//! renders and answers them.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+pub mod executor;
+pub mod frontend;
+pub mod parser;
+pub mod permissions;
+pub mod prompt;
+pub mod task;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub use executor::{ToolExecutor, ToolRun};
+pub use frontend::{AskRequest, TaskFrontend};
+pub use parser::ToolProtocol;
+pub use permissions::PermissionMode;
+pub use task::{AbortHandle, Task, TaskConfig, TaskOutcome};

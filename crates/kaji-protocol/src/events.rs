@@ -4,7 +4,8 @@
 //! a [`TaskEvent`]; everything that needs an answer is an [`TaskEvent::Ask`]
 //! answered with an [`AskResponse`]. A message streamed in parts is sent
 //! several times with the same `id` and `partial: true`, then once more with
-//! `partial: false`; front ends replace the message with that id.
+//! `partial: false`; in between, [`TaskEvent::Delta`]s carry only the new
+//! text. Front ends replace the message with that id.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -140,6 +141,16 @@ pub enum TaskEvent {
         /// Structured detail (tool input, exit code, …).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         data: Option<Value>,
+    },
+    /// More text for the partial message `id` (a `say` or `ask` sent with
+    /// `partial: true`): append it. Streaming text this way keeps the cost
+    /// of a long reply linear; the final non-partial message repeats the
+    /// whole text.
+    Delta {
+        /// The message to append to.
+        id: u64,
+        /// The new text.
+        text: String,
     },
     /// A question; the task waits until it is answered.
     Ask {

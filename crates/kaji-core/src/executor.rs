@@ -1,0 +1,278 @@
+//! The tool executor: everything between "the model called a tool" and "this
+//! is the result the model gets back".
+//!
+//! It looks the tool up, checks the arguments, decides permissions (asking
+//! the user when needed), waits for the initial checkpoint when the tool
+//! writes, runs the tool under the task's cancellation, and carries out the
+//! tool's [`ToolControl`]. The Task itself handles no concrete tool; the
+//! executor handles no conversation state beyond what it is handed.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use kaji_protocol::{AskKind, AskResponse, SayKind};
+use kaji_tools::{ToolAccess, ToolContext, ToolControl, ToolError, ToolRegistry};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::parser::ToolCall;
+use crate::permissions::{Decision, PermissionMode, SessionApprovals, decide};
+use crate::task::Emitter;
+
+/// What became of one tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolRun {
+    /// The result text for the model.
+    pub content: String,
+    /// Whether it is an error result.
+    pub is_error: bool,
+    /// Whether it counts as a mistake of the model (unknown tool, bad
+    /// arguments, a failing call).
+    pub mistake: bool,
+    /// The user rejected the call: the rest of the reply is skipped.
+    pub rejected: bool,
+    /// The call ended the task with this result (AttemptCompletion).
+    pub completion: Option<String>,
+    /// The call changed files.
+    pub changed_files: bool,
+}
+
+impl ToolRun {
+    fn error(content: impl Into<String>, mistake: bool) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+            mistake,
+            rejected: false,
+            completion: None,
+            changed_files: false,
+        }
+    }
+
+    fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+            mistake: false,
+            rejected: false,
+            completion: None,
+            changed_files: false,
+        }
+    }
+}
+
+/// Runs tool calls for one task.
+pub struct ToolExecutor {
+    registry: ToolRegistry,
+    approvals: Mutex<SessionApprovals>,
+    /// `true` once the initial checkpoint is done; tools that are not
+    /// read-only wait for it (the seed's gate).
+    checkpoint_ready: Option<watch::Receiver<bool>>,
+}
+
+impl std::fmt::Debug for ToolExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolExecutor")
+            .field("registry", &self.registry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolExecutor {
+    /// An executor over these tools.
+    pub fn new(registry: ToolRegistry) -> Self {
+        Self {
+            registry,
+            approvals: Mutex::new(SessionApprovals::default()),
+            checkpoint_ready: None,
+        }
+    }
+
+    /// Makes tools that are not read-only wait until `ready` turns true.
+    pub fn set_checkpoint_gate(&mut self, ready: watch::Receiver<bool>) {
+        self.checkpoint_ready = Some(ready);
+    }
+
+    /// The tools.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// Runs one call. Never fails: every problem becomes an error result.
+    pub(crate) async fn execute(
+        &self,
+        call: &ToolCall,
+        mode: PermissionMode,
+        ctx: &ToolContext,
+        emitter: &Emitter,
+    ) -> ToolRun {
+        let Some(tool) = self.registry.get(&call.name).cloned() else {
+            let names = self.registry.names().join(", ");
+            return ToolRun::error(
+                format!(
+                    "unknown tool {:?}; the available tools are: {names}",
+                    call.name
+                ),
+                true,
+            );
+        };
+        let input = match &call.input {
+            Ok(v) => v.clone(),
+            Err(e) => return ToolRun::error(format!("{} was not run: {e}", call.name), true),
+        };
+        if !input.is_object() {
+            return ToolRun::error(
+                format!(
+                    "invalid input for {}: the arguments must be a JSON object, got {input}",
+                    call.name
+                ),
+                true,
+            );
+        }
+        let access = tool.access(&input, ctx);
+        emitter.say(
+            SayKind::Tool,
+            describe_call(&call.name, &input),
+            Some(json!({"id": call.id, "tool": call.name, "input": input})),
+        );
+
+        let decision = {
+            let approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+            decide(mode, &call.name, &access, &ctx.cwd, &approvals)
+        };
+        match decision {
+            Decision::Allow => {}
+            Decision::Deny(reason) => return ToolRun::error(reason, false),
+            Decision::Ask(kind) => {
+                let text = describe_call(&call.name, &input);
+                let data = json!({"tool": call.name, "input": input});
+                match emitter.ask(kind, text, Some(data)).await {
+                    AskResponse::Approve => {}
+                    AskResponse::ApproveAlways => {
+                        self.approvals
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remember(&call.name, &access);
+                    }
+                    AskResponse::Deny { feedback } => {
+                        return rejected(&call.name, feedback.as_deref());
+                    }
+                    AskResponse::Reply { text } => return rejected(&call.name, Some(&text)),
+                }
+            }
+        }
+
+        if !tool.is_read_only() && !matches!(access, ToolAccess::Interaction) {
+            self.wait_for_checkpoint(ctx).await;
+        }
+        if ctx.cancel.is_cancelled() {
+            return ToolRun::error("the task was aborted before the tool ran", false);
+        }
+
+        let started = Instant::now();
+        let result = tokio::select! {
+            r = tool.call(input, ctx) => r,
+            _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
+        };
+        tracing::debug!(
+            tool = call.name,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "tool finished"
+        );
+        match result {
+            Err(ToolError::Cancelled) => ToolRun::error(
+                "the tool was interrupted because the task was aborted",
+                false,
+            ),
+            Err(e) => ToolRun::error(e.to_string(), true),
+            Ok(out) => {
+                let changed_files = out.changed_files;
+                let mut run = match out.control {
+                    None => ToolRun::ok(out.content),
+                    Some(ToolControl::Complete { result }) => {
+                        let mut run = ToolRun::ok(out.content);
+                        run.completion = Some(result);
+                        run
+                    }
+                    Some(ToolControl::AskUser { question, options }) => {
+                        let data = json!({"options": options});
+                        match emitter.ask(AskKind::Followup, question, Some(data)).await {
+                            AskResponse::Reply { text } => {
+                                ToolRun::ok(format!("The user answered:\n{text}"))
+                            }
+                            AskResponse::Approve | AskResponse::ApproveAlways => {
+                                ToolRun::ok("The user acknowledged the question without answering.")
+                            }
+                            AskResponse::Deny { feedback } => ToolRun::error(
+                                format!(
+                                    "The question could not be answered{}. Go on with your best judgement, or finish with AttemptCompletion and say what you needed.",
+                                    feedback.map(|f| format!(": {f}")).unwrap_or_default()
+                                ),
+                                false,
+                            ),
+                        }
+                    }
+                };
+                run.changed_files = changed_files;
+                if let Some(data) = out.data.as_ref() {
+                    if let Some(list) = data.get("task_list") {
+                        emitter.say(SayKind::TaskList, list.to_string(), Some(list.clone()));
+                    }
+                    if let Some(todos) = data.get("todos") {
+                        emitter.say(SayKind::Todo, todos.to_string(), Some(todos.clone()));
+                    }
+                }
+                run
+            }
+        }
+    }
+
+    async fn wait_for_checkpoint(&self, ctx: &ToolContext) {
+        let Some(ready) = &self.checkpoint_ready else {
+            return;
+        };
+        let mut ready = ready.clone();
+        tokio::select! {
+            _ = ready.wait_for(|done| *done) => {}
+            _ = ctx.cancel.cancelled() => {}
+        }
+    }
+}
+
+fn rejected(tool: &str, feedback: Option<&str>) -> ToolRun {
+    let mut content = format!("The user denied this operation: {tool} was not run.");
+    if let Some(f) = feedback.filter(|f| !f.trim().is_empty()) {
+        content.push_str("\nThe user said:\n");
+        content.push_str(f);
+    }
+    let mut run = ToolRun::error(content, false);
+    run.rejected = true;
+    run
+}
+
+/// A one-line description of a call for the user.
+pub fn describe_call(name: &str, input: &Value) -> String {
+    let main = [
+        "file_path",
+        "command",
+        "pattern",
+        "path",
+        "question",
+        "taskId",
+        "task_id",
+        "subject",
+        "url",
+    ]
+    .iter()
+    .find_map(|k| input.get(*k).and_then(Value::as_str).map(|v| v.to_string()));
+    match main {
+        Some(v) => {
+            let first_line = v.lines().next().unwrap_or("");
+            format!("{name}: {first_line}")
+        }
+        None => name.to_string(),
+    }
+}
+
+/// Shared executor handle.
+pub type SharedToolExecutor = Arc<ToolExecutor>;

@@ -1,0 +1,288 @@
+//! Who may run what: the permission modes and the session's "always allow"
+//! memory.
+//!
+//! A decision is a pure function of the mode, what the call would touch
+//! ([`ToolAccess`]), the working directory and what the user already
+//! allowed; it never asks by itself. The executor turns `Ask` into an
+//! `ask` event, and remembers "always allow" answers here.
+
+use std::collections::HashSet;
+use std::path::{Component, Path, PathBuf};
+
+use kaji_protocol::AskKind;
+use kaji_tools::ToolAccess;
+
+/// How much runs without asking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PermissionMode {
+    /// Read-only tools run; edits and commands ask.
+    #[default]
+    Default,
+    /// Edits inside the working directory run too; commands ask.
+    AcceptEdits,
+    /// Everything runs.
+    Yolo,
+    /// Only read-only tools run: the task investigates and proposes a plan.
+    Plan,
+}
+
+impl PermissionMode {
+    /// The mode's name on the command line and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::AcceptEdits => "accept-edits",
+            Self::Yolo => "yolo",
+            Self::Plan => "plan",
+        }
+    }
+}
+
+impl std::str::FromStr for PermissionMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "default" => Ok(Self::Default),
+            "accept-edits" | "acceptEdits" => Ok(Self::AcceptEdits),
+            "yolo" | "bypassPermissions" => Ok(Self::Yolo),
+            "plan" => Ok(Self::Plan),
+            other => Err(format!(
+                "unknown permission mode {other:?}: expected default, accept-edits, yolo or plan"
+            )),
+        }
+    }
+}
+
+/// The outcome of a permission check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Run it.
+    Allow,
+    /// Ask the user with this kind of ask.
+    Ask(AskKind),
+    /// Refuse it with this reason (for the model).
+    Deny(String),
+}
+
+/// Approvals the user gave "for the rest of the session".
+#[derive(Debug, Default, Clone)]
+pub struct SessionApprovals {
+    tools: HashSet<String>,
+    command_prefixes: HashSet<String>,
+}
+
+impl SessionApprovals {
+    /// Remembers an "always allow" for this call.
+    pub fn remember(&mut self, tool: &str, access: &ToolAccess) {
+        match access {
+            ToolAccess::Execute { command } => {
+                self.command_prefixes.insert(command_prefix(command));
+            }
+            _ => {
+                self.tools.insert(tool.to_string());
+            }
+        }
+    }
+
+    fn allows(&self, tool: &str, access: &ToolAccess) -> bool {
+        match access {
+            ToolAccess::Execute { command } => {
+                self.command_prefixes.contains(&command_prefix(command))
+            }
+            _ => self.tools.contains(tool),
+        }
+    }
+}
+
+/// The prefix "always allow" remembers for a command: its first word, and
+/// the second too when it is a subcommand (`git status`, `cargo test`).
+pub fn command_prefix(command: &str) -> String {
+    let mut words = command.split_whitespace();
+    let first = words.next().unwrap_or("");
+    match words.next() {
+        Some(second)
+            if second
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                && !second.starts_with('-') =>
+        {
+            format!("{first} {second}")
+        }
+        _ => first.to_string(),
+    }
+}
+
+/// Decides whether a call runs, asks or is refused.
+pub fn decide(
+    mode: PermissionMode,
+    tool: &str,
+    access: &ToolAccess,
+    cwd: &Path,
+    approvals: &SessionApprovals,
+) -> Decision {
+    match access {
+        ToolAccess::ReadOnly | ToolAccess::Interaction => return Decision::Allow,
+        _ if mode == PermissionMode::Plan => {
+            return Decision::Deny(format!(
+                "{tool} is not allowed in plan mode: only read-only tools run until the plan is approved. Investigate with read-only tools, then present your plan with ExitPlanMode."
+            ));
+        }
+        _ if mode == PermissionMode::Yolo => return Decision::Allow,
+        _ => {}
+    }
+    if approvals.allows(tool, access) {
+        return Decision::Allow;
+    }
+    match access {
+        ToolAccess::Edit { paths } => {
+            let inside = paths.iter().all(|p| is_inside(p, cwd));
+            if inside && mode == PermissionMode::AcceptEdits {
+                Decision::Allow
+            } else {
+                Decision::Ask(AskKind::Tool)
+            }
+        }
+        ToolAccess::Execute { .. } => Decision::Ask(AskKind::Command),
+        ToolAccess::SessionState => Decision::Allow,
+        ToolAccess::External => Decision::Ask(AskKind::Tool),
+        ToolAccess::ReadOnly | ToolAccess::Interaction => Decision::Allow,
+    }
+}
+
+/// Whether `path` lies inside `dir`, judged on the normalised paths
+/// (`..` resolved lexically, symlinks of existing parents followed).
+pub fn is_inside(path: &Path, dir: &Path) -> bool {
+    let dir = canonical_or_lexical(dir);
+    let path = canonical_or_lexical(path);
+    path.starts_with(&dir)
+}
+
+/// Canonicalises the longest existing ancestor and appends the rest
+/// lexically, so paths to files that do not exist yet are judged too.
+fn canonical_or_lexical(path: &Path) -> PathBuf {
+    let lexical = normalize_lexically(path);
+    let mut existing = lexical.clone();
+    let mut tail = Vec::new();
+    loop {
+        if let Ok(canon) = existing.canonicalize() {
+            let mut out = canon;
+            for part in tail.iter().rev() {
+                out.push(part);
+            }
+            return out;
+        }
+        match (
+            existing.file_name().map(|n| n.to_os_string()),
+            existing.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                tail.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return lexical,
+        }
+    }
+}
+
+fn normalize_lexically(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edit(p: &str) -> ToolAccess {
+        ToolAccess::Edit {
+            paths: vec![PathBuf::from(p)],
+        }
+    }
+
+    #[test]
+    fn modes() {
+        let cwd = Path::new("/work/proj");
+        let a = SessionApprovals::default();
+        let cmd = ToolAccess::Execute {
+            command: "ls".into(),
+        };
+        use PermissionMode::*;
+        assert_eq!(
+            decide(Default, "Read", &ToolAccess::ReadOnly, cwd, &a),
+            Decision::Allow
+        );
+        assert_eq!(
+            decide(Default, "Write", &edit("/work/proj/a"), cwd, &a),
+            Decision::Ask(AskKind::Tool)
+        );
+        assert_eq!(
+            decide(AcceptEdits, "Write", &edit("/work/proj/a"), cwd, &a),
+            Decision::Allow
+        );
+        assert_eq!(
+            decide(AcceptEdits, "Write", &edit("/work/proj/../x"), cwd, &a),
+            Decision::Ask(AskKind::Tool)
+        );
+        assert_eq!(
+            decide(AcceptEdits, "Bash", &cmd, cwd, &a),
+            Decision::Ask(AskKind::Command)
+        );
+        assert_eq!(
+            decide(Yolo, "Write", &edit("/etc/passwd"), cwd, &a),
+            Decision::Allow
+        );
+        assert!(matches!(
+            decide(Plan, "Write", &edit("/work/proj/a"), cwd, &a),
+            Decision::Deny(_)
+        ));
+        assert!(matches!(
+            decide(Plan, "Bash", &cmd, cwd, &a),
+            Decision::Deny(_)
+        ));
+        assert_eq!(
+            decide(Plan, "Grep", &ToolAccess::ReadOnly, cwd, &a),
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn always_allow_is_per_tool_and_per_command_prefix() {
+        let cwd = Path::new("/p");
+        let mut a = SessionApprovals::default();
+        a.remember(
+            "Bash",
+            &ToolAccess::Execute {
+                command: "cargo test -p x".into(),
+            },
+        );
+        let ok = ToolAccess::Execute {
+            command: "cargo test --all".into(),
+        };
+        let other = ToolAccess::Execute {
+            command: "cargo publish".into(),
+        };
+        assert_eq!(
+            decide(PermissionMode::Default, "Bash", &ok, cwd, &a),
+            Decision::Allow
+        );
+        assert_eq!(
+            decide(PermissionMode::Default, "Bash", &other, cwd, &a),
+            Decision::Ask(AskKind::Command)
+        );
+        a.remember("Write", &edit("/p/a"));
+        assert_eq!(
+            decide(PermissionMode::Default, "Write", &edit("/p/b"), cwd, &a),
+            Decision::Allow
+        );
+    }
+}
