@@ -1,6 +1,766 @@
-//! Placeholder: filled in by its issue.
+//! `TaskCreate`, `TaskGet`, `TaskList` and `TaskUpdate`: the shared task
+//! list (kaji-tasks' [`TaskListStore`]) offered to the model.
+//!
+//! The tools only translate between the model's JSON and the store; every
+//! rule (ids, dependencies, locking) lives in the store. They never print
+//! or ask: each change returns the whole list as `{"task_list": [...]}` in
+//! [`ToolOutput::data`] for the core to show the user as a `say`. Without
+//! a task list in the [`ToolContext`] they refuse.
 
-use crate::ToolRegistry;
+use std::sync::Arc;
 
-/// Adds this module's tools to `registry`.
-pub(crate) fn register(_registry: &mut ToolRegistry) {}
+use async_trait::async_trait;
+use kaji_protocol::ToolSpec;
+use kaji_tasks::list::{
+    ListSnapshot, NewTask, Task, TaskListError, TaskListErrorKind, TaskListStore, TaskPatch,
+    TaskStatus,
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_input};
+
+/// Adds `TaskCreate`, `TaskGet`, `TaskList` and `TaskUpdate` to `registry`.
+pub(crate) fn register(registry: &mut ToolRegistry) {
+    registry.register(Arc::new(TaskCreateTool));
+    registry.register(Arc::new(TaskGetTool));
+    registry.register(Arc::new(TaskListTool));
+    registry.register(Arc::new(TaskUpdateTool));
+}
+
+const TASK_CREATE: &str = "TaskCreate";
+const TASK_GET: &str = "TaskGet";
+const TASK_LIST: &str = "TaskList";
+const TASK_UPDATE: &str = "TaskUpdate";
+
+/// A task id as the model sends it: a string like `"3"` (as in the schema)
+/// or, leniently, a number.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum TaskIdInput {
+    Number(u64),
+    Text(String),
+}
+
+impl TaskIdInput {
+    fn parse(&self, tool: &str, field: &str) -> Result<u64, ToolError> {
+        match self {
+            Self::Number(id) => Ok(*id),
+            Self::Text(text) => {
+                text.trim()
+                    .trim_start_matches('#')
+                    .parse()
+                    .map_err(|_| ToolError::InvalidInput {
+                        tool: tool.to_string(),
+                        message: format!(
+                            "{field} must be a task id such as \"3\" (see TaskList), not {text:?}"
+                        ),
+                    })
+            }
+        }
+    }
+}
+
+fn parse_ids(
+    tool: &str,
+    field: &str,
+    ids: &Option<Vec<TaskIdInput>>,
+) -> Result<Vec<u64>, ToolError> {
+    ids.iter()
+        .flatten()
+        .map(|id| id.parse(tool, field))
+        .collect()
+}
+
+/// The store of the session, or a refusal the model can understand.
+fn store_of(ctx: &ToolContext) -> Result<TaskListStore, ToolError> {
+    ctx.task_list.clone().ok_or_else(|| {
+        ToolError::Refused(
+            "this session has no task list, so the task tools are unavailable; keep track of the \
+             work in your replies instead"
+                .to_string(),
+        )
+    })
+}
+
+/// Runs blocking store work off the async runtime.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, TaskListError> + Send + 'static,
+) -> Result<T, ToolError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result.map_err(tool_error),
+        Err(e) => Err(ToolError::Refused(format!(
+            "the task list operation failed: {e}"
+        ))),
+    }
+}
+
+fn tool_error(e: TaskListError) -> ToolError {
+    match e {
+        TaskListError::Io { path, source } => ToolError::Io { path, source },
+        other => {
+            let hint = match other.kind() {
+                TaskListErrorKind::NotFound => " Use TaskList to see the existing task ids.",
+                _ => "",
+            };
+            ToolError::Refused(format!("{other}.{hint}"))
+        }
+    }
+}
+
+/// One task in the `task_list` summary sent to the user interface.
+fn summary_json(snapshot: &ListSnapshot) -> Value {
+    let tasks: Vec<Value> = snapshot
+        .tasks
+        .iter()
+        .map(|t| {
+            json!({
+                "id": t.id,
+                "subject": t.subject,
+                "status": t.status.as_str(),
+                "owner": t.owner,
+                "activeForm": t.active_form,
+                "blockedBy": snapshot.open_blockers(t),
+            })
+        })
+        .collect();
+    json!({ "task_list": tasks })
+}
+
+/// `#1 [pending] Subject (owner: x) — blocked by #2, #3`
+fn summary_line(snapshot: &ListSnapshot, task: &Task) -> String {
+    let mut line = format!("#{} [{}] {}", task.id, task.status, task.subject);
+    if let Some(owner) = &task.owner {
+        line.push_str(&format!(" (owner: {owner})"));
+    }
+    let open = snapshot.open_blockers(task);
+    if !open.is_empty() {
+        line.push_str(&format!(" — blocked by {}", id_list(&open)));
+    }
+    line
+}
+
+fn id_list(ids: &[u64]) -> String {
+    ids.iter()
+        .map(|id| format!("#{id}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The `TaskCreate` tool.
+struct TaskCreateTool;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TaskCreateInput {
+    subject: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    active_form: Option<String>,
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+}
+
+#[async_trait]
+impl Tool for TaskCreateTool {
+    fn name(&self) -> &'static str {
+        TASK_CREATE
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: TASK_CREATE.to_string(),
+            description: "Adds a task to the shared task list. It starts as pending with no owner; \
+creating it starts no work. Use the task list to plan work that needs several steps: split a complex \
+request into tasks before you begin, record each item when the user hands you a list of things to do, \
+and add tasks for follow-up work you discover. Do not bother for a single trivial step. Give subject as a \
+short imperative title (\"Fix the login timeout\"), put the details and what counts as done in \
+description, and give activeForm as the present-continuous phrase shown while the task is being worked \
+on (\"Fixing the login timeout\"). Dependencies are set afterwards with TaskUpdate. Returns the new \
+task's id."
+                .to_string(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "subject": {
+                        "type": "string",
+                        "description": "Short imperative title of the task."
+                    },
+                    "description": {
+                        "type": "string",
+                        "description": "What needs to be done, with enough context for someone else to do it."
+                    },
+                    "activeForm": {
+                        "type": "string",
+                        "description": "Present-continuous form shown while the task is in progress, e.g. \"Running the tests\"."
+                    },
+                    "metadata": {
+                        "type": "object",
+                        "description": "Extra key/value context to store with the task."
+                    }
+                },
+                "required": ["subject", "description"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    fn access(&self, _input: &Value, _ctx: &ToolContext) -> ToolAccess {
+        ToolAccess::SessionState
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let input: TaskCreateInput = parse_input(TASK_CREATE, input)?;
+        let store = store_of(ctx)?;
+        let new = NewTask {
+            subject: input.subject,
+            description: input.description,
+            active_form: input.active_form.filter(|f| !f.trim().is_empty()),
+            metadata: input.metadata.unwrap_or_default(),
+            ..NewTask::default()
+        };
+        let (task, snapshot) = blocking(move || {
+            let task = store.create(new)?;
+            Ok((task, store.list()?))
+        })
+        .await?;
+        Ok(ToolOutput {
+            content: format!("Task #{} created: {}", task.id, task.subject),
+            data: Some(summary_json(&snapshot)),
+            ..ToolOutput::default()
+        })
+    }
+}
+
+/// The `TaskGet` tool.
+struct TaskGetTool;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TaskGetInput {
+    task_id: TaskIdInput,
+}
+
+#[async_trait]
+impl Tool for TaskGetTool {
+    fn name(&self) -> &'static str {
+        TASK_GET
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: TASK_GET.to_string(),
+            description: "Returns everything about one task: subject, full description, status, owner, \
+active form, metadata, the tasks it blocks, and the tasks blocking it with those still open marked. Read \
+a task with TaskGet before you start on it, to get its full requirements, and before you update it, so you \
+work from its latest state: other agents may have changed it since you last looked."
+                .to_string(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "taskId": {
+                        "type": "string",
+                        "description": "Id of the task, e.g. \"3\"."
+                    }
+                },
+                "required": ["taskId"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let input: TaskGetInput = parse_input(TASK_GET, input)?;
+        let id = input.task_id.parse(TASK_GET, "taskId")?;
+        let store = store_of(ctx)?;
+        let (task, snapshot) = blocking(move || {
+            let task = store.get(id)?;
+            Ok((task, store.list()?))
+        })
+        .await?;
+        Ok(ToolOutput {
+            content: describe(&snapshot, &task),
+            data: Some(json!({ "task": task_json(&snapshot, &task) })),
+            ..ToolOutput::default()
+        })
+    }
+}
+
+fn task_json(snapshot: &ListSnapshot, task: &Task) -> Value {
+    let mut value = serde_json::to_value(task).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        map.insert(
+            "openBlockers".to_string(),
+            json!(snapshot.open_blockers(task)),
+        );
+    }
+    value
+}
+
+/// The full text of one task for the model.
+fn describe(snapshot: &ListSnapshot, task: &Task) -> String {
+    let mut out = format!(
+        "Task #{}: {}\nStatus: {}\n",
+        task.id, task.subject, task.status
+    );
+    out.push_str(&format!(
+        "Owner: {}\n",
+        task.owner.as_deref().unwrap_or("none")
+    ));
+    if let Some(form) = &task.active_form {
+        out.push_str(&format!("Active form: {form}\n"));
+    }
+    let open = snapshot.open_blockers(task);
+    if !task.blocked_by.is_empty() {
+        let all: Vec<u64> = task.blocked_by.iter().copied().collect();
+        out.push_str(&format!("Blocked by: {}", id_list(&all)));
+        if open.is_empty() {
+            out.push_str(" (all completed)\n");
+        } else {
+            out.push_str(&format!(" (still open: {})\n", id_list(&open)));
+        }
+    }
+    if !task.blocks.is_empty() {
+        let all: Vec<u64> = task.blocks.iter().copied().collect();
+        out.push_str(&format!("Blocks: {}\n", id_list(&all)));
+    }
+    if !task.metadata.is_empty() {
+        out.push_str(&format!(
+            "Metadata: {}\n",
+            Value::Object(task.metadata.clone())
+        ));
+    }
+    out.push_str("Description:\n");
+    out.push_str(if task.description.is_empty() {
+        "(none)"
+    } else {
+        &task.description
+    });
+    out
+}
+
+/// The `TaskList` tool.
+struct TaskListTool;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskListInput {}
+
+#[async_trait]
+impl Tool for TaskListTool {
+    fn name(&self) -> &'static str {
+        TASK_LIST
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: TASK_LIST.to_string(),
+            description: "Lists every task in the shared task list, one line each: id, status, owner, \
+subject and the blockers that are still open. Use it to see what is left to do, to choose your next task \
+(prefer the lowest id that is pending, has no owner and nothing blocking it), and to check progress after \
+finishing a task. Use TaskGet for a task's full description."
+                .to_string(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {},
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let input = if input.is_null() { json!({}) } else { input };
+        let _: TaskListInput = parse_input(TASK_LIST, input)?;
+        let store = store_of(ctx)?;
+        let snapshot = blocking(move || store.list()).await?;
+        let mut lines: Vec<String> = snapshot
+            .tasks
+            .iter()
+            .map(|t| summary_line(&snapshot, t))
+            .collect();
+        if lines.is_empty() {
+            lines.push("The task list is empty.".to_string());
+        }
+        for e in &snapshot.errors {
+            lines.push(format!("(unreadable: {}: {})", e.path.display(), e.problem));
+        }
+        Ok(ToolOutput {
+            content: lines.join("\n"),
+            data: Some(summary_json(&snapshot)),
+            ..ToolOutput::default()
+        })
+    }
+}
+
+/// The `TaskUpdate` tool.
+struct TaskUpdateTool;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TaskUpdateInput {
+    task_id: TaskIdInput,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    subject: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    active_form: Option<String>,
+    #[serde(default)]
+    owner: Option<String>,
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    add_blocks: Option<Vec<TaskIdInput>>,
+    #[serde(default)]
+    add_blocked_by: Option<Vec<TaskIdInput>>,
+    #[serde(default)]
+    remove_blocks: Option<Vec<TaskIdInput>>,
+    #[serde(default)]
+    remove_blocked_by: Option<Vec<TaskIdInput>>,
+}
+
+#[async_trait]
+impl Tool for TaskUpdateTool {
+    fn name(&self) -> &'static str {
+        TASK_UPDATE
+    }
+
+    fn spec(&self) -> ToolSpec {
+        let ids = |what: &str| {
+            json!({
+                "type": "array",
+                "items": {"type": "string"},
+                "description": what,
+            })
+        };
+        ToolSpec {
+            name: TASK_UPDATE.to_string(),
+            description: "Changes one task of the shared task list. Set status to in_progress before you \
+start working on a task, and to completed only when it is really done: the work is finished and checked, \
+tests pass, nothing is half-done. If you are stuck or only part of the way there, keep it in_progress and \
+create a task for what remains. Set owner to take a task or hand it to someone (an empty string clears \
+it). metadata keys are merged into the task's metadata; a null value removes that key. addBlocks, \
+addBlockedBy, removeBlocks and removeBlockedBy change dependencies: both tasks are updated together, and \
+links to missing tasks or links that would create a cycle are refused. status \"deleted\" removes the task \
+for good. Read the task with TaskGet first so you do not undo someone else's change. The result says \
+which tasks a completion unblocked."
+                .to_string(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "taskId": {"type": "string", "description": "Id of the task to change, e.g. \"3\"."},
+                    "status": {
+                        "type": "string",
+                        "enum": ["pending", "in_progress", "completed", "deleted"],
+                        "description": "New status; \"deleted\" deletes the task."
+                    },
+                    "subject": {"type": "string", "description": "New imperative title."},
+                    "description": {"type": "string", "description": "New full description."},
+                    "activeForm": {"type": "string", "description": "New present-continuous form shown while in progress."},
+                    "owner": {"type": "string", "description": "New owner; an empty string clears it."},
+                    "metadata": {
+                        "type": "object",
+                        "description": "Keys to merge into the metadata; a null value removes the key."
+                    },
+                    "addBlocks": ids("Ids of tasks that cannot start until this one is completed."),
+                    "addBlockedBy": ids("Ids of tasks that must be completed before this one can start."),
+                    "removeBlocks": ids("Ids of tasks this one should no longer block."),
+                    "removeBlockedBy": ids("Ids of tasks this one should no longer wait for.")
+                },
+                "required": ["taskId"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    fn access(&self, _input: &Value, _ctx: &ToolContext) -> ToolAccess {
+        ToolAccess::SessionState
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let input: TaskUpdateInput = parse_input(TASK_UPDATE, input)?;
+        let id = input.task_id.parse(TASK_UPDATE, "taskId")?;
+        let store = store_of(ctx)?;
+        if input.status.as_deref() == Some("deleted") {
+            let (task, snapshot) = blocking(move || {
+                let task = store.delete(id)?;
+                Ok((task, store.list()?))
+            })
+            .await?;
+            return Ok(ToolOutput {
+                content: format!("Task #{} deleted: {}", task.id, task.subject),
+                data: Some(summary_json(&snapshot)),
+                ..ToolOutput::default()
+            });
+        }
+        let status = match input.status.as_deref() {
+            None => None,
+            Some(s) => Some(
+                s.parse::<TaskStatus>()
+                    .map_err(|_| ToolError::InvalidInput {
+                        tool: TASK_UPDATE.to_string(),
+                        message: format!(
+                            "unknown status {s:?}; use pending, in_progress, completed or deleted"
+                        ),
+                    })?,
+            ),
+        };
+        let patch = TaskPatch {
+            subject: input.subject,
+            description: input.description,
+            active_form: input
+                .active_form
+                .map(|f| Some(f).filter(|f| !f.trim().is_empty())),
+            owner: input
+                .owner
+                .map(|o| Some(o).filter(|o| !o.trim().is_empty())),
+            status,
+            metadata: input.metadata,
+            add_blocks: parse_ids(TASK_UPDATE, "addBlocks", &input.add_blocks)?,
+            add_blocked_by: parse_ids(TASK_UPDATE, "addBlockedBy", &input.add_blocked_by)?,
+            remove_blocks: parse_ids(TASK_UPDATE, "removeBlocks", &input.remove_blocks)?,
+            remove_blocked_by: parse_ids(TASK_UPDATE, "removeBlockedBy", &input.remove_blocked_by)?,
+        };
+        let changed = changed_fields(&patch);
+        let (outcome, snapshot) = blocking(move || {
+            let outcome = store.update(id, patch)?;
+            Ok((outcome, store.list()?))
+        })
+        .await?;
+        let mut content = if changed.is_empty() {
+            format!("Task #{} unchanged: {}", id, outcome.task.subject)
+        } else {
+            format!(
+                "Updated task #{} ({}): {}",
+                id,
+                changed.join(", "),
+                summary_line(&snapshot, &outcome.task)
+            )
+        };
+        if !outcome.unblocked.is_empty() {
+            content.push_str(&format!(
+                "\nCompleting it unblocked {}.",
+                id_list(&outcome.unblocked)
+            ));
+        }
+        Ok(ToolOutput {
+            content,
+            data: Some(summary_json(&snapshot)),
+            ..ToolOutput::default()
+        })
+    }
+}
+
+fn changed_fields(patch: &TaskPatch) -> Vec<&'static str> {
+    let mut fields = Vec::new();
+    let mut note = |set: bool, name: &'static str| {
+        if set {
+            fields.push(name);
+        }
+    };
+    note(patch.status.is_some(), "status");
+    note(patch.subject.is_some(), "subject");
+    note(patch.description.is_some(), "description");
+    note(patch.active_form.is_some(), "activeForm");
+    note(patch.owner.is_some(), "owner");
+    note(patch.metadata.is_some(), "metadata");
+    note(patch.changes_edges(), "dependencies");
+    fields
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(home: &std::path::Path) -> ToolContext {
+        let mut ctx = ToolContext::new(home);
+        ctx.task_list = Some(TaskListStore::open(home, "tools").expect("open list"));
+        ctx
+    }
+
+    async fn call(name: &str, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let registry = crate::builtin_tools();
+        let tool = registry.get(name).expect("tool registered");
+        tool.call(input, ctx).await
+    }
+
+    #[tokio::test]
+    async fn plan_claim_complete_and_delete() {
+        let home = tempfile::tempdir().expect("temp dir");
+        let ctx = ctx(home.path());
+        let out = call(
+            TASK_CREATE,
+            json!({"subject": "Write tests", "description": "d", "activeForm": "Writing tests"}),
+            &ctx,
+        )
+        .await
+        .expect("create");
+        assert_eq!(out.content, "Task #1 created: Write tests");
+        assert_eq!(
+            out.data.as_ref().expect("data")["task_list"][0]["status"],
+            "pending"
+        );
+        call(
+            TASK_CREATE,
+            json!({"subject": "Ship", "description": ""}),
+            &ctx,
+        )
+        .await
+        .expect("create");
+
+        let out = call(
+            TASK_UPDATE,
+            json!({"taskId": "2", "addBlockedBy": ["1"], "metadata": {"k": 1}}),
+            &ctx,
+        )
+        .await
+        .expect("edge");
+        assert!(out.content.contains("blocked by #1"), "{}", out.content);
+        let list = call(TASK_LIST, json!({}), &ctx).await.expect("list");
+        assert_eq!(
+            list.content,
+            "#1 [pending] Write tests\n#2 [pending] Ship — blocked by #1"
+        );
+
+        let err = call(
+            TASK_UPDATE,
+            json!({"taskId": "1", "addBlockedBy": ["2"]}),
+            &ctx,
+        )
+        .await
+        .expect_err("cycle");
+        assert!(
+            err.to_string().contains("cycle #2 blocks #1 blocks #2"),
+            "{err}"
+        );
+
+        let out = call(
+            TASK_UPDATE,
+            json!({"taskId": "1", "status": "completed", "owner": "me"}),
+            &ctx,
+        )
+        .await
+        .expect("complete");
+        assert!(out.content.contains("unblocked #2"), "{}", out.content);
+        let got = call(TASK_GET, json!({"taskId": "2"}), &ctx)
+            .await
+            .expect("get");
+        assert!(
+            got.content.contains("Blocked by: #1 (all completed)"),
+            "{}",
+            got.content
+        );
+        assert!(
+            got.content.contains(r#"Metadata: {"k":1}"#),
+            "{}",
+            got.content
+        );
+
+        let out = call(
+            TASK_UPDATE,
+            json!({"taskId": "2", "status": "deleted"}),
+            &ctx,
+        )
+        .await
+        .expect("delete");
+        assert_eq!(
+            out.data.expect("data")["task_list"]
+                .as_array()
+                .map(Vec::len),
+            Some(1)
+        );
+        let err = call(TASK_GET, json!({"taskId": "2"}), &ctx)
+            .await
+            .expect_err("gone");
+        assert!(err.to_string().contains("does not exist"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn bad_input_is_refused_clearly() {
+        let home = tempfile::tempdir().expect("temp dir");
+        let without = ToolContext::new(home.path());
+        let err = call(TASK_LIST, json!({}), &without)
+            .await
+            .expect_err("no list");
+        assert!(matches!(err, ToolError::Refused(_)), "{err}");
+
+        let ctx = ctx(home.path());
+        let err = call(TASK_GET, json!({"taskId": "abc"}), &ctx)
+            .await
+            .expect_err("bad id");
+        assert!(
+            err.to_string().contains("taskId must be a task id"),
+            "{err}"
+        );
+        call(
+            TASK_CREATE,
+            json!({"subject": "a", "description": ""}),
+            &ctx,
+        )
+        .await
+        .expect("create");
+        let err = call(TASK_UPDATE, json!({"taskId": "1", "status": "done"}), &ctx)
+            .await
+            .expect_err("bad status");
+        assert!(err.to_string().contains("unknown status \"done\""), "{err}");
+        let err = call(
+            TASK_UPDATE,
+            json!({"taskId": "1", "addBlocks": ["9"]}),
+            &ctx,
+        )
+        .await
+        .expect_err("missing edge target");
+        assert!(err.to_string().contains("#9 does not exist"), "{err}");
+        let err = call(
+            TASK_CREATE,
+            json!({"subject": " ", "description": ""}),
+            &ctx,
+        )
+        .await
+        .expect_err("empty subject");
+        assert!(
+            err.to_string().contains("subject must not be empty"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn access_and_read_only() {
+        let registry = crate::builtin_tools();
+        let ctx = ToolContext::new(".");
+        for (name, read_only) in [
+            (TASK_CREATE, false),
+            (TASK_GET, true),
+            (TASK_LIST, true),
+            (TASK_UPDATE, false),
+        ] {
+            let tool = registry.get(name).expect("registered");
+            assert_eq!(tool.is_read_only(), read_only, "{name}");
+            let expected = if read_only {
+                ToolAccess::ReadOnly
+            } else {
+                ToolAccess::SessionState
+            };
+            assert_eq!(tool.access(&json!({}), &ctx), expected, "{name}");
+        }
+    }
+}
