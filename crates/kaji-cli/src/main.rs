@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod agent;
+mod exec;
 mod paths;
 mod ps_cmd;
 mod tasks_cmd;
@@ -21,6 +23,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run one task non-interactively and print its transcript (or JSON
+    /// lines with --json).
+    Exec(exec::ExecArgs),
     /// Read, create, update and claim tasks of a shared task list.
     Tasks(tasks_cmd::TasksArgs),
     /// List the runtime tasks (background shells and agents) of every
@@ -31,6 +36,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
+        Some(Command::Exec(args)) => block_on(exec::run(args)),
         Some(Command::Tasks(args)) => tasks_cmd::run(args),
         Some(Command::Ps(args)) => ps_cmd::run(args),
         None => {
@@ -39,4 +45,15 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// Runs an async command on a multi-threaded tokio runtime.
+fn block_on<F: std::future::Future<Output = i32>>(future: F) -> i32 {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt.block_on(future),
+        Err(e) => {
+            eprintln!("kaji: cannot start the async runtime: {e}");
+            1
+        }
+    }
 }

@@ -1,0 +1,141 @@
+//! What every command that runs an agent shares: the model and permission
+//! options, provider selection, and building a [`TaskConfig`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use kaji_core::{PermissionMode, TaskConfig, ToolExecutor, ToolProtocol};
+use kaji_llm::selection::{self, SelectionFlags};
+use kaji_llm::{ModelProvider, ProviderConfig};
+
+/// Options of the agent commands (`exec`, the TUI).
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    /// Working directory of the task.
+    #[arg(short = 'C', long = "cd", value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Model provider: anthropic or openai (any OpenAI-compatible server).
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
+    /// Model name.
+    #[arg(long, short = 'm', value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Base URL of the provider's API.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// default | accept-edits | yolo | plan.
+    #[arg(long, value_name = "MODE", default_value = "default")]
+    pub permission_mode: String,
+    /// Run every tool without asking (same as --permission-mode yolo).
+    #[arg(long)]
+    pub yolo: bool,
+    /// Consecutive mistakes before the task stops (yolo) or asks.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub max_mistakes: u32,
+    /// Stop after this many model turns.
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
+    /// How the model calls tools: native (the provider's tool calling) or
+    /// xml (calls written in the reply text, for servers without tools).
+    #[arg(long, value_name = "PROTOCOL", default_value = "native")]
+    pub tool_protocol: String,
+    /// Share this task list with other sessions and processes (default:
+    /// one list per session). Also KAJI_TASK_LIST_ID.
+    #[arg(long, value_name = "ID")]
+    pub task_list: Option<String>,
+}
+
+/// Everything resolved from [`AgentArgs`] and the environment.
+pub struct AgentSetup {
+    pub config: TaskConfig,
+    pub executor: ToolExecutor,
+    pub provider_config: ProviderConfig,
+}
+
+/// An error of the command line or the configuration (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+impl AgentArgs {
+    fn permission_mode(&self) -> Result<PermissionMode> {
+        if self.yolo {
+            return Ok(PermissionMode::Yolo);
+        }
+        self.permission_mode
+            .parse()
+            .map_err(|e: String| UsageError(format!("--permission-mode: {e}")).into())
+    }
+
+    /// Resolves the working directory.
+    pub fn working_dir(&self) -> Result<PathBuf> {
+        let dir = match &self.cwd {
+            Some(d) => d.clone(),
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        let dir = dir
+            .canonicalize()
+            .map_err(|e| UsageError(format!("working directory {}: {e}", dir.display())))?;
+        if !dir.is_dir() {
+            return Err(UsageError(format!("working directory {} is not a directory", dir.display())).into());
+        }
+        Ok(dir)
+    }
+
+    /// Selects the provider (flags, env, `$KAJI_HOME/config.toml`).
+    pub async fn provider_config(&self, kaji_home: &Path) -> Result<ProviderConfig> {
+        let file = selection::load_config_file(&kaji_home.join("config.toml")).map_err(|e| UsageError(e.to_string()))?;
+        let flags = SelectionFlags {
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+        };
+        let env = |k: &str| std::env::var(k).ok();
+        selection::select(flags, &env, file)
+            .await
+            .map_err(|e| UsageError(e.to_string()).into())
+    }
+
+    /// Builds the task configuration and executor.
+    pub async fn setup(&self, kaji_home: &Path, session_id: &str) -> Result<AgentSetup> {
+        let cwd = self.working_dir()?;
+        let mode = self.permission_mode()?;
+        let protocol: ToolProtocol = self
+            .tool_protocol
+            .parse()
+            .map_err(|e: String| UsageError(format!("--tool-protocol: {e}")))?;
+        let provider_config = self.provider_config(kaji_home).await?;
+        let provider: Arc<dyn ModelProvider> =
+            kaji_llm::build_provider(&provider_config).map_err(|e| UsageError(e.to_string()))?;
+        let list_id = self
+            .task_list
+            .clone()
+            .or_else(|| std::env::var("KAJI_TASK_LIST_ID").ok().filter(|v| !v.is_empty()))
+            .unwrap_or_else(|| session_id.to_string());
+        let task_list = kaji_tasks::TaskListStore::open(kaji_home, &list_id)
+            .map_err(|e| UsageError(format!("--task-list {list_id:?}: {e}")))?;
+
+        let mut config = TaskConfig::new(cwd, provider, provider_config.model.clone());
+        config.tool_protocol = protocol;
+        config.permission_mode = mode;
+        config.max_mistakes = self.max_mistakes.max(1);
+        config.max_turns = self.max_turns;
+        config.session_id = session_id.to_string();
+        config.kaji_home = kaji_home.to_path_buf();
+        config.task_list = Some(task_list);
+        let executor = ToolExecutor::new(kaji_tools::builtin_tools());
+        Ok(AgentSetup {
+            config,
+            executor,
+            provider_config,
+        })
+    }
+}
+
+/// A new session id: time-ordered and unique enough for file names.
+pub fn new_session_id() -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    format!("s{}-{}", now.as_secs(), std::process::id())
+}

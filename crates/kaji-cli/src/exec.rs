@@ -1,0 +1,261 @@
+//! `kaji exec`: run one task without a person at the keyboard, for scripts
+//! and CI.
+//!
+//! Without `--json` it prints a readable transcript; with `--json` one JSON
+//! object per line (schema in docs/exec-json.md). Nobody can answer an ask
+//! here, so every ask but the final acceptance of the result is denied, and
+//! the model is told why.
+
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Result;
+use async_trait::async_trait;
+use kaji_core::{AskRequest, Task, TaskFrontend};
+use kaji_protocol::{AskKind, AskResponse, SayKind, TaskEvent};
+use serde_json::json;
+
+use crate::agent::{AgentArgs, UsageError, new_session_id};
+
+/// Arguments of `kaji exec`.
+#[derive(Debug, clap::Args)]
+pub struct ExecArgs {
+    /// The task. `-` reads it from standard input.
+    #[arg(value_name = "PROMPT")]
+    pub prompt: String,
+    /// Print one JSON object per line instead of a transcript.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub agent: AgentArgs,
+}
+
+/// Runs `kaji exec`; returns the exit code.
+pub async fn run(args: ExecArgs) -> i32 {
+    match run_inner(args).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kaji exec: {e:#}");
+            if e.downcast_ref::<UsageError>().is_some() { 2 } else { 1 }
+        }
+    }
+}
+
+async fn run_inner(args: ExecArgs) -> Result<i32> {
+    let prompt = if args.prompt == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| UsageError(format!("cannot read the prompt from standard input: {e}")))?;
+        s
+    } else {
+        args.prompt.clone()
+    };
+    if prompt.trim().is_empty() {
+        return Err(UsageError("the prompt is empty".into()).into());
+    }
+    let kaji_home = crate::paths::kaji_home();
+    let session_id = new_session_id();
+    let setup = args.agent.setup(&kaji_home, &session_id).await?;
+    let mode = setup.config.permission_mode;
+    let frontend = Arc::new(ExecFrontend::new(args.json, mode.as_str()));
+    let task = Task::new(setup.config.clone(), setup.executor, frontend.clone());
+    if args.json {
+        frontend.line(&json!({
+            "type": "task_started",
+            "schema_version": 1,
+            "task_id": task.id(),
+            "session_id": session_id,
+            "model": setup.provider_config.model,
+            "provider": setup.provider_config.kind.as_str(),
+            "cwd": setup.config.cwd,
+            "permission_mode": mode.as_str(),
+        }));
+    }
+    let abort = task.abort_handle();
+    let signals = tokio::spawn(async move {
+        wait_for_signal().await;
+        abort.abort();
+    });
+    let started = Instant::now();
+    let outcome = task.run(prompt).await;
+    signals.abort();
+    let status = outcome.status;
+    if args.json {
+        frontend.line(&json!({
+            "type": "result",
+            "status": status.as_str(),
+            "turns": outcome.turns,
+            "usage": {
+                "input_tokens": outcome.usage.input_tokens,
+                "output_tokens": outcome.usage.output_tokens,
+                "cache_read_input_tokens": outcome.usage.cache_read_input_tokens,
+                "cache_creation_input_tokens": outcome.usage.cache_creation_input_tokens,
+            },
+            "duration_ms": started.elapsed().as_millis() as u64,
+            "result": outcome.result,
+        }));
+    } else {
+        frontend.finish(&format!(
+            "\n[{}] {} turn(s), {} input / {} output tokens, {:.1} s",
+            status.as_str(),
+            outcome.turns,
+            outcome.usage.input_tokens,
+            outcome.usage.output_tokens,
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    Ok(status.exit_code())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// Prints events; denies asks.
+pub struct ExecFrontend {
+    json: bool,
+    mode: String,
+    out: Mutex<TranscriptState>,
+}
+
+#[derive(Default)]
+struct TranscriptState {
+    /// Whether the cursor is in the middle of a streamed line.
+    mid_line: bool,
+}
+
+impl ExecFrontend {
+    /// A front end printing JSON lines or a transcript.
+    pub fn new(json: bool, mode: &str) -> Self {
+        Self {
+            json,
+            mode: mode.to_string(),
+            out: Mutex::new(TranscriptState::default()),
+        }
+    }
+
+    fn line(&self, value: &serde_json::Value) {
+        let _guard = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{value}");
+        let _ = stdout.flush();
+    }
+
+    fn finish(&self, text: &str) {
+        self.print(text, true);
+    }
+
+    fn print(&self, text: &str, newline: bool) {
+        let mut st = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let mut stdout = std::io::stdout().lock();
+        if newline && st.mid_line {
+            let _ = writeln!(stdout);
+        }
+        if newline {
+            let _ = writeln!(stdout, "{text}");
+            st.mid_line = false;
+        } else {
+            let _ = write!(stdout, "{text}");
+            st.mid_line = !text.ends_with('\n');
+        }
+        let _ = stdout.flush();
+    }
+
+    fn transcript(&self, event: &TaskEvent) {
+        match event {
+            TaskEvent::Say {
+                kind, text, partial, ..
+            } => match (kind, partial) {
+                (SayKind::Text, true) => self.print(text, false),
+                (SayKind::Text, false) => {
+                    // The streamed text is already out when a partial came
+                    // first; a text that arrives whole is printed here.
+                    let st = self.out.lock().unwrap_or_else(|e| e.into_inner());
+                    let streamed = st.mid_line;
+                    drop(st);
+                    if streamed {
+                        self.print("", true);
+                    } else {
+                        self.print(text, true);
+                    }
+                }
+                (SayKind::Reasoning, false) => self.print(&indent("~ ", text), true),
+                (SayKind::Tool, _) => self.print(&format!("⏺ {text}"), true),
+                (SayKind::Error, _) => self.print(&format!("! {text}"), true),
+                (SayKind::ApiReqRetried, _) => self.print(&format!("! {text}"), true),
+                (SayKind::CompletionResult, _) => self.print(&format!("\n✓ {text}"), true),
+                (SayKind::UserFeedback, _) => self.print(&format!("> {text}\n"), true),
+                (SayKind::TaskList | SayKind::Todo | SayKind::Info | SayKind::CommandOutput, false) => {
+                    self.print(&indent("  ", text), true)
+                }
+                _ => {}
+            },
+            TaskEvent::Delta { text, .. } => self.print(text, false),
+            TaskEvent::ToolResult {
+                is_error, output, ..
+            } => {
+                let mut lines = output.lines();
+                let first = lines.next().unwrap_or("");
+                let more = lines.count();
+                let mark = if *is_error { "⎿ error: " } else { "⎿ " };
+                let suffix = if more > 0 { format!(" (+{more} lines)") } else { String::new() };
+                self.print(&format!("  {mark}{first}{suffix}"), true);
+            }
+            TaskEvent::Ask { kind, text, .. } if *kind != AskKind::CompletionResult => {
+                self.print(&format!("? {text}"), true)
+            }
+            _ => {}
+        }
+    }
+}
+
+fn indent(prefix: &str, text: &str) -> String {
+    text.lines().map(|l| format!("{prefix}{l}")).collect::<Vec<_>>().join("\n")
+}
+
+#[async_trait]
+impl TaskFrontend for ExecFrontend {
+    fn emit(&self, event: TaskEvent) {
+        if self.json {
+            match &event {
+                TaskEvent::Say { partial: true, .. } | TaskEvent::Ask { partial: true, .. } | TaskEvent::Delta { .. } => {}
+                TaskEvent::Finished { .. } => {}
+                other => {
+                    if let Ok(v) = serde_json::to_value(other) {
+                        self.line(&v);
+                    }
+                }
+            }
+        } else {
+            self.transcript(&event);
+        }
+    }
+
+    async fn answer(&self, ask: &AskRequest) -> AskResponse {
+        match ask.kind {
+            AskKind::CompletionResult => AskResponse::Approve,
+            AskKind::Tool | AskKind::Command => AskResponse::Deny {
+                feedback: Some(format!(
+                    "kaji exec runs without a user to approve this (permission mode {}); it was denied. Use another approach that needs no approval, or finish with AttemptCompletion and say what must be run.",
+                    self.mode
+                )),
+            },
+            _ => AskResponse::Deny {
+                feedback: Some("kaji exec runs without a user to answer questions.".to_string()),
+            },
+        }
+    }
+}
