@@ -1,14 +1,25 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! Test support for every kaji crate, and the model behind `kaji demo`: the
+//! scripted model server.
+//!
+//! [`ScriptedModelServer`] is a real HTTP server on 127.0.0.1 that speaks
+//! the Anthropic Messages and OpenAI Chat Completions streaming formats,
+//! answers from a [`Script`] of [`Turn`]s, records every request, and
+//! injects [`Fault`]s on demand. Tests point a real provider at it, so
+//! everything but the model is real.
+//!
+//! Base URLs: give the Anthropic provider [`ScriptedModelServer::base_url`]
+//! (`http://127.0.0.1:PORT`, it posts to `/v1/messages`) and the OpenAI
+//! provider [`ScriptedModelServer::openai_base_url`]
+//! (`http://127.0.0.1:PORT/v1`, it posts to `/v1/chat/completions`).
+//!
+//! This crate depends on kaji-protocol only (never on kaji-llm: it must
+//! test the providers, not share their code), must never listen beyond the
+//! loopback interface, and must never panic on what a client sends.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+pub mod script;
+pub mod server;
+pub mod wire;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub use script::{DEFAULT_CHUNK_SIZE, Fault, Part, Script, ScriptError, Turn};
+pub use server::{RecordedRequest, ScriptedModelServer};
+pub use wire::WireFormat;

@@ -1,0 +1,491 @@
+//! The scripted model server: a real HTTP server on 127.0.0.1 that answers
+//! `POST /v1/messages` (Anthropic) and `POST /v1/chat/completions`
+//! (OpenAI) from a [`Script`], records every request, and serves faults.
+//!
+//! The turn is chosen from the request itself: a request whose `messages`
+//! already hold `n` assistant messages gets turn `n`, so retries of the same
+//! request get the same turn. Faults are counted per turn: the `k`-th
+//! request for a turn gets the turn's `k`-th fault, later ones the plain
+//! reply. This server must never panic on a request, whatever it holds,
+//! and never reach past the loopback interface.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::Response;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::script::{Fault, Script, Turn};
+use crate::wire::{RenderContext, WireFormat, error_body, error_kind, render};
+
+/// Headers whose values are replaced by `[redacted]` in recordings.
+const SECRET_HEADERS: &[&str] = &["x-api-key", "authorization", "proxy-authorization", "api-key", "cookie"];
+
+/// One request as the server saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedRequest {
+    /// HTTP method.
+    pub method: String,
+    /// Request path, e.g. `/v1/messages`.
+    pub path: String,
+    /// Headers, names lowercase. Secrets keep their scheme only:
+    /// `x-api-key: [redacted]`, `authorization: Bearer [redacted]`.
+    pub headers: BTreeMap<String, String>,
+    /// The JSON body (a JSON string holding the raw text when it is not JSON).
+    pub body: Value,
+    /// Which wire format the path asked for, if any.
+    pub format: Option<WireFormat>,
+    /// The turn the request was answered with (0-based), if one was.
+    pub turn: Option<usize>,
+    /// Which attempt at that turn this was (1-based).
+    pub attempt: usize,
+}
+
+impl RecordedRequest {
+    /// A header's value by (case-insensitive) name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+    }
+
+    /// The body's `messages` array (empty when there is none).
+    pub fn messages(&self) -> &[Value] {
+        self.body.get("messages").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+    }
+}
+
+struct Shared {
+    script: Script,
+    state: Mutex<ServerState>,
+    requests_seen: watch::Sender<usize>,
+    streams_aborted: watch::Sender<usize>,
+}
+
+#[derive(Default)]
+struct ServerState {
+    requests: Vec<RecordedRequest>,
+    attempts: HashMap<usize, usize>,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, ServerState> {
+        // A panic while holding the lock cannot leave the state half
+        // written (every update is a single push or insert), so a poisoned
+        // lock is still good.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A running scripted model server. Dropping it stops the server.
+pub struct ScriptedModelServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ScriptedModelServer {
+    /// Starts a server for `script` on a free port of 127.0.0.1.
+    ///
+    /// # Panics
+    /// When no loopback port can be bound (test convenience; use
+    /// [`ScriptedModelServer::bind`] to handle that as an error).
+    pub async fn start(script: impl Into<Script>) -> Self {
+        match Self::bind(script, 0).await {
+            Ok(server) => server,
+            Err(e) => panic!("the scripted model server could not bind 127.0.0.1: {e}"),
+        }
+    }
+
+    /// Starts a server for `script` on 127.0.0.1:`port` (0 for any free port).
+    pub async fn bind(script: impl Into<Script>, port: u16) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            script: script.into(),
+            state: Mutex::new(ServerState::default()),
+            requests_seen: watch::channel(0).0,
+            streams_aborted: watch::channel(0).0,
+        });
+        let app = Router::new().fallback(handle).with_state(shared.clone());
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                eprintln!("scripted model server on {addr} stopped: {e}");
+            }
+        });
+        Ok(Self { addr, shared, task })
+    }
+
+    /// `http://127.0.0.1:PORT`: the base URL for the Anthropic provider
+    /// (which posts to `{base}/v1/messages`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The base URL for the Anthropic provider; same as [`Self::base_url`].
+    pub fn anthropic_base_url(&self) -> String {
+        self.base_url()
+    }
+
+    /// `http://127.0.0.1:PORT/v1`: the base URL for the OpenAI provider
+    /// (which posts to `{base}/chat/completions`).
+    pub fn openai_base_url(&self) -> String {
+        format!("{}/v1", self.base_url())
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The script being served.
+    pub fn script(&self) -> &Script {
+        &self.shared.script
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.state().requests.clone()
+    }
+
+    /// Waits until at least `n` requests have arrived (and been recorded).
+    pub async fn wait_for_requests(&self, n: usize) {
+        let mut rx = self.shared.requests_seen.subscribe();
+        // The sender lives as long as `self`, so this cannot fail.
+        let _ = rx.wait_for(|seen| *seen >= n).await;
+    }
+
+    /// How many reply streams were dropped by the client (or the
+    /// connection) before they were complete.
+    pub fn aborted_streams(&self) -> usize {
+        *self.shared.streams_aborted.borrow()
+    }
+
+    /// Waits until at least `n` reply streams have been dropped before they
+    /// were complete: proof that a client closed its connection.
+    pub async fn wait_for_aborted_streams(&self, n: usize) {
+        let mut rx = self.shared.streams_aborted.subscribe();
+        let _ = rx.wait_for(|aborted| *aborted >= n).await;
+    }
+}
+
+impl Drop for ScriptedModelServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    response
+}
+
+fn redact(name: &str, value: &str) -> String {
+    if !SECRET_HEADERS.contains(&name) {
+        return value.to_string();
+    }
+    match value.split_once(' ') {
+        Some((scheme, _)) => format!("{scheme} [redacted]"),
+        None => "[redacted]".to_string(),
+    }
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let path = uri.path().to_string();
+    let recorded_headers: BTreeMap<String, String> = headers
+        .iter()
+        .map(|(name, value)| {
+            let name = name.as_str().to_ascii_lowercase();
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            let value = redact(&name, &value);
+            (name, value)
+        })
+        .collect();
+    let parsed: Result<Value, String> = serde_json::from_slice(&body).map_err(|e| e.to_string());
+    let format = match (method.as_str(), path.as_str()) {
+        ("POST", "/v1/messages") => Some(WireFormat::Anthropic),
+        ("POST", "/v1/chat/completions") => Some(WireFormat::OpenAi),
+        _ => None,
+    };
+    let mut record = RecordedRequest {
+        method: method.to_string(),
+        path: path.clone(),
+        headers: recorded_headers,
+        body: parsed
+            .clone()
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned())),
+        format,
+        turn: None,
+        attempt: 1,
+    };
+
+    let outcome = decide(&shared, format, &parsed, &mut record);
+    {
+        let mut state = shared.state();
+        state.requests.push(record);
+        let count = state.requests.len();
+        shared.requests_seen.send_replace(count);
+    }
+    match outcome {
+        Decision::Error(status, body) => json_response(status, &body),
+        Decision::Serve { format, turn_index, attempt, model, include_usage } => {
+            let turn = &shared.script.turns[turn_index];
+            let fault = turn.faults.get(attempt - 1).cloned();
+            let ctx = RenderContext {
+                turn_index,
+                model: &model,
+                request_bytes: body.len(),
+                include_usage,
+            };
+            serve(&shared, format, turn, fault, &ctx)
+        }
+    }
+}
+
+enum Decision {
+    Error(StatusCode, Value),
+    Serve {
+        format: WireFormat,
+        turn_index: usize,
+        attempt: usize,
+        model: String,
+        include_usage: bool,
+    },
+}
+
+fn decide(shared: &Shared, format: Option<WireFormat>, parsed: &Result<Value, String>, record: &mut RecordedRequest) -> Decision {
+    let Some(format) = format else {
+        let message = format!(
+            "the scripted model server has no route {} {}: give the Anthropic provider the base URL http://HOST:PORT (it posts to /v1/messages) and the OpenAI provider http://HOST:PORT/v1 (it posts to /v1/chat/completions)",
+            record.method, record.path
+        );
+        return Decision::Error(StatusCode::NOT_FOUND, json!({"error": {"type": "not_found_error", "message": message}}));
+    };
+    let body = match parsed {
+        Ok(body) => body,
+        Err(e) => {
+            return Decision::Error(
+                StatusCode::BAD_REQUEST,
+                error_body(format, "invalid_request_error", &format!("the request body is not JSON: {e}")),
+            );
+        }
+    };
+    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
+        return Decision::Error(
+            StatusCode::BAD_REQUEST,
+            error_body(format, "invalid_request_error", "the request body has no `messages` array"),
+        );
+    };
+    let turn_index = messages
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .count();
+    let turns = shared.script.turns.len();
+    if turn_index >= turns {
+        let message = format!(
+            "script exhausted: the script has {turns} turn(s) but the request already holds {turn_index} assistant message(s), so it asks for turn {}",
+            turn_index + 1
+        );
+        return Decision::Error(StatusCode::BAD_REQUEST, error_body(format, "script_exhausted", &message));
+    }
+    let attempt = {
+        let mut state = shared.state();
+        let counter = state.attempts.entry(turn_index).or_insert(0);
+        *counter += 1;
+        *counter
+    };
+    record.turn = Some(turn_index);
+    record.attempt = attempt;
+    let model = body.get("model").and_then(Value::as_str).unwrap_or("scripted-model").to_string();
+    let include_usage = body
+        .get("stream_options")
+        .and_then(|o| o.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Decision::Serve {
+        format,
+        turn_index,
+        attempt,
+        model,
+        include_usage,
+    }
+}
+
+/// How a body stream ends after its frames.
+#[derive(Clone, Copy)]
+enum Ending {
+    /// Normally.
+    Complete,
+    /// With an error, which makes hyper abort the connection.
+    Abort,
+    /// Never: hang until the client goes away.
+    Hang,
+}
+
+fn serve(shared: &Arc<Shared>, format: WireFormat, turn: &Turn, fault: Option<Fault>, ctx: &RenderContext<'_>) -> Response {
+    let frames = || render(format, turn, ctx);
+    match fault {
+        None => sse_response(shared, frames(), None, Ending::Complete),
+        Some(Fault::Status { code, retry_after_secs, retry_after_ms, body }) => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut response = match body {
+                Some(text) => {
+                    let html = text.trim_start().starts_with('<');
+                    let mut response = Response::new(Body::from(text));
+                    let ct = if html { "text/html; charset=utf-8" } else { "application/json" };
+                    response.headers_mut().insert("content-type", HeaderValue::from_static(ct));
+                    response
+                }
+                None => {
+                    let message = format!("scripted fault: HTTP {code}");
+                    json_response(StatusCode::OK, &error_body(format, error_kind(format, code), &message))
+                }
+            };
+            *response.status_mut() = status;
+            if let Some(secs) = retry_after_secs {
+                response.headers_mut().insert("retry-after", HeaderValue::from(secs));
+            }
+            if let Some(ms) = retry_after_ms {
+                response.headers_mut().insert("retry-after-ms", HeaderValue::from(ms));
+            }
+            response
+        }
+        Some(Fault::DropMidStream { after_bytes }) => sse_response(shared, truncate(frames(), after_bytes), None, Ending::Abort),
+        Some(Fault::Stall { after_bytes }) => sse_response(shared, truncate(frames(), after_bytes), None, Ending::Hang),
+        Some(Fault::Slow { delay_ms }) => sse_response(shared, frames(), Some(Duration::from_millis(delay_ms)), Ending::Complete),
+        Some(Fault::Empty) => {
+            let empty = Turn {
+                parts: Vec::new(),
+                faults: Vec::new(),
+                stop_reason: None,
+                ..turn.clone()
+            };
+            sse_response(shared, render(format, &empty, ctx), None, Ending::Complete)
+        }
+        Some(Fault::MalformedSse) => {
+            let mut out = frames().into_iter().take(1).collect::<Vec<_>>();
+            out.push(Bytes::from_static(b"this line is not a server-sent event\n\n"));
+            sse_response(shared, out, None, Ending::Complete)
+        }
+        Some(Fault::InvalidJsonChunk) => {
+            let mut out = frames().into_iter().take(1).collect::<Vec<_>>();
+            out.push(Bytes::from_static(match format {
+                WireFormat::Anthropic => b"event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 0, \"delta\": {\"type\": \"text_delta\", \"text\": \"unterminated\n\n",
+                WireFormat::OpenAi => b"data: {\"choices\": [{\"index\": 0, \"delta\": {\"content\": \"unterminated\n\n",
+            }));
+            sse_response(shared, out, None, Ending::Complete)
+        }
+        Some(Fault::HtmlErrorPage) => {
+            let page = "<!DOCTYPE html>\n<html><head><title>Scripted gateway error</title></head>\n<body><h1>Scripted gateway error</h1><p>This page stands in for a proxy's error page.</p></body></html>\n";
+            let mut response = Response::new(Body::from(page));
+            response
+                .headers_mut()
+                .insert("content-type", HeaderValue::from_static("text/html; charset=utf-8"));
+            response
+        }
+        Some(Fault::ErrorBodyWith200) => json_response(
+            StatusCode::OK,
+            &error_body(format, "api_error", "scripted fault: an error body with status 200"),
+        ),
+        Some(Fault::Overloaded) => match format {
+            WireFormat::Anthropic => {
+                let mut out = frames().into_iter().take(1).collect::<Vec<_>>();
+                out.push(Bytes::from(format!(
+                    "event: error\ndata: {}\n\n",
+                    error_body(format, "overloaded_error", "Overloaded")
+                )));
+                sse_response(shared, out, None, Ending::Complete)
+            }
+            WireFormat::OpenAi => json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &error_body(format, "server_error", "scripted fault: overloaded"),
+            ),
+        },
+    }
+}
+
+/// The first `limit` bytes of the frames.
+fn truncate(frames: Vec<Bytes>, limit: usize) -> Vec<Bytes> {
+    let mut left = limit;
+    let mut out = Vec::new();
+    for frame in frames {
+        if left == 0 {
+            break;
+        }
+        let take = frame.len().min(left);
+        left -= take;
+        out.push(frame.slice(..take));
+    }
+    out
+}
+
+/// Counts a stream as aborted when dropped before it completed.
+struct AbortGuard {
+    shared: Arc<Shared>,
+    completed: bool,
+}
+
+impl AbortGuard {
+    /// The stream ended as scripted: its drop is not an abort.
+    fn disarm(&mut self) {
+        self.completed = true;
+    }
+}
+
+impl Drop for AbortGuard {
+    fn drop(&mut self) {
+        if !self.completed {
+            self.shared.streams_aborted.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+fn sse_response(shared: &Arc<Shared>, frames: Vec<Bytes>, delay: Option<Duration>, ending: Ending) -> Response {
+    let guard = AbortGuard {
+        shared: shared.clone(),
+        completed: false,
+    };
+    let state = (frames.into_iter(), guard, false);
+    let stream = futures::stream::unfold(state, move |(mut frames, mut guard, finished)| async move {
+        if finished {
+            return None;
+        }
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
+        match frames.next() {
+            Some(frame) => Some((Ok::<Bytes, std::io::Error>(frame), (frames, guard, false))),
+            None => match ending {
+                Ending::Complete => {
+                    guard.disarm();
+                    None
+                }
+                Ending::Abort => {
+                    guard.disarm();
+                    let error = std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "scripted fault: connection dropped mid-stream");
+                    Some((Err(error), (frames, guard, true)))
+                }
+                Ending::Hang => {
+                    futures::future::pending::<()>().await;
+                    None
+                }
+            },
+        }
+    });
+    let mut response = Response::new(Body::from_stream(stream.map(|item| item.map_err(axum::Error::new))));
+    let headers = response.headers_mut();
+    headers.insert("content-type", HeaderValue::from_static("text/event-stream"));
+    headers.insert("cache-control", HeaderValue::from_static("no-cache"));
+    response
+}

@@ -1,0 +1,290 @@
+//! Renders a scripted [`Turn`] as the exact bytes a real server would
+//! stream: Anthropic Messages events or OpenAI chat completion chunks, each
+//! a complete server-sent event.
+//!
+//! Pure functions from a turn to frames; this module must never touch the
+//! network or the server's state.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::script::{Part, Turn};
+
+/// The two wire formats the server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WireFormat {
+    /// `POST /v1/messages`.
+    Anthropic,
+    /// `POST /v1/chat/completions`.
+    #[serde(rename = "openai")]
+    OpenAi,
+}
+
+/// What the renderer needs to know about the request and the turn.
+pub(crate) struct RenderContext<'a> {
+    pub turn_index: usize,
+    pub model: &'a str,
+    pub request_bytes: usize,
+    pub include_usage: bool,
+}
+
+/// The reply's frames (one server-sent event each).
+pub(crate) fn render(format: WireFormat, turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
+    match format {
+        WireFormat::Anthropic => render_anthropic(turn, ctx),
+        WireFormat::OpenAi => render_openai(turn, ctx),
+    }
+}
+
+fn usage_of(turn: &Turn, ctx: &RenderContext<'_>) -> kaji_protocol::Usage {
+    turn.usage.unwrap_or_else(|| {
+        let out: usize = turn
+            .parts
+            .iter()
+            .map(|p| match p {
+                Part::Text { text } | Part::Reasoning { text } => text.len(),
+                Part::RedactedReasoning { data } => data.len(),
+                Part::ToolCall { name, input, .. } => name.len() + input.to_string().len(),
+                Part::RawToolCall { name, arguments, .. } => name.len() + arguments.len(),
+            })
+            .sum();
+        kaji_protocol::Usage {
+            input_tokens: (ctx.request_bytes / 4).max(1) as u64,
+            output_tokens: (out / 4).max(1) as u64,
+            cache_read_input_tokens: 0,
+            cache_creation_input_tokens: 0,
+        }
+    })
+}
+
+/// Splits `text` into pieces of about `size` bytes on char boundaries.
+pub(crate) fn chunks(text: &str, size: usize) -> Vec<&str> {
+    let size = size.max(1);
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut end = size.min(rest.len());
+        while !rest.is_char_boundary(end) {
+            end += 1;
+        }
+        out.push(&rest[..end]);
+        rest = &rest[end..];
+    }
+    out
+}
+
+fn sse(event: Option<&str>, data: &Value) -> Bytes {
+    match event {
+        Some(name) => Bytes::from(format!("event: {name}\ndata: {data}\n\n")),
+        None => Bytes::from(format!("data: {data}\n\n")),
+    }
+}
+
+/// The generated id of the `n`-th tool call of turn `turn`.
+pub(crate) fn tool_id(format: WireFormat, turn: usize, n: usize, given: &Option<String>) -> String {
+    match (given, format) {
+        (Some(id), _) => id.clone(),
+        (None, WireFormat::Anthropic) => format!("toolu_scripted_{turn}_{n}"),
+        (None, WireFormat::OpenAi) => format!("call_scripted_{turn}_{n}"),
+    }
+}
+
+fn render_anthropic(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
+    let usage = usage_of(turn, ctx);
+    let mut frames = Vec::new();
+    let ev = |name: &str, data: Value| sse(Some(name), &data);
+    let mut start_usage = json!({"input_tokens": usage.input_tokens, "output_tokens": 1});
+    if usage.cache_read_input_tokens > 0 {
+        start_usage["cache_read_input_tokens"] = json!(usage.cache_read_input_tokens);
+    }
+    if usage.cache_creation_input_tokens > 0 {
+        start_usage["cache_creation_input_tokens"] = json!(usage.cache_creation_input_tokens);
+    }
+    if turn.omit_usage {
+        start_usage = json!({});
+    }
+    frames.push(ev(
+        "message_start",
+        json!({"type": "message_start", "message": {
+            "id": format!("msg_scripted_{}", ctx.turn_index), "type": "message", "role": "assistant",
+            "model": ctx.model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": start_usage,
+        }}),
+    ));
+    frames.push(ev("ping", json!({"type": "ping"})));
+    let mut tools = 0;
+    for (index, part) in turn.parts.iter().enumerate() {
+        let delta = |delta: Value| ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": delta}));
+        match part {
+            Part::Text { text } => {
+                frames.push(ev(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+                ));
+                for piece in chunks(text, turn.chunk_size) {
+                    frames.push(delta(json!({"type": "text_delta", "text": piece})));
+                }
+            }
+            Part::Reasoning { text } => {
+                frames.push(ev(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+                ));
+                for piece in chunks(text, turn.chunk_size) {
+                    frames.push(delta(json!({"type": "thinking_delta", "thinking": piece})));
+                }
+                let signature = format!("scripted-signature-{}-{index}", ctx.turn_index);
+                frames.push(delta(json!({"type": "signature_delta", "signature": signature})));
+            }
+            Part::RedactedReasoning { data } => {
+                frames.push(ev(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": index, "content_block": {"type": "redacted_thinking", "data": data}}),
+                ));
+            }
+            Part::ToolCall { id, name, .. } | Part::RawToolCall { id, name, .. } => {
+                let arguments = match part {
+                    Part::ToolCall { input, .. } => input.to_string(),
+                    Part::RawToolCall { arguments, .. } => arguments.clone(),
+                    _ => String::new(),
+                };
+                let id = tool_id(WireFormat::Anthropic, ctx.turn_index, tools, id);
+                tools += 1;
+                frames.push(ev(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+                ));
+                for piece in chunks(&arguments, turn.chunk_size) {
+                    frames.push(delta(json!({"type": "input_json_delta", "partial_json": piece})));
+                }
+            }
+        }
+        frames.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+    }
+    let stop = turn
+        .stop_reason
+        .clone()
+        .unwrap_or_else(|| if turn.calls_tools() { "tool_use".into() } else { "end_turn".into() });
+    let mut delta = json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}});
+    if !turn.omit_usage {
+        delta["usage"] = json!({"output_tokens": usage.output_tokens});
+    }
+    frames.push(ev("message_delta", delta));
+    frames.push(ev("message_stop", json!({"type": "message_stop"})));
+    frames
+}
+
+fn render_openai(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
+    let usage = usage_of(turn, ctx);
+    let id = format!("chatcmpl-scripted-{}", ctx.turn_index);
+    let chunk = |delta: Value, finish: Value| {
+        sse(
+            None,
+            &json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": ctx.model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+        )
+    };
+    let mut frames = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
+    let mut tools = 0;
+    for part in &turn.parts {
+        match part {
+            Part::Text { text } => {
+                for piece in chunks(text, turn.chunk_size) {
+                    frames.push(chunk(json!({"content": piece}), Value::Null));
+                }
+            }
+            Part::Reasoning { text } => {
+                for piece in chunks(text, turn.chunk_size) {
+                    frames.push(chunk(json!({"reasoning_content": piece}), Value::Null));
+                }
+            }
+            Part::RedactedReasoning { .. } => {}
+            Part::ToolCall { id, name, .. } | Part::RawToolCall { id, name, .. } => {
+                let arguments = match part {
+                    Part::ToolCall { input, .. } => input.to_string(),
+                    Part::RawToolCall { arguments, .. } => arguments.clone(),
+                    _ => String::new(),
+                };
+                let index = tools;
+                let id = tool_id(WireFormat::OpenAi, ctx.turn_index, tools, id);
+                tools += 1;
+                frames.push(chunk(
+                    json!({"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
+                    Value::Null,
+                ));
+                for piece in chunks(&arguments, turn.chunk_size) {
+                    frames.push(chunk(
+                        json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+                        Value::Null,
+                    ));
+                }
+            }
+        }
+    }
+    let finish = match turn.stop_reason.as_deref() {
+        Some("tool_use") => "tool_calls",
+        Some("max_tokens") => "length",
+        Some("end_turn") | Some("stop_sequence") => "stop",
+        Some(other) => other,
+        None if turn.calls_tools() => "tool_calls",
+        None => "stop",
+    };
+    frames.push(chunk(json!({}), json!(finish)));
+    if ctx.include_usage && !turn.omit_usage {
+        let mut u = json!({
+            "prompt_tokens": usage.input_tokens,
+            "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.input_tokens + usage.output_tokens,
+        });
+        if usage.cache_read_input_tokens > 0 {
+            u["prompt_tokens_details"] = json!({"cached_tokens": usage.cache_read_input_tokens});
+        }
+        frames.push(sse(
+            None,
+            &json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": ctx.model, "choices": [], "usage": u}),
+        ));
+    }
+    frames.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    frames
+}
+
+/// The body of an error reply in the format's own shape.
+pub(crate) fn error_body(format: WireFormat, kind: &str, message: &str) -> Value {
+    match format {
+        WireFormat::Anthropic => json!({"type": "error", "error": {"type": kind, "message": message}}),
+        WireFormat::OpenAi => json!({"error": {"message": message, "type": kind, "code": null}}),
+    }
+}
+
+/// The error type a real server uses for an HTTP status.
+pub(crate) fn error_kind(format: WireFormat, code: u16) -> &'static str {
+    match (format, code) {
+        (WireFormat::Anthropic, 400) => "invalid_request_error",
+        (WireFormat::Anthropic, 401) => "authentication_error",
+        (WireFormat::Anthropic, 403) => "permission_error",
+        (WireFormat::Anthropic, 404) => "not_found_error",
+        (WireFormat::Anthropic, 413) => "request_too_large",
+        (WireFormat::Anthropic, 429) => "rate_limit_error",
+        (WireFormat::Anthropic, 529) => "overloaded_error",
+        (WireFormat::Anthropic, _) => "api_error",
+        (WireFormat::OpenAi, 400) => "invalid_request_error",
+        (WireFormat::OpenAi, 401) => "authentication_error",
+        (WireFormat::OpenAi, 403) => "permission_error",
+        (WireFormat::OpenAi, 404) => "not_found_error",
+        (WireFormat::OpenAi, 429) => "rate_limit_exceeded",
+        (WireFormat::OpenAi, _) => "server_error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_respect_char_boundaries() {
+        assert_eq!(chunks("héllo wörld", 2), vec!["hé", "ll", "o ", "wö", "rl", "d"]);
+        assert_eq!(chunks("", 4), Vec::<&str>::new());
+        assert_eq!(chunks("abc", 0), vec!["a", "b", "c"]);
+    }
+}
