@@ -505,6 +505,7 @@ impl Task {
     fn tool_context(&self) -> ToolContext {
         ToolContext {
             cwd: self.config.cwd.clone(),
+            project_dir: self.config.cwd.clone(),
             cancel: self.cancel.child_token(),
             session_id: self.config.session_id.clone(),
             kaji_home: self.config.kaji_home.clone(),

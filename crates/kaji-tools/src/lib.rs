@@ -32,7 +32,11 @@ pub use registry::ToolRegistry;
 #[derive(Debug, Clone)]
 pub struct ToolContext {
     /// The task's working directory; relative paths resolve against it.
+    /// Inside a worktree it is the worktree's directory.
     pub cwd: PathBuf,
+    /// The directory the task started in (the user's checkout). Equal to
+    /// `cwd` unless the task moved into a worktree.
+    pub project_dir: PathBuf,
     /// Cancelled when the task is aborted: a tool stops at its next await
     /// point and kills what it started.
     pub cancel: CancellationToken,
@@ -52,6 +56,7 @@ impl ToolContext {
         let cwd = cwd.into();
         Self {
             kaji_home: cwd.join(".kaji-home"),
+            project_dir: cwd.clone(),
             cwd,
             cancel: CancellationToken::new(),
             session_id: "local".to_string(),
@@ -109,6 +114,20 @@ pub enum ToolControl {
     Complete {
         /// The result to show.
         result: String,
+    },
+    /// Switch the task to plan mode (only read-only tools run).
+    EnterPlanMode,
+    /// Show this plan to the user for approval; on approval the task
+    /// leaves plan mode.
+    ExitPlanMode {
+        /// The plan, markdown.
+        plan: String,
+    },
+    /// From now on the task works in this directory (entering or leaving a
+    /// worktree). Relative paths and Bash use it.
+    ChangeDirectory {
+        /// The new working directory, absolute.
+        path: PathBuf,
     },
 }
 
