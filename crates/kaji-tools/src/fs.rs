@@ -18,12 +18,15 @@
 mod atomic;
 mod diff;
 mod edit;
+mod glob;
+mod grep;
 mod input;
 mod kajiignore;
 mod paths;
 mod read;
 mod sniff;
 mod target;
+mod walk;
 mod write;
 
 use std::sync::Arc;
@@ -40,6 +43,8 @@ pub(crate) fn register(registry: &mut ToolRegistry) {
     registry.register(Arc::new(read::ReadTool));
     registry.register(Arc::new(write::WriteTool));
     registry.register(Arc::new(edit::EditTool));
+    registry.register(Arc::new(glob::GlobTool));
+    registry.register(Arc::new(grep::GrepTool));
 }
 
 /// A failed call of `tool`, with a message written for the model.

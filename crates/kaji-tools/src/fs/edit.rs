@@ -33,9 +33,11 @@ struct EditInput {
     file_path: String,
     old_string: String,
     new_string: String,
-    #[serde(default, deserialize_with = "input::opt_bool")]
+    #[serde(default, deserialize_with = "replace_all")]
     replace_all: Option<bool>,
 }
+
+input::named!(fn replace_all: Option<bool> = opt_bool, "replace_all");
 
 #[async_trait]
 impl Tool for EditTool {

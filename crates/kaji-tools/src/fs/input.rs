@@ -57,3 +57,17 @@ pub(super) fn opt_bool<'de, D: Deserializer<'de>>(de: D) -> Result<Option<bool>,
 pub(super) fn raw_str<'a>(input: &'a Value, name: &str) -> Option<&'a str> {
     input.get(name).and_then(Value::as_str)
 }
+
+/// Defines a `deserialize_with` function that runs one of the lenient
+/// decoders above and names the parameter in its error, e.g.
+/// `named!(fn limit: Option<usize> = opt_usize, "limit");`.
+macro_rules! named {
+    (fn $fn:ident: $ty:ty = $inner:ident, $field:literal) => {
+        fn $fn<'de, D: serde::Deserializer<'de>>(de: D) -> Result<$ty, D::Error> {
+            use serde::de::Error as _;
+            super::input::$inner(de)
+                .map_err(|e| D::Error::custom(format!("parameter {}: {e}", $field)))
+        }
+    };
+}
+pub(super) use named;

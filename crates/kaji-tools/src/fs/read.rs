@@ -32,11 +32,14 @@ pub(super) struct ReadTool;
 #[derive(Debug, Deserialize)]
 struct ReadInput {
     file_path: String,
-    #[serde(default, deserialize_with = "input::opt_usize")]
+    #[serde(default, deserialize_with = "offset")]
     offset: Option<usize>,
-    #[serde(default, deserialize_with = "input::opt_usize")]
+    #[serde(default, deserialize_with = "limit")]
     limit: Option<usize>,
 }
+
+input::named!(fn offset: Option<usize> = opt_usize, "offset");
+input::named!(fn limit: Option<usize> = opt_usize, "limit");
 
 #[async_trait]
 impl Tool for ReadTool {
@@ -222,7 +225,7 @@ If it is UTF-16 text, convert it first."
         let mut line_no = 0usize;
         // Skip the lines before `offset` without keeping them.
         while line_no + 1 < self.offset {
-            if line_no % 4096 == 0 && self.cancel.is_cancelled() {
+            if line_no.is_multiple_of(4096) && self.cancel.is_cancelled() {
                 return Err(ToolError::Cancelled);
             }
             match next_line(reader, 0, &mut buf).map_err(|e| io_failure(path, "cannot read", &e))? {

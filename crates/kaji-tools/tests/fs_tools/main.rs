@@ -3,6 +3,8 @@
 //! calls them, on real files in temporary directories.
 
 mod edit;
+mod glob;
+mod grep;
 mod kajiignore;
 mod read;
 mod write;
