@@ -113,7 +113,7 @@ give the new text in new_string"
             });
         }
         let path = paths::resolve(ctx, &input.file_path);
-        let cwd = ctx.cwd.clone();
+        let cwd = paths::cwd(ctx);
         tokio::task::spawn_blocking(move || edit(&cwd, path, input))
             .await
             .map_err(|e| failure(NAME, format!("the edit stopped unexpectedly: {e}")))?

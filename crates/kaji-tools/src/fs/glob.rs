@@ -119,7 +119,7 @@ impl GlobSearch {
             .map_err(|e| failure(NAME, format!("invalid glob pattern `{pattern}`: {e}")))?
             .compile_matcher();
         Ok(Self {
-            cwd: paths::normalize_lexically(&ctx.cwd),
+            cwd: paths::cwd(ctx),
             path,
             base,
             pattern: pattern.to_string(),

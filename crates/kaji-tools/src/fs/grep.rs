@@ -246,7 +246,7 @@ impl GrepSearch {
         let non_empty =
             |s: Option<String>| s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
         Ok(Self {
-            cwd: paths::normalize_lexically(&ctx.cwd),
+            cwd: paths::cwd(ctx),
             root: walk::search_root(ctx, input.path.as_deref()),
             pattern: input.pattern,
             matcher,

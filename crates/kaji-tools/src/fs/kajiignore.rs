@@ -71,8 +71,9 @@ impl KajiIgnore {
     /// cannot be read or has invalid rules does not fail the load: the bad
     /// parts are skipped and described in [`KajiIgnore::warnings`].
     pub fn load(cwd: &Path) -> Self {
+        let cwd = super::paths::absolute(cwd);
         let mut dirs = vec![cwd.to_path_buf()];
-        if let Some(root) = repository_root(cwd)
+        if let Some(root) = repository_root(&cwd)
             && root != cwd
         {
             dirs.push(root);

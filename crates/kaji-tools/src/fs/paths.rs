@@ -11,7 +11,18 @@ use crate::ToolContext;
 /// Resolves `path` against the task's working directory and removes `.`
 /// and `..` components without touching the file system.
 pub(super) fn resolve(ctx: &ToolContext, path: &str) -> PathBuf {
-    normalize_lexically(&ctx.resolve(path))
+    absolute(&ctx.resolve(path))
+}
+
+/// The task's working directory, absolute and normalized.
+pub(super) fn cwd(ctx: &ToolContext) -> PathBuf {
+    absolute(&ctx.cwd)
+}
+
+/// `path` made absolute (against the process's directory, for a relative
+/// working directory in tests and scripts) and lexically normalized.
+pub(super) fn absolute(path: &Path) -> PathBuf {
+    normalize_lexically(&std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()))
 }
 
 /// Removes `.` and `..` components of an absolute path textually. `..` at

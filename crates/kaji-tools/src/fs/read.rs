@@ -107,7 +107,7 @@ to search many files.\n\
         let path = paths::resolve(ctx, &input.file_path);
         let request = ReadRequest {
             path,
-            cwd: ctx.cwd.clone(),
+            cwd: paths::cwd(ctx),
             offset: input.offset.unwrap_or(1).max(1),
             limit: input.limit.unwrap_or(DEFAULT_LIMIT),
             cancel: ctx.cancel.clone(),

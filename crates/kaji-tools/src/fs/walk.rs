@@ -93,9 +93,7 @@ pub(super) fn display_path(cwd: &Path, path: &Path) -> String {
 /// some models send for "nothing" mean the working directory.
 pub(super) fn search_root(ctx: &crate::ToolContext, path: Option<&str>) -> PathBuf {
     match path.map(str::trim) {
-        None | Some("" | "." | "undefined" | "null" | "None") => {
-            super::paths::normalize_lexically(&ctx.cwd)
-        }
+        None | Some("" | "." | "undefined" | "null" | "None") => super::paths::cwd(ctx),
         Some(p) => super::paths::resolve(ctx, p),
     }
 }

@@ -85,7 +85,7 @@ before replacing it, so nothing in it is lost by accident.\n\
             });
         }
         let path = paths::resolve(ctx, &input.file_path);
-        let cwd = ctx.cwd.clone();
+        let cwd = paths::cwd(ctx);
         tokio::task::spawn_blocking(move || write(&cwd, path, &input.content))
             .await
             .map_err(|e| failure(NAME, format!("the write stopped unexpectedly: {e}")))?
