@@ -210,7 +210,7 @@ impl SseDecoder {
 
 /// A short, printable excerpt of raw bytes for error messages.
 pub(crate) fn excerpt(bytes: &[u8]) -> String {
-    const MAX: usize = 80;
+    const MAX: usize = 200;
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX)]);
     let mut s = format!("{text:?}");
     if bytes.len() > MAX {

@@ -473,6 +473,10 @@ fn sse_response(shared: &Arc<Shared>, frames: Vec<Bytes>, delay: Option<Duration
                 }
                 Ending::Abort => {
                     guard.disarm();
+                    // Let hyper flush what was sent before the abort: it
+                    // flushes when the body is pending, and discards its
+                    // buffer when the body fails.
+                    tokio::task::yield_now().await;
                     let error = std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "scripted fault: connection dropped mid-stream");
                     Some((Err(error), (frames, guard, true)))
                 }
