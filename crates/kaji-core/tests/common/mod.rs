@@ -1,0 +1,167 @@
+//! Shared harness of the core's end-to-end tests: a recording front end
+//! with scripted answers, and a task wired to the scripted model server
+//! through a real provider.
+
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kaji_core::{
+    AskRequest, PermissionMode, Task, TaskConfig, TaskFrontend, ToolExecutor, ToolProtocol,
+};
+use kaji_llm::{ProviderConfig, ProviderKind};
+use kaji_protocol::{AskKind, AskResponse, TaskEvent};
+use kaji_test_support::ScriptedModelServer;
+use tokio::sync::mpsc;
+
+/// Records every event; answers asks from a queue, then with a default.
+pub struct RecordingFrontend {
+    pub events: Mutex<Vec<TaskEvent>>,
+    pub asks: Mutex<Vec<AskRequest>>,
+    answers: Mutex<VecDeque<AskResponse>>,
+    default_answer: AskResponse,
+    tx: mpsc::UnboundedSender<TaskEvent>,
+}
+
+impl RecordingFrontend {
+    pub fn new(default_answer: AskResponse) -> (Arc<Self>, mpsc::UnboundedReceiver<TaskEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (
+            Arc::new(Self {
+                events: Mutex::new(Vec::new()),
+                asks: Mutex::new(Vec::new()),
+                answers: Mutex::new(VecDeque::new()),
+                default_answer,
+                tx,
+            }),
+            rx,
+        )
+    }
+
+    pub fn push_answer(&self, answer: AskResponse) {
+        self.answers.lock().unwrap().push_back(answer);
+    }
+
+    pub fn events(&self) -> Vec<TaskEvent> {
+        self.events.lock().unwrap().clone()
+    }
+
+    pub fn ask_kinds(&self) -> Vec<AskKind> {
+        self.asks.lock().unwrap().iter().map(|a| a.kind).collect()
+    }
+
+    /// The tool results, in order: (id, name, is_error, output).
+    pub fn tool_results(&self) -> Vec<(String, String, bool, String)> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| match e {
+                TaskEvent::ToolResult {
+                    id,
+                    name,
+                    is_error,
+                    output,
+                } => Some((id, name, is_error, output)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl TaskFrontend for RecordingFrontend {
+    fn emit(&self, event: TaskEvent) {
+        self.events.lock().unwrap().push(event.clone());
+        let _ = self.tx.send(event);
+    }
+
+    async fn answer(&self, ask: &AskRequest) -> AskResponse {
+        self.asks.lock().unwrap().push(ask.clone());
+        if ask.kind == AskKind::CompletionResult {
+            return AskResponse::Approve;
+        }
+        let queued = self.answers.lock().unwrap().pop_front();
+        queued.unwrap_or_else(|| self.default_answer.clone())
+    }
+}
+
+/// A denial, as `kaji exec` gives.
+pub fn deny() -> AskResponse {
+    AskResponse::Deny { feedback: None }
+}
+
+/// A provider config pointing at the scripted server, with tiny retry
+/// delays.
+pub fn provider_config(server: &ScriptedModelServer, kind: ProviderKind) -> ProviderConfig {
+    let base = match kind {
+        ProviderKind::Anthropic => server.anthropic_base_url(),
+        ProviderKind::OpenAi => server.openai_base_url(),
+    };
+    let mut cfg = ProviderConfig::new(kind, "scripted-model", base);
+    cfg.api_key = Some("test-key".into());
+    cfg.retry_base_delay = Duration::from_millis(1);
+    cfg.retry_max_delay = Duration::from_millis(5);
+    cfg
+}
+
+/// A task over `dir` against `server`.
+pub fn task(
+    server: &ScriptedModelServer,
+    kind: ProviderKind,
+    protocol: ToolProtocol,
+    mode: PermissionMode,
+    dir: &Path,
+    frontend: Arc<RecordingFrontend>,
+) -> Task {
+    let cfg = provider_config(server, kind);
+    let provider = kaji_llm::build_provider(&cfg).expect("provider");
+    let mut config = TaskConfig::new(dir.to_path_buf(), provider, "scripted-model".into());
+    config.tool_protocol = protocol;
+    config.permission_mode = mode;
+    config.empty_reply_backoff = Duration::from_millis(1);
+    config.kaji_home = dir.join(".kaji-home");
+    Task::new(
+        config,
+        ToolExecutor::new(kaji_tools::builtin_tools()),
+        frontend,
+    )
+}
+
+/// The tool_result blocks of a recorded request's last user message, in
+/// either wire format: (tool_use_id, content).
+pub fn last_tool_results(body: &serde_json::Value) -> Vec<(String, String)> {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let mut out = Vec::new();
+    // Anthropic: blocks of the last user message.
+    if let Some(last) = messages.last()
+        && let Some(blocks) = last["content"].as_array()
+    {
+        for b in blocks {
+            if b["type"] == "tool_result" {
+                let content = match &b["content"] {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                out.push((b["tool_use_id"].as_str().unwrap_or("").to_string(), content));
+            }
+        }
+    }
+    // OpenAI: trailing role=tool messages.
+    for m in messages.iter().rev() {
+        if m["role"] == "tool" {
+            out.insert(
+                0,
+                (
+                    m["tool_call_id"].as_str().unwrap_or("").to_string(),
+                    m["content"].as_str().unwrap_or("").to_string(),
+                ),
+            );
+        } else if !out.is_empty() || m["role"] != "user" {
+            break;
+        }
+    }
+    out
+}
