@@ -78,14 +78,19 @@ impl AgentArgs {
             .canonicalize()
             .map_err(|e| UsageError(format!("working directory {}: {e}", dir.display())))?;
         if !dir.is_dir() {
-            return Err(UsageError(format!("working directory {} is not a directory", dir.display())).into());
+            return Err(UsageError(format!(
+                "working directory {} is not a directory",
+                dir.display()
+            ))
+            .into());
         }
         Ok(dir)
     }
 
     /// Selects the provider (flags, env, `$KAJI_HOME/config.toml`).
     pub async fn provider_config(&self, kaji_home: &Path) -> Result<ProviderConfig> {
-        let file = selection::load_config_file(&kaji_home.join("config.toml")).map_err(|e| UsageError(e.to_string()))?;
+        let file = selection::load_config_file(&kaji_home.join("config.toml"))
+            .map_err(|e| UsageError(e.to_string()))?;
         let flags = SelectionFlags {
             provider: self.provider.clone(),
             model: self.model.clone(),
@@ -111,12 +116,24 @@ impl AgentArgs {
         let list_id = self
             .task_list
             .clone()
-            .or_else(|| std::env::var("KAJI_TASK_LIST_ID").ok().filter(|v| !v.is_empty()))
+            .or_else(|| {
+                std::env::var("KAJI_TASK_LIST_ID")
+                    .ok()
+                    .filter(|v| !v.is_empty())
+            })
             .unwrap_or_else(|| session_id.to_string());
         let task_list = kaji_tasks::TaskListStore::open(kaji_home, &list_id)
             .map_err(|e| UsageError(format!("--task-list {list_id:?}: {e}")))?;
 
+        let runtime = kaji_tasks::RuntimeTaskRegistry::new(
+            kaji_home,
+            session_id,
+            kaji_tasks::runtime::RuntimeConfig::default(),
+        )
+        .map_err(|e| anyhow::anyhow!("cannot set up the session's runtime tasks: {e}"))?;
+
         let mut config = TaskConfig::new(cwd, provider, provider_config.model.clone());
+        config.runtime = Some(Arc::new(runtime));
         config.tool_protocol = protocol;
         config.permission_mode = mode;
         config.max_mistakes = self.max_mistakes.max(1);
@@ -136,6 +153,8 @@ impl AgentArgs {
 /// A new session id: time-ordered and unique enough for file names.
 pub fn new_session_id() -> String {
     use std::time::{SystemTime, UNIX_EPOCH};
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     format!("s{}-{}", now.as_secs(), std::process::id())
 }

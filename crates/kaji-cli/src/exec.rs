@@ -37,7 +37,11 @@ pub async fn run(args: ExecArgs) -> i32 {
         Ok(code) => code,
         Err(e) => {
             eprintln!("kaji exec: {e:#}");
-            if e.downcast_ref::<UsageError>().is_some() { 2 } else { 1 }
+            if e.downcast_ref::<UsageError>().is_some() {
+                2
+            } else {
+                1
+            }
         }
     }
 }
@@ -81,6 +85,11 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
     let started = Instant::now();
     let outcome = task.run(prompt).await;
     signals.abort();
+    // No orphans: whatever the task left running in the background stops
+    // with kaji.
+    if let Some(runtime) = &setup.config.runtime {
+        runtime.stop_all().await;
+    }
     let status = outcome.status;
     if args.json {
         frontend.line(&json!({
@@ -177,7 +186,10 @@ impl ExecFrontend {
     fn transcript(&self, event: &TaskEvent) {
         match event {
             TaskEvent::Say {
-                kind, text, partial, ..
+                kind,
+                text,
+                partial,
+                ..
             } => match (kind, partial) {
                 (SayKind::Text, true) => self.print(text, false),
                 (SayKind::Text, false) => {
@@ -198,9 +210,10 @@ impl ExecFrontend {
                 (SayKind::ApiReqRetried, _) => self.print(&format!("! {text}"), true),
                 (SayKind::CompletionResult, _) => self.print(&format!("\n✓ {text}"), true),
                 (SayKind::UserFeedback, _) => self.print(&format!("> {text}\n"), true),
-                (SayKind::TaskList | SayKind::Todo | SayKind::Info | SayKind::CommandOutput, false) => {
-                    self.print(&indent("  ", text), true)
-                }
+                (
+                    SayKind::TaskList | SayKind::Todo | SayKind::Info | SayKind::CommandOutput,
+                    false,
+                ) => self.print(&indent("  ", text), true),
                 _ => {}
             },
             TaskEvent::Delta { text, .. } => self.print(text, false),
@@ -211,7 +224,11 @@ impl ExecFrontend {
                 let first = lines.next().unwrap_or("");
                 let more = lines.count();
                 let mark = if *is_error { "⎿ error: " } else { "⎿ " };
-                let suffix = if more > 0 { format!(" (+{more} lines)") } else { String::new() };
+                let suffix = if more > 0 {
+                    format!(" (+{more} lines)")
+                } else {
+                    String::new()
+                };
                 self.print(&format!("  {mark}{first}{suffix}"), true);
             }
             TaskEvent::Ask { kind, text, .. } if *kind != AskKind::CompletionResult => {
@@ -223,7 +240,10 @@ impl ExecFrontend {
 }
 
 fn indent(prefix: &str, text: &str) -> String {
-    text.lines().map(|l| format!("{prefix}{l}")).collect::<Vec<_>>().join("\n")
+    text.lines()
+        .map(|l| format!("{prefix}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[async_trait]
@@ -231,7 +251,9 @@ impl TaskFrontend for ExecFrontend {
     fn emit(&self, event: TaskEvent) {
         if self.json {
             match &event {
-                TaskEvent::Say { partial: true, .. } | TaskEvent::Ask { partial: true, .. } | TaskEvent::Delta { .. } => {}
+                TaskEvent::Say { partial: true, .. }
+                | TaskEvent::Ask { partial: true, .. }
+                | TaskEvent::Delta { .. } => {}
                 TaskEvent::Finished { .. } => {}
                 other => {
                     if let Ok(v) = serde_json::to_value(other) {

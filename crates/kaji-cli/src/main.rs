@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod agent;
+mod demo;
 mod exec;
 mod paths;
 mod ps_cmd;
@@ -26,6 +27,9 @@ enum Command {
     /// Run one task non-interactively and print its transcript (or JSON
     /// lines with --json).
     Exec(exec::ExecArgs),
+    /// Watch kaji fix a bug in a scratch repository, offline: the model is
+    /// a scripted replay, the tools are real.
+    Demo(demo::DemoArgs),
     /// Read, create, update and claim tasks of a shared task list.
     Tasks(tasks_cmd::TasksArgs),
     /// List the runtime tasks (background shells and agents) of every
@@ -37,6 +41,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Some(Command::Exec(args)) => block_on(exec::run(args)),
+        Some(Command::Demo(args)) => block_on(demo::run(args)),
         Some(Command::Tasks(args)) => tasks_cmd::run(args),
         Some(Command::Ps(args)) => ps_cmd::run(args),
         None => {
@@ -49,7 +54,10 @@ fn main() -> ExitCode {
 
 /// Runs an async command on a multi-threaded tokio runtime.
 fn block_on<F: std::future::Future<Output = i32>>(future: F) -> i32 {
-    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt.block_on(future),
         Err(e) => {
             eprintln!("kaji: cannot start the async runtime: {e}");

@@ -194,9 +194,14 @@ impl ToolExecutor {
                         run.completion = Some(result);
                         run
                     }
-                    Some(ToolControl::EnterPlanMode | ToolControl::ExitPlanMode { .. } | ToolControl::ChangeDirectory { .. }) => {
-                        ToolRun::error("this tool is not supported by this version of the executor yet", false)
-                    }
+                    Some(
+                        ToolControl::EnterPlanMode
+                        | ToolControl::ExitPlanMode { .. }
+                        | ToolControl::ChangeDirectory { .. },
+                    ) => ToolRun::error(
+                        "this tool is not supported by this version of the executor yet",
+                        false,
+                    ),
                     Some(ToolControl::AskUser { question, options }) => {
                         let data = json!({"options": options});
                         match emitter.ask(AskKind::Followup, question, Some(data)).await {

@@ -460,6 +460,10 @@ impl Task {
             }
         };
         if status == TaskStatus::Aborted {
+            // Everything the task started in the background dies with it.
+            if let Some(runtime) = &self.config.runtime {
+                runtime.stop_all().await;
+            }
             self.emitter
                 .say(SayKind::Error, "The task was aborted.", None);
         }
