@@ -1,11 +1,468 @@
-//! `kaji tasks` (placeholder until issue 4 lands).
+//! `kaji tasks`: read and change a shared task list from the shell.
+//!
+//! A thin layer over kaji-tasks' [`TaskListStore`]: parse, call, print.
+//! Every subcommand prints text for people or, with `--json`, JSON for
+//! scripts. Exit codes: 0 ok, 1 refused (blocked claim, cycle, nothing to
+//! claim, unreadable file), 2 usage error or missing list/task. It must
+//! never change a list except through the store.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use kaji_tasks::list::{
+    DEFAULT_LIST_ID, ListSnapshot, NewTask, Task, TaskListError, TaskListErrorKind, TaskListStore,
+    TaskPatch, TaskStatus,
+};
+use serde_json::{Value, json};
+
+/// How often `watch` looks at the list directory.
+const WATCH_INTERVAL: Duration = Duration::from_millis(200);
 
 /// Arguments of `kaji tasks`.
-#[derive(Debug, clap::Args)]
-pub struct TasksArgs {}
+#[derive(Debug, Args)]
+pub struct TasksArgs {
+    /// Task list to use (letters, digits, `_` and `-`; other characters
+    /// become `-`). Defaults to $KAJI_TASK_LIST_ID, then "default".
+    #[arg(
+        long = "list",
+        value_name = "ID",
+        env = "KAJI_TASK_LIST_ID",
+        global = true
+    )]
+    list: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: TasksCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum TasksCommand {
+    /// Show every task as a table sorted by id.
+    List,
+    /// Show every field of one task.
+    Show {
+        /// Task id.
+        id: u64,
+    },
+    /// Create a pending task (creates the list if needed).
+    Create {
+        /// One-line title.
+        subject: String,
+        /// Full description.
+        #[arg(long, default_value = "")]
+        description: String,
+        /// How the task reads while in progress.
+        #[arg(long, value_name = "F")]
+        active_form: Option<String>,
+        /// Ids of tasks the new task waits for.
+        #[arg(long, value_name = "ID,…", value_delimiter = ',')]
+        blocked_by: Vec<u64>,
+    },
+    /// Change fields or dependencies of a task.
+    Update {
+        /// Task id.
+        id: u64,
+        /// New status; `deleted` deletes the task.
+        #[arg(long, value_name = "S", value_parser = ["pending", "in_progress", "completed", "deleted"])]
+        status: Option<String>,
+        /// New owner; an empty string clears it.
+        #[arg(long, value_name = "O")]
+        owner: Option<String>,
+        /// New subject.
+        #[arg(long, value_name = "S")]
+        subject: Option<String>,
+        /// New description.
+        #[arg(long, value_name = "D")]
+        description: Option<String>,
+        /// Ids of tasks this task should wait for.
+        #[arg(long, value_name = "ID,…", value_delimiter = ',')]
+        add_blocked_by: Vec<u64>,
+        /// Ids of tasks this task should no longer wait for.
+        #[arg(long, value_name = "ID,…", value_delimiter = ',')]
+        remove_blocked_by: Vec<u64>,
+    },
+    /// Give a task to an owner and mark it in_progress, if it is available;
+    /// without ID, the lowest-id available task.
+    Claim {
+        /// Task id.
+        id: Option<u64>,
+        /// Who takes the task.
+        #[arg(long, value_name = "O")]
+        owner: String,
+    },
+    /// Give back every unfinished task held by an owner.
+    Release {
+        /// Whose tasks to release.
+        #[arg(long, value_name = "O")]
+        owner: String,
+    },
+    /// Delete a task; its id is never reused.
+    Delete {
+        /// Task id.
+        id: u64,
+    },
+    /// Show the list and redraw it whenever a task changes (Ctrl-C stops).
+    Watch,
+}
+
+/// A failure: the exit code and what to say.
+struct Failure {
+    code: i32,
+    kind: &'static str,
+    reason: Option<&'static str>,
+    message: String,
+}
+
+impl From<TaskListError> for Failure {
+    fn from(e: TaskListError) -> Self {
+        let (code, kind) = match e.kind() {
+            TaskListErrorKind::NotFound => (2, "not_found"),
+            TaskListErrorKind::InvalidInput => (2, "invalid_input"),
+            TaskListErrorKind::Refused => (1, "refused"),
+            TaskListErrorKind::Corrupt => (1, "corrupt"),
+            TaskListErrorKind::Io => (1, "io"),
+        };
+        let reason = match &e {
+            TaskListError::ClaimRefused { reason, .. } => Some(reason.code()),
+            TaskListError::Cycle { .. } => Some("cycle"),
+            _ => None,
+        };
+        Self {
+            code,
+            kind,
+            reason,
+            message: e.to_string(),
+        }
+    }
+}
 
 /// Runs `kaji tasks`; returns the exit code.
-pub fn run(_args: TasksArgs) -> i32 {
-    eprintln!("kaji tasks: not implemented yet");
-    2
+pub fn run(args: TasksArgs) -> i32 {
+    let json = args.json;
+    match run_inner(args) {
+        Ok(()) => 0,
+        Err(failure) => {
+            eprintln!("kaji tasks: {}", failure.message);
+            if json {
+                let mut error = json!({"kind": failure.kind, "message": failure.message});
+                if let Some(reason) = failure.reason {
+                    error["reason"] = json!(reason);
+                }
+                println!("{}", json!({ "error": error }));
+            }
+            failure.code
+        }
+    }
+}
+
+fn run_inner(args: TasksArgs) -> Result<(), Failure> {
+    let home = crate::paths::kaji_home();
+    let list_id = args
+        .list
+        .filter(|l| !l.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_LIST_ID.to_string());
+    let json = args.json;
+    let out = Printer { json };
+    let existing = || TaskListStore::open_existing(&home, &list_id);
+    match args.command {
+        TasksCommand::List => {
+            let store = existing()?;
+            let snapshot = store.list()?;
+            out.snapshot(&store, &snapshot);
+        }
+        TasksCommand::Show { id } => {
+            let store = existing()?;
+            let task = store.get(id)?;
+            let snapshot = store.list()?;
+            if json {
+                print_json(&serde_json::to_value(&task).unwrap_or(Value::Null));
+            } else {
+                print!("{}", describe(&snapshot, &task));
+            }
+        }
+        TasksCommand::Create {
+            subject,
+            description,
+            active_form,
+            blocked_by,
+        } => {
+            let store = TaskListStore::open(&home, &list_id)?;
+            let task = store.create(NewTask {
+                subject,
+                description,
+                active_form,
+                blocked_by,
+                ..NewTask::default()
+            })?;
+            out.task(&task, &format!("created #{}: {}", task.id, task.subject));
+        }
+        TasksCommand::Update {
+            id,
+            status,
+            owner,
+            subject,
+            description,
+            add_blocked_by,
+            remove_blocked_by,
+        } => {
+            let store = existing()?;
+            if status.as_deref() == Some("deleted") {
+                let task = store.delete(id)?;
+                out.task(&task, &format!("deleted #{}: {}", task.id, task.subject));
+                return Ok(());
+            }
+            let status = status.map(|s| s.parse::<TaskStatus>()).transpose()?;
+            let patch = TaskPatch {
+                status,
+                owner: owner.map(|o| Some(o).filter(|o| !o.trim().is_empty())),
+                subject,
+                description,
+                add_blocked_by,
+                remove_blocked_by,
+                ..TaskPatch::default()
+            };
+            let outcome = store.update(id, patch)?;
+            if json {
+                print_json(&json!({"task": outcome.task, "unblocked": outcome.unblocked}));
+            } else {
+                println!("updated #{}: {}", id, outcome.task.subject);
+                if !outcome.unblocked.is_empty() {
+                    println!("unblocked: {}", id_list(&outcome.unblocked));
+                }
+            }
+        }
+        TasksCommand::Claim { id, owner } => {
+            let store = existing()?;
+            let task = match id {
+                Some(id) => store.claim(id, &owner)?,
+                None => store.claim_next(&owner)?.ok_or_else(|| Failure {
+                    code: 1,
+                    kind: "refused",
+                    reason: Some("none_available"),
+                    message: format!(
+                        "no task in list {:?} is available to claim",
+                        store.list_id()
+                    ),
+                })?,
+            };
+            out.task(
+                &task,
+                &format!("claimed #{} for {owner}: {}", task.id, task.subject),
+            );
+        }
+        TasksCommand::Release { owner } => {
+            let store = existing()?;
+            let released = store.release(&owner)?;
+            if json {
+                print_json(&json!({ "released": released }));
+            } else if released.is_empty() {
+                println!("{owner} held no unfinished task");
+            } else {
+                println!("released {}", id_list(&released));
+            }
+        }
+        TasksCommand::Delete { id } => {
+            let store = existing()?;
+            let task = store.delete(id)?;
+            out.task(&task, &format!("deleted #{}: {}", task.id, task.subject));
+        }
+        TasksCommand::Watch => watch(&existing()?, json)?,
+    }
+    Ok(())
+}
+
+/// Prints results as text or JSON.
+struct Printer {
+    json: bool,
+}
+
+impl Printer {
+    fn task(&self, task: &Task, text: &str) {
+        if self.json {
+            print_json(&serde_json::to_value(task).unwrap_or(Value::Null));
+        } else {
+            println!("{text}");
+        }
+    }
+
+    fn snapshot(&self, store: &TaskListStore, snapshot: &ListSnapshot) {
+        if self.json {
+            print_json(&snapshot_json(store, snapshot));
+        } else {
+            print!("{}", table(snapshot));
+            warn_corrupt(snapshot);
+        }
+    }
+}
+
+fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_string())
+    );
+}
+
+fn snapshot_json(store: &TaskListStore, snapshot: &ListSnapshot) -> Value {
+    json!({
+        "listId": store.list_id(),
+        "highwatermark": snapshot.highwatermark,
+        "tasks": snapshot.tasks,
+        "errors": snapshot.errors.iter().map(|e| json!({
+            "path": e.path.display().to_string(),
+            "problem": e.problem,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn warn_corrupt(snapshot: &ListSnapshot) {
+    for e in &snapshot.errors {
+        eprintln!("warning: {}: {}", e.path.display(), e.problem);
+    }
+}
+
+fn id_list(ids: &[u64]) -> String {
+    ids.iter()
+        .map(|id| format!("#{id}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The readable table of `list`: id, status, owner, subject, open blockers.
+fn table(snapshot: &ListSnapshot) -> String {
+    let mut rows = vec![[
+        "ID".to_string(),
+        "STATUS".to_string(),
+        "OWNER".to_string(),
+        "SUBJECT".to_string(),
+        "BLOCKED BY".to_string(),
+    ]];
+    for task in &snapshot.tasks {
+        rows.push([
+            task.id.to_string(),
+            task.status.to_string(),
+            task.owner.clone().unwrap_or_else(|| "-".to_string()),
+            task.subject.replace(['\n', '\r'], " "),
+            id_list(&snapshot.open_blockers(task)),
+        ]);
+    }
+    if snapshot.tasks.is_empty() {
+        return "no tasks\n".to_string();
+    }
+    let mut widths = [0usize; 5];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in &rows {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            line.push_str(cell);
+            line.extend(std::iter::repeat_n(' ', w - cell.chars().count()));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Every field of one task, for `show`.
+fn describe(snapshot: &ListSnapshot, task: &Task) -> String {
+    let none = || "-".to_string();
+    let ids =
+        |set: &std::collections::BTreeSet<u64>| id_list(&set.iter().copied().collect::<Vec<_>>());
+    let mut out = String::new();
+    let mut field = |name: &str, value: String| out.push_str(&format!("{name:<12} {value}\n"));
+    field("id", format!("#{}", task.id));
+    field("subject", task.subject.clone());
+    field("status", task.status.to_string());
+    field("owner", task.owner.clone().unwrap_or_else(none));
+    field("active form", task.active_form.clone().unwrap_or_else(none));
+    field("blocked by", ids(&task.blocked_by));
+    field("open", id_list(&snapshot.open_blockers(task)));
+    field("blocks", ids(&task.blocks));
+    field("metadata", Value::Object(task.metadata.clone()).to_string());
+    field("created at", task.created_at.to_string());
+    field("updated at", task.updated_at.to_string());
+    out.push_str("description:\n");
+    out.push_str(&task.description);
+    if !task.description.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+/// What `watch` compares between polls: every task file's name and
+/// identity (each atomic write creates a new file).
+fn fingerprint(dir: &Path) -> Result<BTreeMap<String, (u64, u64, i128)>, TaskListError> {
+    let mut seen = BTreeMap::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| TaskListError::Io {
+        path: dir.to_path_buf(),
+        source: e,
+    })?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !(name.ends_with(".json") || name == ".highwatermark") || name.starts_with(".tmp") {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        let modified = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as i128);
+        #[cfg(unix)]
+        let ino = std::os::unix::fs::MetadataExt::ino(&meta);
+        #[cfg(not(unix))]
+        let ino = 0;
+        seen.insert(name, (ino, meta.len(), modified));
+    }
+    Ok(seen)
+}
+
+/// Redraws the list whenever a task file changes. With `--json`, prints
+/// one JSON object per line for each state.
+fn watch(store: &TaskListStore, json: bool) -> Result<(), Failure> {
+    let tty = std::io::stdout().is_terminal();
+    let mut last = None;
+    loop {
+        let now = fingerprint(store.dir())?;
+        if last.as_ref() != Some(&now) {
+            let snapshot = store.list()?;
+            let mut stdout = std::io::stdout().lock();
+            let text = if json {
+                format!("{}\n", snapshot_json(store, &snapshot))
+            } else {
+                let header = format!(
+                    "task list {} ({}) — Ctrl-C to stop\n",
+                    store.list_id(),
+                    store.dir().display()
+                );
+                let clear = if tty { "\x1b[2J\x1b[H" } else { "" };
+                format!("{clear}{header}{}", table(&snapshot))
+            };
+            // A closed pipe ends the watch quietly.
+            if stdout
+                .write_all(text.as_bytes())
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
+                return Ok(());
+            }
+            if !json {
+                warn_corrupt(&snapshot);
+            }
+            last = Some(now);
+        }
+        std::thread::sleep(WATCH_INTERVAL);
+    }
 }

@@ -1,0 +1,226 @@
+//! `kaji tasks` through the real binary, on a temporary `$KAJI_HOME`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use assert_cmd::Command as TestCommand;
+use serde_json::Value;
+
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn kaji(&self, args: &[&str]) -> TestCommand {
+        let mut cmd = TestCommand::cargo_bin("kaji").expect("kaji binary");
+        cmd.env("KAJI_HOME", self.dir.path())
+            .env_remove("KAJI_TASK_LIST_ID")
+            .arg("tasks")
+            .args(args);
+        cmd
+    }
+
+    /// Runs and returns (exit code, stdout, stderr).
+    fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.kaji(args).output().expect("run kaji");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let (code, stdout, stderr) = self.run(args);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stdout}"))
+    }
+}
+
+#[test]
+fn create_list_show_update_claim_release_delete() {
+    let home = Home::new();
+    let a = home.json(&[
+        "create",
+        "Write the parser",
+        "--description",
+        "all of it",
+        "--json",
+    ]);
+    assert_eq!(a["id"], 1);
+    assert_eq!(a["status"], "pending");
+    let b = home.json(&[
+        "create",
+        "Ship it",
+        "--active-form",
+        "Shipping",
+        "--blocked-by",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(b["blockedBy"], serde_json::json!([1]));
+
+    let (code, table, _) = home.run(&["list"]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines[0], "ID  STATUS   OWNER  SUBJECT           BLOCKED BY");
+    assert_eq!(lines[1], "1   pending  -      Write the parser");
+    assert_eq!(lines[2], "2   pending  -      Ship it           #1");
+
+    let (code, show, _) = home.run(&["show", "2"]);
+    assert_eq!(code, 0);
+    assert!(show.contains("active form  Shipping"), "{show}");
+
+    // Claiming a blocked task is refused (1) and says why.
+    let (code, out, err) = home.run(&["claim", "2", "--owner", "ann", "--json"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("blocked: waiting for #1"), "{err}");
+    let refusal: Value = serde_json::from_str(&out).expect("json error");
+    assert_eq!(refusal["error"]["reason"], "blocked");
+
+    let claimed = home.json(&["claim", "--owner", "ann", "--json"]);
+    assert_eq!(
+        (claimed["id"].as_u64(), claimed["owner"].as_str()),
+        (Some(1), Some("ann"))
+    );
+    let updated = home.json(&["update", "1", "--status", "completed", "--json"]);
+    assert_eq!(updated["unblocked"], serde_json::json!([2]));
+    let claimed = home.json(&[
+        "--list", "default", "claim", "2", "--owner", "bob", "--json",
+    ]);
+    assert_eq!(claimed["status"], "in_progress");
+    assert_eq!(
+        home.json(&["release", "--owner", "bob", "--json"])["released"],
+        serde_json::json!([2])
+    );
+
+    let (code, _, err) = home.run(&["update", "2", "--add-blocked-by", "2"]);
+    assert_eq!(code, 1, "a self-dependency is a cycle: {err}");
+    let (code, _, err) = home.run(&["update", "2", "--add-blocked-by", "9"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("9.json"), "{err}");
+
+    let (code, out, _) = home.run(&["delete", "1"]);
+    assert_eq!((code, out.as_str()), (0, "deleted #1: Write the parser\n"));
+    let list = home.json(&["list", "--json"]);
+    assert_eq!(list["tasks"].as_array().map(Vec::len), Some(1));
+    assert_eq!(list["tasks"][0]["blockedBy"], serde_json::json!([]));
+    assert_eq!(list["highwatermark"], 2);
+    assert_eq!(home.json(&["create", "Next", "--json"])["id"], 3);
+    let (code, _, _) = home.run(&["update", "3", "--status", "deleted"]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn exit_codes_for_missing_lists_tasks_and_bad_usage() {
+    let home = Home::new();
+    let (code, _, err) = home.run(&["list"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("task list \"default\" does not exist"),
+        "{err}"
+    );
+    home.json(&["--list", "team", "create", "x", "--json"]);
+    let (code, _, err) = home.run(&["--list", "team", "show", "5"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("task #5 does not exist"), "{err}");
+    let (code, _, err) = home.run(&["--list", "team", "update", "1", "--status", "done"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, _) = home.run(&["--list", "team", "show", "abc"]);
+    assert_eq!(code, 2);
+    let (code, _, err) = home.run(&["--list", "team", "claim", "7", "--owner", "x"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = home.run(&["--list", "team", "claim", "--owner", "x"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = home.run(&["--list", "team", "claim", "--owner", "y"]);
+    assert_eq!(code, 1, "nothing left to claim: {err}");
+
+    // The environment chooses the list when the flag is missing.
+    let out = home
+        .kaji(&["list", "--json"])
+        .env("KAJI_TASK_LIST_ID", "team")
+        .output()
+        .expect("run");
+    let list: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(list["listId"], "team");
+}
+
+#[test]
+fn a_corrupt_file_is_named_and_the_rest_still_works() {
+    let home = Home::new();
+    home.json(&["create", "good", "--json"]);
+    home.json(&["create", "bad", "--json"]);
+    let bad = home.dir.path().join("tasks/default/2.json");
+    std::fs::write(
+        &bad,
+        "{\"id\": 2, \"subject\": \"bad\", \"status\": \"maybe\"}",
+    )
+    .expect("write");
+    let (code, out, err) = home.run(&["list"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("good"), "{out}");
+    assert!(
+        err.contains("2.json") && err.contains("unknown variant `maybe`"),
+        "{err}"
+    );
+    let (code, _, err) = home.run(&["show", "2"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("2.json"), "{err}");
+    let (code, _, _) = home.run(&["update", "1", "--owner", "z"]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn watch_redraws_when_a_task_changes() {
+    let home = Home::new();
+    home.json(&["create", "first", "--json"]);
+    let bin = assert_cmd::cargo::cargo_bin("kaji");
+    let mut child = Command::new(bin)
+        .env("KAJI_HOME", home.dir.path())
+        .env_remove("KAJI_TASK_LIST_ID")
+        .args(["tasks", "watch", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn watch");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // A guard against hanging forever, not a timing assertion.
+    let next = || {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("watch printed a state");
+        serde_json::from_str::<Value>(&line).expect("json line")
+    };
+    let first = next();
+    assert_eq!(first["tasks"][0]["subject"], "first");
+    home.json(&["create", "second", "--json"]);
+    let mut state = next();
+    // A create writes .highwatermark and then the task: wait for the task.
+    while state["tasks"].as_array().map(Vec::len) != Some(2) {
+        state = next();
+    }
+    assert_eq!(state["tasks"][1]["subject"], "second");
+    home.json(&["update", "1", "--status", "completed", "--json"]);
+    let mut state = next();
+    while state["tasks"][0]["status"] != "completed" {
+        state = next();
+    }
+    child.kill().expect("kill watch");
+    child.wait().expect("reap watch");
+}
