@@ -1,0 +1,337 @@
+//! `kaji exec` and `kaji demo` through the real binary: JSON lines, exit
+//! codes, stdin prompts, signals, and no process left behind.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use kaji_test_support::{Fault, Script, ScriptedModelServer, Turn};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+fn kaji(home: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("KAJI_HOME", home.join("kaji-home"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+fn anthropic(cmd: &mut Command, server: &ScriptedModelServer) {
+    cmd.env("ANTHROPIC_API_KEY", "test-key")
+        .args(["--provider", "anthropic", "--base-url"])
+        .arg(server.anthropic_base_url())
+        .args(["--model", "scripted"]);
+}
+
+fn lines(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+#[tokio::test]
+async fn json_lines_schema_and_exit_zero() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::text("Reading.").and_tool_call("Read", json!({"file_path": "a.txt"})),
+        Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "Wrote b.txt"})),
+    ]))
+    .await;
+    let mut cmd = kaji(home.path());
+    cmd.arg("exec")
+        .arg("--json")
+        .arg("--permission-mode")
+        .arg("accept-edits")
+        .arg("-C")
+        .arg(work.path());
+    anthropic(&mut cmd, &server);
+    cmd.arg("copy alpha");
+    let out = cmd.output().await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = lines(&out.stdout);
+    let first = &lines[0];
+    assert_eq!(first["type"], "task_started");
+    assert_eq!(first["schema_version"], 1);
+    assert!(first["task_id"].is_string());
+    assert_eq!(first["model"], "scripted");
+    assert_eq!(
+        first["cwd"],
+        work.path().canonicalize().unwrap().to_str().unwrap()
+    );
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "result");
+    assert_eq!(last["status"], "completed");
+    assert_eq!(last["turns"], 3);
+    assert_eq!(last["result"], "Wrote b.txt");
+    assert!(last["usage"]["input_tokens"].as_u64().unwrap() > 0);
+    assert!(last["duration_ms"].is_u64());
+    let uses: Vec<&Value> = lines.iter().filter(|l| l["type"] == "tool_use").collect();
+    let results: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "tool_result")
+        .collect();
+    assert_eq!(uses.len(), 3);
+    assert_eq!(results.len(), 3);
+    for (u, r) in uses.iter().zip(&results) {
+        assert_eq!(u["id"], r["id"]);
+        assert_eq!(u["name"], r["name"]);
+        assert_eq!(r["is_error"], false);
+        assert!(r["output"].is_string());
+    }
+    assert_eq!(uses[0]["input"], json!({"file_path": "a.txt"}));
+    assert!(
+        lines.iter().all(|l| l["partial"] != true),
+        "no partial messages in --json"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("b.txt")).unwrap(),
+        "beta\n"
+    );
+}
+
+#[tokio::test]
+async fn prompt_from_stdin_and_transcript() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::text("Hello from the model.")
+        .and_tool_call("AttemptCompletion", json!({"result": "greeted"}))]))
+    .await;
+    let mut cmd = kaji(home.path());
+    cmd.arg("exec").arg("-C").arg(work.path());
+    anthropic(&mut cmd, &server);
+    cmd.arg("-").stdin(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"say hello from stdin")
+        .await
+        .unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Hello from the model."), "{text}");
+    assert!(text.contains("greeted"), "{text}");
+    let body = server.requests()[0].body.to_string();
+    assert!(body.contains("say hello from stdin"));
+}
+
+#[tokio::test]
+async fn no_model_configured_exits_2_naming_every_way() {
+    let home = tempfile::tempdir().unwrap();
+    let out = kaji(home.path())
+        .args(["exec", "hello"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for needle in [
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "Ollama",
+        "--provider",
+        "KAJI_PROVIDER",
+        "config.toml",
+    ] {
+        assert!(err.contains(needle), "{needle} missing from: {err}");
+    }
+}
+
+#[tokio::test]
+async fn usage_errors_exit_2() {
+    let home = tempfile::tempdir().unwrap();
+    let out = kaji(home.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .args(["exec", "--permission-mode", "sometimes", "hi"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("permission mode"));
+    let out = kaji(home.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .args(["exec", "-C", "/definitely/not/here", "hi"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/definitely/not/here"));
+}
+
+#[tokio::test]
+async fn mistake_limit_and_failure_exit_1() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::text("no tools"),
+        Turn::text("still none"),
+    ]))
+    .await;
+    let mut cmd = kaji(home.path());
+    cmd.args(["exec", "--json", "--yolo", "--max-mistakes", "2", "-C"])
+        .arg(work.path());
+    anthropic(&mut cmd, &server);
+    cmd.arg("hi");
+    let out = cmd.output().await.unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        lines(&out.stdout).last().unwrap()["status"],
+        "mistake_limit"
+    );
+
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::text("x").with_faults([Fault::status(401)])
+    ]))
+    .await;
+    let mut cmd = kaji(home.path());
+    cmd.args(["exec", "--json", "-C"]).arg(work.path());
+    anthropic(&mut cmd, &server);
+    cmd.arg("hi");
+    let out = cmd.output().await.unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let last = lines(&out.stdout).last().unwrap().clone();
+    assert_eq!(last["status"], "failed");
+    assert!(last["result"].as_str().unwrap().contains("401"), "{last}");
+    assert_eq!(server.requests().len(), 1, "401 is not retried");
+}
+
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+    }
+}
+
+#[tokio::test]
+async fn sigterm_mid_command_exits_130_and_kills_the_command() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let fifo = work.path().join("started.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "Bash",
+        json!({"command": "sleep 1000 & echo $! > started.fifo; wait"}),
+    )]))
+    .await;
+    let mut cmd = kaji(home.path());
+    cmd.args(["exec", "--json", "--yolo", "-C"])
+        .arg(work.path());
+    anthropic(&mut cmd, &server);
+    cmd.arg("hang");
+    let child = cmd.spawn().unwrap();
+    let pid_of_kaji = child.id().unwrap() as i32;
+    // The command tells us its grandchild's pid once it runs.
+    let fifo2 = fifo.clone();
+    let sleeper: i32 = tokio::task::spawn_blocking(move || {
+        std::fs::read_to_string(fifo2)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(alive(sleeper));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid_of_kaji),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = lines(&out.stdout).last().unwrap().clone();
+    assert_eq!(last["status"], "aborted");
+    assert!(
+        !alive(sleeper),
+        "the command's process group died with the task"
+    );
+}
+
+#[tokio::test]
+async fn background_shell_does_not_outlive_exec() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call(
+            "Bash",
+            json!({"command": "echo $$ > bg.pid; exec sleep 1000", "run_in_background": true}),
+        ),
+        // The scripted command waits (inside the shell) until the background
+        // one has written its pid.
+        Turn::tool_call(
+            "Bash",
+            json!({"command": "while [ ! -s bg.pid ]; do sleep 0.01; done; cat bg.pid"}),
+        ),
+        Turn::tool_call("AttemptCompletion", json!({"result": "left it running"})),
+    ]))
+    .await;
+    let mut cmd = kaji(home.path());
+    cmd.args(["exec", "--json", "--yolo", "-C"])
+        .arg(work.path());
+    anthropic(&mut cmd, &server);
+    cmd.arg("background");
+    let out = cmd.output().await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pid: i32 = std::fs::read_to_string(work.path().join("bg.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!alive(pid), "background process {pid} outlived kaji exec");
+}
+
+#[tokio::test]
+async fn demo_runs_offline_and_says_it_is_scripted() {
+    let home = tempfile::tempdir().unwrap();
+    let out = kaji(home.path()).arg("demo").output().await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("scripted replay"));
+    assert!(
+        text.contains("+  printf '%s\\n' \"$1\" | tr ' ' '-' | tr '[:upper:]' '[:lower:]'"),
+        "{text}"
+    );
+    assert!(text.contains("ok: 'Hello World' -> 'hello-world'"));
+}
