@@ -36,6 +36,15 @@ pub(crate) fn lock_exclusive(path: &Path) -> Result<LockGuard, TaskListError> {
 /// or the new content: temp file in the same directory, fsync, rename
 /// over, fsync the directory.
 pub(crate) fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), TaskListError> {
+    replace_file(dir, path, bytes)?;
+    sync_dir(dir)
+}
+
+/// Like [`write_atomic`] without the final fsync of the directory: the
+/// caller syncs the directory once after several replacements. Until then
+/// a kill still leaves old or new content; only a power loss may undo the
+/// rename.
+pub(crate) fn replace_file(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), TaskListError> {
     let mut tmp = tempfile::Builder::new()
         .prefix(TEMP_PREFIX)
         .tempfile_in(dir)
@@ -47,7 +56,7 @@ pub(crate) fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), 
         .map_err(|e| TaskListError::io(tmp.path(), e))?;
     tmp.persist(path)
         .map_err(|e| TaskListError::io(path, e.error))?;
-    sync_dir(dir)
+    Ok(())
 }
 
 /// Makes renames and removals in `dir` durable.

@@ -511,8 +511,11 @@ impl TaskListStore {
             task.owner = None;
             task.status = TaskStatus::Pending;
             task.updated_at = now_ms().max(task.updated_at);
-            self.write_task(&task)?;
+            self.replace_task(&task)?;
             released.push(task.id);
+        }
+        if !released.is_empty() {
+            fsio::sync_dir(&self.dir)?;
         }
         Ok(released)
     }
@@ -571,8 +574,9 @@ impl TaskListStore {
                 ),
             })?;
             self.apply(&journal.ops, None)?;
+            // Not synced: should a power loss bring the journal back, it is
+            // replayed once more, which changes nothing (see `JournalOp`).
             fsio::remove_if_exists(&journal_path)?;
-            fsio::sync_dir(&self.dir)?;
         }
         Ok(guard)
     }
@@ -598,8 +602,22 @@ impl TaskListStore {
         )
     }
 
+    /// Writes a task without syncing the directory (see
+    /// [`fsio::replace_file`]); the caller syncs it afterwards.
+    fn replace_task(&self, task: &Task) -> Result<(), TaskListError> {
+        fsio::replace_file(
+            &self.dir,
+            &self.task_path(task.id),
+            &fsio::encode_task(task),
+        )
+    }
+
+    /// Replaces `.highwatermark`. The directory is synced by the write of
+    /// the task or journal that always follows; should a power loss undo
+    /// this rename but keep the task file, the next create still starts
+    /// above the highest file id.
     fn write_highwatermark(&self, id: u64) -> Result<(), TaskListError> {
-        fsio::write_atomic(
+        fsio::replace_file(
             &self.dir,
             &self.dir.join(HIGHWATERMARK),
             format!("{id}\n").as_bytes(),
@@ -622,7 +640,6 @@ impl TaskListStore {
             fsio::write_atomic(&self.dir, &journal_path, &bytes)?;
             let target = self.apply(&journal.ops, target)?;
             fsio::remove_if_exists(&journal_path)?;
-            fsio::sync_dir(&self.dir)?;
             Ok(target)
         } else {
             self.apply(&[], target)
@@ -645,7 +662,7 @@ impl TaskListStore {
                 JournalOp::Create { task } => {
                     let path = self.task_path(task.id);
                     if !path.exists() {
-                        self.write_task(task)?;
+                        self.replace_task(task)?;
                     }
                 }
                 JournalOp::AddEdge { blocker, blocked } => {
@@ -699,7 +716,7 @@ impl TaskListStore {
             }
             if task != before || patch.is_some_and(|p| !p.is_empty()) {
                 task.updated_at = now_ms().max(task.updated_at);
-                self.write_task(&task)?;
+                self.replace_task(&task)?;
             }
             if patch.is_some() {
                 written_target = Some(task);
@@ -711,6 +728,8 @@ impl TaskListStore {
         if reset {
             self.apply_reset()?;
         }
+        // One directory sync makes every rename and removal above durable.
+        fsio::sync_dir(&self.dir)?;
         Ok(written_target)
     }
 
@@ -738,13 +757,13 @@ impl TaskListStore {
                 task.blocks.retain(|x| !gone.contains(x));
                 task.blocked_by.retain(|x| !gone.contains(x));
                 task.updated_at = now_ms().max(task.updated_at);
-                self.write_task(&task)?;
+                self.replace_task(&task)?;
             }
         }
         for &id in ids {
             self.remove_task_files(id)?;
         }
-        fsio::sync_dir(&self.dir)
+        Ok(())
     }
 
     /// Deletes every task file and leftover temporary file; makes sure
@@ -755,6 +774,8 @@ impl TaskListStore {
             && self.highwatermark().unwrap_or(0) < *max
         {
             self.write_highwatermark(*max)?;
+            // Durable before any file goes, so no id can come back.
+            fsio::sync_dir(&self.dir)?;
         }
         for (id, _) in ids {
             self.remove_task_files(id)?;
@@ -772,7 +793,7 @@ impl TaskListStore {
                 fsio::remove_if_exists(&entry.path())?;
             }
         }
-        fsio::sync_dir(&self.dir)
+        Ok(())
     }
 
     /// Deletes `<id>.json` and its lock file under the task lock. The lock
