@@ -9,13 +9,19 @@ const CONTEXT: usize = 3;
 /// Most lines a snippet shows before it stops with a note.
 const MAX_SNIPPET_LINES: usize = 80;
 
-/// A unified diff of `old` to `new`, with `a/` and `b/` headers naming
-/// `path`. Empty when nothing changed.
+/// A unified diff of `old` to `new`. `path` is how the file is shown: a
+/// relative path gets git's `a/` and `b/` header prefixes, an absolute one
+/// is used as it is. Empty when nothing changed.
 pub(super) fn unified(old: &str, new: &str, path: &str) -> String {
+    let (a, b) = if path.starts_with('/') {
+        (path.to_string(), path.to_string())
+    } else {
+        (format!("a/{path}"), format!("b/{path}"))
+    };
     TextDiff::from_lines(old, new)
         .unified_diff()
         .context_radius(CONTEXT)
-        .header(&format!("a/{path}"), &format!("b/{path}"))
+        .header(&a, &b)
         .to_string()
 }
 

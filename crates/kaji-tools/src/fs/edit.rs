@@ -15,7 +15,7 @@ use kaji_protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{atomic, diff, failure, input, paths, sniff, target};
+use super::{atomic, diff, failure, input, paths, sniff, target, walk};
 use crate::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput, parse_input};
 
 const NAME: &str = "Edit";
@@ -122,11 +122,12 @@ give the new text in new_string"
 
 fn edit(cwd: &Path, path: PathBuf, input: EditInput) -> Result<ToolOutput, ToolError> {
     let shown = path.display().to_string();
+    let label = walk::display_path(cwd, &path);
     let target = target::prepare(NAME, cwd, &path)?;
     let Some(meta) = &target.existing else {
         if input.old_string.is_empty() {
             target::create_parents(NAME, &target.real)?;
-            return write_result(&target.real, &path, "", &input.new_string, 0, true);
+            return write_result(&target.real, &path, &label, "", &input.new_string, 0, true);
         }
         return Err(failure(
             NAME,
@@ -168,7 +169,7 @@ UTF-8 text. Use Write to replace the whole file, or Bash."
 
     if input.old_string.is_empty() {
         if content.is_empty() {
-            return write_result(&target.real, &path, "", &input.new_string, 0, false);
+            return write_result(&target.real, &path, &label, "", &input.new_string, 0, false);
         }
         return Err(failure(
             NAME,
@@ -216,6 +217,7 @@ to replace all {n}.",
     write_result(
         &target.real,
         &path,
+        &label,
         &content,
         &updated,
         positions.len(),
@@ -303,6 +305,7 @@ fn whitespace_insensitive_match(content: &str, old: &str) -> Option<usize> {
 fn write_result(
     real: &Path,
     path: &Path,
+    label: &str,
     old: &str,
     new: &str,
     replaced: usize,
@@ -338,7 +341,7 @@ fn write_result(
             "path": path,
             "action": if created { "created" } else { "edited" },
             "replacements": replaced,
-            "diff": diff::unified(old, new, &shown),
+            "diff": diff::unified(old, new, label),
         })),
         control: None,
         changed_files: true,

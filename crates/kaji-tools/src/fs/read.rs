@@ -199,7 +199,9 @@ If it is UTF-16 text, convert it first."
                 ),
             ));
         }
-        if size == 0 {
+        // Files in /proc and /sys report size 0 yet have content: judge by
+        // what was read.
+        if head.is_empty() {
             return Ok(ToolOutput {
                 content: format!("{shown} exists but is empty (0 lines)."),
                 data: Some(
@@ -287,9 +289,14 @@ Call Read with an offset from 1 to {line_no}.",
         };
         if more {
             out.push_str(&format!(
-                "\n(Showing lines {}-{line_no}; the file goes on ({size} bytes in all). \
+                "\n(Showing lines {}-{line_no}; the file goes on{}. \
 Call Read with offset {} to read more.)\n",
                 self.offset,
+                if size > 0 {
+                    format!(" ({size} bytes in all)")
+                } else {
+                    String::new()
+                },
                 line_no + 1
             ));
         }

@@ -11,7 +11,7 @@ use kaji_protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{atomic, diff, failure, input, paths, target};
+use super::{atomic, diff, failure, input, paths, target, walk};
 use crate::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput, parse_input};
 
 const NAME: &str = "Write";
@@ -94,6 +94,7 @@ before replacing it, so nothing in it is lost by accident.\n\
 
 fn write(cwd: &std::path::Path, path: PathBuf, content: &str) -> Result<ToolOutput, ToolError> {
     let shown = path.display().to_string();
+    let label = walk::display_path(cwd, &path);
     let target = target::prepare(NAME, cwd, &path)?;
     let old = match &target.existing {
         Some(meta) if meta.len() <= MAX_DIFF_BYTES => std::fs::read(&target.real)
@@ -122,8 +123,8 @@ fn write(cwd: &std::path::Path, path: PathBuf, content: &str) -> Result<ToolOutp
         )
     };
     let diff = match (&old, existed) {
-        (Some(old), true) => Some(diff::unified(old, content, &shown)),
-        (_, false) => Some(diff::unified("", content, &shown)),
+        (Some(old), true) => Some(diff::unified(old, content, &label)),
+        (_, false) => Some(diff::unified("", content, &label)),
         _ => None,
     };
     Ok(ToolOutput {

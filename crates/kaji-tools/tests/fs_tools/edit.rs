@@ -36,6 +36,7 @@ async fn replaces_a_unique_match_and_shows_the_lines() {
         "{diff}"
     );
     assert!(diff.contains("@@"), "{diff}");
+    assert!(diff.starts_with("--- a/main.rs\n+++ b/main.rs\n"), "{diff}");
 }
 
 #[tokio::test]

@@ -264,3 +264,11 @@ async fn symlinked_files_are_read_through() {
     let out = ok("Read", json!({"file_path": "link.txt"}), &root).await;
     assert_eq!(out.content, "     1\tfar away\n");
 }
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn proc_files_with_zero_size_are_read() {
+    let (_d, root) = workdir();
+    let out = ok("Read", json!({"file_path": "/proc/self/status"}), &root).await;
+    assert!(out.content.contains("\tName:"), "{}", out.content);
+}
