@@ -96,6 +96,8 @@ struct GlobSearch {
     base: PathBuf,
     /// The pattern as given, for messages.
     pattern: String,
+    /// The part of the pattern matched below `base`.
+    rest: String,
     matcher: globset::GlobMatcher,
     cancel: CancellationToken,
 }
@@ -123,6 +125,7 @@ impl GlobSearch {
             path,
             base,
             pattern: pattern.to_string(),
+            rest,
             matcher,
             cancel: ctx.cancel.clone(),
         })
@@ -150,7 +153,13 @@ impl GlobSearch {
         }
 
         let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
-        for entry in walk::builder(&self.base, ignore.clone()).build() {
+        let mut builder = walk::builder(&self.base, ignore.clone());
+        // Without `**` a pattern can only match at a fixed depth: do not
+        // walk below it (matters for patterns like `/*.txt`).
+        if !self.rest.contains("**") {
+            builder.max_depth(Some(self.rest.split('/').count()));
+        }
+        for entry in builder.build() {
             if self.cancel.is_cancelled() {
                 return Err(ToolError::Cancelled);
             }

@@ -5,6 +5,7 @@
 mod edit;
 mod glob;
 mod grep;
+mod hostile;
 mod kajiignore;
 mod read;
 mod write;
