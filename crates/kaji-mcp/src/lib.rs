@@ -1,14 +1,39 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! kaji's MCP client: starts the MCP servers of `[mcp_servers.<name>]`,
+//! keeps them alive, and offers their tools and resources to the model as
+//! kaji [`Tool`](kaji_tools::Tool)s.
+//!
+//! Built on the official Rust SDK (`rmcp`). Stdio servers are spawned
+//! through [`kaji_tasks::process`], so each runs in a process group of its
+//! own and dies with it; streamable HTTP servers are reached with reqwest
+//! (rustls).
+//!
+//! The entry point is [`McpManager`]: [`McpManager::start`] starts every
+//! enabled server in the background, [`McpManager::wait_ready`] waits a
+//! bounded time for them, [`McpManager::tools`] returns the tools of the
+//! connected ones (`mcp__<server>__<tool>`, plus `ListMcpResources` and
+//! `ReadMcpResource`), [`McpManager::status`] reports each server, and
+//! [`McpManager::shutdown`] stops them all.
+//!
+//! This crate must never block start-up on a server, never let a server
+//! process outlive the manager, never ask the user or decide about
+//! permissions (the core does, from [`kaji_tools::ToolAccess`]), and never
+//! panic on anything a server sends.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+mod config;
+mod connection;
+pub mod content;
+mod error;
+mod manager;
+pub mod names;
+mod stderr;
+mod tools;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub use config::{
+    DEFAULT_STARTUP_TIMEOUT_SECS, DEFAULT_TOOL_TIMEOUT_SECS, McpConfigError, McpServerConfig, McpTransportConfig,
+};
+pub use error::McpError;
+pub use manager::{
+    McpCallOutput, McpManager, McpManagerOptions, McpResourceInfo, McpServerReport, McpServerStatus, McpToolInfo,
+};
+pub use stderr::{STDERR_TAIL_BYTES, STDERR_TAIL_LINES, StderrTail};
+pub use tools::{ListMcpResources, McpTool, ReadMcpResource};

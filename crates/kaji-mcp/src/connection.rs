@@ -1,0 +1,326 @@
+//! One live connection to one MCP server: starting it (a child process in
+//! its own process group, or an HTTP session), the MCP handshake, and the
+//! watcher task that notices when it ends and kills what is left.
+//!
+//! A connection never outlives its [`Connection`] handle: dropping the
+//! handle cancels the watcher, which closes the session and kills the
+//! server's whole process group.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use kaji_tasks::process::{GroupChild, spawn_in_group};
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool as McpToolDef};
+use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::ServiceExt;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::config::{McpServerConfig, McpTransportConfig};
+use crate::stderr::StderrTail;
+
+/// How long the watcher waits, after the server process died, for the rest
+/// of its stderr to arrive (a grandchild that escaped the group may hold
+/// the pipe open forever).
+const STDERR_DRAIN_LIMIT: Duration = Duration::from_secs(1);
+
+/// A running MCP session plus the process behind it.
+pub(crate) struct Connection {
+    /// Sends requests to the server.
+    pub peer: Peer<RoleClient>,
+    /// The server's tools, as listed right after the handshake.
+    pub tools: Vec<McpToolDef>,
+    /// Whether the server announced resources.
+    pub has_resources: bool,
+    /// Which connect attempt of the server this is.
+    pub generation: u64,
+    /// The server's stderr (empty for HTTP servers).
+    pub stderr: StderrTail,
+    /// `Some(reason)` once the connection has ended.
+    pub ended: watch::Receiver<Option<String>>,
+    /// Set before `stop` is cancelled when kaji abandons the server (a
+    /// hung call); the watcher then reports it as failed with this reason.
+    pub abandon_reason: Mutex<Option<String>>,
+    /// Stops the watcher (and with it the server).
+    pub stop: CancellationToken,
+    /// The watcher task, taken by a shutdown that waits for it.
+    pub watcher: Mutex<Option<JoinHandle<()>>>,
+    _stop_on_drop: DropGuard,
+}
+
+impl Connection {
+    /// Stops the server because it misbehaved; the watcher marks the
+    /// server failed with `reason`.
+    pub fn abandon(&self, reason: String) {
+        *self.abandon_reason.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
+        self.stop.cancel();
+    }
+
+    /// Waits (up to `limit`) until the connection has ended and returns why.
+    pub async fn ended_reason(&self, limit: Duration) -> Option<String> {
+        let mut ended = self.ended.clone();
+        let wait = ended.wait_for(Option::is_some);
+        match tokio::time::timeout(limit, wait).await {
+            Ok(Ok(reason)) => reason.clone(),
+            _ => None,
+        }
+    }
+}
+
+/// What the watcher reports when a connection ends by itself.
+pub(crate) struct Ended {
+    /// The attempt that ended.
+    pub generation: u64,
+    /// Why.
+    pub reason: String,
+}
+
+/// A connection that finished its handshake, before its watcher runs.
+pub(crate) struct Started {
+    service: RunningService<RoleClient, ClientConfig>,
+    child: Option<GroupChild>,
+    stderr_task: Option<JoinHandle<()>>,
+    tools: Vec<McpToolDef>,
+    has_resources: bool,
+}
+
+/// Why a start failed, with the server's stderr so far.
+pub(crate) struct StartError {
+    pub reason: String,
+}
+
+/// The identity kaji announces in the handshake.
+fn client_info() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("kaji", env!("CARGO_PKG_VERSION")),
+    )
+}
+
+/// Starts the server and performs the handshake and the first tool listing.
+/// Not bounded in time: the caller applies the start-up limit (dropping the
+/// future kills the process group).
+pub(crate) async fn start(
+    name: &str,
+    config: &McpServerConfig,
+    task_cwd: &Path,
+    stderr: &StderrTail,
+) -> Result<Started, StartError> {
+    match &config.transport {
+        McpTransportConfig::Stdio { command, args, env, .. } => {
+            let cwd = config.transport.resolved_cwd(task_cwd);
+            start_stdio(name, command, args, env, &cwd, stderr).await
+        }
+        McpTransportConfig::Http { url, headers } => start_http(url, headers).await,
+    }
+}
+
+async fn start_stdio(
+    name: &str,
+    command: &str,
+    args: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+    cwd: &Path,
+    stderr: &StderrTail,
+) -> Result<Started, StartError> {
+    if !cwd.is_dir() {
+        return Err(StartError {
+            reason: format!("its working directory {} does not exist", cwd.display()),
+        });
+    }
+    let program = if command.contains('/') {
+        cwd.join(command)
+    } else {
+        command.into()
+    };
+    let mut cmd = tokio::process::Command::new(&program);
+    cmd.args(args)
+        .envs(env)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = spawn_in_group(cmd).map_err(|e| StartError {
+        reason: format!("cannot start `{command}`: {e}"),
+    })?;
+    let pipes = (
+        child.child_mut().stdout.take(),
+        child.child_mut().stdin.take(),
+        child.child_mut().stderr.take(),
+    );
+    let (Some(stdout), Some(stdin), Some(child_stderr)) = pipes else {
+        return Err(StartError {
+            reason: "the server's stdio pipes could not be opened".to_string(),
+        });
+    };
+    let stderr_task = tokio::spawn(stderr.clone().collect(name.to_string(), child_stderr));
+
+    let handshake = async {
+        let service = client_info()
+            .serve((stdout, stdin))
+            .await
+            .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+        let (tools, has_resources) = list_tools(&service).await?;
+        Ok::<_, String>((service, tools, has_resources))
+    };
+    match handshake.await {
+        Ok((service, tools, has_resources)) => Ok(Started {
+            service,
+            child: Some(child),
+            stderr_task: Some(stderr_task),
+            tools,
+            has_resources,
+        }),
+        Err(why) => {
+            // Kill whatever is left and say how the process ended.
+            let reason = match child.kill_now().await {
+                Ok(status) if status.code().is_some() => format!("the server exited ({status}); {why}"),
+                _ => why,
+            };
+            let _ = tokio::time::timeout(STDERR_DRAIN_LIMIT, stderr_task).await;
+            Err(StartError { reason })
+        }
+    }
+}
+
+async fn start_http(url: &str, headers: &std::collections::BTreeMap<String, String>) -> Result<Started, StartError> {
+    let mut header_map = HashMap::new();
+    for (key, value) in headers {
+        let name = HeaderName::from_bytes(key.as_bytes()).map_err(|e| StartError {
+            reason: format!("invalid header name `{key}`: {e}"),
+        })?;
+        let value = HeaderValue::from_str(value).map_err(|e| StartError {
+            reason: format!("invalid value for header `{key}`: {e}"),
+        })?;
+        header_map.insert(name, value);
+    }
+    let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(header_map);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let service = client_info()
+        .serve(transport)
+        .await
+        .map_err(|e| StartError {
+            reason: format!("cannot connect to {url}: {e}"),
+        })?;
+    let (tools, has_resources) = list_tools(&service).await.map_err(|reason| StartError { reason })?;
+    Ok(Started {
+        service,
+        child: None,
+        stderr_task: None,
+        tools,
+        has_resources,
+    })
+}
+
+/// Lists the tools of a server that announced the tools capability.
+async fn list_tools(service: &RunningService<RoleClient, ClientConfig>) -> Result<(Vec<McpToolDef>, bool), String> {
+    let capabilities = service.peer_info().map(|info| info.capabilities.clone());
+    let has_tools = capabilities.as_ref().is_none_or(|c| c.tools.is_some());
+    let has_resources = capabilities.as_ref().is_none_or(|c| c.resources.is_some());
+    if !has_tools {
+        return Ok((Vec::new(), has_resources));
+    }
+    let tools = service
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("listing its tools failed: {e}"))?;
+    Ok((tools, has_resources))
+}
+
+/// Turns a started server into a [`Connection`], spawning its watcher. When
+/// the connection ends by itself (process exit, closed session, abandoned),
+/// `on_end` is called once with why.
+pub(crate) fn watch(
+    started: Started,
+    generation: u64,
+    stderr: StderrTail,
+    kill_grace: Duration,
+    on_end: impl FnOnce(Ended) + Send + 'static,
+) -> std::sync::Arc<Connection> {
+    let Started {
+        service,
+        child,
+        stderr_task,
+        tools,
+        has_resources,
+    } = started;
+    let peer = service.peer().clone();
+    let stop = CancellationToken::new();
+    let (ended_tx, ended_rx) = watch::channel(None);
+    let connection = std::sync::Arc::new(Connection {
+        peer,
+        tools,
+        has_resources,
+        generation,
+        stderr,
+        ended: ended_rx,
+        abandon_reason: Mutex::new(None),
+        stop: stop.clone(),
+        watcher: Mutex::new(None),
+        _stop_on_drop: stop.clone().drop_guard(),
+    });
+    let weak = std::sync::Arc::downgrade(&connection);
+    let handle = tokio::spawn(async move {
+        let mut child = child;
+        enum Why {
+            Stopped,
+            SessionEnded,
+            Exited(std::process::ExitStatus),
+            WaitFailed(std::io::Error),
+        }
+        let why = {
+            let session = service.waiting();
+            let exit = async {
+                match child.as_mut() {
+                    Some(child) => child.wait().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = stop.cancelled() => Why::Stopped,
+                _ = session => Why::SessionEnded,
+                status = exit => match status {
+                    Ok(status) => Why::Exited(status),
+                    Err(e) => Why::WaitFailed(e),
+                },
+            }
+        };
+        // The session (and with it the server's stdin) is closed by now;
+        // end the whole process group.
+        let final_status = match child.as_mut() {
+            Some(child) => child.shutdown(kill_grace).await.ok(),
+            None => None,
+        };
+        if let Some(task) = stderr_task {
+            let _ = tokio::time::timeout(STDERR_DRAIN_LIMIT, task).await;
+        }
+        let abandoned = weak
+            .upgrade()
+            .and_then(|c| c.abandon_reason.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let reason = match why {
+            Why::Stopped => abandoned,
+            Why::Exited(status) => Some(format!("the server process ended ({status})")),
+            Why::SessionEnded => Some(match final_status {
+                Some(status) => format!("the server closed the connection; its process ended ({status})"),
+                None => "the server closed the connection".to_string(),
+            }),
+            Why::WaitFailed(e) => Some(format!("waiting for the server process failed: {e}")),
+        };
+        // Report to the manager first, so that whoever waits on `ended`
+        // finds the server already marked failed.
+        let shown = reason.clone().unwrap_or_else(|| "stopped by kaji".to_string());
+        if let Some(reason) = reason {
+            on_end(Ended { generation, reason });
+        }
+        let _ = ended_tx.send(Some(shown));
+    });
+    *connection.watcher.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+    connection
+}

@@ -1,0 +1,131 @@
+//! Turning MCP results into the text a model reads.
+//!
+//! Text is passed through unchanged. Anything the model cannot read as text
+//! (images, audio, binary resources) becomes a one-line placeholder naming
+//! its type and size, e.g. `[image: image/png, 1234 bytes]`; nothing is
+//! silently dropped.
+
+use rmcp::model::{CallToolResult, ContentBlock, ReadResourceResult, ResourceContents};
+
+/// The decoded size of base64 `data` in bytes (whitespace ignored).
+pub fn base64_decoded_len(data: &str) -> usize {
+    let significant = data.bytes().filter(|b| !b.is_ascii_whitespace()).count();
+    let padding = data.trim_end().bytes().rev().take_while(|&b| b == b'=').count().min(2);
+    (significant * 3 / 4).saturating_sub(padding)
+}
+
+/// One content block as text.
+pub fn block_text(block: &ContentBlock) -> String {
+    match block {
+        ContentBlock::Text(text) => text.text.clone(),
+        ContentBlock::Image(image) => {
+            format!("[image: {}, {} bytes]", image.mime_type, base64_decoded_len(&image.data))
+        }
+        ContentBlock::Audio(audio) => {
+            format!("[audio: {}, {} bytes]", audio.mime_type, base64_decoded_len(&audio.data))
+        }
+        ContentBlock::Resource(embedded) => resource_contents_text(&embedded.resource),
+        ContentBlock::ResourceLink(link) => {
+            let mut text = format!("[resource link: {}", link.uri);
+            if !link.name.is_empty() && link.name != link.uri {
+                text.push_str(&format!(" ({})", link.name));
+            }
+            if let Some(mime) = &link.mime_type {
+                text.push_str(&format!(", {mime}"));
+            }
+            if let Some(size) = link.size {
+                text.push_str(&format!(", {size} bytes"));
+            }
+            text.push(']');
+            text
+        }
+        other => {
+            // A content kind newer than this build: name it, keep its size.
+            let json = serde_json::to_value(other).unwrap_or_default();
+            let kind = json.get("type").and_then(|t| t.as_str()).unwrap_or("unknown").to_string();
+            format!("[{kind} content, {} bytes of JSON]", json.to_string().len())
+        }
+    }
+}
+
+/// One resource's contents as text: text resources as a header line and
+/// the text, binary ones as a placeholder.
+pub fn resource_contents_text(contents: &ResourceContents) -> String {
+    match contents {
+        ResourceContents::TextResourceContents { uri, mime_type, text, .. } => match mime_type {
+            Some(mime) => format!("[resource: {uri}, {mime}]\n{text}"),
+            None => format!("[resource: {uri}]\n{text}"),
+        },
+        ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => format!(
+            "[resource: {uri}, {}, {} bytes]",
+            mime_type.as_deref().unwrap_or("application/octet-stream"),
+            base64_decoded_len(blob)
+        ),
+        other => {
+            let json = serde_json::to_value(other).unwrap_or_default();
+            let uri = json.get("uri").and_then(|u| u.as_str()).unwrap_or("?").to_string();
+            format!("[resource: {uri}, {} bytes of JSON]", json.to_string().len())
+        }
+    }
+}
+
+/// A tool result as text: the blocks in order, separated by newlines. A
+/// result with no content but structured content shows the structured
+/// content as JSON.
+pub fn call_result_text(result: &CallToolResult) -> String {
+    if result.content.is_empty() {
+        return match &result.structured_content {
+            Some(value) => value.to_string(),
+            None => String::new(),
+        };
+    }
+    result.content.iter().map(block_text).collect::<Vec<_>>().join("\n")
+}
+
+/// A resource read as text: each of its contents, separated by blank lines.
+pub fn read_result_text(result: &ReadResourceResult) -> String {
+    result
+        .contents
+        .iter()
+        .map(resource_contents_text)
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_sizes() {
+        assert_eq!(base64_decoded_len(""), 0);
+        assert_eq!(base64_decoded_len("QQ=="), 1);
+        assert_eq!(base64_decoded_len("QUI="), 2);
+        assert_eq!(base64_decoded_len("QUJD"), 3);
+        assert_eq!(base64_decoded_len("QUJD\nREVG"), 6);
+    }
+
+    #[test]
+    fn placeholders_name_type_and_size() {
+        assert_eq!(block_text(&ContentBlock::image("QUJD", "image/png")), "[image: image/png, 3 bytes]");
+        assert_eq!(block_text(&ContentBlock::audio("QQ==", "audio/wav")), "[audio: audio/wav, 1 bytes]");
+        let blob = ResourceContents::BlobResourceContents {
+            uri: "x://b".into(),
+            mime_type: None,
+            blob: "QUI=".into(),
+            meta: None,
+        };
+        assert_eq!(
+            block_text(&ContentBlock::resource(blob)),
+            "[resource: x://b, application/octet-stream, 2 bytes]"
+        );
+        assert_eq!(block_text(&ContentBlock::embedded_text("x://t", "hello")), "[resource: x://t, text/plain]\nhello");
+    }
+
+    #[test]
+    fn empty_content_shows_structured_content() {
+        let mut result = CallToolResult::success(vec![]);
+        result.structured_content = Some(serde_json::json!({"a": 1}));
+        assert_eq!(call_result_text(&result), r#"{"a":1}"#);
+    }
+}
