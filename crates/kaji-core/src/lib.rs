@@ -9,11 +9,14 @@
 //! [`TaskFrontend`], and each front end (the TUI, `kaji exec`, tests)
 //! renders and answers them.
 
+pub mod config;
 pub mod executor;
 pub mod frontend;
+pub mod hooks;
 pub mod parser;
 pub mod permissions;
 pub mod prompt;
+pub mod rules;
 pub mod task;
 
 pub use executor::{ToolExecutor, ToolRun};

@@ -1,0 +1,428 @@
+//! kaji's settings files: what they may contain, where they are found, and
+//! how the user's and the project's settings combine.
+//!
+//! Two files are read, both optional:
+//!
+//! 1. the user's: `$KAJI_HOME/config.toml`;
+//! 2. the project's: the nearest `.kaji/config.toml` walking up from the
+//!    working directory to the repository root (the first directory that
+//!    holds `.git`); outside a repository only the working directory's.
+//!
+//! Project settings add to user settings: scalar keys from the project win,
+//! hook lists are concatenated (user hooks run first), and `mcp_servers`
+//! tables merge by server name with the project's table replacing the
+//! user's. Every key is documented in `docs/configuration.md`.
+//!
+//! A file that is not valid TOML, has a key kaji does not know, or a value
+//! of the wrong type is an error naming the file, the line and the key
+//! ([`ConfigError`]); nothing is silently ignored. This module only reads:
+//! it never writes a settings file, and knows nothing of what the keys
+//! drive (the CLI picks the provider, kaji-mcp types the servers).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::PermissionMode;
+use crate::hooks::{DEFAULT_HOOK_TIMEOUT, HookEvent, HookSpec, HooksConfig, ToolMatcher};
+
+/// The settings file's name, in `$KAJI_HOME` and in a project's `.kaji/`.
+pub const CONFIG_FILE_NAME: &str = "config.toml";
+
+/// The settings kaji runs with: the user's file, then the project's, merged.
+#[derive(Debug, Clone, Default)]
+pub struct KajiConfig {
+    /// `provider`: the model provider (`anthropic` or `openai`).
+    pub provider: Option<String>,
+    /// `model`: the model name.
+    pub model: Option<String>,
+    /// `base_url`: the provider's API base URL.
+    pub base_url: Option<String>,
+    /// `permission_mode`: the mode a task starts in unless the command line
+    /// gives one.
+    pub permission_mode: Option<PermissionMode>,
+    /// `max_mistakes`: consecutive mistakes before the mistake limit is
+    /// reached.
+    pub max_mistakes: Option<u32>,
+    /// `[[hooks.<Event>]]`: every hook, user hooks first.
+    pub hooks: HooksConfig,
+    /// `[mcp_servers.<name>]`: each server's table as written; kaji-mcp
+    /// gives it a type.
+    pub mcp_servers: BTreeMap<String, toml::Table>,
+    sources: Vec<PathBuf>,
+}
+
+impl KajiConfig {
+    /// Loads and merges the user's settings (`kaji_home/config.toml`) and
+    /// the project's ([`KajiConfig::project_path`] for `cwd`). Missing
+    /// files are fine; any other problem is an error naming the file.
+    pub fn load(kaji_home: &Path, cwd: &Path) -> Result<Self, ConfigError> {
+        let user_path = Self::user_path(kaji_home);
+        let mut config = Self::load_file(&user_path)?.unwrap_or_default();
+        if let Some(project_path) = Self::project_path(cwd)
+            && !same_file(&project_path, &user_path)
+            && let Some(project) = Self::load_file(&project_path)?
+        {
+            config.merge(project);
+        }
+        Ok(config)
+    }
+
+    /// The user's settings file: `kaji_home/config.toml`.
+    pub fn user_path(kaji_home: &Path) -> PathBuf {
+        kaji_home.join(CONFIG_FILE_NAME)
+    }
+
+    /// The project's settings file for `cwd`: the nearest existing
+    /// `.kaji/config.toml` from `cwd` up to the repository root (the
+    /// nearest directory holding `.git`), or `None`. Outside a repository
+    /// only `cwd` itself is looked at.
+    pub fn project_path(cwd: &Path) -> Option<PathBuf> {
+        let in_repo = repository_root(cwd).is_some();
+        for dir in cwd.ancestors() {
+            let candidate = dir.join(".kaji").join(CONFIG_FILE_NAME);
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+            if !in_repo || dir.join(".git").exists() {
+                break;
+            }
+        }
+        None
+    }
+
+    /// Reads one settings file; `Ok(None)` when it does not exist.
+    pub fn load_file(path: &Path) -> Result<Option<Self>, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        Self::from_toml_str(&text, path).map(Some)
+    }
+
+    /// Parses the text of one settings file; `path` is only used in
+    /// messages and recorded in [`KajiConfig::sources`] and in each hook.
+    pub fn from_toml_str(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let file: ConfigFile = parse(text, path)?;
+        let invalid = |span: std::ops::Range<usize>, key: &str, message: String| {
+            let (line, column) = line_column(text, span.start);
+            ConfigError::Invalid {
+                path: path.to_path_buf(),
+                line,
+                column,
+                key: key.to_string(),
+                message,
+            }
+        };
+        let permission_mode = match file.permission_mode {
+            None => None,
+            Some(mode) => Some(
+                mode.get_ref()
+                    .parse::<PermissionMode>()
+                    .map_err(|e| invalid(mode.span(), "permission_mode", e))?,
+            ),
+        };
+        let mut hooks = HooksConfig::new();
+        for (event, entries) in file.hooks.into_events() {
+            for (index, entry) in entries.into_iter().enumerate() {
+                let key = |field: &str| format!("hooks.{event}[{index}].{field}");
+                let command = entry.command.get_ref().trim().to_string();
+                if command.is_empty() {
+                    return Err(invalid(
+                        entry.command.span(),
+                        &key("command"),
+                        "the command is empty".into(),
+                    ));
+                }
+                let matcher = match entry.matcher {
+                    None => None,
+                    Some(pattern) => {
+                        if !event.is_tool_event() {
+                            return Err(invalid(
+                                pattern.span(),
+                                &key("matcher"),
+                                format!(
+                                    "matcher only applies to PreToolUse and PostToolUse hooks, not {event}"
+                                ),
+                            ));
+                        }
+                        Some(ToolMatcher::new(pattern.get_ref()).map_err(|e| {
+                            invalid(
+                                pattern.span(),
+                                &key("matcher"),
+                                format!("invalid regular expression for {event}: {e}"),
+                            )
+                        })?)
+                    }
+                };
+                let timeout = match entry.timeout {
+                    None => DEFAULT_HOOK_TIMEOUT,
+                    Some(secs) if *secs.get_ref() == 0 => {
+                        return Err(invalid(
+                            secs.span(),
+                            &key("timeout"),
+                            "the timeout must be at least 1 second".into(),
+                        ));
+                    }
+                    Some(secs) => Duration::from_secs(*secs.get_ref()),
+                };
+                hooks.push(
+                    event,
+                    HookSpec {
+                        command,
+                        matcher,
+                        timeout,
+                        source: Some(path.to_path_buf()),
+                    },
+                );
+            }
+        }
+        Ok(Self {
+            provider: file.provider,
+            model: file.model,
+            base_url: file.base_url,
+            permission_mode,
+            max_mistakes: file.max_mistakes,
+            hooks,
+            mcp_servers: file.mcp_servers,
+            sources: vec![path.to_path_buf()],
+        })
+    }
+
+    /// Lays `project` over these settings: its scalar keys win, its hooks
+    /// run after these, its MCP servers replace same-named ones.
+    pub fn merge(&mut self, project: KajiConfig) {
+        fn over<T>(base: &mut Option<T>, top: Option<T>) {
+            if top.is_some() {
+                *base = top;
+            }
+        }
+        over(&mut self.provider, project.provider);
+        over(&mut self.model, project.model);
+        over(&mut self.base_url, project.base_url);
+        over(&mut self.permission_mode, project.permission_mode);
+        over(&mut self.max_mistakes, project.max_mistakes);
+        self.hooks.extend(project.hooks);
+        self.mcp_servers.extend(project.mcp_servers);
+        self.sources.extend(project.sources);
+    }
+
+    /// The files these settings were read from, user first.
+    pub fn sources(&self) -> &[PathBuf] {
+        &self.sources
+    }
+}
+
+/// The nearest directory from `cwd` upwards that holds `.git` (a directory
+/// or, in worktrees and submodules, a file).
+pub fn repository_root(cwd: &Path) -> Option<PathBuf> {
+    cwd.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// Why the settings could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file exists but could not be read.
+    #[error("{}: cannot read settings: {source}", path.display())]
+    Read {
+        /// The settings file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or a key is unknown or has a wrong
+    /// value.
+    #[error("{}", InvalidDisplay { path, line: *line, column: *column, key, message })]
+    Invalid {
+        /// The settings file.
+        path: PathBuf,
+        /// 1-based line of the problem.
+        line: usize,
+        /// 1-based column of the problem.
+        column: usize,
+        /// The dotted key concerned (`hooks.PreToolUse[0].timeout`); empty
+        /// when the problem is the file's syntax and no key could be named.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+struct InvalidDisplay<'a> {
+    path: &'a Path,
+    line: usize,
+    column: usize,
+    key: &'a str,
+    message: &'a str,
+}
+
+impl fmt::Display for InvalidDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: ", self.path.display(), self.line, self.column)?;
+        if !self.key.is_empty() {
+            write!(f, "key `{}`: ", self.key)?;
+        }
+        f.write_str(self.message)
+    }
+}
+
+/// 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+/// Deserializes `text` as `T`, turning any error into
+/// [`ConfigError::Invalid`] with the line and the dotted key.
+fn parse<T: serde::de::DeserializeOwned>(text: &str, path: &Path) -> Result<T, ConfigError> {
+    let invalid = |err: &toml::de::Error, key: String| {
+        let (line, column) = err.span().map_or((1, 1), |s| line_column(text, s.start));
+        let mut key = key;
+        let message = err.message().trim().to_string();
+        if let Some(field) = unknown_field(&message)
+            && key.rsplit('.').next() != Some(field)
+        {
+            key = if key.is_empty() {
+                field.to_string()
+            } else {
+                format!("{key}.{field}")
+            };
+        }
+        if key.is_empty() {
+            key = key_on_line(text, line);
+        }
+        ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line,
+            column,
+            key,
+            message,
+        }
+    };
+    let deserializer = toml::Deserializer::parse(text).map_err(|e| invalid(&e, String::new()))?;
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        // `Spanned` values show up as an inner field of serde's own making.
+        let key = e
+            .path()
+            .to_string()
+            .split('.')
+            .filter(|segment| !segment.is_empty() && !segment.starts_with("$__serde_spanned"))
+            .collect::<Vec<_>>()
+            .join(".");
+        invalid(e.inner(), key)
+    })
+}
+
+/// The field named in serde's "unknown field `x`, expected …" message.
+fn unknown_field(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown field `")?;
+    rest.split('`').next()
+}
+
+/// Best effort for syntax errors: the key being assigned on `line`.
+fn key_on_line(text: &str, line: usize) -> String {
+    text.lines()
+        .nth(line.saturating_sub(1))
+        .and_then(|l| l.split_once('='))
+        .map(|(k, _)| k.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The settings file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    provider: Option<String>,
+    model: Option<String>,
+    base_url: Option<String>,
+    permission_mode: Option<Spanned<String>>,
+    max_mistakes: Option<u32>,
+    #[serde(default)]
+    hooks: HooksFile,
+    #[serde(default)]
+    mcp_servers: BTreeMap<String, toml::Table>,
+}
+
+/// `[hooks]`: one array of tables per event.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(non_snake_case)]
+struct HooksFile {
+    #[serde(default)]
+    TaskStart: Vec<HookEntry>,
+    #[serde(default)]
+    TaskResume: Vec<HookEntry>,
+    #[serde(default)]
+    TaskCancel: Vec<HookEntry>,
+    #[serde(default)]
+    TaskComplete: Vec<HookEntry>,
+    #[serde(default)]
+    UserPromptSubmit: Vec<HookEntry>,
+    #[serde(default)]
+    PreToolUse: Vec<HookEntry>,
+    #[serde(default)]
+    PostToolUse: Vec<HookEntry>,
+    #[serde(default)]
+    PreCompact: Vec<HookEntry>,
+}
+
+impl HooksFile {
+    fn into_events(self) -> [(HookEvent, Vec<HookEntry>); 8] {
+        [
+            (HookEvent::TaskStart, self.TaskStart),
+            (HookEvent::TaskResume, self.TaskResume),
+            (HookEvent::TaskCancel, self.TaskCancel),
+            (HookEvent::TaskComplete, self.TaskComplete),
+            (HookEvent::UserPromptSubmit, self.UserPromptSubmit),
+            (HookEvent::PreToolUse, self.PreToolUse),
+            (HookEvent::PostToolUse, self.PostToolUse),
+            (HookEvent::PreCompact, self.PreCompact),
+        ]
+    }
+}
+
+/// One `[[hooks.<Event>]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HookEntry {
+    command: Spanned<String>,
+    matcher: Option<Spanned<String>>,
+    timeout: Option<Spanned<u64>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_column_counts_from_one() {
+        let text = "a = 1\nbé = x\n";
+        assert_eq!(line_column(text, 0), (1, 1));
+        assert_eq!(line_column(text, 6), (2, 1));
+        assert_eq!(line_column(text, 10), (2, 4));
+    }
+}

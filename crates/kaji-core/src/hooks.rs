@@ -1,0 +1,619 @@
+//! Hooks: user-configured shell commands that run at fixed points of a
+//! task's life and may add context for the model or block what is about to
+//! happen.
+//!
+//! A hook is configured as a `[[hooks.<Event>]]` table (see
+//! [`crate::config`] and `docs/hooks.md`). [`HookRunner::run`] runs every
+//! hook of one event, in the order they were configured (user settings
+//! first, then project settings), one after the other:
+//!
+//! - the command runs with `sh -c` in the task's working directory, in a
+//!   process group of its own ([`kaji_tasks::process`]), with one JSON
+//!   object ([`HookPayload`] plus `hook_event_name`) on its stdin;
+//! - exit 0: its stdout (capped at [`CONTEXT_CAP_CHARS`] characters) is
+//!   added to [`HookOutcome::context`] for the model;
+//! - exit 2: it blocks; its stderr is the reason ([`HookOutcome::blocked`])
+//!   and later hooks of the same event do not run;
+//! - any other exit, a failure to start, or running past its timeout (the
+//!   group is killed): a warning for the user, nothing is blocked;
+//! - when the cancellation token fires, the running hook's group is killed
+//!   and the remaining hooks are skipped ([`HookOutcome::cancelled`]).
+//!
+//! When the leader exits, whatever it left running in its group is killed
+//! too: a hook never leaves processes behind.
+//!
+//! This module never decides what a block means for the task (the core
+//! does), never prints, and never runs a hook outside its own process group.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::str::FromStr;
+use std::time::Duration;
+
+use kaji_tasks::process::{self, GroupChild};
+use regex::Regex;
+use serde_json::{Map, Value};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::PermissionMode;
+
+/// A hook's timeout when its table gives none: 60 seconds.
+pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How much of a hook's stdout becomes context for the model: 10,000
+/// characters (the rest is cut, with a note).
+pub const CONTEXT_CAP_CHARS: usize = 10_000;
+
+/// How much of a hook's stderr is kept for a block reason or a warning.
+pub const STDERR_CAP_CHARS: usize = 10_000;
+
+/// Bytes read from each of a hook's output pipes at most; the rest is read
+/// and thrown away so the hook never blocks on a full pipe.
+const PIPE_KEEP_BYTES: usize = 256 * 1024;
+
+/// The exit code with which a hook blocks.
+pub const BLOCK_EXIT_CODE: i32 = 2;
+
+/// The points of a task's life at which hooks run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum HookEvent {
+    /// A new task is about to send its first request. A block stops the
+    /// task before that request.
+    TaskStart,
+    /// A task is resumed from its saved history.
+    TaskResume,
+    /// The user cancelled the task (runs after running hooks and background
+    /// commands were cancelled).
+    TaskCancel,
+    /// The task ended as completed.
+    TaskComplete,
+    /// The user submitted a prompt; a block refuses it.
+    UserPromptSubmit,
+    /// A tool is about to run; a block refuses the call, with the reason
+    /// given to the model.
+    PreToolUse,
+    /// A tool has run.
+    PostToolUse,
+    /// The history is about to be compacted.
+    PreCompact,
+}
+
+impl HookEvent {
+    /// Every event, in documentation order.
+    pub const ALL: [HookEvent; 8] = [
+        Self::TaskStart,
+        Self::TaskResume,
+        Self::TaskCancel,
+        Self::TaskComplete,
+        Self::UserPromptSubmit,
+        Self::PreToolUse,
+        Self::PostToolUse,
+        Self::PreCompact,
+    ];
+
+    /// The event's name in configuration and in `hook_event_name`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TaskStart => "TaskStart",
+            Self::TaskResume => "TaskResume",
+            Self::TaskCancel => "TaskCancel",
+            Self::TaskComplete => "TaskComplete",
+            Self::UserPromptSubmit => "UserPromptSubmit",
+            Self::PreToolUse => "PreToolUse",
+            Self::PostToolUse => "PostToolUse",
+            Self::PreCompact => "PreCompact",
+        }
+    }
+
+    /// Whether the event concerns one tool call (`matcher` applies, and the
+    /// payload carries `tool_name` and `tool_input`).
+    pub fn is_tool_event(self) -> bool {
+        matches!(self, Self::PreToolUse | Self::PostToolUse)
+    }
+}
+
+impl fmt::Display for HookEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for HookEvent {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|e| e.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|e| e.as_str()).collect();
+                format!(
+                    "unknown hook event {s:?}: expected one of {}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// Which tool names a hook applies to: a regular expression that must match
+/// the whole name (`Edit|Write` matches `Edit` and `Write` but not
+/// `EditNotebook`). An empty pattern or `*` matches every tool.
+#[derive(Debug, Clone)]
+pub struct ToolMatcher {
+    pattern: String,
+    regex: Option<Regex>,
+}
+
+impl ToolMatcher {
+    /// Compiles `pattern`; the error is the regex crate's description.
+    pub fn new(pattern: &str) -> Result<Self, regex::Error> {
+        let trimmed = pattern.trim();
+        let regex = if trimmed.is_empty() || trimmed == "*" {
+            None
+        } else {
+            Some(Regex::new(&format!("^(?:{trimmed})$"))?)
+        };
+        Ok(Self {
+            pattern: pattern.to_string(),
+            regex,
+        })
+    }
+
+    /// The pattern as configured.
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
+    /// Whether the tool called `tool_name` matches.
+    pub fn matches(&self, tool_name: &str) -> bool {
+        self.regex.as_ref().is_none_or(|r| r.is_match(tool_name))
+    }
+}
+
+/// One configured hook.
+#[derive(Debug, Clone)]
+pub struct HookSpec {
+    /// The command line, run with `sh -c`.
+    pub command: String,
+    /// For tool events: which tools it applies to (`None`: all).
+    pub matcher: Option<ToolMatcher>,
+    /// How long it may run before its process group is killed.
+    pub timeout: Duration,
+    /// The settings file it came from (for messages).
+    pub source: Option<PathBuf>,
+}
+
+impl HookSpec {
+    /// A hook running `command` with the default timeout and no matcher.
+    pub fn new(command: impl Into<String>) -> Self {
+        Self {
+            command: command.into(),
+            matcher: None,
+            timeout: DEFAULT_HOOK_TIMEOUT,
+            source: None,
+        }
+    }
+}
+
+/// Every configured hook, by event, each list in run order.
+#[derive(Debug, Clone, Default)]
+pub struct HooksConfig {
+    hooks: BTreeMap<HookEvent, Vec<HookSpec>>,
+}
+
+impl HooksConfig {
+    /// No hooks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends `hook` to the hooks of `event`.
+    pub fn push(&mut self, event: HookEvent, hook: HookSpec) {
+        self.hooks.entry(event).or_default().push(hook);
+    }
+
+    /// Appends every hook of `other` after this one's (user settings, then
+    /// project settings).
+    pub fn extend(&mut self, other: HooksConfig) {
+        for (event, list) in other.hooks {
+            self.hooks.entry(event).or_default().extend(list);
+        }
+    }
+
+    /// The hooks of `event`, in run order.
+    pub fn hooks(&self, event: HookEvent) -> &[HookSpec] {
+        self.hooks.get(&event).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Whether no hook is configured at all.
+    pub fn is_empty(&self) -> bool {
+        self.hooks.values().all(Vec::is_empty)
+    }
+}
+
+/// What a hook is told about the moment it runs. `hook_event_name` is added
+/// by [`HookRunner::run`]; fields that are `None` are left out of the JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookPayload {
+    /// The task's id.
+    pub task_id: String,
+    /// The task's working directory (also the hook's working directory).
+    pub cwd: PathBuf,
+    /// The task's permission mode at this moment.
+    pub permission_mode: PermissionMode,
+    /// Tool events: the tool's name.
+    pub tool_name: Option<String>,
+    /// Tool events: the tool's input as the model gave it.
+    pub tool_input: Option<Value>,
+    /// PostToolUse: the tool's result.
+    pub tool_response: Option<Value>,
+    /// UserPromptSubmit: the prompt.
+    pub prompt: Option<String>,
+}
+
+impl HookPayload {
+    /// A payload for the task events (TaskStart, TaskResume, TaskCancel,
+    /// TaskComplete, PreCompact).
+    pub fn task(
+        task_id: impl Into<String>,
+        cwd: impl Into<PathBuf>,
+        permission_mode: PermissionMode,
+    ) -> Self {
+        Self {
+            task_id: task_id.into(),
+            cwd: cwd.into(),
+            permission_mode,
+            tool_name: None,
+            tool_input: None,
+            tool_response: None,
+            prompt: None,
+        }
+    }
+
+    /// Adds the prompt (UserPromptSubmit).
+    pub fn with_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.prompt = Some(prompt.into());
+        self
+    }
+
+    /// Adds the tool call (PreToolUse, PostToolUse).
+    pub fn with_tool(mut self, tool_name: impl Into<String>, tool_input: Value) -> Self {
+        self.tool_name = Some(tool_name.into());
+        self.tool_input = Some(tool_input);
+        self
+    }
+
+    /// Adds the tool's result (PostToolUse).
+    pub fn with_tool_response(mut self, tool_response: Value) -> Self {
+        self.tool_response = Some(tool_response);
+        self
+    }
+
+    /// The JSON object written to a hook's stdin for `event`.
+    pub fn to_json(&self, event: HookEvent) -> Value {
+        let mut map = Map::new();
+        map.insert("hook_event_name".into(), Value::from(event.as_str()));
+        map.insert("task_id".into(), Value::from(self.task_id.clone()));
+        map.insert(
+            "cwd".into(),
+            Value::from(self.cwd.to_string_lossy().into_owned()),
+        );
+        map.insert(
+            "permission_mode".into(),
+            Value::from(self.permission_mode.as_str()),
+        );
+        if let Some(name) = &self.tool_name {
+            map.insert("tool_name".into(), Value::from(name.clone()));
+        }
+        if let Some(input) = &self.tool_input {
+            map.insert("tool_input".into(), input.clone());
+        }
+        if let Some(response) = &self.tool_response {
+            map.insert("tool_response".into(), response.clone());
+        }
+        if let Some(prompt) = &self.prompt {
+            map.insert("prompt".into(), Value::from(prompt.clone()));
+        }
+        Value::Object(map)
+    }
+}
+
+/// What running the hooks of one event came to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HookOutcome {
+    /// Set when a hook exited with code 2: its stderr (or, when it printed
+    /// nothing there, a note naming the hook). The core blocks what the
+    /// event announced.
+    pub blocked: Option<String>,
+    /// The stdout of every hook that exited 0 and printed something, each
+    /// capped at [`CONTEXT_CAP_CHARS`] characters: context for the model.
+    pub context: Vec<String>,
+    /// Hooks that failed without blocking (other exit codes, could not
+    /// start, timed out, killed by a signal): one message each for the
+    /// user, naming the hook.
+    pub warnings: Vec<String>,
+    /// The cancellation token fired: the running hook was killed and the
+    /// rest were skipped.
+    pub cancelled: bool,
+}
+
+impl HookOutcome {
+    /// Whether a hook blocked.
+    pub fn is_blocked(&self) -> bool {
+        self.blocked.is_some()
+    }
+}
+
+/// Runs the configured hooks. Cheap to clone; shares nothing mutable.
+#[derive(Debug, Clone, Default)]
+pub struct HookRunner {
+    config: HooksConfig,
+}
+
+impl HookRunner {
+    /// A runner for `config`.
+    pub fn new(config: HooksConfig) -> Self {
+        Self { config }
+    }
+
+    /// The configuration it runs.
+    pub fn config(&self) -> &HooksConfig {
+        &self.config
+    }
+
+    /// Whether at least one hook is configured for `event` (for any tool).
+    pub fn has_hooks(&self, event: HookEvent) -> bool {
+        !self.config.hooks(event).is_empty()
+    }
+
+    /// Runs every hook of `event` that applies (for tool events: whose
+    /// matcher matches `payload.tool_name`), in order, in `payload.cwd`.
+    /// Stops at the first block. Cancelling `cancel` kills the running
+    /// hook's process group and skips the rest.
+    pub async fn run(
+        &self,
+        event: HookEvent,
+        payload: HookPayload,
+        cancel: &CancellationToken,
+    ) -> HookOutcome {
+        let mut outcome = HookOutcome::default();
+        let hooks = self.config.hooks(event);
+        if hooks.is_empty() {
+            return outcome;
+        }
+        let stdin = match serde_json::to_vec(&payload.to_json(event)) {
+            Ok(mut bytes) => {
+                bytes.push(b'\n');
+                bytes
+            }
+            Err(e) => {
+                outcome.warnings.push(format!(
+                    "{event} hooks not run: payload could not be encoded: {e}"
+                ));
+                return outcome;
+            }
+        };
+        for hook in hooks {
+            if event.is_tool_event()
+                && let Some(matcher) = &hook.matcher
+                && !matcher.matches(payload.tool_name.as_deref().unwrap_or(""))
+            {
+                continue;
+            }
+            if cancel.is_cancelled() {
+                outcome.cancelled = true;
+                break;
+            }
+            let label = format!("{event} hook `{}`", hook.command);
+            match run_one(hook, &payload.cwd, &stdin, cancel).await {
+                HookRun::Exited {
+                    status,
+                    stdout,
+                    stderr,
+                } => match status.code() {
+                    Some(0) => {
+                        let text = cap_chars(&stdout, CONTEXT_CAP_CHARS);
+                        if !text.trim().is_empty() {
+                            outcome.context.push(text);
+                        }
+                    }
+                    Some(BLOCK_EXIT_CODE) => {
+                        let reason = cap_chars(stderr.trim(), STDERR_CAP_CHARS);
+                        outcome.blocked = Some(if reason.is_empty() {
+                            format!("blocked by {label} (exit code 2, nothing on stderr)")
+                        } else {
+                            reason
+                        });
+                        break;
+                    }
+                    Some(code) => outcome.warnings.push(with_stderr(
+                        format!("{label} failed with exit code {code}"),
+                        &stderr,
+                    )),
+                    None => outcome.warnings.push(with_stderr(
+                        format!("{label} was killed by a signal ({status})"),
+                        &stderr,
+                    )),
+                },
+                HookRun::SpawnFailed(e) => outcome
+                    .warnings
+                    .push(format!("{label} could not start: {e}")),
+                HookRun::TimedOut => outcome.warnings.push(format!(
+                    "{label} timed out after {} s and was killed",
+                    hook.timeout.as_secs_f64()
+                )),
+                HookRun::Cancelled => {
+                    outcome.cancelled = true;
+                    break;
+                }
+            }
+        }
+        outcome
+    }
+}
+
+fn with_stderr(message: String, stderr: &str) -> String {
+    let stderr = stderr.trim();
+    if stderr.is_empty() {
+        message
+    } else {
+        format!("{message}: {}", cap_chars(stderr, STDERR_CAP_CHARS))
+    }
+}
+
+/// Keeps the first `cap` characters of `text`, with a note when cut.
+fn cap_chars(text: &str, cap: usize) -> String {
+    match text.char_indices().nth(cap) {
+        None => text.to_string(),
+        Some((cut, _)) => {
+            let rest = text[cut..].chars().count();
+            format!("{}\n[… {rest} more characters cut]", &text[..cut])
+        }
+    }
+}
+
+/// How one hook's run ended.
+enum HookRun {
+    Exited {
+        status: ExitStatus,
+        stdout: String,
+        stderr: String,
+    },
+    SpawnFailed(std::io::Error),
+    TimedOut,
+    Cancelled,
+}
+
+async fn run_one(
+    hook: &HookSpec,
+    cwd: &std::path::Path,
+    stdin: &[u8],
+    cancel: &CancellationToken,
+) -> HookRun {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(&hook.command)
+        .current_dir(cwd)
+        .env("KAJI_PROJECT_DIR", cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child: GroupChild = match process::spawn_in_group(cmd) {
+        Ok(child) => child,
+        Err(e) => return HookRun::SpawnFailed(e),
+    };
+    let stdout = child
+        .child_mut()
+        .stdout
+        .take()
+        .map(|s| tokio::spawn(read_capped(s)));
+    let stderr = child
+        .child_mut()
+        .stderr
+        .take()
+        .map(|s| tokio::spawn(read_capped(s)));
+    if let Some(mut pipe) = child.child_mut().stdin.take() {
+        let bytes = stdin.to_vec();
+        // A hook that never reads its stdin must not stall the run: write in
+        // the background, and ignore a closed pipe.
+        tokio::spawn(async move {
+            let _ = pipe.write_all(&bytes).await;
+            let _ = pipe.shutdown().await;
+        });
+    }
+
+    let ended = tokio::select! {
+        status = child.wait() => Some(status),
+        () = tokio::time::sleep(hook.timeout) => None,
+        () = cancel.cancelled() => {
+            let _ = child.kill_now().await;
+            return HookRun::Cancelled;
+        }
+    };
+    let status = match ended {
+        None => {
+            let _ = child.kill_now().await;
+            return HookRun::TimedOut;
+        }
+        Some(Err(e)) => {
+            let _ = child.kill_now().await;
+            return HookRun::SpawnFailed(e);
+        }
+        Some(Ok(status)) => status,
+    };
+    // The leader is done: end whatever it left behind (nothing is signalled
+    // when the group is already empty), which also closes their ends of the
+    // output pipes.
+    let _ = child.shutdown(Duration::ZERO).await;
+    let stdout = join_reader(stdout).await;
+    let stderr = join_reader(stderr).await;
+    HookRun::Exited {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+async fn join_reader(handle: Option<tokio::task::JoinHandle<Vec<u8>>>) -> String {
+    match handle {
+        Some(handle) => String::from_utf8_lossy(&handle.await.unwrap_or_default()).into_owned(),
+        None => String::new(),
+    }
+}
+
+/// Reads `pipe` to its end, keeping the first [`PIPE_KEEP_BYTES`] bytes.
+async fn read_capped(mut pipe: impl AsyncRead + Unpin) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = PIPE_KEEP_BYTES.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matcher_matches_whole_names() {
+        let m = ToolMatcher::new("Edit|Write").expect("valid");
+        assert!(m.matches("Edit"));
+        assert!(m.matches("Write"));
+        assert!(!m.matches("EditNotebook"));
+        assert!(!m.matches("Read"));
+        assert!(ToolMatcher::new("*").expect("valid").matches("Anything"));
+        assert!(ToolMatcher::new("").expect("valid").matches("Anything"));
+        assert!(
+            ToolMatcher::new("mcp__.*")
+                .expect("valid")
+                .matches("mcp__fs__read")
+        );
+        assert!(ToolMatcher::new("(").is_err());
+    }
+
+    #[test]
+    fn cap_chars_counts_characters() {
+        assert_eq!(cap_chars("héllo", 10), "héllo");
+        let capped = cap_chars("ééééé", 2);
+        assert!(capped.starts_with("éé\n"));
+        assert!(capped.contains("3 more characters"));
+    }
+
+    #[test]
+    fn event_names_round_trip() {
+        for event in HookEvent::ALL {
+            assert_eq!(event.as_str().parse::<HookEvent>(), Ok(event));
+        }
+        assert!("Nope".parse::<HookEvent>().is_err());
+    }
+}
