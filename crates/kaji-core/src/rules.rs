@@ -1,2 +1,232 @@
-//! Rule files (AGENTS.md, CLAUDE.md, `.clinerules`, global rules): being
-//! written; see docs/rules.md.
+//! Rule files: the user's and the project's standing instructions, found on
+//! disk and put into the system prompt.
+//!
+//! [`RuleFiles::discover`] looks, in this order (the order they appear in
+//! the system prompt, so later, more specific rules come last):
+//!
+//! 1. global rules: every `*.md` file directly in `$KAJI_HOME/rules/`,
+//!    sorted by file name;
+//! 2. project rules: every directory from the repository root (the nearest
+//!    directory above the working directory holding `.git`) down to the
+//!    working directory — only the working directory outside a repository
+//!    — and in each: `AGENTS.md`, `CLAUDE.md`, then `.clinerules` (a file,
+//!    or a directory whose `*.md` files are taken sorted by name).
+//!
+//! A file reached twice (a symlink `CLAUDE.md -> AGENTS.md`) is read once.
+//! Each file is capped at [`RULE_FILE_CAP_BYTES`]; a longer one is cut with
+//! a note. Empty files are skipped. A file that cannot be read or is not
+//! UTF-8 is skipped with a warning. This module only reads: it never writes
+//! or creates a rule file, and never follows `.clinerules` into
+//! subdirectories.
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// The most of one rule file that goes into the system prompt: 64 KiB.
+pub const RULE_FILE_CAP_BYTES: usize = 64 * 1024;
+
+/// The rule file names looked for in each project directory, in order.
+/// `.clinerules` may also be a directory of `*.md` files.
+pub const PROJECT_RULE_NAMES: [&str; 3] = ["AGENTS.md", "CLAUDE.md", ".clinerules"];
+
+/// Where a rule file comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleScope {
+    /// `$KAJI_HOME/rules/`.
+    Global,
+    /// The repository or working directory.
+    Project,
+}
+
+impl RuleScope {
+    /// `global` or `project`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Global => "global",
+            Self::Project => "project",
+        }
+    }
+}
+
+/// One rule file as it goes into the system prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleFile {
+    /// The file's path as found (not canonicalized).
+    pub path: PathBuf,
+    /// Global or project.
+    pub scope: RuleScope,
+    /// The text included (at most [`RULE_FILE_CAP_BYTES`] bytes).
+    pub text: String,
+    /// The file's size on disk, in bytes.
+    pub size: u64,
+    /// Whether the text was cut at the cap.
+    pub truncated: bool,
+}
+
+/// The rule files that apply to a working directory, in prompt order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RuleFiles {
+    /// The files, in the order they go into the system prompt.
+    pub files: Vec<RuleFile>,
+    /// Files that were skipped (unreadable, not UTF-8), one message each
+    /// naming the file.
+    pub warnings: Vec<String>,
+}
+
+impl RuleFiles {
+    /// Finds the rule files for a task working in `cwd`, with global rules
+    /// from `kaji_home/rules/`. Never fails: problems become
+    /// [`RuleFiles::warnings`].
+    pub fn discover(kaji_home: &Path, cwd: &Path) -> Self {
+        let mut found = Self::default();
+        let mut seen = HashSet::new();
+
+        let global_dir = kaji_home.join("rules");
+        for path in markdown_files_in(&global_dir, &mut found.warnings) {
+            found.add(path, RuleScope::Global, &mut seen);
+        }
+
+        for dir in project_dirs(cwd) {
+            for name in PROJECT_RULE_NAMES {
+                let path = dir.join(name);
+                if name == ".clinerules" && path.is_dir() {
+                    for file in markdown_files_in(&path, &mut found.warnings) {
+                        found.add(file, RuleScope::Project, &mut seen);
+                    }
+                } else if path.is_file() {
+                    found.add(path, RuleScope::Project, &mut seen);
+                }
+            }
+        }
+        found
+    }
+
+    fn add(&mut self, path: PathBuf, scope: RuleScope, seen: &mut HashSet<PathBuf>) {
+        let key = path.canonicalize().unwrap_or_else(|_| path.clone());
+        if !seen.insert(key) {
+            return;
+        }
+        match read_capped(&path) {
+            Ok((text, size, truncated)) => {
+                if !text.trim().is_empty() {
+                    self.files.push(RuleFile {
+                        path,
+                        scope,
+                        text,
+                        size,
+                        truncated,
+                    });
+                }
+            }
+            Err(reason) => self
+                .warnings
+                .push(format!("skipped rule file {}: {reason}", path.display())),
+        }
+    }
+
+    /// Whether no rule file was found.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// The system prompt section with every rule file, each under its path
+    /// as a header, or `None` when there are none.
+    pub fn to_system_section(&self) -> Option<String> {
+        if self.files.is_empty() {
+            return None;
+        }
+        let mut out = String::from(
+            "# Rules\n\nThe user and the project gave these standing instructions. Follow them. \
+They are listed from the most general (global rules, then the repository root) to the most \
+specific (the working directory); when two disagree, the later one wins.\n",
+        );
+        for file in &self.files {
+            out.push_str(&format!(
+                "\n## {} ({} rules)\n\n",
+                file.path.display(),
+                file.scope.as_str()
+            ));
+            out.push_str(file.text.trim_end());
+            out.push('\n');
+            if file.truncated {
+                out.push_str(&format!(
+                    "\n[This file is {} bytes; only its first {} bytes are included.]\n",
+                    file.size, RULE_FILE_CAP_BYTES
+                ));
+            }
+        }
+        Some(out)
+    }
+}
+
+/// The directories whose rule files apply, from the repository root down
+/// to `cwd` (only `cwd` outside a repository).
+fn project_dirs(cwd: &Path) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for dir in cwd.ancestors() {
+        dirs.push(dir.to_path_buf());
+        if dir.join(".git").exists() {
+            dirs.reverse();
+            return dirs;
+        }
+    }
+    vec![cwd.to_path_buf()]
+}
+
+/// The `*.md` files directly in `dir`, sorted by name. A missing directory
+/// is empty; an unreadable one is a warning.
+fn markdown_files_in(dir: &Path, warnings: &mut Vec<String>) -> Vec<PathBuf> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            if dir.exists() {
+                warnings.push(format!("skipped rule directory {}: {e}", dir.display()));
+            }
+            return Vec::new();
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|ext| ext == "md") && p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+/// Reads at most [`RULE_FILE_CAP_BYTES`] of `path` as UTF-8. Returns the
+/// text, the size on disk and whether it was cut.
+fn read_capped(path: &Path) -> Result<(String, u64, bool), String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let size = file.metadata().map_err(|e| e.to_string())?.len();
+    let mut bytes = Vec::new();
+    file.take(RULE_FILE_CAP_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    let truncated = bytes.len() > RULE_FILE_CAP_BYTES;
+    bytes.truncate(RULE_FILE_CAP_BYTES);
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let utf8 = e.utf8_error();
+            // A cut in the middle of a character is not the file's fault.
+            if truncated && utf8.error_len().is_none() {
+                let valid = utf8.valid_up_to();
+                let mut bytes = e.into_bytes();
+                bytes.truncate(valid);
+                String::from_utf8(bytes).map_err(|e| e.to_string())?
+            } else {
+                return Err(format!(
+                    "not valid UTF-8 (invalid byte at offset {})",
+                    utf8.valid_up_to()
+                ));
+            }
+        }
+    };
+    Ok((text, size, truncated))
+}
