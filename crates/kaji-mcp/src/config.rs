@@ -53,7 +53,10 @@ pub struct McpServerConfig {
 impl McpServerConfig {
     /// A stdio server running `command` with `args`, with every other
     /// setting at its default.
-    pub fn stdio(command: impl Into<String>, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+    pub fn stdio(
+        command: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
         Self::with_transport(McpTransportConfig::Stdio {
             command: command.into(),
             args: args.into_iter().map(Into::into).collect(),
@@ -263,7 +266,12 @@ impl From<McpServerConfig> for RawMcpServerConfig {
             ..RawMcpServerConfig::default()
         };
         match config.transport {
-            McpTransportConfig::Stdio { command, args, env, cwd } => {
+            McpTransportConfig::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
                 raw.command = Some(command);
                 raw.args = Some(args);
                 raw.env = Some(env);
@@ -336,7 +344,8 @@ mod tests {
 
     #[test]
     fn rejects_both_or_neither_transport() {
-        let err = parse("[mcp_servers.x]\ncommand = \"a\"\nurl = \"http://h\"\n").expect_err("both");
+        let err =
+            parse("[mcp_servers.x]\ncommand = \"a\"\nurl = \"http://h\"\n").expect_err("both");
         assert!(err.to_string().contains("not both"), "{err}");
         let err = parse("[mcp_servers.x]\nenabled = true\n").expect_err("neither");
         assert!(err.to_string().contains("neither is set"), "{err}");
@@ -344,9 +353,14 @@ mod tests {
 
     #[test]
     fn rejects_keys_of_the_other_transport_and_zero_timeouts() {
-        let err = parse("[mcp_servers.x]\nurl = \"http://h\"\nargs = [\"a\"]\n").expect_err("args with url");
-        assert!(err.to_string().contains("`args` only applies to stdio"), "{err}");
-        let err = parse("[mcp_servers.x]\ncommand = \"a\"\nheaders = {}\n").expect_err("headers with command");
+        let err = parse("[mcp_servers.x]\nurl = \"http://h\"\nargs = [\"a\"]\n")
+            .expect_err("args with url");
+        assert!(
+            err.to_string().contains("`args` only applies to stdio"),
+            "{err}"
+        );
+        let err = parse("[mcp_servers.x]\ncommand = \"a\"\nheaders = {}\n")
+            .expect_err("headers with command");
         assert!(err.to_string().contains("`headers` only applies"), "{err}");
         let err = parse("[mcp_servers.x]\ncommand = \"a\"\ntimeout = 0\n").expect_err("zero");
         assert!(err.to_string().contains("at least 1 second"), "{err}");

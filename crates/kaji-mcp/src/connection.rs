@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use kaji_tasks::process::{GroupChild, spawn_in_group};
 use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::ServiceExt;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool as McpToolDef};
 use rmcp::service::{Peer, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::ServiceExt;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -59,7 +59,10 @@ impl Connection {
     /// Stops the server because it misbehaved; the watcher marks the
     /// server failed with `reason`.
     pub fn abandon(&self, reason: String) {
-        *self.abandon_reason.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
+        *self
+            .abandon_reason
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(reason);
         self.stop.cancel();
     }
 
@@ -114,7 +117,9 @@ pub(crate) async fn start(
     stderr: &StderrTail,
 ) -> Result<Started, StartError> {
     match &config.transport {
-        McpTransportConfig::Stdio { command, args, env, .. } => {
+        McpTransportConfig::Stdio {
+            command, args, env, ..
+        } => {
             let cwd = config.transport.resolved_cwd(task_cwd);
             start_stdio(name, command, args, env, &cwd, stderr).await
         }
@@ -166,7 +171,7 @@ async fn start_stdio(
         let service = client_info()
             .serve((stdout, stdin))
             .await
-            .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+            .map_err(|e| format!("the MCP handshake failed: {}", describe_init_error(&e)))?;
         let (tools, has_resources) = list_tools(&service).await?;
         Ok::<_, String>((service, tools, has_resources))
     };
@@ -181,7 +186,10 @@ async fn start_stdio(
         Err(why) => {
             // Kill whatever is left and say how the process ended.
             let reason = match child.kill_now().await {
-                Ok(status) if status.code().is_some() => format!("the server exited ({status}); {why}"),
+                // It ended by itself: that is the news, not the broken pipe.
+                Ok(status) if status.code().is_some() => {
+                    format!("the server exited ({status}) before finishing the MCP handshake")
+                }
                 _ => why,
             };
             let _ = tokio::time::timeout(STDERR_DRAIN_LIMIT, stderr_task).await;
@@ -190,7 +198,10 @@ async fn start_stdio(
     }
 }
 
-async fn start_http(url: &str, headers: &std::collections::BTreeMap<String, String>) -> Result<Started, StartError> {
+async fn start_http(
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<Started, StartError> {
     let mut header_map = HashMap::new();
     for (key, value) in headers {
         let name = HeaderName::from_bytes(key.as_bytes()).map_err(|e| StartError {
@@ -207,9 +218,11 @@ async fn start_http(url: &str, headers: &std::collections::BTreeMap<String, Stri
         .serve(transport)
         .await
         .map_err(|e| StartError {
-            reason: format!("cannot connect to {url}: {e}"),
+            reason: format!("cannot connect to {url}: {}", describe_init_error(&e)),
         })?;
-    let (tools, has_resources) = list_tools(&service).await.map_err(|reason| StartError { reason })?;
+    let (tools, has_resources) = list_tools(&service)
+        .await
+        .map_err(|reason| StartError { reason })?;
     Ok(Started {
         service,
         child: None,
@@ -219,8 +232,53 @@ async fn start_http(url: &str, headers: &std::collections::BTreeMap<String, Stri
     })
 }
 
+/// A handshake error without rmcp's internal type names: what was being
+/// done, and the chain of causes.
+fn describe_init_error(error: &rmcp::service::ClientInitializeError) -> String {
+    match error {
+        rmcp::service::ClientInitializeError::TransportError { error, context } => {
+            format!("{}: {context}", error_chain(error.error.as_ref()))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A request error without rmcp's internal type names.
+pub(crate) fn describe_service_error(error: &rmcp::service::ServiceError) -> String {
+    match error {
+        rmcp::service::ServiceError::TransportSend(e) => error_chain(e.error.as_ref()),
+        rmcp::service::ServiceError::TransportClosed => "the connection is closed".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// `error` and its sources, joined with `: ` (repeats dropped).
+pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    // The HTTP client's error is not linked as a source: unwrap it by hand
+    // so that "connection refused" and the like are not lost.
+    if let Some(StreamableHttpError::Client(inner)) =
+        error.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+    {
+        return error_chain(inner);
+    }
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// Lists the tools of a server that announced the tools capability.
-async fn list_tools(service: &RunningService<RoleClient, ClientConfig>) -> Result<(Vec<McpToolDef>, bool), String> {
+async fn list_tools(
+    service: &RunningService<RoleClient, ClientConfig>,
+) -> Result<(Vec<McpToolDef>, bool), String> {
     let capabilities = service.peer_info().map(|info| info.capabilities.clone());
     let has_tools = capabilities.as_ref().is_none_or(|c| c.tools.is_some());
     let has_resources = capabilities.as_ref().is_none_or(|c| c.resources.is_some());
@@ -230,7 +288,7 @@ async fn list_tools(service: &RunningService<RoleClient, ClientConfig>) -> Resul
     let tools = service
         .list_all_tools()
         .await
-        .map_err(|e| format!("listing its tools failed: {e}"))?;
+        .map_err(|e| format!("listing its tools failed: {}", describe_service_error(&e)))?;
     Ok((tools, has_resources))
 }
 
@@ -301,21 +359,32 @@ pub(crate) fn watch(
         if let Some(task) = stderr_task {
             let _ = tokio::time::timeout(STDERR_DRAIN_LIMIT, task).await;
         }
-        let abandoned = weak
-            .upgrade()
-            .and_then(|c| c.abandon_reason.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let abandoned = weak.upgrade().and_then(|c| {
+            c.abandon_reason
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+        });
         let reason = match why {
             Why::Stopped => abandoned,
             Why::Exited(status) => Some(format!("the server process ended ({status})")),
             Why::SessionEnded => Some(match final_status {
-                Some(status) => format!("the server closed the connection; its process ended ({status})"),
+                // Its stdout closed because it exited by itself.
+                Some(status) if status.code().is_some() => {
+                    format!("the server process ended ({status})")
+                }
+                Some(_) => {
+                    "the server closed the connection, so kaji stopped its process".to_string()
+                }
                 None => "the server closed the connection".to_string(),
             }),
             Why::WaitFailed(e) => Some(format!("waiting for the server process failed: {e}")),
         };
         // Report to the manager first, so that whoever waits on `ended`
         // finds the server already marked failed.
-        let shown = reason.clone().unwrap_or_else(|| "stopped by kaji".to_string());
+        let shown = reason
+            .clone()
+            .unwrap_or_else(|| "stopped by kaji".to_string());
         if let Some(reason) = reason {
             on_end(Ended { generation, reason });
         }

@@ -10,7 +10,13 @@ use rmcp::model::{CallToolResult, ContentBlock, ReadResourceResult, ResourceCont
 /// The decoded size of base64 `data` in bytes (whitespace ignored).
 pub fn base64_decoded_len(data: &str) -> usize {
     let significant = data.bytes().filter(|b| !b.is_ascii_whitespace()).count();
-    let padding = data.trim_end().bytes().rev().take_while(|&b| b == b'=').count().min(2);
+    let padding = data
+        .trim_end()
+        .bytes()
+        .rev()
+        .take_while(|&b| b == b'=')
+        .count()
+        .min(2);
     (significant * 3 / 4).saturating_sub(padding)
 }
 
@@ -19,10 +25,18 @@ pub fn block_text(block: &ContentBlock) -> String {
     match block {
         ContentBlock::Text(text) => text.text.clone(),
         ContentBlock::Image(image) => {
-            format!("[image: {}, {} bytes]", image.mime_type, base64_decoded_len(&image.data))
+            format!(
+                "[image: {}, {} bytes]",
+                image.mime_type,
+                base64_decoded_len(&image.data)
+            )
         }
         ContentBlock::Audio(audio) => {
-            format!("[audio: {}, {} bytes]", audio.mime_type, base64_decoded_len(&audio.data))
+            format!(
+                "[audio: {}, {} bytes]",
+                audio.mime_type,
+                base64_decoded_len(&audio.data)
+            )
         }
         ContentBlock::Resource(embedded) => resource_contents_text(&embedded.resource),
         ContentBlock::ResourceLink(link) => {
@@ -42,7 +56,11 @@ pub fn block_text(block: &ContentBlock) -> String {
         other => {
             // A content kind newer than this build: name it, keep its size.
             let json = serde_json::to_value(other).unwrap_or_default();
-            let kind = json.get("type").and_then(|t| t.as_str()).unwrap_or("unknown").to_string();
+            let kind = json
+                .get("type")
+                .and_then(|t| t.as_str())
+                .unwrap_or("unknown")
+                .to_string();
             format!("[{kind} content, {} bytes of JSON]", json.to_string().len())
         }
     }
@@ -52,19 +70,36 @@ pub fn block_text(block: &ContentBlock) -> String {
 /// the text, binary ones as a placeholder.
 pub fn resource_contents_text(contents: &ResourceContents) -> String {
     match contents {
-        ResourceContents::TextResourceContents { uri, mime_type, text, .. } => match mime_type {
+        ResourceContents::TextResourceContents {
+            uri,
+            mime_type,
+            text,
+            ..
+        } => match mime_type {
             Some(mime) => format!("[resource: {uri}, {mime}]\n{text}"),
             None => format!("[resource: {uri}]\n{text}"),
         },
-        ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => format!(
+        ResourceContents::BlobResourceContents {
+            uri,
+            mime_type,
+            blob,
+            ..
+        } => format!(
             "[resource: {uri}, {}, {} bytes]",
             mime_type.as_deref().unwrap_or("application/octet-stream"),
             base64_decoded_len(blob)
         ),
         other => {
             let json = serde_json::to_value(other).unwrap_or_default();
-            let uri = json.get("uri").and_then(|u| u.as_str()).unwrap_or("?").to_string();
-            format!("[resource: {uri}, {} bytes of JSON]", json.to_string().len())
+            let uri = json
+                .get("uri")
+                .and_then(|u| u.as_str())
+                .unwrap_or("?")
+                .to_string();
+            format!(
+                "[resource: {uri}, {} bytes of JSON]",
+                json.to_string().len()
+            )
         }
     }
 }
@@ -79,7 +114,12 @@ pub fn call_result_text(result: &CallToolResult) -> String {
             None => String::new(),
         };
     }
-    result.content.iter().map(block_text).collect::<Vec<_>>().join("\n")
+    result
+        .content
+        .iter()
+        .map(block_text)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A resource read as text: each of its contents, separated by blank lines.
@@ -107,8 +147,14 @@ mod tests {
 
     #[test]
     fn placeholders_name_type_and_size() {
-        assert_eq!(block_text(&ContentBlock::image("QUJD", "image/png")), "[image: image/png, 3 bytes]");
-        assert_eq!(block_text(&ContentBlock::audio("QQ==", "audio/wav")), "[audio: audio/wav, 1 bytes]");
+        assert_eq!(
+            block_text(&ContentBlock::image("QUJD", "image/png")),
+            "[image: image/png, 3 bytes]"
+        );
+        assert_eq!(
+            block_text(&ContentBlock::audio("QQ==", "audio/wav")),
+            "[audio: audio/wav, 1 bytes]"
+        );
         let blob = ResourceContents::BlobResourceContents {
             uri: "x://b".into(),
             mime_type: None,
@@ -119,7 +165,10 @@ mod tests {
             block_text(&ContentBlock::resource(blob)),
             "[resource: x://b, application/octet-stream, 2 bytes]"
         );
-        assert_eq!(block_text(&ContentBlock::embedded_text("x://t", "hello")), "[resource: x://t, text/plain]\nhello");
+        assert_eq!(
+            block_text(&ContentBlock::embedded_text("x://t", "hello")),
+            "[resource: x://t, text/plain]\nhello"
+        );
     }
 
     #[test]

@@ -44,7 +44,10 @@ pub enum McpError {
     },
     /// The connection broke during the call (the process exited, the HTTP
     /// session ended).
-    #[error("MCP server `{server}` stopped during {operation}: {reason}{}; it will be restarted on next use", stderr_note(stderr_tail))]
+    #[error(
+        "MCP server `{server}` stopped during {operation}: {reason}; it will be restarted on next use{}",
+        stderr_note(stderr_tail)
+    )]
     ConnectionLost {
         /// The server.
         server: String,

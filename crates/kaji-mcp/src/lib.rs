@@ -29,11 +29,13 @@ mod stderr;
 mod tools;
 
 pub use config::{
-    DEFAULT_STARTUP_TIMEOUT_SECS, DEFAULT_TOOL_TIMEOUT_SECS, McpConfigError, McpServerConfig, McpTransportConfig,
+    DEFAULT_STARTUP_TIMEOUT_SECS, DEFAULT_TOOL_TIMEOUT_SECS, McpConfigError, McpServerConfig,
+    McpTransportConfig,
 };
 pub use error::McpError;
 pub use manager::{
-    McpCallOutput, McpManager, McpManagerOptions, McpResourceInfo, McpServerReport, McpServerStatus, McpToolInfo,
+    McpCallOutput, McpManager, McpManagerOptions, McpResourceInfo, McpServerReport,
+    McpServerStatus, McpToolInfo,
 };
 pub use stderr::{STDERR_TAIL_BYTES, STDERR_TAIL_LINES, StderrTail};
 pub use tools::{ListMcpResources, McpTool, ReadMcpResource};

@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use kaji_tools::Tool;
-use rmcp::model::{CallToolRequestParams, JsonObject, ReadResourceRequestParams, Tool as McpToolDef};
+use rmcp::model::{
+    CallToolRequestParams, JsonObject, ReadResourceRequestParams, Tool as McpToolDef,
+};
 use rmcp::service::ServiceError;
 use serde::Serialize;
 use serde_json::Value;
@@ -228,7 +230,11 @@ impl McpManager {
             servers: servers
                 .into_iter()
                 .map(|(name, config)| {
-                    let phase = if config.enabled { Phase::Connecting } else { Phase::Disabled };
+                    let phase = if config.enabled {
+                        Phase::Connecting
+                    } else {
+                        Phase::Disabled
+                    };
                     let server = Server {
                         name: name.clone(),
                         config,
@@ -320,7 +326,9 @@ impl McpManager {
                             })
                             .collect(),
                     },
-                    Phase::Failed { why, stderr_tail, .. } => McpServerStatus::Failed {
+                    Phase::Failed {
+                        why, stderr_tail, ..
+                    } => McpServerStatus::Failed {
                         why: why.clone(),
                         stderr_tail: stderr_tail.clone(),
                     },
@@ -428,7 +436,14 @@ impl McpManager {
         params.arguments = arguments;
         let result = self
             .inner
-            .request(&srv, &conn, &operation, deadline, cancel, conn.peer.call_tool(params))
+            .request(
+                &srv,
+                &conn,
+                &operation,
+                deadline,
+                cancel,
+                conn.peer.call_tool(params),
+            )
             .await?;
         Ok(McpCallOutput {
             text: content::call_result_text(&result),
@@ -471,7 +486,14 @@ impl McpManager {
             let deadline = Instant::now() + srv.config.timeout();
             let listed = self
                 .inner
-                .request(&srv, &conn, "listing resources", deadline, cancel, conn.peer.list_all_resources())
+                .request(
+                    &srv,
+                    &conn,
+                    "listing resources",
+                    deadline,
+                    cancel,
+                    conn.peer.list_all_resources(),
+                )
                 .await?;
             resources.extend(listed.into_iter().map(|r| McpResourceInfo {
                 server: srv.name.clone(),
@@ -510,7 +532,12 @@ impl McpManager {
 
     /// Reads the resource `uri` of `server` and returns it as text (binary
     /// contents as placeholders).
-    pub async fn read_resource(&self, server: &str, uri: &str, cancel: &CancellationToken) -> Result<String, McpError> {
+    pub async fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        cancel: &CancellationToken,
+    ) -> Result<String, McpError> {
         let srv = self.inner.server(server)?;
         let deadline = Instant::now() + srv.config.timeout();
         let conn = self.inner.connection(&srv, deadline, cancel).await?;
@@ -541,7 +568,12 @@ impl McpManager {
             let old = std::mem::replace(&mut state.phase, Phase::Stopped);
             if let Phase::Connected(conn) = old {
                 conn.stop.cancel();
-                if let Some(handle) = conn.watcher.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                if let Some(handle) = conn
+                    .watcher
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take()
+                {
                     watchers.push(handle);
                 }
             }
@@ -562,10 +594,13 @@ impl Inner {
     }
 
     fn server(&self, name: &str) -> Result<Arc<Server>, McpError> {
-        self.servers.get(name).cloned().ok_or_else(|| McpError::UnknownServer {
-            server: name.to_string(),
-            known: self.servers.keys().cloned().collect(),
-        })
+        self.servers
+            .get(name)
+            .cloned()
+            .ok_or_else(|| McpError::UnknownServer {
+                server: name.to_string(),
+                known: self.servers.keys().cloned().collect(),
+            })
     }
 
     /// Starts a connect attempt; the state becomes `Connecting`.
@@ -581,7 +616,10 @@ impl Inner {
         tokio::spawn(async move {
             let stderr = StderrTail::new();
             let limit = server.config.startup_timeout();
-            let attempt = tokio::time::timeout(limit, connection::start(&server.name, &server.config, &cwd, &stderr));
+            let attempt = tokio::time::timeout(
+                limit,
+                connection::start(&server.name, &server.config, &cwd, &stderr),
+            );
             let outcome = tokio::select! {
                 _ = shutdown.cancelled() => return,
                 outcome = attempt => outcome,
@@ -589,7 +627,10 @@ impl Inner {
             let started = match outcome {
                 Ok(Ok(started)) => Ok(started),
                 Ok(Err(e)) => Err(e.reason),
-                Err(_) => Err(format!("it did not finish starting within {} s", limit.as_secs())),
+                Err(_) => Err(format!(
+                    "it did not finish starting within {} s",
+                    limit.as_secs()
+                )),
             };
             let mut state = server.lock();
             if state.generation != generation || !matches!(state.phase, Phase::Connecting) {
@@ -599,12 +640,18 @@ impl Inner {
                 Ok(started) => {
                     let weak = Arc::downgrade(&server);
                     let on_end_changed = changed.clone();
-                    let conn = connection::watch(started, generation, stderr, options.kill_grace, move |ended| {
-                        if let Some(server) = weak.upgrade() {
-                            server.connection_ended(ended, &options);
-                            on_end_changed.send_modify(|n| *n = n.wrapping_add(1));
-                        }
-                    });
+                    let conn = connection::watch(
+                        started,
+                        generation,
+                        stderr,
+                        options.kill_grace,
+                        move |ended| {
+                            if let Some(server) = weak.upgrade() {
+                                server.connection_ended(ended, &options);
+                                on_end_changed.send_modify(|n| *n = n.wrapping_add(1));
+                            }
+                        },
+                    );
                     tracing::info!(server = %server.name, tools = conn.tools.len(), "MCP server connected");
                     state.last_tools = conn.tools.clone();
                     state.phase = Phase::Connected(conn);
@@ -659,7 +706,8 @@ impl Inner {
                                 server: server.name.clone(),
                                 reason: why.clone(),
                                 stderr_tail: stderr_tail.clone(),
-                                retry_in: (!restarted).then(|| retry_at.saturating_duration_since(now)),
+                                retry_in: (!restarted)
+                                    .then(|| retry_at.saturating_duration_since(now)),
                             });
                         }
                         tracing::info!(server = %server.name, "restarting MCP server");
@@ -721,16 +769,20 @@ impl Inner {
             }),
             Err(e)
                 if matches!(e, ServiceError::TransportClosed)
-                    || (matches!(e, ServiceError::TransportSend(_)) && conn.peer.is_transport_closed())
+                    || (matches!(e, ServiceError::TransportSend(_))
+                        && conn.peer.is_transport_closed())
                     || conn.ended.borrow().is_some() =>
             {
                 // Let the watcher finish so the reason and stderr are whole.
                 let reason = conn
                     .ended_reason(END_REPORT_LIMIT)
                     .await
-                    .unwrap_or_else(|| e.to_string());
+                    .unwrap_or_else(|| connection::describe_service_error(&e));
                 if conn.ended.borrow().is_none() {
-                    conn.abandon(format!("{operation} failed: {e}"));
+                    conn.abandon(format!(
+                        "{operation} failed: {}",
+                        connection::describe_service_error(&e)
+                    ));
                 }
                 Err(McpError::ConnectionLost {
                     server: server.name.clone(),
@@ -742,7 +794,7 @@ impl Inner {
             Err(e) => Err(McpError::Server {
                 server: server.name.clone(),
                 operation: operation.to_string(),
-                message: e.to_string(),
+                message: connection::describe_service_error(&e),
             }),
         }
     }
@@ -752,7 +804,8 @@ impl Server {
     /// The watcher's report that a connection ended by itself.
     fn connection_ended(&self, ended: Ended, options: &McpManagerOptions) {
         let mut state = self.lock();
-        let current = matches!(&state.phase, Phase::Connected(c) if c.generation == ended.generation);
+        let current =
+            matches!(&state.phase, Phase::Connected(c) if c.generation == ended.generation);
         if !current {
             return;
         }

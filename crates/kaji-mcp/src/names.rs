@@ -14,7 +14,13 @@ pub const MAX_TOOL_NAME_LEN: usize = 64;
 /// Replaces every character outside `[A-Za-z0-9_-]` with `_`.
 pub fn sanitize(part: &str) -> String {
     part.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -34,7 +40,9 @@ pub fn qualified_tool_name(server: &str, tool: &str) -> String {
 /// 32-bit FNV-1a: a hash that is the same in every kaji build, so cut names
 /// stay stable across sessions.
 fn fnv1a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5_u32, |hash, &b| (hash ^ u32::from(b)).wrapping_mul(0x0100_0193))
+    bytes.iter().fold(0x811c_9dc5_u32, |hash, &b| {
+        (hash ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
 }
 
 /// Returns a `&'static str` equal to `name`, allocating it once per
@@ -63,8 +71,14 @@ mod tests {
 
     #[test]
     fn sanitises_and_prefixes() {
-        assert_eq!(qualified_tool_name("every thing", "get-sum"), "mcp__every_thing__get-sum");
-        assert_eq!(qualified_tool_name("fs", "read.file/ü"), "mcp__fs__read_file__");
+        assert_eq!(
+            qualified_tool_name("every thing", "get-sum"),
+            "mcp__every_thing__get-sum"
+        );
+        assert_eq!(
+            qualified_tool_name("fs", "read.file/ü"),
+            "mcp__fs__read_file__"
+        );
     }
 
     #[test]

@@ -39,7 +39,9 @@ impl StderrTail {
         let mut ring = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         ring.bytes += line.len();
         ring.lines.push_back(line);
-        while ring.lines.len() > STDERR_TAIL_LINES || (ring.bytes > STDERR_TAIL_BYTES && ring.lines.len() > 1) {
+        while ring.lines.len() > STDERR_TAIL_LINES
+            || (ring.bytes > STDERR_TAIL_BYTES && ring.lines.len() > 1)
+        {
             if let Some(old) = ring.lines.pop_front() {
                 ring.bytes -= old.len();
             }
@@ -49,7 +51,11 @@ impl StderrTail {
     /// The kept lines, joined with newlines.
     pub fn text(&self) -> String {
         let ring = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        ring.lines.iter().map(String::as_str).collect::<Vec<_>>().join("\n")
+        ring.lines
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Reads `stream` line by line into this tail until end-of-file. Bytes
@@ -106,7 +112,11 @@ mod tests {
             tail.push_line(&"é".repeat(5000));
         }
         let text = tail.text();
-        assert!(text.len() <= STDERR_TAIL_BYTES + MAX_LINE_BYTES + 8, "{}", text.len());
+        assert!(
+            text.len() <= STDERR_TAIL_BYTES + MAX_LINE_BYTES + 8,
+            "{}",
+            text.len()
+        );
         assert!(text.ends_with('…'));
     }
 

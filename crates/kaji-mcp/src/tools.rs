@@ -24,7 +24,12 @@ pub struct McpTool {
 }
 
 impl McpTool {
-    pub(crate) fn new(manager: McpManager, server: String, name: &'static str, def: &McpToolDef) -> Self {
+    pub(crate) fn new(
+        manager: McpManager,
+        server: String,
+        name: &'static str,
+        def: &McpToolDef,
+    ) -> Self {
         let description = description_of(def);
         let description = if description.trim().is_empty() {
             format!("Tool `{}` of the MCP server `{server}`.", def.name)
@@ -102,7 +107,10 @@ impl Tool for McpTool {
             .await?;
         if output.is_error {
             let text = if output.text.trim().is_empty() {
-                format!("MCP tool `{}` of server `{}` reported an error", self.tool, self.server)
+                format!(
+                    "MCP tool `{}` of server `{}` reported an error",
+                    self.tool, self.server
+                )
             } else {
                 output.text
             };
@@ -191,7 +199,10 @@ impl Tool for ListMcpResources {
                 text.push_str(&format!(" [{mime}]"));
             }
             if let Some(description) = r.description.as_deref().filter(|d| !d.is_empty()) {
-                text.push_str(&format!(" — {}", description.lines().next().unwrap_or_default()));
+                text.push_str(&format!(
+                    " — {}",
+                    description.lines().next().unwrap_or_default()
+                ));
             }
             text.push('\n');
         }
@@ -234,9 +245,10 @@ impl Tool for ReadMcpResource {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: Self::NAME.to_string(),
-            description: "Reads one resource of an MCP server by its URI (see ListMcpResources). Text is \
+            description:
+                "Reads one resource of an MCP server by its URI (see ListMcpResources). Text is \
                           returned as is; binary contents are described by type and size."
-                .to_string(),
+                    .to_string(),
             input_schema: json!({
                 "type": "object",
                 "properties": {

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kaji_mcp::{McpError, McpManager, McpManagerOptions, McpServerConfig, McpServerStatus, McpTransportConfig};
+use kaji_mcp::{
+    McpError, McpManager, McpManagerOptions, McpServerConfig, McpServerStatus, McpTransportConfig,
+};
 use kaji_tools::{Tool, ToolAccess, ToolContext, ToolError};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -26,7 +28,9 @@ fn repo_root() -> PathBuf {
 /// The installed binary of an npm MCP server; fails the test with the fix
 /// when the servers are not installed.
 fn server_bin(name: &str) -> String {
-    let path = repo_root().join("tests/mcp-servers/node_modules/.bin").join(name);
+    let path = repo_root()
+        .join("tests/mcp-servers/node_modules/.bin")
+        .join(name);
     assert!(
         path.exists(),
         "{} is missing: the MCP test servers are not installed. Run `npm ci --prefix tests/mcp-servers` \
@@ -47,7 +51,10 @@ fn faulty(fault: &str, state_file: &Path) -> McpServerConfig {
     let mut config = McpServerConfig::stdio("node", [faulty_script()]);
     if let McpTransportConfig::Stdio { env, .. } = &mut config.transport {
         env.insert("FAULT".into(), fault.into());
-        env.insert("STATE_FILE".into(), state_file.to_string_lossy().into_owned());
+        env.insert(
+            "STATE_FILE".into(),
+            state_file.to_string_lossy().into_owned(),
+        );
     }
     config
 }
@@ -64,8 +71,14 @@ fn options() -> McpManagerOptions {
     }
 }
 
-fn start(servers: impl IntoIterator<Item = (&'static str, McpServerConfig)>, cwd: &Path) -> McpManager {
-    let servers: BTreeMap<String, McpServerConfig> = servers.into_iter().map(|(n, c)| (n.to_string(), c)).collect();
+fn start(
+    servers: impl IntoIterator<Item = (&'static str, McpServerConfig)>,
+    cwd: &Path,
+) -> McpManager {
+    let servers: BTreeMap<String, McpServerConfig> = servers
+        .into_iter()
+        .map(|(n, c)| (n.to_string(), c))
+        .collect();
     McpManager::start_with_options(servers, cwd, options())
 }
 
@@ -103,28 +116,44 @@ async fn everything_server_tools_are_listed_and_called() {
         panic!("not connected: {:?}", manager.status());
     };
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-    assert!(names.contains(&"echo") && names.contains(&"get-sum"), "{names:?}");
+    assert!(
+        names.contains(&"echo") && names.contains(&"get-sum"),
+        "{names:?}"
+    );
     let echo_info = tools.iter().find(|t| t.name == "echo").expect("echo");
     assert_eq!(echo_info.qualified_name, "mcp__everything__echo");
 
     let echo = tool(&manager, "mcp__everything__echo");
     let spec = echo.spec();
     assert_eq!(spec.name, "mcp__everything__echo");
-    assert!(spec.input_schema["properties"]["message"].is_object(), "{}", spec.input_schema);
+    assert!(
+        spec.input_schema["properties"]["message"].is_object(),
+        "{}",
+        spec.input_schema
+    );
     assert!(!echo.is_read_only());
     let ctx = ToolContext::new(dir.path());
     assert_eq!(echo.access(&json!({}), &ctx), ToolAccess::External);
 
-    let out = echo.call(json!({"message": "hello kaji"}), &ctx).await.expect("echo");
+    let out = echo
+        .call(json!({"message": "hello kaji"}), &ctx)
+        .await
+        .expect("echo");
     assert_eq!(out.content, "Echo: hello kaji");
 
     let sum = tool(&manager, "mcp__everything__get-sum");
-    let out = sum.call(json!({"a": 2, "b": 40}), &ctx).await.expect("get-sum");
+    let out = sum
+        .call(json!({"a": 2, "b": 40}), &ctx)
+        .await
+        .expect("get-sum");
     assert!(out.content.contains("42"), "{}", out.content);
 
     manager.shutdown().await;
     assert_eq!(status_of(&manager, "everything"), McpServerStatus::Stopped);
-    let err = echo.call(json!({"message": "x"}), &ctx).await.expect_err("after shutdown");
+    let err = echo
+        .call(json!({"message": "x"}), &ctx)
+        .await
+        .expect_err("after shutdown");
     assert!(err.to_string().contains("shut down"), "{err}");
 }
 
@@ -148,14 +177,25 @@ async fn images_become_placeholders_and_errors_are_error_results() {
         .parse()
         .expect("a byte count");
     assert!(bytes > 100, "{placeholder}");
-    assert!(out.content.contains("Here's the image you requested"), "{}", out.content);
-    assert!(!out.content.contains("iVBOR"), "base64 leaked into the text: {}", out.content);
+    assert!(
+        out.content.contains("Here's the image you requested"),
+        "{}",
+        out.content
+    );
+    assert!(
+        !out.content.contains("iVBOR"),
+        "base64 leaked into the text: {}",
+        out.content
+    );
 
     // Arguments that fail the tool's own validation: the server answers
     // with an error result (or a JSON-RPC error); either way a tool error
     // carrying the server's text.
     let echo = tool(&manager, "mcp__everything__echo");
-    let err = echo.call(json!({"wrong": 1}), &ctx).await.expect_err("invalid arguments");
+    let err = echo
+        .call(json!({"wrong": 1}), &ctx)
+        .await
+        .expect_err("invalid arguments");
     let ToolError::Refused(text) = &err else {
         panic!("expected a refused error, got {err:?}");
     };
@@ -173,8 +213,17 @@ async fn resources_are_listed_and_read() {
 
     let list = tool(&manager, "ListMcpResources");
     assert!(list.is_read_only());
-    let listed = list.call(json!({"server": "everything"}), &ctx).await.expect("list");
-    assert!(listed.content.contains("everything: demo://resource/static/document/"), "{}", listed.content);
+    let listed = list
+        .call(json!({"server": "everything"}), &ctx)
+        .await
+        .expect("list");
+    assert!(
+        listed
+            .content
+            .contains("everything: demo://resource/static/document/"),
+        "{}",
+        listed.content
+    );
     let all = list.call(json!({}), &ctx).await.expect("list all");
     assert_eq!(all.content, listed.content);
 
@@ -192,22 +241,41 @@ async fn resources_are_listed_and_read() {
 
     let read = tool(&manager, "ReadMcpResource");
     assert!(read.is_read_only());
-    let out = read.call(json!({"server": "everything", "uri": uri}), &ctx).await.expect("read");
-    assert!(out.content.starts_with(&format!("[resource: {uri}, text/markdown]\n")), "{}", out.content);
+    let out = read
+        .call(json!({"server": "everything", "uri": uri}), &ctx)
+        .await
+        .expect("read");
+    assert!(
+        out.content
+            .starts_with(&format!("[resource: {uri}, text/markdown]\n")),
+        "{}",
+        out.content
+    );
     assert!(out.content.len() > uri.len() + 40, "{}", out.content);
 
     // A dynamic binary resource: a placeholder with its size.
     let out = read
-        .call(json!({"server": "everything", "uri": "demo://resource/dynamic/blob/1"}), &ctx)
+        .call(
+            json!({"server": "everything", "uri": "demo://resource/dynamic/blob/1"}),
+            &ctx,
+        )
         .await
         .expect("read blob");
-    assert!(out.content.starts_with("[resource: demo://resource/dynamic/blob/1, text/plain, "), "{}", out.content);
+    assert!(
+        out.content
+            .starts_with("[resource: demo://resource/dynamic/blob/1, text/plain, "),
+        "{}",
+        out.content
+    );
 
     let err = read
         .call(json!({"server": "nope", "uri": uri}), &ctx)
         .await
         .expect_err("unknown server");
-    assert!(err.to_string().contains("no MCP server named `nope`"), "{err}");
+    assert!(
+        err.to_string().contains("no MCP server named `nope`"),
+        "{err}"
+    );
     assert!(err.to_string().contains("configured: everything"), "{err}");
 
     manager.shutdown().await;
@@ -218,14 +286,20 @@ async fn filesystem_server_reads_a_file_of_a_temp_dir() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().canonicalize().expect("canonical");
     std::fs::write(root.join("notes.txt"), "the answer is 42\n").expect("write");
-    let config = McpServerConfig::stdio(server_bin("mcp-server-filesystem"), [root.to_string_lossy().into_owned()]);
+    let config = McpServerConfig::stdio(
+        server_bin("mcp-server-filesystem"),
+        [root.to_string_lossy().into_owned()],
+    );
     let manager = start([("fs", config)], &root);
     ready(&manager).await;
     let ctx = ToolContext::new(&root);
 
     let read = tool(&manager, "mcp__fs__read_text_file");
     let path = root.join("notes.txt").to_string_lossy().into_owned();
-    let out = read.call(json!({"path": path}), &ctx).await.expect("read_text_file");
+    let out = read
+        .call(json!({"path": path}), &ctx)
+        .await
+        .expect("read_text_file");
     assert!(out.content.contains("the answer is 42"), "{}", out.content);
 
     // Outside the allowed directory: the server's refusal comes back as a
@@ -248,10 +322,19 @@ async fn a_server_that_exits_during_a_call_is_reported_and_restarted_on_next_use
     let ctx = ToolContext::new(dir.path());
     let work = tool(&manager, "mcp__flaky__work");
 
-    let err = work.call(json!({}), &ctx).await.expect_err("the server exits");
+    let err = work
+        .call(json!({}), &ctx)
+        .await
+        .expect_err("the server exits");
     let text = err.to_string();
-    assert!(text.contains("MCP server `flaky` stopped during the call to tool `work`"), "{text}");
-    assert!(text.contains("exit status: 3"), "{text}");
+    assert!(
+        text.contains("MCP server `flaky` stopped during the call to tool `work`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the server process ended (exit status: 3)"),
+        "{text}"
+    );
     assert!(text.contains("faulty: crashing on purpose"), "{text}");
 
     let McpServerStatus::Failed { why, stderr_tail } = status_of(&manager, "flaky") else {
@@ -264,7 +347,10 @@ async fn a_server_that_exits_during_a_call_is_reported_and_restarted_on_next_use
     let work = tool(&manager, "mcp__flaky__work");
     let out = work.call(json!({}), &ctx).await.expect("restarted");
     assert_eq!(out.content, "work done");
-    assert!(matches!(status_of(&manager, "flaky"), McpServerStatus::Connected { .. }));
+    assert!(matches!(
+        status_of(&manager, "flaky"),
+        McpServerStatus::Connected { .. }
+    ));
 
     manager.shutdown().await;
 }
@@ -303,8 +389,14 @@ async fn a_failed_server_fails_fast_until_its_backoff_has_passed() {
     assert_eq!(server, "flaky");
     assert!(reason.contains("exit status: 3"), "{reason}");
     assert!(stderr_tail.contains("crashing on purpose"), "{stderr_tail}");
-    assert!(retry_in.is_some_and(|d| d > Duration::from_secs(60)), "{retry_in:?}");
-    assert!(err.to_string().contains("restart on next use after"), "{err}");
+    assert!(
+        retry_in.is_some_and(|d| d > Duration::from_secs(60)),
+        "{retry_in:?}"
+    );
+    assert!(
+        err.to_string().contains("restart on next use after"),
+        "{err}"
+    );
 
     manager.shutdown().await;
 }
@@ -328,7 +420,10 @@ async fn a_hung_call_times_out_and_the_server_is_stopped() {
     let McpServerStatus::Failed { why: reason, .. } = status_of(&manager, "stuck") else {
         panic!("not failed: {:?}", manager.status());
     };
-    assert!(reason.contains("did not answer the call to tool `work` within 1 s"), "{reason}");
+    assert!(
+        reason.contains("did not answer the call to tool `work` within 1 s"),
+        "{reason}"
+    );
 
     manager.shutdown().await;
 }
@@ -338,8 +433,17 @@ async fn a_missing_command_is_a_failed_server_naming_the_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let manager = start(
         [
-            ("ghost", McpServerConfig::stdio("/nonexistent/kaji-no-such-mcp-server", Vec::<String>::new())),
-            ("dies", McpServerConfig::stdio("sh", ["-c", "echo 'fatal: no config' >&2; exit 7"])),
+            (
+                "ghost",
+                McpServerConfig::stdio(
+                    "/nonexistent/kaji-no-such-mcp-server",
+                    Vec::<String>::new(),
+                ),
+            ),
+            (
+                "dies",
+                McpServerConfig::stdio("sh", ["-c", "echo 'fatal: no config' >&2; exit 7"]),
+            ),
         ],
         dir.path(),
     );
@@ -348,7 +452,10 @@ async fn a_missing_command_is_a_failed_server_naming_the_error() {
     let McpServerStatus::Failed { why, .. } = status_of(&manager, "ghost") else {
         panic!("not failed: {:?}", manager.status());
     };
-    assert!(why.contains("cannot start `/nonexistent/kaji-no-such-mcp-server`"), "{why}");
+    assert!(
+        why.contains("cannot start `/nonexistent/kaji-no-such-mcp-server`"),
+        "{why}"
+    );
     assert!(why.contains("No such file or directory"), "{why}");
 
     let McpServerStatus::Failed { why, stderr_tail } = status_of(&manager, "dies") else {
@@ -367,7 +474,10 @@ async fn a_missing_command_is_a_failed_server_naming_the_error() {
         .await
         .expect_err("down");
     let text = err.to_string();
-    assert!(text.starts_with("MCP server `dies` is unavailable"), "{text}");
+    assert!(
+        text.starts_with("MCP server `dies` is unavailable"),
+        "{text}"
+    );
     assert!(text.contains("fatal: no config"), "{text}");
 
     manager.shutdown().await;
@@ -397,7 +507,10 @@ async fn shutdown_kills_the_whole_process_group() {
     let manager = start([("parent", faulty("grandchild", &state))], dir.path());
     ready(&manager).await;
     let pids = std::fs::read_to_string(&state).expect("pid file");
-    let pids: Vec<i32> = pids.split_whitespace().map(|p| p.parse().expect("pid")).collect();
+    let pids: Vec<i32> = pids
+        .split_whitespace()
+        .map(|p| p.parse().expect("pid"))
+        .collect();
     assert_eq!(pids.len(), 2);
     for &pid in &pids {
         assert!(alive(pid), "{pid} not running before shutdown");
@@ -411,4 +524,74 @@ async fn shutdown_kills_the_whole_process_group() {
 /// Whether `pid` is a live (not zombie) process.
 fn alive(pid: i32) -> bool {
     kaji_tasks::process::read_stat(pid).is_some_and(|s| s.state != 'Z' && s.state != 'X')
+}
+
+/// server-everything on streamable HTTP, on a free port; returned once it
+/// says it is listening.
+async fn http_everything() -> (kaji_tasks::process::GroupChild, String) {
+    use tokio::io::AsyncBufReadExt;
+    let port = free_port();
+    let mut cmd = tokio::process::Command::new(server_bin("mcp-server-everything"));
+    cmd.arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = kaji_tasks::process::spawn_in_group(cmd).expect("spawn the HTTP server");
+    let stderr = child.child_mut().stderr.take().expect("stderr");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let mut seen = Vec::new();
+    loop {
+        match lines.next_line().await {
+            Ok(Some(line)) if line.contains("listening on port") => break,
+            Ok(Some(line)) => seen.push(line),
+            other => panic!("the HTTP server did not start ({other:?}); it said: {seen:?}"),
+        }
+    }
+    // Keep draining its stderr so it never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+#[tokio::test]
+async fn streamable_http_server_tools_are_called() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut server, url) = http_everything().await;
+    let mut config = McpServerConfig::http(&url);
+    if let McpTransportConfig::Http { headers, .. } = &mut config.transport {
+        headers.insert("X-Kaji-Test".into(), "1".into());
+    }
+    let manager = start(
+        [
+            ("remote", config),
+            (
+                "closed",
+                McpServerConfig::http(format!("http://127.0.0.1:{}/mcp", free_port())),
+            ),
+        ],
+        dir.path(),
+    );
+    ready(&manager).await;
+    let ctx = ToolContext::new(dir.path());
+
+    let out = tool(&manager, "mcp__remote__echo")
+        .call(json!({"message": "over http"}), &ctx)
+        .await
+        .expect("echo over HTTP");
+    assert_eq!(out.content, "Echo: over http");
+
+    let McpServerStatus::Failed { why, stderr_tail } = status_of(&manager, "closed") else {
+        panic!("not failed: {:?}", manager.status());
+    };
+    assert!(why.contains("cannot connect to http://127.0.0.1:"), "{why}");
+    assert!(why.contains("Connection refused"), "{why}");
+    assert_eq!(stderr_tail, "");
+
+    manager.shutdown().await;
+    server.kill_now().await.expect("stop the HTTP server");
 }
