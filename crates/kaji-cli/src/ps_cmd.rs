@@ -25,13 +25,21 @@ pub fn run(args: PsArgs) -> i32 {
     let home = crate::paths::kaji_home();
     let scan = scan_sessions(&home);
     for skipped in &scan.skipped {
-        eprintln!("kaji ps: skipping {}: {}", skipped.path.display(), skipped.reason);
+        eprintln!(
+            "kaji ps: skipping {}: {}",
+            skipped.path.display(),
+            skipped.reason
+        );
     }
     let now = now_ms();
     let rows: Vec<(&str, u32, &RuntimeTaskInfo)> = scan
         .live
         .iter()
-        .flat_map(|s| s.tasks.iter().map(move |t| (s.session_id.as_str(), s.pid, t)))
+        .flat_map(|s| {
+            s.tasks
+                .iter()
+                .map(move |t| (s.session_id.as_str(), s.pid, t))
+        })
         .collect();
 
     let mut out = std::io::stdout().lock();
@@ -43,7 +51,10 @@ pub fn run(args: PsArgs) -> i32 {
                 if let Value::Object(map) = &mut value {
                     map.insert("session_id".into(), json!(session));
                     map.insert("session_pid".into(), json!(pid));
-                    map.insert("age_seconds".into(), json!(now.saturating_sub(task.started_at_ms) / 1000));
+                    map.insert(
+                        "age_seconds".into(),
+                        json!(now.saturating_sub(task.started_at_ms) / 1000),
+                    );
                 }
                 value
             })
@@ -65,7 +76,11 @@ pub fn run(args: PsArgs) -> i32 {
     }
 }
 
-fn write_table(out: &mut impl Write, rows: &[(&str, u32, &RuntimeTaskInfo)], now: u64) -> std::io::Result<()> {
+fn write_table(
+    out: &mut impl Write,
+    rows: &[(&str, u32, &RuntimeTaskInfo)],
+    now: u64,
+) -> std::io::Result<()> {
     if rows.is_empty() {
         return writeln!(out, "No runtime tasks in any running kaji session.");
     }
@@ -104,7 +119,11 @@ fn write_table(out: &mut impl Write, rows: &[(&str, u32, &RuntimeTaskInfo)], now
     };
     writeln!(out, "{}", line(header))?;
     for row in &cells {
-        writeln!(out, "{}", line([&row[0], &row[1], &row[2], &row[3], &row[4]]).trim_end())?;
+        writeln!(
+            out,
+            "{}",
+            line([&row[0], &row[1], &row[2], &row[3], &row[4]]).trim_end()
+        )?;
     }
     Ok(())
 }
@@ -121,7 +140,9 @@ fn format_age(seconds: u64) -> String {
 
 /// The description on one line, control characters replaced.
 fn one_line(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 fn now_ms() -> u64 {

@@ -32,15 +32,16 @@ async fn lists_the_tasks_of_running_sessions_only() {
         .expect("start");
 
     // A session whose process is gone, and a corrupt state file.
-    let live_state =
-        std::fs::read_to_string(home.path().join("runs/live-session/session.json")).expect("state file");
+    let live_state = std::fs::read_to_string(home.path().join("runs/live-session/session.json"))
+        .expect("state file");
     let dead_dir = home.path().join("runs/dead-session");
     std::fs::create_dir_all(&dead_dir).expect("mkdir");
     std::fs::write(
         dead_dir.join("session.json"),
-        live_state
-            .replace("live-session", "dead-session")
-            .replace(&format!("\"pid\": {}", std::process::id()), "\"pid\": 2147483647"),
+        live_state.replace("live-session", "dead-session").replace(
+            &format!("\"pid\": {}", std::process::id()),
+            "\"pid\": 2147483647",
+        ),
     )
     .expect("write");
     let bad_dir = home.path().join("runs/broken");
@@ -56,7 +57,10 @@ async fn lists_the_tasks_of_running_sessions_only() {
         assert!(lines[0].contains(column), "{stdout}");
     }
     assert!(lines[1].starts_with(info.id.as_str()), "{stdout}");
-    assert!(lines[1].contains("local_bash") && lines[1].contains("running"), "{stdout}");
+    assert!(
+        lines[1].contains("local_bash") && lines[1].contains("running"),
+        "{stdout}"
+    );
     assert!(lines[1].ends_with("a long sleep"), "{stdout}");
     let stderr = String::from_utf8_lossy(&table.stderr);
     assert!(stderr.contains("broken/session.json"), "{stderr}");

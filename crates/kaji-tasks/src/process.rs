@@ -56,7 +56,9 @@ pub const KILL_WAIT_LIMIT: Duration = Duration::from_secs(5);
 /// else `/bin/sh`. Looked up once per process.
 pub fn shell_path() -> &'static Path {
     static SHELL: OnceLock<PathBuf> = OnceLock::new();
-    SHELL.get_or_init(|| find_on_path(OsStr::new("bash")).unwrap_or_else(|| PathBuf::from("/bin/sh")))
+    SHELL.get_or_init(|| {
+        find_on_path(OsStr::new("bash")).unwrap_or_else(|| PathBuf::from("/bin/sh"))
+    })
 }
 
 fn find_on_path(program: &OsStr) -> Option<PathBuf> {
@@ -97,7 +99,8 @@ pub fn spawn_in_group(mut cmd: Command) -> io::Result<GroupChild> {
     let pid = child
         .id()
         .ok_or_else(|| io::Error::other("the child exited before its pid could be read"))?;
-    let pgid = libc::pid_t::try_from(pid).map_err(|_| io::Error::other(format!("pid {pid} out of range")))?;
+    let pgid = libc::pid_t::try_from(pid)
+        .map_err(|_| io::Error::other(format!("pid {pid} out of range")))?;
     Ok(GroupChild {
         child,
         group: ProcessGroup { pgid, armed: true },
@@ -191,7 +194,9 @@ impl ProcessGroup {
             return true;
         }
         let pgid = self.pgid;
-        let empty = tokio::time::timeout(limit, wait_group_empty(pgid)).await.unwrap_or(false);
+        let empty = tokio::time::timeout(limit, wait_group_empty(pgid))
+            .await
+            .unwrap_or(false);
         if empty {
             self.armed = false;
         }
@@ -325,8 +330,9 @@ async fn wait_group_empty(pgid: libc::pid_t) -> bool {
         for fd in watched {
             // SAFETY: the AsyncFd takes ownership of the OwnedFd, so the
             // descriptor stays open and unchanged for its whole lifetime.
-            let registered =
-                unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) };
+            let registered = unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+            };
             match registered {
                 Ok(fd) => {
                     // Readable once the process has exited.
@@ -353,7 +359,11 @@ fn live_members_of(pgid: libc::pid_t) -> Option<Vec<i32>> {
     let dir = std::fs::read_dir("/proc").ok()?;
     let mut members = Vec::new();
     for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
             continue;
         };
         if let Some(stat) = read_stat(pid)
@@ -374,7 +384,9 @@ fn live_members_of(_pgid: libc::pid_t) -> Option<Vec<i32>> {
 
 #[cfg(target_os = "linux")]
 fn process_group_of(pid: i32) -> Option<i32> {
-    read_stat(pid).filter(|s| s.state != 'Z' && s.state != 'X').map(|s| s.pgrp)
+    read_stat(pid)
+        .filter(|s| s.state != 'Z' && s.state != 'X')
+        .map(|s| s.pgrp)
 }
 
 /// The fields of `/proc/<pid>/stat` this module uses.

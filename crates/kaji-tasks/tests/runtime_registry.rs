@@ -6,11 +6,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kaji_tasks::runtime::{
-    MAIN_CALLER, OutputRead, RuntimeConfig, RuntimeError, RuntimeTaskStatus, RuntimeTaskType, StartRequest,
-    scan_sessions,
-};
 use kaji_tasks::RuntimeTaskRegistry;
+use kaji_tasks::runtime::{
+    MAIN_CALLER, OutputRead, RuntimeConfig, RuntimeError, RuntimeTaskStatus, RuntimeTaskType,
+    StartRequest, scan_sessions,
+};
 
 const LONG: Duration = Duration::from_secs(120);
 
@@ -37,11 +37,18 @@ fn is_dead(pid: i32) -> bool {
 }
 
 /// Reads as `caller` until the task has ended, returning every byte read.
-async fn read_to_end(reg: &RuntimeTaskRegistry, caller: &str, id: &str) -> (Vec<u8>, Vec<OutputRead>) {
+async fn read_to_end(
+    reg: &RuntimeTaskRegistry,
+    caller: &str,
+    id: &str,
+) -> (Vec<u8>, Vec<OutputRead>) {
     let mut all = Vec::new();
     let mut reads = Vec::new();
     loop {
-        let read = reg.read_since_last(caller, id, true, LONG).await.expect("read");
+        let read = reg
+            .read_since_last(caller, id, true, LONG)
+            .await
+            .expect("read");
         assert!(!read.timed_out, "a read waited {LONG:?} without news");
         all.extend_from_slice(&read.output);
         let done = read.task.status.is_terminal();
@@ -54,7 +61,13 @@ async fn read_to_end(reg: &RuntimeTaskRegistry, caller: &str, id: &str) -> (Vec<
 
 /// Reads as `caller` until the output contains `count` lines starting with
 /// `label=`, and returns their numbers.
-async fn read_pids(reg: &RuntimeTaskRegistry, caller: &str, id: &str, label: &str, count: usize) -> Vec<i32> {
+async fn read_pids(
+    reg: &RuntimeTaskRegistry,
+    caller: &str,
+    id: &str,
+    label: &str,
+    count: usize,
+) -> Vec<i32> {
     let mut text = String::new();
     loop {
         let pids: Vec<i32> = text
@@ -65,14 +78,23 @@ async fn read_pids(reg: &RuntimeTaskRegistry, caller: &str, id: &str, label: &st
         if pids.len() >= count {
             return pids;
         }
-        let read = reg.read_since_last(caller, id, true, LONG).await.expect("read");
-        assert!(!read.task.status.is_terminal(), "task ended before printing its pids: {text}");
+        let read = reg
+            .read_since_last(caller, id, true, LONG)
+            .await
+            .expect("read");
+        assert!(
+            !read.task.status.is_terminal(),
+            "task ended before printing its pids: {text}"
+        );
         text.push_str(&read.text());
     }
 }
 
 fn seq(n: u32) -> Vec<u8> {
-    (1..=n).map(|i| format!("{i}\n")).collect::<String>().into_bytes()
+    (1..=n)
+        .map(|i| format!("{i}\n"))
+        .collect::<String>()
+        .into_bytes()
 }
 
 #[tokio::test]
@@ -90,7 +112,12 @@ async fn output_past_the_cap_keeps_the_newest_bytes_and_says_so() {
         .start_local_bash("seq 1 100000", "count", home.path(), MAIN_CALLER)
         .await
         .expect("start");
-    assert_eq!(info.output_path, home.path().join("runs/test-session").join(format!("{}.output", info.id)));
+    assert_eq!(
+        info.output_path,
+        home.path()
+            .join("runs/test-session")
+            .join(format!("{}.output", info.id))
+    );
     let full = seq(100_000);
     // Wait for the end without reading (another caller waits).
     let _ = read_to_end(&reg, "watcher", info.id.as_str()).await;
@@ -101,18 +128,32 @@ async fn output_past_the_cap_keeps_the_newest_bytes_and_says_so() {
     assert!(done.dropped_bytes > 0);
 
     let file = std::fs::read(&info.output_path).expect("output file");
-    assert!(file.len() as u64 <= cap + 200, "file is {} bytes, cap {cap}", file.len());
+    assert!(
+        file.len() as u64 <= cap + 200,
+        "file is {} bytes, cap {cap}",
+        file.len()
+    );
     let header = format!(
         "[kaji: this output passed its cap of {cap} bytes; the oldest {} bytes were dropped",
         done.dropped_bytes
     );
-    assert!(String::from_utf8_lossy(&file).starts_with(&header), "{}", String::from_utf8_lossy(&file[..200]));
+    assert!(
+        String::from_utf8_lossy(&file).starts_with(&header),
+        "{}",
+        String::from_utf8_lossy(&file[..200])
+    );
     assert!(file.ends_with(&full[done.dropped_bytes as usize..]));
 
-    let read = reg.read_since_last(MAIN_CALLER, info.id.as_str(), false, LONG).await.expect("read");
+    let read = reg
+        .read_since_last(MAIN_CALLER, info.id.as_str(), false, LONG)
+        .await
+        .expect("read");
     assert_eq!(read.dropped_bytes, done.dropped_bytes);
     assert_eq!(read.output, &full[done.dropped_bytes as usize..]);
-    assert!(read.to_prompt_text().contains(&format!("{} bytes of output were dropped", done.dropped_bytes)));
+    assert!(read.to_prompt_text().contains(&format!(
+        "{} bytes of output were dropped",
+        done.dropped_bytes
+    )));
 }
 
 #[tokio::test]
@@ -127,17 +168,31 @@ async fn incremental_reads_never_repeat_or_skip_a_byte() {
     );
     // Writes in many small pieces while the readers read.
     let info = reg
-        .start_local_bash("for i in $(seq 1 20000); do echo \"line $i\"; done", "lines", home.path(), MAIN_CALLER)
+        .start_local_bash(
+            "for i in $(seq 1 20000); do echo \"line $i\"; done",
+            "lines",
+            home.path(),
+            MAIN_CALLER,
+        )
         .await
         .expect("start");
     let id = info.id.as_str();
-    let (main, sub) = tokio::join!(read_to_end(&reg, MAIN_CALLER, id), read_to_end(&reg, "sub-agent", id));
-    let expected: Vec<u8> = (1..=20000).map(|i| format!("line {i}\n")).collect::<String>().into_bytes();
+    let (main, sub) = tokio::join!(
+        read_to_end(&reg, MAIN_CALLER, id),
+        read_to_end(&reg, "sub-agent", id)
+    );
+    let expected: Vec<u8> = (1..=20000)
+        .map(|i| format!("line {i}\n"))
+        .collect::<String>()
+        .into_bytes();
     let file = std::fs::read(&info.output_path).expect("output file");
     assert_eq!(file, expected);
     for (bytes, reads) in [main, sub] {
         assert_eq!(bytes.len(), expected.len());
-        assert!(bytes == expected, "the concatenated reads differ from the output");
+        assert!(
+            bytes == expected,
+            "the concatenated reads differ from the output"
+        );
         let mut offset = 0;
         for read in &reads {
             assert_eq!(read.start_offset, offset);
@@ -146,7 +201,10 @@ async fn incremental_reads_never_repeat_or_skip_a_byte() {
         }
     }
     // Everything was read: a further read is empty.
-    let again = reg.read_since_last(MAIN_CALLER, id, false, LONG).await.expect("read");
+    let again = reg
+        .read_since_last(MAIN_CALLER, id, false, LONG)
+        .await
+        .expect("read");
     assert!(again.output.is_empty());
     assert!(again.to_prompt_text().contains("no new output"));
 }
@@ -161,45 +219,76 @@ async fn the_reply_cap_keeps_the_newest_characters() {
             ..RuntimeConfig::default()
         },
     );
-    let info = reg.start_local_bash("seq 1 1000", "count", home.path(), MAIN_CALLER).await.expect("start");
+    let info = reg
+        .start_local_bash("seq 1 1000", "count", home.path(), MAIN_CALLER)
+        .await
+        .expect("start");
     let _ = read_to_end(&reg, "watcher", info.id.as_str()).await;
-    let read = reg.read_since_last(MAIN_CALLER, info.id.as_str(), false, LONG).await.expect("read");
+    let read = reg
+        .read_since_last(MAIN_CALLER, info.id.as_str(), false, LONG)
+        .await
+        .expect("read");
     let full = seq(1000);
     assert_eq!(read.output, &full[full.len() - 100..]);
     assert_eq!(read.skipped_bytes, full.len() as u64 - 100);
     let text = read.to_prompt_text();
-    assert!(text.contains(&format!("{} older bytes", full.len() - 100)), "{text}");
-    assert!(text.contains(&info.output_path.display().to_string()), "{text}");
+    assert!(
+        text.contains(&format!("{} older bytes", full.len() - 100)),
+        "{text}"
+    );
+    assert!(
+        text.contains(&info.output_path.display().to_string()),
+        "{text}"
+    );
 }
 
 #[tokio::test]
 async fn a_blocking_read_wakes_when_the_task_ends() {
     let home = tempfile::tempdir().expect("tempdir");
     let fifo = home.path().join("go");
-    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo").success());
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
     let reg = registry(home.path(), small_grace());
     // Silent until the test writes to the fifo, then exits 7.
     let info = reg
-        .start_local_bash("read -r line < go; exit 7", "wait for go", home.path(), MAIN_CALLER)
+        .start_local_bash(
+            "read -r line < go; exit 7",
+            "wait for go",
+            home.path(),
+            MAIN_CALLER,
+        )
         .await
         .expect("start");
     let id = info.id.as_str();
 
     // With nothing happening, a short blocking read times out.
-    let quiet = reg.read_since_last(MAIN_CALLER, id, true, Duration::from_millis(50)).await.expect("read");
+    let quiet = reg
+        .read_since_last(MAIN_CALLER, id, true, Duration::from_millis(50))
+        .await
+        .expect("read");
     assert!(quiet.timed_out);
     assert_eq!(quiet.task.status, RuntimeTaskStatus::Running);
     assert!(quiet.to_prompt_text().contains("timed out"));
 
     let read = reg.read_since_last(MAIN_CALLER, id, true, LONG);
-    let release = tokio::task::spawn_blocking(move || std::fs::write(&fifo, "go\n").expect("write fifo"));
+    let release =
+        tokio::task::spawn_blocking(move || std::fs::write(&fifo, "go\n").expect("write fifo"));
     let (read, released) = tokio::join!(read, release);
     released.expect("writer");
     let read = read.expect("read");
     assert!(!read.timed_out);
     assert_eq!(read.task.status, RuntimeTaskStatus::Failed);
     assert_eq!(read.task.exit_code, Some(7));
-    assert!(read.to_prompt_text().contains("failed (exit code 7)"), "{}", read.to_prompt_text());
+    assert!(
+        read.to_prompt_text().contains("failed (exit code 7)"),
+        "{}",
+        read.to_prompt_text()
+    );
 }
 
 #[tokio::test]
@@ -213,7 +302,10 @@ async fn stop_kills_grandchildren_that_ignore_sigterm() {
         sh -c 'sleep 1000 & echo "pid=$!"; wait' &
         wait
     "#;
-    let info = reg.start_local_bash(script, "stubborn", home.path(), MAIN_CALLER).await.expect("start");
+    let info = reg
+        .start_local_bash(script, "stubborn", home.path(), MAIN_CALLER)
+        .await
+        .expect("start");
     let pids = read_pids(&reg, "test", info.id.as_str(), "pid=", 3).await;
     let leader = info.pid.expect("a running task has a pid");
     let stopped = reg.stop(info.id.as_str()).await.expect("stop");
@@ -251,12 +343,18 @@ async fn stop_all_leaves_no_process_behind_and_refuses_new_tasks() {
     }
     reg.stop_all().await;
     for id in &ids {
-        assert_eq!(reg.get(id.as_str()).expect("get").status, RuntimeTaskStatus::Killed);
+        assert_eq!(
+            reg.get(id.as_str()).expect("get").status,
+            RuntimeTaskStatus::Killed
+        );
     }
     for pid in pids {
         assert!(is_dead(pid), "pid {pid} survived stop_all");
     }
-    let err = reg.start_local_bash("true", "late", home.path(), MAIN_CALLER).await.expect_err("shut down");
+    let err = reg
+        .start_local_bash("true", "late", home.path(), MAIN_CALLER)
+        .await
+        .expect_err("shut down");
     assert!(matches!(err, RuntimeError::ShuttingDown), "{err}");
 }
 
@@ -265,7 +363,12 @@ async fn dropping_the_registry_stops_its_tasks() {
     let home = tempfile::tempdir().expect("tempdir");
     let reg = registry(home.path(), small_grace());
     let info = reg
-        .start_local_bash("sleep 1000 & echo \"pid=$!\"; wait", "sleeper", home.path(), MAIN_CALLER)
+        .start_local_bash(
+            "sleep 1000 & echo \"pid=$!\"; wait",
+            "sleeper",
+            home.path(),
+            MAIN_CALLER,
+        )
         .await
         .expect("start");
     let mut pids = read_pids(&reg, "test", info.id.as_str(), "pid=", 1).await;
@@ -276,7 +379,10 @@ async fn dropping_the_registry_stops_its_tasks() {
     // drop into a failure instead of a hang.
     let pids = tokio::task::spawn_blocking(move || {
         for pid in &pids {
-            assert!(wait_for_exit_via_pidfd(*pid), "pid {pid} of a dropped registry was not stopped");
+            assert!(
+                wait_for_exit_via_pidfd(*pid),
+                "pid {pid} of a dropped registry was not stopped"
+            );
         }
         pids
     })
@@ -313,19 +419,31 @@ async fn refusals_say_what_is_wrong() {
     let reg = registry(home.path(), small_grace());
     let err = reg.stop("5").await.expect_err("plan id");
     assert!(matches!(err, RuntimeError::PlanTaskId { .. }), "{err}");
-    assert!(err.to_string().contains("task-list (plan) task id"), "{err}");
-    let err = reg.read_since_last(MAIN_CALLER, "b00000000", false, LONG).await.expect_err("unknown");
+    assert!(
+        err.to_string().contains("task-list (plan) task id"),
+        "{err}"
+    );
+    let err = reg
+        .read_since_last(MAIN_CALLER, "b00000000", false, LONG)
+        .await
+        .expect_err("unknown");
     assert!(matches!(err, RuntimeError::UnknownTask { .. }), "{err}");
     assert!(err.to_string().contains("b00000000"), "{err}");
     let err = reg.get("nonsense").expect_err("unknown");
     assert!(err.to_string().contains("like `b9x4k2m1p`"), "{err}");
 
-    let info = reg.start_local_bash("echo hi", "hi", home.path(), MAIN_CALLER).await.expect("start");
+    let info = reg
+        .start_local_bash("echo hi", "hi", home.path(), MAIN_CALLER)
+        .await
+        .expect("start");
     let _ = read_to_end(&reg, "watcher", info.id.as_str()).await;
     let err = reg.stop(info.id.as_str()).await.expect_err("finished");
     assert!(err.to_string().contains("completed (exit code 0)"), "{err}");
 
-    for t in RuntimeTaskType::ALL.into_iter().filter(|t| *t != RuntimeTaskType::LocalBash) {
+    for t in RuntimeTaskType::ALL
+        .into_iter()
+        .filter(|t| *t != RuntimeTaskType::LocalBash)
+    {
         let err = reg
             .start(StartRequest {
                 task_type: t,
@@ -346,11 +464,22 @@ async fn finished_tasks_leave_one_notice_for_their_owner() {
     let home = tempfile::tempdir().expect("tempdir");
     let reg = registry(home.path(), small_grace());
     let failing = reg
-        .start_local_bash("echo oops; exit 3", "failing step", home.path(), MAIN_CALLER)
+        .start_local_bash(
+            "echo oops; exit 3",
+            "failing step",
+            home.path(),
+            MAIN_CALLER,
+        )
         .await
         .expect("start");
-    let read_all = reg.start_local_bash("echo fine", "read step", home.path(), MAIN_CALLER).await.expect("start");
-    let other = reg.start_local_bash("echo sub", "sub step", home.path(), "sub-agent").await.expect("start");
+    let read_all = reg
+        .start_local_bash("echo fine", "read step", home.path(), MAIN_CALLER)
+        .await
+        .expect("start");
+    let other = reg
+        .start_local_bash("echo sub", "sub step", home.path(), "sub-agent")
+        .await
+        .expect("start");
     let _ = read_to_end(&reg, "watcher", failing.id.as_str()).await;
     let _ = read_to_end(&reg, MAIN_CALLER, read_all.id.as_str()).await; // the owner saw the end
     let _ = read_to_end(&reg, "watcher", other.id.as_str()).await;
@@ -363,7 +492,10 @@ async fn finished_tasks_leave_one_notice_for_their_owner() {
     assert_eq!(n.exit_code, Some(3));
     assert_eq!(n.unread_bytes, 5);
     let text = n.to_prompt_text();
-    assert!(text.contains("failing step") && text.contains("exit code 3") && text.contains("5 bytes"), "{text}");
+    assert!(
+        text.contains("failing step") && text.contains("exit code 3") && text.contains("5 bytes"),
+        "{text}"
+    );
 
     assert!(reg.take_finished_notices_for(MAIN_CALLER).is_empty());
     let rest = reg.take_finished_notices();
@@ -376,16 +508,21 @@ async fn finished_tasks_leave_one_notice_for_their_owner() {
 async fn the_session_state_file_lists_the_tasks_of_live_sessions() {
     let home = tempfile::tempdir().expect("tempdir");
     let reg = registry(home.path(), small_grace());
-    let info = reg.start_local_bash("echo hi", "say hi", home.path(), MAIN_CALLER).await.expect("start");
+    let info = reg
+        .start_local_bash("echo hi", "say hi", home.path(), MAIN_CALLER)
+        .await
+        .expect("start");
     let _ = read_to_end(&reg, MAIN_CALLER, info.id.as_str()).await;
 
     // A dead session (a pid that cannot exist) and a corrupt file are skipped.
     let dead = home.path().join("runs/dead-session");
     std::fs::create_dir_all(&dead).expect("mkdir");
-    let live_state = std::fs::read_to_string(home.path().join("runs/test-session/session.json")).expect("state");
-    let dead_state = live_state
-        .replace("test-session", "dead-session")
-        .replace(&format!("\"pid\": {}", std::process::id()), "\"pid\": 2147483647");
+    let live_state =
+        std::fs::read_to_string(home.path().join("runs/test-session/session.json")).expect("state");
+    let dead_state = live_state.replace("test-session", "dead-session").replace(
+        &format!("\"pid\": {}", std::process::id()),
+        "\"pid\": 2147483647",
+    );
     std::fs::write(dead.join("session.json"), dead_state).expect("write");
     let corrupt = home.path().join("runs/corrupt");
     std::fs::create_dir_all(&corrupt).expect("mkdir");

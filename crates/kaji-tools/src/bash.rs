@@ -123,7 +123,11 @@ impl BashTool {
         }
     }
 
-    async fn run_foreground(&self, input: &BashInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn run_foreground(
+        &self,
+        input: &BashInput,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let timeout = self.timeout_for(input)?;
         if !ctx.cwd.is_dir() {
             return Err(ToolError::Refused(format!(
@@ -135,13 +139,26 @@ impl BashTool {
         let mut cmd = process::shell_command(&input.command);
         cmd.current_dir(&ctx.cwd).stdin(std::process::Stdio::null());
         let (mut child, reader) = process::spawn_with_merged_output(cmd).map_err(|e| {
-            ToolError::Refused(format!("Bash: could not start {}: {e}", process::shell_path().display()))
+            ToolError::Refused(format!(
+                "Bash: could not start {}: {e}",
+                process::shell_path().display()
+            ))
         })?;
-        let mut reader = tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into())
-            .map_err(|e| ToolError::Refused(format!("Bash: could not read the command's output: {e}")))?;
+        let mut reader =
+            tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into()).map_err(|e| {
+                ToolError::Refused(format!("Bash: could not read the command's output: {e}"))
+            })?;
         let mut capture = HeadTailCapture::new(self.config.output_cap_chars);
 
-        let end = run_until_end(&mut child, &mut reader, &mut capture, timeout, ctx, self.config.kill_grace).await;
+        let end = run_until_end(
+            &mut child,
+            &mut reader,
+            &mut capture,
+            timeout,
+            ctx,
+            self.config.kill_grace,
+        )
+        .await;
         let duration = started.elapsed();
 
         let status = match end {
@@ -186,7 +203,9 @@ impl BashTool {
         let secs = duration.as_secs_f64();
         match (status.code(), signal_of(status)) {
             (Some(code), _) => content.push_str(&format!("[exit code {code}, {secs:.2} s]")),
-            (None, Some(sig)) => content.push_str(&format!("[killed by signal {sig}, {secs:.2} s]")),
+            (None, Some(sig)) => {
+                content.push_str(&format!("[killed by signal {sig}, {secs:.2} s]"))
+            }
             (None, None) => content.push_str(&format!("[ended, {secs:.2} s]")),
         }
         Ok(ToolOutput {
@@ -203,7 +222,11 @@ impl BashTool {
         })
     }
 
-    async fn run_background(&self, input: &BashInput, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn run_background(
+        &self,
+        input: &BashInput,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let Some(registry) = ctx.runtime.as_ref() else {
             return Err(ToolError::Refused(
                 "Bash: run_in_background is not available in this session (it has no runtime task \
@@ -278,7 +301,10 @@ impl Tool for BashTool {
     }
 
     fn access(&self, input: &Value, _ctx: &ToolContext) -> ToolAccess {
-        let command = input.get("command").and_then(Value::as_str).unwrap_or_default();
+        let command = input
+            .get("command")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         ToolAccess::Execute {
             command: command.to_string(),
         }
@@ -448,11 +474,17 @@ impl HeadTailCapture {
             all.extend_from_slice(&tail);
             let text = String::from_utf8_lossy(&all).into_owned();
             if text.chars().count() <= self.cap_chars {
-                return CapturedText { text, omitted_bytes: 0 };
+                return CapturedText {
+                    text,
+                    omitted_bytes: 0,
+                };
             }
             let head_chars = self.cap_chars / 2;
             let tail_chars = self.cap_chars - head_chars;
-            let head_end = text.char_indices().nth(head_chars).map_or(text.len(), |(i, _)| i);
+            let head_end = text
+                .char_indices()
+                .nth(head_chars)
+                .map_or(text.len(), |(i, _)| i);
             let tail_start = text
                 .char_indices()
                 .rev()
@@ -468,12 +500,19 @@ impl HeadTailCapture {
         let head_chars = self.cap_chars / 2;
         let tail_chars = self.cap_chars - head_chars;
         let head_text = String::from_utf8_lossy(&self.head);
-        let head_end = head_text.char_indices().nth(head_chars).map_or(head_text.len(), |(i, _)| i);
+        let head_end = head_text
+            .char_indices()
+            .nth(head_chars)
+            .map_or(head_text.len(), |(i, _)| i);
         let head_str = &head_text[..head_end];
         let head_bytes_shown = prefix_bytes_of(&self.head, head_str);
         // Skip continuation bytes at the start of the tail (a character cut
         // in half by the ring buffer).
-        let tail_skip = tail.iter().take(3).take_while(|b| (**b & 0xC0) == 0x80).count();
+        let tail_skip = tail
+            .iter()
+            .take(3)
+            .take_while(|b| (**b & 0xC0) == 0x80)
+            .count();
         let tail_text = String::from_utf8_lossy(&tail[tail_skip..]);
         let tail_start = tail_text
             .char_indices()

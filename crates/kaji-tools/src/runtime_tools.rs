@@ -62,12 +62,13 @@ impl Tool for TaskOutputTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: self.name().to_string(),
-            description: "Returns the output a background task (started by Bash with run_in_background) \
+            description:
+                "Returns the output a background task (started by Bash with run_in_background) \
 wrote since your previous TaskOutput call for it, with its status and, once it has ended, its exit \
 code. With block (the default) it waits until new output appears, the task ends, or the timeout \
 passes. A long reply keeps the newest 30000 characters and says where the full output file is. \
 Task ids look like b9x4k2m1p; all-digit ids belong to the task list, not to this tool."
-                .to_string(),
+                    .to_string(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
@@ -101,7 +102,9 @@ Task ids look like b9x4k2m1p; all-digit ids belong to the task list, not to this
         if timeout_ms > MAX_OUTPUT_TIMEOUT_MS {
             return Err(ToolError::InvalidInput {
                 tool: self.name().to_string(),
-                message: format!("timeout {timeout_ms} ms is above the maximum of {MAX_OUTPUT_TIMEOUT_MS} ms"),
+                message: format!(
+                    "timeout {timeout_ms} ms is above the maximum of {MAX_OUTPUT_TIMEOUT_MS} ms"
+                ),
             });
         }
         let registry = runtime(self.name(), ctx)?;
@@ -154,11 +157,12 @@ impl Tool for TaskStopTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: self.name().to_string(),
-            description: "Stops a running background task (started by Bash with run_in_background): \
+            description:
+                "Stops a running background task (started by Bash with run_in_background): \
 SIGTERM to its whole process group, SIGKILL after a grace period, so everything it started stops \
 too. Its status becomes killed. Unknown ids, tasks that already ended and task-list (all-digit) \
 ids are refused."
-                .to_string(),
+                    .to_string(),
             input_schema: json!({
                 "type": "object",
                 "properties": {

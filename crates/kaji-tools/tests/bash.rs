@@ -35,9 +35,12 @@ fn pids_after(text: &str, label: &str) -> Vec<i32> {
 async fn reports_output_in_order_and_the_exit_code() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ctx = ToolContext::new(dir.path());
-    let out = bash(&ctx, json!({"command": "echo one; echo two >&2; echo three; pwd; exit 3"}))
-        .await
-        .expect("runs");
+    let out = bash(
+        &ctx,
+        json!({"command": "echo one; echo two >&2; echo three; pwd; exit 3"}),
+    )
+    .await
+    .expect("runs");
     let cwd = std::fs::canonicalize(dir.path()).expect("canonical");
     let expected = format!("one\ntwo\nthree\n{}\n[exit code 3, ", cwd.display());
     assert!(out.content.starts_with(&expected), "{}", out.content);
@@ -51,14 +54,29 @@ async fn reports_output_in_order_and_the_exit_code() {
 async fn long_output_keeps_start_and_end_with_a_marker() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ctx = ToolContext::new(dir.path());
-    let out = bash(&ctx, json!({"command": "seq 1 200000"})).await.expect("runs");
+    let out = bash(&ctx, json!({"command": "seq 1 200000"}))
+        .await
+        .expect("runs");
     let full: String = (1..=200_000).map(|i| format!("{i}\n")).collect();
-    assert!(out.content.starts_with("1\n2\n3\n"), "{}", &out.content[..100]);
-    assert!(out.content.contains("200000\n[exit code 0"), "{}", &out.content[out.content.len() - 200..]);
+    assert!(
+        out.content.starts_with("1\n2\n3\n"),
+        "{}",
+        &out.content[..100]
+    );
+    assert!(
+        out.content.contains("200000\n[exit code 0"),
+        "{}",
+        &out.content[out.content.len() - 200..]
+    );
     assert!(out.content.contains("[... output cut: "), "no marker");
-    let omitted = out.data.as_ref().expect("data")["omitted_bytes"].as_u64().expect("omitted_bytes");
+    let omitted = out.data.as_ref().expect("data")["omitted_bytes"]
+        .as_u64()
+        .expect("omitted_bytes");
     assert_eq!(omitted, full.len() as u64 - 30_000);
-    assert!(out.content.contains(&format!("{omitted} of {} bytes omitted", full.len())));
+    assert!(
+        out.content
+            .contains(&format!("{omitted} of {} bytes omitted", full.len()))
+    );
     assert!(out.content.chars().count() < 30_000 + 200);
 }
 
@@ -71,12 +89,19 @@ async fn timeout_kills_the_whole_group_including_term_ignoring_grandchildren() {
         bash -c 'trap "" TERM; echo "stubborn=$$"; exec sleep 1000' &
         sleep 1000
     "#;
-    let out = bash(&ctx, json!({"command": script, "timeout": 1000})).await.expect("runs");
+    let out = bash(&ctx, json!({"command": script, "timeout": 1000}))
+        .await
+        .expect("runs");
     assert!(out.content.contains("timed out"), "{}", out.content);
     assert_eq!(out.data.as_ref().expect("data")["timed_out"], true);
     let mut pids = pids_after(&out.content, "child=");
     pids.extend(pids_after(&out.content, "stubborn="));
-    assert_eq!(pids.len(), 2, "both pids printed before the timeout: {}", out.content);
+    assert_eq!(
+        pids.len(),
+        2,
+        "both pids printed before the timeout: {}",
+        out.content
+    );
     for pid in pids {
         assert!(is_dead(pid), "pid {pid} survived the timeout");
     }
@@ -86,10 +111,17 @@ async fn timeout_kills_the_whole_group_including_term_ignoring_grandchildren() {
 async fn processes_left_in_the_background_are_stopped_when_the_command_ends() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ctx = ToolContext::new(dir.path());
-    let out = bash(&ctx, json!({"command": "sleep 1000 & echo \"child=$!\"; echo done"}))
-        .await
-        .expect("runs");
-    assert!(out.content.contains("done\n[exit code 0"), "{}", out.content);
+    let out = bash(
+        &ctx,
+        json!({"command": "sleep 1000 & echo \"child=$!\"; echo done"}),
+    )
+    .await
+    .expect("runs");
+    assert!(
+        out.content.contains("done\n[exit code 0"),
+        "{}",
+        out.content
+    );
     let pids = pids_after(&out.content, "child=");
     assert_eq!(pids.len(), 1, "{}", out.content);
     assert!(is_dead(pids[0]), "background job {} survived", pids[0]);
@@ -99,7 +131,10 @@ async fn processes_left_in_the_background_are_stopped_when_the_command_ends() {
 async fn cancellation_kills_the_group_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fifo = dir.path().join("pids");
-    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
     assert!(made.success());
     let ctx = ToolContext::new(dir.path());
     let cancel = ctx.cancel.clone();
@@ -130,14 +165,22 @@ fn read_fifo(path: &Path) -> String {
 async fn bad_input_is_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ctx = ToolContext::new(dir.path());
-    let err = bash(&ctx, json!({"command": "true", "timeout": 700_000})).await.expect_err("too long");
+    let err = bash(&ctx, json!({"command": "true", "timeout": 700_000}))
+        .await
+        .expect_err("too long");
     assert!(err.to_string().contains("600000"), "{err}");
-    let err = bash(&ctx, json!({"cmd": "true"})).await.expect_err("wrong field");
+    let err = bash(&ctx, json!({"cmd": "true"}))
+        .await
+        .expect_err("wrong field");
     assert!(err.to_string().contains("Bash"), "{err}");
-    let err = bash(&ctx, json!({"command": "  "})).await.expect_err("empty");
+    let err = bash(&ctx, json!({"command": "  "}))
+        .await
+        .expect_err("empty");
     assert!(err.to_string().contains("empty"), "{err}");
     let gone = ToolContext::new(dir.path().join("missing"));
-    let err = bash(&gone, json!({"command": "true"})).await.expect_err("no cwd");
+    let err = bash(&gone, json!({"command": "true"}))
+        .await
+        .expect_err("no cwd");
     assert!(err.to_string().contains("missing"), "{err}");
 }
 

@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 
 async fn call(ctx: &ToolContext, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
     let registry = builtin_tools();
-    let tool = registry.get(tool).unwrap_or_else(|| panic!("{tool} is registered"));
+    let tool = registry
+        .get(tool)
+        .unwrap_or_else(|| panic!("{tool} is registered"));
     tool.call(input, ctx).await
 }
 
@@ -22,7 +24,8 @@ fn context(dir: &std::path::Path) -> ToolContext {
         kill_grace: Duration::from_millis(100),
         ..RuntimeConfig::default()
     };
-    let registry = RuntimeTaskRegistry::new(&ctx.kaji_home, &ctx.session_id, config).expect("registry");
+    let registry =
+        RuntimeTaskRegistry::new(&ctx.kaji_home, &ctx.session_id, config).expect("registry");
     ctx.runtime = Some(Arc::new(registry));
     ctx
 }
@@ -38,13 +41,24 @@ fn is_dead(pid: i32) -> bool {
 }
 
 async fn start(ctx: &ToolContext, command: &str) -> (String, String) {
-    let out = call(ctx, "Bash", json!({"command": command, "run_in_background": true, "description": "bg job"}))
-        .await
-        .expect("starts");
+    let out = call(
+        ctx,
+        "Bash",
+        json!({"command": command, "run_in_background": true, "description": "bg job"}),
+    )
+    .await
+    .expect("starts");
     let data = out.data.expect("data");
     let id = data["task_id"].as_str().expect("task_id").to_string();
-    let path = data["output_path"].as_str().expect("output_path").to_string();
-    assert!(out.content.contains(&id) && out.content.contains(&path), "{}", out.content);
+    let path = data["output_path"]
+        .as_str()
+        .expect("output_path")
+        .to_string();
+    assert!(
+        out.content.contains(&id) && out.content.contains(&path),
+        "{}",
+        out.content
+    );
     (id, path)
 }
 
@@ -53,10 +67,19 @@ async fn background_output_is_read_incrementally_until_the_end() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ctx = context(dir.path());
     let (id, path) = start(&ctx, "echo first; echo second; exit 4").await;
-    assert!(path.ends_with(&format!("runs/tools-session/{id}.output")), "{path}");
+    assert!(
+        path.ends_with(&format!("runs/tools-session/{id}.output")),
+        "{path}"
+    );
     let mut text = String::new();
     loop {
-        let out = call(&ctx, "TaskOutput", json!({"task_id": id, "timeout": 120000})).await.expect("reads");
+        let out = call(
+            &ctx,
+            "TaskOutput",
+            json!({"task_id": id, "timeout": 120000}),
+        )
+        .await
+        .expect("reads");
         let data = out.data.expect("data");
         assert_eq!(data["timed_out"], false);
         text.push_str(&out.content);
@@ -69,9 +92,14 @@ async fn background_output_is_read_incrementally_until_the_end() {
     assert_eq!(text.matches("first").count(), 1, "{text}");
     assert_eq!(text.matches("second").count(), 1, "{text}");
     assert!(text.contains("failed (exit code 4)"), "{text}");
-    assert_eq!(std::fs::read_to_string(&path).expect("file"), "first\nsecond\n");
+    assert_eq!(
+        std::fs::read_to_string(&path).expect("file"),
+        "first\nsecond\n"
+    );
     // Nothing new after the end.
-    let again = call(&ctx, "TaskOutput", json!({"task_id": id, "block": false})).await.expect("reads");
+    let again = call(&ctx, "TaskOutput", json!({"task_id": id, "block": false}))
+        .await
+        .expect("reads");
     assert!(again.content.contains("no new output"), "{}", again.content);
 }
 
@@ -79,26 +107,59 @@ async fn background_output_is_read_incrementally_until_the_end() {
 async fn task_stop_kills_the_group_and_refuses_what_it_cannot_stop() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ctx = context(dir.path());
-    let (id, _) = start(&ctx, "bash -c 'trap \"\" TERM; echo \"pid=$$\"; exec sleep 1000' & wait").await;
+    let (id, _) = start(
+        &ctx,
+        "bash -c 'trap \"\" TERM; echo \"pid=$$\"; exec sleep 1000' & wait",
+    )
+    .await;
     let mut seen = String::new();
     let pid: i32 = loop {
         if let Some(pid) = seen.lines().find_map(|l| l.strip_prefix("pid=")) {
             break pid.trim().parse().expect("pid");
         }
-        let out = call(&ctx, "TaskOutput", json!({"task_id": id, "timeout": 120000})).await.expect("reads");
+        let out = call(
+            &ctx,
+            "TaskOutput",
+            json!({"task_id": id, "timeout": 120000}),
+        )
+        .await
+        .expect("reads");
         seen.push_str(&out.content);
     };
-    let stopped = call(&ctx, "TaskStop", json!({"task_id": id})).await.expect("stops");
+    let stopped = call(&ctx, "TaskStop", json!({"task_id": id}))
+        .await
+        .expect("stops");
     assert!(stopped.content.contains("killed"), "{}", stopped.content);
     assert!(is_dead(pid), "grandchild {pid} survived TaskStop");
 
-    let err = call(&ctx, "TaskStop", json!({"task_id": id})).await.expect_err("already ended");
-    assert!(err.to_string().contains("not running") && err.to_string().contains("killed"), "{err}");
-    let err = call(&ctx, "TaskStop", json!({"task_id": "3"})).await.expect_err("plan id");
-    assert!(err.to_string().contains("task-list (plan) task id"), "{err}");
-    let err = call(&ctx, "TaskOutput", json!({"task_id": "b0000zzzz"})).await.expect_err("unknown");
-    assert!(err.to_string().contains("no runtime task `b0000zzzz`"), "{err}");
-    let err = call(&ctx, "TaskOutput", json!({"task_id": id, "timeout": 600001})).await.expect_err("too long");
+    let err = call(&ctx, "TaskStop", json!({"task_id": id}))
+        .await
+        .expect_err("already ended");
+    assert!(
+        err.to_string().contains("not running") && err.to_string().contains("killed"),
+        "{err}"
+    );
+    let err = call(&ctx, "TaskStop", json!({"task_id": "3"}))
+        .await
+        .expect_err("plan id");
+    assert!(
+        err.to_string().contains("task-list (plan) task id"),
+        "{err}"
+    );
+    let err = call(&ctx, "TaskOutput", json!({"task_id": "b0000zzzz"}))
+        .await
+        .expect_err("unknown");
+    assert!(
+        err.to_string().contains("no runtime task `b0000zzzz`"),
+        "{err}"
+    );
+    let err = call(
+        &ctx,
+        "TaskOutput",
+        json!({"task_id": id, "timeout": 600001}),
+    )
+    .await
+    .expect_err("too long");
     assert!(err.to_string().contains("600000"), "{err}");
 }
 
@@ -106,9 +167,13 @@ async fn task_stop_kills_the_group_and_refuses_what_it_cannot_stop() {
 async fn without_a_registry_the_tools_say_so() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ctx = ToolContext::new(dir.path());
-    let err = call(&ctx, "TaskOutput", json!({"task_id": "b00000000"})).await.expect_err("none");
+    let err = call(&ctx, "TaskOutput", json!({"task_id": "b00000000"}))
+        .await
+        .expect_err("none");
     assert!(err.to_string().contains("no runtime tasks"), "{err}");
-    let err = call(&ctx, "TaskStop", json!({"task_id": "b00000000"})).await.expect_err("none");
+    let err = call(&ctx, "TaskStop", json!({"task_id": "b00000000"}))
+        .await
+        .expect_err("none");
     assert!(err.to_string().contains("no runtime tasks"), "{err}");
 }
 
@@ -128,5 +193,8 @@ fn access_and_read_only_flags() {
     assert!(output.is_read_only());
     let stop = tools.get("TaskStop").expect("TaskStop");
     assert!(!stop.is_read_only());
-    assert_eq!(stop.access(&json!({"task_id": "b1"}), &ctx), ToolAccess::SessionState);
+    assert_eq!(
+        stop.access(&json!({"task_id": "b1"}), &ctx),
+        ToolAccess::SessionState
+    );
 }

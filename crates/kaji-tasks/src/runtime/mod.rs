@@ -889,6 +889,15 @@ impl RuntimeTaskRegistry {
         })
     }
 
+    /// Waits until task `task_id` has ended and its output is complete, and
+    /// returns its final snapshot. Reads nothing: no caller's position
+    /// moves.
+    pub async fn wait_finished(&self, task_id: &str) -> Result<RuntimeTaskInfo, RuntimeError> {
+        let entry = self.lookup(task_id)?;
+        entry.wait_finished().await;
+        Ok(entry.info())
+    }
+
     /// Stops a running task: `SIGTERM` to its whole process group, `SIGKILL`
     /// after the grace period, then waits until the group is gone and the
     /// output is complete. Its status becomes `killed`.

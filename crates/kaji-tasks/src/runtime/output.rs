@@ -4,21 +4,25 @@
 //! the `n`-th byte the task ever wrote. The file on disk holds the newest
 //! part of that stream, at most `cap` bytes of it. While the stream fits,
 //! the file is exactly the output. Once it passes the cap, the file is
-//! rewritten (atomically, by rename) as a one-line header that says how many
-//! of the oldest bytes were dropped, followed by the newest `cap / 2` bytes;
-//! appending then resumes. Each byte is thus copied at most once more, and
+//! rewritten in place as a one-line header that says how many of the oldest
+//! bytes were dropped, followed by the newest `cap / 2` bytes, and
+//! truncated; appending then resumes. (A reader outside kaji, such as
+//! `tail -f`, may see the rewrite happen.) Each byte is thus copied at most once more, and
 //! the producer never waits on anything but a short in-memory lock.
 //!
 //! Readers ask for bytes by logical offset; those that were dropped are
 //! reported as such instead of being returned.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use tokio::sync::watch;
+
+/// Piece size of the in-place copy during compaction.
+const COPY_CHUNK: u64 = 1024 * 1024;
 
 /// How far the output got, published to waiting readers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -130,8 +134,9 @@ impl OutputLog {
         let written = {
             let mut st = self.lock();
             if st.error.is_none() {
-                let result = if st.written - st.dropped + chunk.len() as u64 <= self.cap {
-                    st.file.write_all(chunk)
+                let kept = st.written - st.dropped;
+                let result = if kept + chunk.len() as u64 <= self.cap {
+                    st.file.write_all_at(chunk, st.header_len + kept)
                 } else {
                     self.compact(&mut st, chunk)
                 };
@@ -155,40 +160,51 @@ impl OutputLog {
         self.progress.send_modify(|p| p.finished = true);
     }
 
-    /// Rewrites the file as a header plus the newest `cap / 2` bytes of the
-    /// kept output followed by `chunk`.
+    /// Rewrites the file in place as a header plus the newest `cap / 2`
+    /// bytes of the kept output followed by `chunk`, and truncates it.
+    ///
+    /// In place rather than into a new file: the pages at the front of the
+    /// file are reused, no second copy of the kept part is ever held, and
+    /// the work is one sequential copy of `cap / 2` bytes per `cap / 2`
+    /// bytes of new output.
     fn compact(&self, st: &mut LogState, chunk: &[u8]) -> io::Result<()> {
         let keep = (self.cap / 2).max(1);
         let new_written = st.written + chunk.len() as u64;
         let new_dropped = new_written - keep;
-        let mut kept: Vec<u8> = Vec::with_capacity(keep as usize);
         let from_chunk = (chunk.len() as u64).min(keep);
         let from_old = keep - from_chunk;
-        if from_old > 0 {
-            let old_len = st.written - st.dropped;
-            let mut old = vec![0u8; from_old as usize];
-            st.file
-                .read_exact_at(&mut old, st.header_len + old_len - from_old)?;
-            kept.extend_from_slice(&old);
-        }
-        kept.extend_from_slice(&chunk[chunk.len() - from_chunk as usize..]);
-
         let header = format!(
             "[kaji: this output passed its cap of {} bytes; the oldest {} bytes were dropped, the newest follow]\n",
             self.cap, new_dropped
         );
-        let tmp = self.path.with_extension("output.compacting");
-        let mut file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        file.write_all(header.as_bytes())?;
-        file.write_all(&kept)?;
-        std::fs::rename(&tmp, &self.path)?;
-        st.file = file;
-        st.header_len = header.len() as u64;
+        let dst = header.len() as u64;
+        if from_old > 0 {
+            let old_len = st.written - st.dropped;
+            let src = st.header_len + old_len - from_old;
+            if dst <= src {
+                // Forward copy: with dst <= src, no chunk overwrites bytes
+                // that are still to be read.
+                let mut buf = vec![0u8; (from_old.min(COPY_CHUNK)) as usize];
+                let mut done = 0u64;
+                while done < from_old {
+                    let n = (from_old - done).min(buf.len() as u64) as usize;
+                    st.file.read_exact_at(&mut buf[..n], src + done)?;
+                    st.file.write_all_at(&buf[..n], dst + done)?;
+                    done += n as u64;
+                }
+            } else {
+                // Only with tiny caps, where the header is longer than what
+                // is kept: go through memory.
+                let mut old = vec![0u8; from_old as usize];
+                st.file.read_exact_at(&mut old, src)?;
+                st.file.write_all_at(&old, dst)?;
+            }
+        }
+        st.file.write_all_at(header.as_bytes(), 0)?;
+        st.file
+            .write_all_at(&chunk[chunk.len() - from_chunk as usize..], dst + from_old)?;
+        st.file.set_len(dst + keep)?;
+        st.header_len = dst;
         st.dropped = new_dropped;
         Ok(())
     }
