@@ -9,16 +9,16 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kaji_tasks::process::{GroupChild, spawn_in_group};
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::ServiceExt;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool as McpToolDef};
-use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ServiceExt};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -35,8 +35,9 @@ const STDERR_DRAIN_LIMIT: Duration = Duration::from_secs(1);
 pub(crate) struct Connection {
     /// Sends requests to the server.
     pub peer: Peer<RoleClient>,
-    /// The server's tools, as listed right after the handshake.
-    pub tools: Vec<McpToolDef>,
+    /// The server's tools: listed right after the handshake, listed again
+    /// whenever the server says its list changed.
+    pub tools: SharedTools,
     /// Whether the server announced resources.
     pub has_resources: bool,
     /// Which connect attempt of the server this is.
@@ -87,10 +88,10 @@ pub(crate) struct Ended {
 
 /// A connection that finished its handshake, before its watcher runs.
 pub(crate) struct Started {
-    service: RunningService<RoleClient, ClientConfig>,
+    service: RunningService<RoleClient, KajiClient>,
     child: Option<GroupChild>,
     stderr_task: Option<JoinHandle<()>>,
-    tools: Vec<McpToolDef>,
+    tools: SharedTools,
     has_resources: bool,
 }
 
@@ -99,12 +100,69 @@ pub(crate) struct StartError {
     pub reason: String,
 }
 
-/// The identity kaji announces in the handshake.
-fn client_info() -> ClientConfig {
-    ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("kaji", env!("CARGO_PKG_VERSION")),
-    )
+/// A server's current tool list, shared with the handler that refreshes it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SharedTools(Arc<Mutex<Vec<McpToolDef>>>);
+
+impl SharedTools {
+    /// The current list.
+    pub fn get(&self) -> Vec<McpToolDef> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set(&self, tools: Vec<McpToolDef>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = tools;
+    }
+}
+
+/// kaji's side of a session: announces kaji in the handshake and lists the
+/// tools again when the server says they changed. It declares no client
+/// capabilities (no sampling, roots or elicitation).
+#[derive(Debug, Clone)]
+struct KajiClient {
+    server: String,
+    tools: SharedTools,
+}
+
+impl KajiClient {
+    fn new(server: &str) -> Self {
+        Self {
+            server: server.to_string(),
+            tools: SharedTools::default(),
+        }
+    }
+}
+
+impl ClientHandler for KajiClient {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("kaji", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    fn on_tool_list_changed(
+        &self,
+        context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        let tools = self.tools.clone();
+        let server = self.server.clone();
+        // Listing is a request: run it apart from the notification handler.
+        tokio::spawn(async move {
+            match context.peer.list_all_tools().await {
+                Ok(list) => {
+                    tracing::info!(server = %server, tools = list.len(), "MCP server changed its tools");
+                    tools.set(list);
+                }
+                Err(e) => tracing::warn!(
+                    server = %server,
+                    "listing the changed tools failed: {}",
+                    describe_service_error(&e)
+                ),
+            }
+        });
+        std::future::ready(())
+    }
 }
 
 /// Starts the server and performs the handshake and the first tool listing.
@@ -123,7 +181,7 @@ pub(crate) async fn start(
             let cwd = config.transport.resolved_cwd(task_cwd);
             start_stdio(name, command, args, env, &cwd, stderr).await
         }
-        McpTransportConfig::Http { url, headers } => start_http(url, headers).await,
+        McpTransportConfig::Http { url, headers } => start_http(name, url, headers).await,
     }
 }
 
@@ -168,7 +226,7 @@ async fn start_stdio(
     let stderr_task = tokio::spawn(stderr.clone().collect(name.to_string(), child_stderr));
 
     let handshake = async {
-        let service = client_info()
+        let service = KajiClient::new(name)
             .serve((stdout, stdin))
             .await
             .map_err(|e| format!("the MCP handshake failed: {}", describe_init_error(&e)))?;
@@ -199,6 +257,7 @@ async fn start_stdio(
 }
 
 async fn start_http(
+    name: &str,
     url: &str,
     headers: &std::collections::BTreeMap<String, String>,
 ) -> Result<Started, StartError> {
@@ -214,7 +273,7 @@ async fn start_http(
     }
     let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(header_map);
     let transport = StreamableHttpClientTransport::from_config(config);
-    let service = client_info()
+    let service = KajiClient::new(name)
         .serve(transport)
         .await
         .map_err(|e| StartError {
@@ -277,19 +336,21 @@ pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 
 /// Lists the tools of a server that announced the tools capability.
 async fn list_tools(
-    service: &RunningService<RoleClient, ClientConfig>,
-) -> Result<(Vec<McpToolDef>, bool), String> {
+    service: &RunningService<RoleClient, KajiClient>,
+) -> Result<(SharedTools, bool), String> {
+    let shared = service.service().tools.clone();
     let capabilities = service.peer_info().map(|info| info.capabilities.clone());
     let has_tools = capabilities.as_ref().is_none_or(|c| c.tools.is_some());
     let has_resources = capabilities.as_ref().is_none_or(|c| c.resources.is_some());
     if !has_tools {
-        return Ok((Vec::new(), has_resources));
+        return Ok((shared, has_resources));
     }
     let tools = service
         .list_all_tools()
         .await
         .map_err(|e| format!("listing its tools failed: {}", describe_service_error(&e)))?;
-    Ok((tools, has_resources))
+    shared.set(tools);
+    Ok((shared, has_resources))
 }
 
 /// Turns a started server into a [`Connection`], spawning its watcher. When

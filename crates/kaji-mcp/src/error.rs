@@ -68,14 +68,6 @@ pub enum McpError {
         /// The server's error message.
         message: String,
     },
-    /// The server has no tool of that name.
-    #[error("MCP server `{server}` has no tool `{tool}`")]
-    UnknownTool {
-        /// The server.
-        server: String,
-        /// The tool asked for.
-        tool: String,
-    },
     /// The call ran past the server's `timeout`.
     #[error("MCP server `{server}` did not answer {operation} within {} s", timeout.as_secs())]
     Timeout {

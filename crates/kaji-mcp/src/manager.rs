@@ -166,6 +166,9 @@ impl std::fmt::Debug for McpManager {
 
 struct Inner {
     servers: BTreeMap<String, Arc<Server>>,
+    /// The runtime the manager was started on; background work is spawned
+    /// there even when a method is called from elsewhere.
+    runtime: tokio::runtime::Handle,
     cwd: PathBuf,
     options: McpManagerOptions,
     changed: Arc<watch::Sender<u64>>,
@@ -213,7 +216,8 @@ impl McpManager {
     /// `cwd` is the task's working directory: stdio servers run there
     /// unless their `cwd` says otherwise.
     ///
-    /// Must be called within a Tokio runtime.
+    /// Must be called within a Tokio runtime (it panics otherwise, like
+    /// `tokio::spawn`); the servers' background work runs on that runtime.
     pub fn start(servers: BTreeMap<String, McpServerConfig>, cwd: impl Into<PathBuf>) -> Self {
         Self::start_with_options(servers, cwd, McpManagerOptions::default())
     }
@@ -249,6 +253,7 @@ impl McpManager {
                 })
                 .collect(),
             cwd: cwd.into(),
+            runtime: tokio::runtime::Handle::current(),
             options,
             changed: Arc::new(changed),
             _shutdown_on_drop: shutdown.clone().drop_guard(),
@@ -318,6 +323,7 @@ impl McpManager {
                     Phase::Connected(conn) => McpServerStatus::Connected {
                         tools: conn
                             .tools
+                            .get()
                             .iter()
                             .map(|t| McpToolInfo {
                                 name: t.name.to_string(),
@@ -365,7 +371,7 @@ impl McpManager {
                 self.inner.spawn_connect(server, &mut state);
             }
             let defs = match &state.phase {
-                Phase::Connected(conn) => conn.tools.clone(),
+                Phase::Connected(conn) => conn.tools.get(),
                 Phase::Failed { .. } | Phase::Connecting => state.last_tools.clone(),
                 Phase::Disabled | Phase::Stopped => Vec::new(),
             };
@@ -425,13 +431,9 @@ impl McpManager {
             }
         };
         let deadline = Instant::now() + srv.config.timeout();
+        // No check against the listed tools: the server may have added
+        // some since, and it answers unknown names itself.
         let conn = self.inner.connection(&srv, deadline, cancel).await?;
-        if !conn.tools.iter().any(|t| t.name == tool) {
-            return Err(McpError::UnknownTool {
-                server: server.to_string(),
-                tool: tool.to_string(),
-            });
-        }
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
         let result = self
@@ -613,7 +615,7 @@ impl Inner {
         let cwd = self.cwd.clone();
         let options = self.options.clone();
         let shutdown = self.shutdown.clone();
-        tokio::spawn(async move {
+        self.runtime.spawn(async move {
             let stderr = StderrTail::new();
             let limit = server.config.startup_timeout();
             let attempt = tokio::time::timeout(
@@ -652,8 +654,8 @@ impl Inner {
                             }
                         },
                     );
-                    tracing::info!(server = %server.name, tools = conn.tools.len(), "MCP server connected");
-                    state.last_tools = conn.tools.clone();
+                    tracing::info!(server = %server.name, tools = conn.tools.get().len(), "MCP server connected");
+                    state.last_tools = conn.tools.get();
                     state.phase = Phase::Connected(conn);
                 }
                 Err(why) => {
@@ -809,10 +811,11 @@ impl Server {
         if !current {
             return;
         }
-        let stderr_tail = match &state.phase {
-            Phase::Connected(c) => c.stderr.text(),
-            _ => String::new(),
+        let (stderr_tail, tools) = match &state.phase {
+            Phase::Connected(c) => (c.stderr.text(), c.tools.get()),
+            _ => (String::new(), Vec::new()),
         };
+        state.last_tools = tools;
         state.failures += 1;
         let retry_at = Instant::now() + options.backoff(state.failures);
         tracing::warn!(server = %self.name, "MCP server went away: {}", ended.reason);
