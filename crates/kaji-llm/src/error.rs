@@ -13,7 +13,7 @@ pub enum LlmError {
     #[error("{provider}: POST {url} failed with HTTP {status}: {message}")]
     Http {
         /// Provider name (`anthropic`, `openai`).
-        provider: String,
+        provider: &'static str,
         /// The request URL.
         url: String,
         /// The HTTP status code.
@@ -26,7 +26,7 @@ pub enum LlmError {
     #[error("{provider}: could not connect to {url}: {message}")]
     Connect {
         /// Provider name.
-        provider: String,
+        provider: &'static str,
         /// The request URL.
         url: String,
         /// The underlying error, with its causes.
@@ -37,7 +37,7 @@ pub enum LlmError {
     #[error("{provider}: {url} sent nothing for {}s {phase} (idle timeout)", idle.as_secs_f64())]
     IdleTimeout {
         /// Provider name.
-        provider: String,
+        provider: &'static str,
         /// The request URL.
         url: String,
         /// The configured idle timeout.
@@ -53,7 +53,7 @@ pub enum LlmError {
     #[error("{provider}: the reply stream from {url} broke after {bytes} bytes: {message}")]
     StreamBroken {
         /// Provider name.
-        provider: String,
+        provider: &'static str,
         /// The request URL.
         url: String,
         /// Bytes of the reply body received before the break.
@@ -63,10 +63,12 @@ pub enum LlmError {
     },
 
     /// The reply body is not valid server-sent events.
-    #[error("{provider}: the reply from {url} is not valid server-sent events at byte {offset}: {message}")]
+    #[error(
+        "{provider}: the reply from {url} is not valid server-sent events at byte {offset}: {message}"
+    )]
     MalformedSse {
         /// Provider name.
-        provider: String,
+        provider: &'static str,
         /// The request URL.
         url: String,
         /// Byte offset in the reply body.
@@ -76,10 +78,12 @@ pub enum LlmError {
     },
 
     /// An event's data is not the JSON the wire format prescribes.
-    #[error("{provider}: invalid JSON in the `{event}` event at byte {offset} of the reply from {url}: {message}; data: {excerpt}")]
+    #[error(
+        "{provider}: invalid JSON in the `{event}` event at byte {offset} of the reply from {url}: {message}; data: {excerpt}"
+    )]
     InvalidJson {
         /// Provider name.
-        provider: String,
+        provider: &'static str,
         /// The request URL.
         url: String,
         /// The SSE event type (`message` when it had none).
@@ -98,7 +102,7 @@ pub enum LlmError {
     #[error("{provider}: {url} {what}: {message}")]
     ServerError {
         /// Provider name.
-        provider: String,
+        provider: &'static str,
         /// The request URL.
         url: String,
         /// How it was reported, e.g. `sent an error event (overloaded_error)`
@@ -112,7 +116,7 @@ pub enum LlmError {
     #[error("{provider}: gave up on {url} after {attempts} attempts; last error: {last}")]
     RetriesExhausted {
         /// Provider name.
-        provider: String,
+        provider: &'static str,
         /// The request URL.
         url: String,
         /// Attempts made.
@@ -122,7 +126,9 @@ pub enum LlmError {
     },
 
     /// A tool call's arguments are not a JSON object.
-    #[error("the arguments of tool call {call_id} ({tool}) are not a JSON object: {message}; arguments: {excerpt}")]
+    #[error(
+        "the arguments of tool call {call_id} ({tool}) are not a JSON object: {message}; arguments: {excerpt}"
+    )]
     InvalidToolArguments {
         /// Tool name.
         tool: String,
@@ -139,7 +145,7 @@ pub enum LlmError {
     #[error("invalid {provider} provider configuration: {message}")]
     InvalidConfig {
         /// Provider name.
-        provider: String,
+        provider: &'static str,
         /// What is wrong.
         message: String,
     },

@@ -61,17 +61,20 @@ pub trait ModelProvider: Send + Sync {
 /// configuration (a base URL that is not http(s), a key that cannot be sent
 /// in a header); nothing is sent before the first request.
 pub fn build_provider(cfg: &ProviderConfig) -> Result<Arc<dyn ModelProvider>, LlmError> {
-    let provider = cfg.kind.as_str();
+    let provider: &'static str = cfg.kind.as_str();
     let base = cfg.base_url.trim();
     if !(base.starts_with("http://") || base.starts_with("https://")) {
         return Err(LlmError::InvalidConfig {
-            provider: provider.into(),
-            message: format!("base URL {:?} must start with http:// or https://", cfg.base_url),
+            provider,
+            message: format!(
+                "base URL {:?} must start with http:// or https://",
+                cfg.base_url
+            ),
         });
     }
     if reqwest::Url::parse(base).is_err() {
         return Err(LlmError::InvalidConfig {
-            provider: provider.into(),
+            provider,
             message: format!("base URL {:?} is not a valid URL", cfg.base_url),
         });
     }
@@ -80,7 +83,7 @@ pub fn build_provider(cfg: &ProviderConfig) -> Result<Arc<dyn ModelProvider>, Ll
         .user_agent(concat!("kaji/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| LlmError::InvalidConfig {
-            provider: provider.into(),
+            provider,
             message: format!("the HTTP client could not be built: {e}"),
         })?;
     let policy = transport::RetryPolicy {
@@ -99,10 +102,82 @@ pub fn build_provider(cfg: &ProviderConfig) -> Result<Arc<dyn ModelProvider>, Ll
     })
 }
 
+/// Decodes a complete reply body (the bytes of a `text/event-stream`
+/// response) in `kind`'s wire format, as the provider would while
+/// streaming. For replaying recorded replies and for benchmarks; errors
+/// name `<reply body>` as the URL.
+pub fn decode_reply_body(kind: ProviderKind, body: &[u8]) -> Result<Vec<StreamEvent>, LlmError> {
+    match kind {
+        ProviderKind::Anthropic => {
+            decode_body(anthropic::AnthropicDecoder::default(), "anthropic", body)
+        }
+        ProviderKind::OpenAi => decode_body(openai::OpenAiDecoder::default(), "openai", body),
+    }
+}
+
+fn decode_body<D: transport::ReplyDecoder>(
+    mut decoder: D,
+    provider: &'static str,
+    body: &[u8],
+) -> Result<Vec<StreamEvent>, LlmError> {
+    let url = "<reply body>".to_string();
+    let mut sse = sse::SseDecoder::new();
+    let mut events = Vec::new();
+    let mut out = Vec::new();
+    sse.decode(body, &mut events)
+        .map_err(|e| LlmError::MalformedSse {
+            provider,
+            url: url.clone(),
+            offset: e.offset,
+            message: e.message,
+        })?;
+    for event in &events {
+        match decoder.on_event(event, &mut out) {
+            Ok(false) => {}
+            Ok(true) => return Ok(out),
+            Err(transport::EventError::InvalidJson(message)) => {
+                return Err(LlmError::InvalidJson {
+                    provider,
+                    url,
+                    event: if event.event.is_empty() {
+                        "message".into()
+                    } else {
+                        event.event.clone()
+                    },
+                    offset: event.offset,
+                    message,
+                    excerpt: sse::excerpt(event.data.as_bytes()),
+                });
+            }
+            Err(transport::EventError::Server { what, message, .. }) => {
+                return Err(LlmError::ServerError {
+                    provider,
+                    url,
+                    what,
+                    message,
+                });
+            }
+        }
+    }
+    decoder
+        .on_eof(&mut out)
+        .map_err(|message| LlmError::StreamBroken {
+            provider,
+            url,
+            bytes: body.len() as u64,
+            message,
+        })?;
+    Ok(out)
+}
+
 /// Parses the arguments of a finished tool call. An empty string (a call
 /// without arguments) is `{}`; anything that is not a JSON object is an
 /// [`LlmError::InvalidToolArguments`] naming the tool and call id.
-pub fn parse_tool_arguments(tool_name: &str, call_id: &str, raw: &str) -> Result<serde_json::Value, LlmError> {
+pub fn parse_tool_arguments(
+    tool_name: &str,
+    call_id: &str,
+    raw: &str,
+) -> Result<serde_json::Value, LlmError> {
     let invalid = |message: String| LlmError::InvalidToolArguments {
         tool: tool_name.to_string(),
         call_id: call_id.to_string(),
@@ -114,7 +189,10 @@ pub fn parse_tool_arguments(tool_name: &str, call_id: &str, raw: &str) -> Result
     }
     match serde_json::from_str::<serde_json::Value>(raw) {
         Ok(value @ serde_json::Value::Object(_)) => Ok(value),
-        Ok(other) => Err(invalid(format!("expected an object, got {}", json_kind(&other)))),
+        Ok(other) => Err(invalid(format!(
+            "expected an object, got {}",
+            json_kind(&other)
+        ))),
         Err(e) => Err(invalid(format!("invalid JSON: {e}"))),
     }
 }
@@ -142,12 +220,28 @@ mod tests {
 
     #[test]
     fn tool_arguments() {
-        assert_eq!(parse_tool_arguments("Read", "c1", "").unwrap(), serde_json::json!({}));
-        assert_eq!(parse_tool_arguments("Read", "c1", " {\"a\": 1} ").unwrap(), serde_json::json!({"a": 1}));
-        let err = parse_tool_arguments("Read", "c1", "{\"a\": ").unwrap_err().to_string();
-        assert!(err.contains("c1") && err.contains("Read") && err.contains("invalid JSON"), "{err}");
-        let err = parse_tool_arguments("Bash", "c2", "[1]").unwrap_err().to_string();
-        assert!(err.contains("c2") && err.contains("Bash") && err.contains("an array"), "{err}");
+        assert_eq!(
+            parse_tool_arguments("Read", "c1", "").unwrap(),
+            serde_json::json!({})
+        );
+        assert_eq!(
+            parse_tool_arguments("Read", "c1", " {\"a\": 1} ").unwrap(),
+            serde_json::json!({"a": 1})
+        );
+        let err = parse_tool_arguments("Read", "c1", "{\"a\": ")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("c1") && err.contains("Read") && err.contains("invalid JSON"),
+            "{err}"
+        );
+        let err = parse_tool_arguments("Bash", "c2", "[1]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("c2") && err.contains("Bash") && err.contains("an array"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -160,6 +254,9 @@ mod tests {
     fn bad_base_urls_are_rejected() {
         let cfg = ProviderConfig::new(ProviderKind::OpenAi, "m", "localhost:8080");
         let err = build_provider(&cfg).err().unwrap().to_string();
-        assert!(err.contains("localhost:8080") && err.contains("openai"), "{err}");
+        assert!(
+            err.contains("localhost:8080") && err.contains("openai"),
+            "{err}"
+        );
     }
 }

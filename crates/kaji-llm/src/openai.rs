@@ -22,7 +22,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::sse::SseEvent;
-use crate::transport::{EventError, HttpCall, ReplyDecoder, RetryPolicy, json_error_message, stream_reply};
+use crate::transport::{
+    EventError, HttpCall, ReplyDecoder, RetryPolicy, json_error_message, stream_reply,
+};
 use crate::{LlmError, ModelProvider, ModelRequest, ModelStream, ProviderConfig};
 
 /// Provider for the OpenAI Chat Completions API and compatible servers.
@@ -37,14 +39,18 @@ pub struct OpenAiProvider {
 }
 
 impl OpenAiProvider {
-    pub(crate) fn new(cfg: &ProviderConfig, client: reqwest::Client, policy: RetryPolicy) -> Result<Self, LlmError> {
+    pub(crate) fn new(
+        cfg: &ProviderConfig,
+        client: reqwest::Client,
+        policy: RetryPolicy,
+    ) -> Result<Self, LlmError> {
         let mut headers = HeaderMap::new();
         headers.insert("content-type", HeaderValue::from_static("application/json"));
         headers.insert("accept", HeaderValue::from_static("text/event-stream"));
         if let Some(key) = cfg.api_key.as_ref().filter(|k| !k.is_empty()) {
             let mut value =
                 HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| LlmError::InvalidConfig {
-                    provider: "openai".into(),
+                    provider: "openai",
                     message: "the API key (OPENAI_API_KEY) contains characters not allowed in an HTTP header".into(),
                 })?;
             value.set_sensitive(true);
@@ -94,7 +100,11 @@ impl ModelProvider for OpenAiProvider {
 /// The JSON body of a streaming chat completion request. `max_tokens_field`
 /// is `max_tokens` or `max_completion_tokens`.
 pub fn request_body(request: &ModelRequest, default_model: &str, max_tokens_field: &str) -> Value {
-    let model = if request.model.is_empty() { default_model } else { &request.model };
+    let model = if request.model.is_empty() {
+        default_model
+    } else {
+        &request.model
+    };
     let mut messages = Vec::new();
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": request.system}));
@@ -140,8 +150,16 @@ fn push_message(message: &Message, out: &mut Vec<Value>) {
             // called the tools, so they go before the user's text.
             for block in &message.content {
                 match block {
-                    ContentBlock::ToolResult { tool_use_id, content, is_error } => {
-                        let content = if *is_error { format!("Error: {content}") } else { content.clone() };
+                    ContentBlock::ToolResult {
+                        tool_use_id,
+                        content,
+                        is_error,
+                    } => {
+                        let content = if *is_error {
+                            format!("Error: {content}")
+                        } else {
+                            content.clone()
+                        };
                         out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
                     }
                     ContentBlock::Text { text } => push_text(text),
@@ -264,9 +282,15 @@ impl OpenAiDecoder {
             if !call.started {
                 // A call whose name never came: still report it, so the
                 // caller can answer it with an error.
-                out.push(StreamEvent::ToolCallStart { id: call.id.clone(), name: call.name });
+                out.push(StreamEvent::ToolCallStart {
+                    id: call.id.clone(),
+                    name: call.name,
+                });
                 if !call.pending_args.is_empty() {
-                    out.push(StreamEvent::ToolCallDelta { id: call.id.clone(), arguments: call.pending_args });
+                    out.push(StreamEvent::ToolCallDelta {
+                        id: call.id.clone(),
+                        arguments: call.pending_args,
+                    });
                 }
             }
             out.push(StreamEvent::ToolCallEnd { id: call.id });
@@ -288,7 +312,10 @@ impl OpenAiDecoder {
 
     fn tool_delta(&mut self, delta: ToolCallDelta, position: usize, out: &mut Vec<StreamEvent>) {
         let index = delta.index.unwrap_or(position as u64);
-        let function = delta.function.unwrap_or(FunctionDelta { name: None, arguments: None });
+        let function = delta.function.unwrap_or(FunctionDelta {
+            name: None,
+            arguments: None,
+        });
         let call = self.calls.entry(index).or_insert_with(|| OpenCall {
             id: String::new(),
             name: String::new(),
@@ -311,7 +338,10 @@ impl OpenAiDecoder {
                 }
                 call.started = true;
                 self.any_tool_call = true;
-                out.push(StreamEvent::ToolCallStart { id: call.id.clone(), name: call.name.clone() });
+                out.push(StreamEvent::ToolCallStart {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                });
                 if !call.pending_args.is_empty() {
                     out.push(StreamEvent::ToolCallDelta {
                         id: call.id.clone(),
@@ -324,13 +354,20 @@ impl OpenAiDecoder {
             return;
         }
         if let Some(args) = function.arguments.filter(|a| !a.is_empty()) {
-            out.push(StreamEvent::ToolCallDelta { id: call.id.clone(), arguments: args });
+            out.push(StreamEvent::ToolCallDelta {
+                id: call.id.clone(),
+                arguments: args,
+            });
         }
     }
 }
 
 impl ReplyDecoder for OpenAiDecoder {
-    fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<bool, EventError> {
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<bool, EventError> {
         let data = event.data.trim();
         if data == "[DONE]" {
             self.stop(out);
@@ -339,7 +376,8 @@ impl ReplyDecoder for OpenAiDecoder {
         if data.is_empty() {
             return Ok(false);
         }
-        let chunk: Chunk = serde_json::from_str(data).map_err(|e| EventError::InvalidJson(e.to_string()))?;
+        let chunk: Chunk =
+            serde_json::from_str(data).map_err(|e| EventError::InvalidJson(e.to_string()))?;
         if let Some(error) = chunk.error {
             let value = json!({"error": error});
             return Err(EventError::Server {
@@ -350,13 +388,18 @@ impl ReplyDecoder for OpenAiDecoder {
         }
         for choice in chunk.choices.into_iter().take(1) {
             if let Some(delta) = choice.delta {
-                if let Some(text) = delta.reasoning_content.or(delta.reasoning).filter(|t| !t.is_empty()) {
+                if let Some(text) = delta
+                    .reasoning_content
+                    .or(delta.reasoning)
+                    .filter(|t| !t.is_empty())
+                {
                     out.push(StreamEvent::ReasoningDelta { text });
                 }
                 if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
                     out.push(StreamEvent::TextDelta { text });
                 }
-                for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate()
+                {
                     self.tool_delta(call, position, out);
                 }
             }
@@ -369,7 +412,10 @@ impl ReplyDecoder for OpenAiDecoder {
             out.push(StreamEvent::Usage(Usage {
                 input_tokens: usage.prompt_tokens,
                 output_tokens: usage.completion_tokens,
-                cache_read_input_tokens: usage.prompt_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0),
+                cache_read_input_tokens: usage
+                    .prompt_tokens_details
+                    .and_then(|d| d.cached_tokens)
+                    .unwrap_or(0),
                 cache_creation_input_tokens: 0,
             }));
         }
@@ -396,7 +442,11 @@ mod tests {
         let mut out = Vec::new();
         let mut last = Ok(false);
         for data in datas {
-            let ev = SseEvent { event: String::new(), data: data.to_string(), offset: 0 };
+            let ev = SseEvent {
+                event: String::new(),
+                data: data.to_string(),
+                offset: 0,
+            };
             last = decoder.on_event(&ev, &mut out);
             if last.is_err() {
                 break;
@@ -424,18 +474,46 @@ mod tests {
         assert_eq!(
             out,
             vec![
-                StreamEvent::ReasoningDelta { text: "think".into() },
-                StreamEvent::ReasoningDelta { text: " more".into() },
-                StreamEvent::TextDelta { text: "Hello".into() },
-                StreamEvent::ToolCallStart { id: "a".into(), name: "Read".into() },
-                StreamEvent::ToolCallDelta { id: "a".into(), arguments: "{\"x\":".into() },
-                StreamEvent::ToolCallStart { id: "b".into(), name: "Glob".into() },
-                StreamEvent::ToolCallDelta { id: "b".into(), arguments: "{}".into() },
-                StreamEvent::ToolCallDelta { id: "a".into(), arguments: "1}".into() },
+                StreamEvent::ReasoningDelta {
+                    text: "think".into()
+                },
+                StreamEvent::ReasoningDelta {
+                    text: " more".into()
+                },
+                StreamEvent::TextDelta {
+                    text: "Hello".into()
+                },
+                StreamEvent::ToolCallStart {
+                    id: "a".into(),
+                    name: "Read".into()
+                },
+                StreamEvent::ToolCallDelta {
+                    id: "a".into(),
+                    arguments: "{\"x\":".into()
+                },
+                StreamEvent::ToolCallStart {
+                    id: "b".into(),
+                    name: "Glob".into()
+                },
+                StreamEvent::ToolCallDelta {
+                    id: "b".into(),
+                    arguments: "{}".into()
+                },
+                StreamEvent::ToolCallDelta {
+                    id: "a".into(),
+                    arguments: "1}".into()
+                },
                 StreamEvent::ToolCallEnd { id: "a".into() },
                 StreamEvent::ToolCallEnd { id: "b".into() },
-                StreamEvent::Usage(Usage { input_tokens: 7, output_tokens: 3, cache_read_input_tokens: 2, cache_creation_input_tokens: 0 }),
-                StreamEvent::Stop { reason: StopReason::ToolUse },
+                StreamEvent::Usage(Usage {
+                    input_tokens: 7,
+                    output_tokens: 3,
+                    cache_read_input_tokens: 2,
+                    cache_creation_input_tokens: 0
+                }),
+                StreamEvent::Stop {
+                    reason: StopReason::ToolUse
+                },
             ]
         );
     }
@@ -450,17 +528,31 @@ mod tests {
             r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"Bash","arguments":":1}"}}]}}]}"#,
             r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
         ] {
-            let ev = SseEvent { event: String::new(), data: data.into(), offset: 0 };
+            let ev = SseEvent {
+                event: String::new(),
+                data: data.into(),
+                offset: 0,
+            };
             decoder.on_event(&ev, &mut out).unwrap();
         }
         decoder.on_eof(&mut out).unwrap();
         assert_eq!(
             out,
             vec![
-                StreamEvent::ToolCallStart { id: "call_0".into(), name: "Bash".into() },
-                StreamEvent::ToolCallDelta { id: "call_0".into(), arguments: "{\"a\":1}".into() },
-                StreamEvent::ToolCallEnd { id: "call_0".into() },
-                StreamEvent::Stop { reason: StopReason::ToolUse },
+                StreamEvent::ToolCallStart {
+                    id: "call_0".into(),
+                    name: "Bash".into()
+                },
+                StreamEvent::ToolCallDelta {
+                    id: "call_0".into(),
+                    arguments: "{\"a\":1}".into()
+                },
+                StreamEvent::ToolCallEnd {
+                    id: "call_0".into()
+                },
+                StreamEvent::Stop {
+                    reason: StopReason::ToolUse
+                },
             ]
         );
     }
@@ -474,7 +566,9 @@ mod tests {
     #[test]
     fn error_chunk_and_bad_json() {
         let (_, last) = run(&[r#"{"error":{"message":"upstream failed","code":502}}"#]);
-        assert!(matches!(last, Err(EventError::Server { ref message, .. }) if message == "upstream failed"));
+        assert!(
+            matches!(last, Err(EventError::Server { ref message, .. }) if message == "upstream failed")
+        );
         let (_, last) = run(&["{not json"]);
         assert!(matches!(last, Err(EventError::InvalidJson(_))));
     }
@@ -489,17 +583,31 @@ mod tests {
                 Message {
                     role: Role::Assistant,
                     content: vec![
-                        ContentBlock::Reasoning { text: "dropped".into(), signature: None },
+                        ContentBlock::Reasoning {
+                            text: "dropped".into(),
+                            signature: None,
+                        },
                         ContentBlock::text("ok"),
-                        ContentBlock::ToolUse { id: "c1".into(), name: "Read".into(), input: json!({"p": 1}) },
+                        ContentBlock::ToolUse {
+                            id: "c1".into(),
+                            name: "Read".into(),
+                            input: json!({"p": 1}),
+                        },
                     ],
                 },
                 Message {
                     role: Role::User,
-                    content: vec![ContentBlock::tool_result("c1", "boom", true), ContentBlock::text("next")],
+                    content: vec![
+                        ContentBlock::tool_result("c1", "boom", true),
+                        ContentBlock::text("next"),
+                    ],
                 },
             ],
-            tools: vec![ToolSpec { name: "Read".into(), description: "d".into(), input_schema: json!({"type": "object"}) }],
+            tools: vec![ToolSpec {
+                name: "Read".into(),
+                description: "d".into(),
+                input_schema: json!({"type": "object"}),
+            }],
             max_tokens: 9,
             temperature: None,
         };

@@ -106,7 +106,9 @@ pub enum SelectionError {
         env_var: String,
     },
     /// A local Ollama answered but has no model and none is configured.
-    #[error("a local Ollama answers on 127.0.0.1:11434 but has no model: run `ollama pull MODEL`, or set KAJI_MODEL / --model")]
+    #[error(
+        "a local Ollama answers on 127.0.0.1:11434 but has no model: run `ollama pull MODEL`, or set KAJI_MODEL / --model"
+    )]
     OllamaWithoutModels,
     /// The config file could not be read or parsed.
     #[error("{path}: {message}")]
@@ -136,12 +138,15 @@ pub fn load_config_file(path: &Path) -> Result<ConfigFile, SelectionError> {
         }
         Err(e) => return Err(error(format!("cannot be read: {e}"))),
     };
-    let mut file: ConfigFile = toml::from_str(&text).map_err(|e| error(e.to_string().trim_end().to_string()))?;
+    let mut file: ConfigFile =
+        toml::from_str(&text).map_err(|e| error(e.to_string().trim_end().to_string()))?;
     file.path = Some(path.to_path_buf());
     if let Some(provider) = &file.provider
         && provider.parse::<ProviderKind>().is_err()
     {
-        return Err(error(format!("key `provider` is {provider:?}: expected \"anthropic\" or \"openai\"")));
+        return Err(error(format!(
+            "key `provider` is {provider:?}: expected \"anthropic\" or \"openai\""
+        )));
     }
     Ok(file)
 }
@@ -179,14 +184,18 @@ pub fn resolve(inputs: &SelectionInputs<'_>) -> Result<ProviderConfig, Selection
     let file_base = non_empty(&file.base_url);
 
     let kind = match provider_source(inputs) {
-        Some((source_name, value)) => value.parse::<ProviderKind>().map_err(|_| SelectionError::UnknownProvider {
-            source_name: if source_name == "file" {
-                format!("{file_name}: key `provider`")
-            } else {
-                source_name.to_string()
-            },
-            value: value.clone(),
-        })?,
+        Some((source_name, value)) => {
+            value
+                .parse::<ProviderKind>()
+                .map_err(|_| SelectionError::UnknownProvider {
+                    source_name: if source_name == "file" {
+                        format!("{file_name}: key `provider`")
+                    } else {
+                        source_name.to_string()
+                    },
+                    value: value.clone(),
+                })?
+        }
         None => {
             if env("ANTHROPIC_API_KEY").is_some() || env("ANTHROPIC_AUTH_TOKEN").is_some() {
                 ProviderKind::Anthropic
@@ -203,7 +212,11 @@ pub fn resolve(inputs: &SelectionInputs<'_>) -> Result<ProviderConfig, Selection
                     Some(model) => model,
                     None => return Err(SelectionError::OllamaWithoutModels),
                 };
-                return Ok(ProviderConfig::new(ProviderKind::OpenAi, model, OLLAMA_DEFAULT_BASE_URL));
+                return Ok(ProviderConfig::new(
+                    ProviderKind::OpenAi,
+                    model,
+                    OLLAMA_DEFAULT_BASE_URL,
+                ));
             } else {
                 return Err(SelectionError::NothingConfigured { config: file_name });
             }
@@ -211,7 +224,10 @@ pub fn resolve(inputs: &SelectionInputs<'_>) -> Result<ProviderConfig, Selection
     };
 
     let (env_base, key_vars) = match kind {
-        ProviderKind::Anthropic => ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN"),
+        ProviderKind::Anthropic => (
+            "ANTHROPIC_BASE_URL",
+            "ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN",
+        ),
         ProviderKind::OpenAi => ("OPENAI_BASE_URL", "OPENAI_API_KEY"),
     };
     let explicit_base = configured_base.or_else(|| env(env_base)).or(file_base);
@@ -254,11 +270,17 @@ pub async fn probe_local_ollama(base: &str, timeout: Duration) -> Option<Vec<Str
     }
     let client = reqwest::Client::builder().timeout(timeout).build().ok()?;
     let url = format!("{}/api/tags", base.trim_end_matches('/'));
-    let response = tokio::time::timeout(timeout, client.get(url).send()).await.ok()?.ok()?;
+    let response = tokio::time::timeout(timeout, client.get(url).send())
+        .await
+        .ok()?
+        .ok()?;
     if !response.status().is_success() {
         return None;
     }
-    let body = tokio::time::timeout(timeout, response.bytes()).await.ok()?.ok()?;
+    let body = tokio::time::timeout(timeout, response.bytes())
+        .await
+        .ok()?
+        .ok()?;
     let tags: Tags = serde_json::from_slice(&body).unwrap_or(Tags { models: Vec::new() });
     Some(tags.models.into_iter().map(|t| t.name).collect())
 }
@@ -277,7 +299,8 @@ pub async fn select(
         local_ollama: None,
     };
     if needs_local_probe(&inputs) {
-        inputs.local_ollama = probe_local_ollama(LOCAL_OLLAMA_URL, LOCAL_OLLAMA_PROBE_TIMEOUT).await;
+        inputs.local_ollama =
+            probe_local_ollama(LOCAL_OLLAMA_URL, LOCAL_OLLAMA_PROBE_TIMEOUT).await;
     }
     resolve(&inputs)
 }

@@ -197,7 +197,10 @@ impl SseDecoder {
             _ => {
                 return Err(SseError {
                     offset: self.line_offset,
-                    message: format!("expected an `event:`, `data:` or `:` comment line, found {}", excerpt(line)),
+                    message: format!(
+                        "expected an `event:`, `data:` or `:` comment line, found {}",
+                        excerpt(line)
+                    ),
                 });
             }
         }

@@ -28,7 +28,11 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 pub(crate) trait ReplyDecoder: Send + 'static {
     /// Maps one event, pushing what it yields onto `out`. Returns `true`
     /// when the event ends the reply.
-    fn on_event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<bool, EventError>;
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<bool, EventError>;
 
     /// The body ended without a terminal event: push whatever completes the
     /// reply, or say why it is incomplete.
@@ -67,7 +71,10 @@ impl RetryPolicy {
             return after.min(self.max_delay);
         }
         let exp = failed.saturating_sub(1).min(20);
-        let full = self.base_delay.saturating_mul(1u32 << exp).min(self.max_delay);
+        let full = self
+            .base_delay
+            .saturating_mul(1u32 << exp)
+            .min(self.max_delay);
         let nanos = full.as_nanos() as u64;
         if nanos < 2 {
             return full;
@@ -128,13 +135,13 @@ where
                 let send = client.post(&url).headers(headers.clone()).body(body.clone()).send();
                 let response = match tokio::time::timeout(idle, send).await {
                     Err(_) => break 'attempt Failure::retryable(LlmError::IdleTimeout {
-                        provider: provider.into(),
+                        provider,
                         url: url.clone(),
                         idle,
                         phase: "while waiting for the response headers".into(),
                     }),
                     Ok(Err(e)) => break 'attempt Failure::retryable(LlmError::Connect {
-                        provider: provider.into(),
+                        provider,
                         url: url.clone(),
                         message: error_chain(&e),
                     }),
@@ -156,7 +163,7 @@ where
                         Err(e) => format!("(the error body could not be read: {e})"),
                     };
                     break 'attempt Failure {
-                        error: LlmError::Http { provider: provider.into(), url: url.clone(), status: code, message },
+                        error: LlmError::Http { provider, url: url.clone(), status: code, message },
                         retryable,
                         retry_after,
                     };
@@ -174,7 +181,7 @@ where
                         format!("answered 200 with `{content_type}` instead of an event stream")
                     };
                     break 'attempt Failure::fatal(LlmError::ServerError {
-                        provider: provider.into(),
+                        provider,
                         url: url.clone(),
                         what,
                         message: body_message(&body, &content_type),
@@ -189,13 +196,13 @@ where
                 loop {
                     let chunk = match tokio::time::timeout(idle, body_stream.next()).await {
                         Err(_) => break 'attempt Failure::retryable(LlmError::IdleTimeout {
-                            provider: provider.into(),
+                            provider,
                             url: url.clone(),
                             idle,
                             phase: format!("after {} bytes of the reply", sse.offset()),
                         }),
                         Ok(Some(Err(e))) => break 'attempt Failure::retryable(LlmError::StreamBroken {
-                            provider: provider.into(),
+                            provider,
                             url: url.clone(),
                             bytes: sse.offset(),
                             message: error_chain(&e),
@@ -209,7 +216,7 @@ where
                                     return;
                                 }
                                 Err(message) => break 'attempt Failure::retryable(LlmError::StreamBroken {
-                                    provider: provider.into(),
+                                    provider,
                                     url: url.clone(),
                                     bytes: sse.offset(),
                                     message,
@@ -220,7 +227,7 @@ where
                     };
                     if let Err(e) = sse.decode(&chunk, &mut events) {
                         break 'attempt Failure::fatal(LlmError::MalformedSse {
-                            provider: provider.into(),
+                            provider,
                             url: url.clone(),
                             offset: e.offset,
                             message: e.message,
@@ -237,7 +244,7 @@ where
                             Ok(true) => return,
                             Err(EventError::InvalidJson(message)) => {
                                 break 'attempt Failure::fatal(LlmError::InvalidJson {
-                                    provider: provider.into(),
+                                    provider,
                                     url: url.clone(),
                                     event: if event.event.is_empty() { "message".into() } else { event.event.clone() },
                                     offset: event.offset,
@@ -246,7 +253,7 @@ where
                                 });
                             }
                             Err(EventError::Server { what, message, retryable }) => {
-                                let error = LlmError::ServerError { provider: provider.into(), url: url.clone(), what, message };
+                                let error = LlmError::ServerError { provider, url: url.clone(), what, message };
                                 break 'attempt Failure { error, retryable, retry_after: None };
                             }
                         }
@@ -268,7 +275,7 @@ where
             }
             let error = if failure.retryable && !yielded && attempt > 1 {
                 LlmError::RetriesExhausted {
-                    provider: provider.into(),
+                    provider,
                     url: url.clone(),
                     attempts: attempt,
                     last: Box::new(failure.error),
@@ -284,7 +291,12 @@ where
 
 /// The server's `retry-after-ms` or `retry-after` (seconds) header.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let get = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
     if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
         && ms.is_finite()
         && ms >= 0.0
@@ -302,7 +314,10 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 
 /// Reads at most [`MAX_ERROR_BODY`] bytes of a body, each read bounded by
 /// the idle timeout.
-async fn read_error_body(mut response: reqwest::Response, idle: Duration) -> Result<String, String> {
+async fn read_error_body(
+    mut response: reqwest::Response,
+    idle: Duration,
+) -> Result<String, String> {
     let mut body = Vec::new();
     loop {
         match tokio::time::timeout(idle, response.chunk()).await {
@@ -325,7 +340,11 @@ fn looks_like_html(body: &str, content_type: &str) -> bool {
     if content_type.starts_with("text/html") {
         return true;
     }
-    let start = body.trim_start().get(..15).unwrap_or("").to_ascii_lowercase();
+    let start = body
+        .trim_start()
+        .get(..15)
+        .unwrap_or("")
+        .to_ascii_lowercase();
     start.starts_with("<!doctype html") || start.starts_with("<html")
 }
 
@@ -360,7 +379,10 @@ pub(crate) fn json_error_message(value: &serde_json::Value) -> Option<String> {
     if let Some(text) = error.as_str() {
         return Some(text.to_string());
     }
-    let message = error.get("message").and_then(|m| m.as_str()).unwrap_or("(no message)");
+    let message = error
+        .get("message")
+        .and_then(|m| m.as_str())
+        .unwrap_or("(no message)");
     match error.get("type").and_then(|t| t.as_str()) {
         Some(kind) => Some(format!("{kind}: {message}")),
         None => Some(message.to_string()),
@@ -408,25 +430,46 @@ mod tests {
         };
         for _ in 0..50 {
             let d1 = policy.delay(1, None);
-            assert!(d1 >= Duration::from_millis(50) && d1 <= Duration::from_millis(100), "{d1:?}");
+            assert!(
+                d1 >= Duration::from_millis(50) && d1 <= Duration::from_millis(100),
+                "{d1:?}"
+            );
             let d2 = policy.delay(2, None);
-            assert!(d2 >= Duration::from_millis(100) && d2 <= Duration::from_millis(200), "{d2:?}");
+            assert!(
+                d2 >= Duration::from_millis(100) && d2 <= Duration::from_millis(200),
+                "{d2:?}"
+            );
             let d5 = policy.delay(5, None);
             assert!(d5 <= Duration::from_millis(300), "{d5:?}");
         }
-        assert_eq!(policy.delay(1, Some(Duration::from_secs(9))), Duration::from_millis(300));
-        assert_eq!(policy.delay(1, Some(Duration::from_millis(7))), Duration::from_millis(7));
+        assert_eq!(
+            policy.delay(1, Some(Duration::from_secs(9))),
+            Duration::from_millis(300)
+        );
+        assert_eq!(
+            policy.delay(1, Some(Duration::from_millis(7))),
+            Duration::from_millis(7)
+        );
     }
 
     #[test]
     fn error_bodies() {
         assert_eq!(
-            body_message(r#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#, "application/json"),
+            body_message(
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#,
+                "application/json"
+            ),
             "invalid_request_error: bad"
         );
-        assert_eq!(body_message(r#"{"error":"model not found"}"#, ""), "model not found");
         assert_eq!(
-            body_message("<html><head><title>502 Bad Gateway</title></head></html>", "text/html"),
+            body_message(r#"{"error":"model not found"}"#, ""),
+            "model not found"
+        );
+        assert_eq!(
+            body_message(
+                "<html><head><title>502 Bad Gateway</title></head></html>",
+                "text/html"
+            ),
             "HTML page titled \"502 Bad Gateway\""
         );
         assert_eq!(body_message("  ", ""), "(empty body)");

@@ -34,8 +34,18 @@ async fn text_reply(kind: ProviderKind) {
     assert_eq!(reply.text, text);
     assert_eq!(reply.stop, Some(StopReason::EndTurn));
     assert!(reply.retries.is_empty());
-    assert!(matches!(reply.events.last(), Some(StreamEvent::Stop { .. })));
-    assert!(reply.events.iter().filter(|e| matches!(e, StreamEvent::TextDelta { .. })).count() > 3);
+    assert!(matches!(
+        reply.events.last(),
+        Some(StreamEvent::Stop { .. })
+    ));
+    assert!(
+        reply
+            .events
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::TextDelta { .. }))
+            .count()
+            > 3
+    );
 
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
@@ -52,7 +62,10 @@ async fn text_reply(kind: ProviderKind) {
             assert_eq!(r.header("authorization"), None);
             assert_eq!(r.body["system"], json!("You are a test."));
             assert_eq!(r.body["max_tokens"], json!(1024));
-            assert_eq!(r.body["messages"], json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}]));
+            assert_eq!(
+                r.body["messages"],
+                json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+            );
         }
         ProviderKind::OpenAi => {
             assert_eq!(r.header("authorization"), Some("Bearer [redacted]"));
@@ -89,7 +102,11 @@ async fn several_tool_calls(kind: ProviderKind) {
         .iter()
         .map(|(id, name, args, ended)| {
             assert!(ended, "{id} never ended");
-            (id.clone(), name.clone(), parse_tool_arguments(name, id, args).unwrap())
+            (
+                id.clone(),
+                name.clone(),
+                parse_tool_arguments(name, id, args).unwrap(),
+            )
         })
         .collect();
     let prefix = match kind {
@@ -99,9 +116,21 @@ async fn several_tool_calls(kind: ProviderKind) {
     assert_eq!(
         calls,
         vec![
-            (format!("{prefix}0"), "Read".to_string(), json!({"file_path": "src/main.rs", "limit": 20})),
-            ("call-two".to_string(), "Glob".to_string(), json!({"pattern": "**/*.rs"})),
-            (format!("{prefix}2"), "Bash".to_string(), json!({"command": "echo \"quoted\" && ls"})),
+            (
+                format!("{prefix}0"),
+                "Read".to_string(),
+                json!({"file_path": "src/main.rs", "limit": 20})
+            ),
+            (
+                "call-two".to_string(),
+                "Glob".to_string(),
+                json!({"pattern": "**/*.rs"})
+            ),
+            (
+                format!("{prefix}2"),
+                "Bash".to_string(),
+                json!({"command": "echo \"quoted\" && ls"})
+            ),
         ]
     );
     let body = &server.requests()[0].body;
@@ -109,7 +138,10 @@ async fn several_tool_calls(kind: ProviderKind) {
         ProviderKind::Anthropic => assert_eq!(body["tools"][0]["name"], json!("Read")),
         ProviderKind::OpenAi => {
             assert_eq!(body["tools"][0]["type"], json!("function"));
-            assert_eq!(body["tools"][0]["function"]["parameters"]["type"], json!("object"));
+            assert_eq!(
+                body["tools"][0]["function"]["parameters"]["type"],
+                json!("object")
+            );
         }
     }
 }
@@ -143,12 +175,20 @@ async fn usage(kind: ProviderKind) {
         cache_read_input_tokens: 7,
         cache_creation_input_tokens: 0,
     };
-    let server = ScriptedModelServer::start([Turn::text("a").with_usage(usage), Turn::text("b").without_usage()]).await;
+    let server = ScriptedModelServer::start([
+        Turn::text("a").with_usage(usage),
+        Turn::text("b").without_usage(),
+    ])
+    .await;
     let provider = build_provider(&config(kind, &server)).unwrap();
     let reply = collect(provider.stream(request("x"))).await;
     assert_eq!(reply.usage, Some(usage));
     // The usage comes before Stop, which is last.
-    let usage_pos = reply.events.iter().rposition(|e| matches!(e, StreamEvent::Usage(_))).unwrap();
+    let usage_pos = reply
+        .events
+        .iter()
+        .rposition(|e| matches!(e, StreamEvent::Usage(_)))
+        .unwrap();
     assert_eq!(usage_pos, reply.events.len() - 2);
 
     // A server that sends no usage at all still gives a complete reply.
@@ -165,15 +205,23 @@ async fn usage(kind: ProviderKind) {
 }
 
 async fn history_is_sent_back(kind: ProviderKind) {
-    let server = ScriptedModelServer::start([Turn::tool_call("Read", json!({})), Turn::text("done")]).await;
+    let server =
+        ScriptedModelServer::start([Turn::tool_call("Read", json!({})), Turn::text("done")]).await;
     let provider = build_provider(&config(kind, &server)).unwrap();
     let mut req = request("read it");
     req.messages.push(Message {
         role: Role::Assistant,
         content: vec![
-            ContentBlock::Reasoning { text: "plan".into(), signature: Some("sig-1".into()) },
+            ContentBlock::Reasoning {
+                text: "plan".into(),
+                signature: Some("sig-1".into()),
+            },
             ContentBlock::text("Reading."),
-            ContentBlock::ToolUse { id: "toolu_1".into(), name: "Read".into(), input: json!({"file_path": "a.txt"}) },
+            ContentBlock::ToolUse {
+                id: "toolu_1".into(),
+                name: "Read".into(),
+                input: json!({"file_path": "a.txt"}),
+            },
         ],
     });
     req.messages.push(Message {
@@ -207,13 +255,17 @@ async fn history_is_sent_back(kind: ProviderKind) {
                     {"id": "toolu_1", "type": "function", "function": {"name": "Read", "arguments": "{\"file_path\":\"a.txt\"}"}}
                 ]})
             );
-            assert_eq!(messages[3], json!({"role": "tool", "tool_call_id": "toolu_1", "content": "file contents"}));
+            assert_eq!(
+                messages[3],
+                json!({"role": "tool", "tool_call_id": "toolu_1", "content": "file contents"})
+            );
         }
     }
 }
 
 async fn retries_then_succeeds(kind: ProviderKind) {
-    let turn = Turn::text("after retries").with_faults([Fault::rate_limited_ms(3), Fault::status(500)]);
+    let turn =
+        Turn::text("after retries").with_faults([Fault::rate_limited_ms(3), Fault::status(500)]);
     let server = ScriptedModelServer::start(turn).await;
     let provider = build_provider(&config(kind, &server)).unwrap();
     let reply = collect(provider.stream(request("x"))).await;
@@ -221,16 +273,29 @@ async fn retries_then_succeeds(kind: ProviderKind) {
     assert_eq!(reply.text, "after retries");
     assert_eq!(reply.retries.len(), 2);
     let (attempt, max, delay, reason) = &reply.retries[0];
-    assert_eq!((*attempt, *max, *delay), (2, 3, 3), "retry-after-ms is honoured");
-    assert!(reason.contains("429") && reason.contains("scripted fault: HTTP 429"), "{reason}");
+    assert_eq!(
+        (*attempt, *max, *delay),
+        (2, 3, 3),
+        "retry-after-ms is honoured"
+    );
+    assert!(
+        reason.contains("429") && reason.contains("scripted fault: HTTP 429"),
+        "{reason}"
+    );
     assert_eq!(reply.retries[1].0, 3);
     assert!(reply.retries[1].3.contains("500"));
 
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
-    assert_eq!(requests.iter().map(|r| r.attempt).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(
+        requests.iter().map(|r| r.attempt).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
     for r in &requests {
-        assert_eq!(r.body, requests[0].body, "every attempt sends the same body");
+        assert_eq!(
+            r.body, requests[0].body,
+            "every attempt sends the same body"
+        );
         assert_eq!(r.path, path(kind));
         let key = match kind {
             ProviderKind::Anthropic => r.header("x-api-key"),
@@ -241,50 +306,86 @@ async fn retries_then_succeeds(kind: ProviderKind) {
 }
 
 async fn retries_exhausted(kind: ProviderKind) {
-    let turn = Turn::text("never").with_faults([Fault::status(500), Fault::status(503), Fault::status(502)]);
+    let turn = Turn::text("never").with_faults([
+        Fault::status(500),
+        Fault::status(503),
+        Fault::status(502),
+    ]);
     let server = ScriptedModelServer::start(turn).await;
     let provider = build_provider(&config(kind, &server)).unwrap();
     let reply = collect(provider.stream(request("x"))).await;
     assert_eq!(reply.retries.len(), 2);
     assert!(reply.text.is_empty());
     let error = reply.error.expect("an error");
-    assert!(matches!(error, LlmError::RetriesExhausted { attempts: 3, .. }), "{error:?}");
+    assert!(
+        matches!(error, LlmError::RetriesExhausted { attempts: 3, .. }),
+        "{error:?}"
+    );
     assert_eq!(error.status(), Some(502));
     let message = error.to_string();
-    assert!(message.contains(kind.as_str()) && message.contains(&url(kind, &server)) && message.contains("502"), "{message}");
+    assert!(
+        message.contains(kind.as_str())
+            && message.contains(&url(kind, &server))
+            && message.contains("502"),
+        "{message}"
+    );
     assert_eq!(server.requests().len(), 3);
 }
 
 async fn max_attempts_is_configurable(kind: ProviderKind) {
-    let turn = Turn::text("fine").with_faults([Fault::status(429), Fault::status(429), Fault::status(429), Fault::status(429)]);
+    let turn = Turn::text("fine").with_faults([
+        Fault::status(429),
+        Fault::status(429),
+        Fault::status(429),
+        Fault::status(429),
+    ]);
     let server = ScriptedModelServer::start(turn).await;
     let mut cfg = config(kind, &server);
     cfg.max_attempts = 5;
     let reply = collect(build_provider(&cfg).unwrap().stream(request("x"))).await;
     assert_eq!(reply.text, "fine", "{:?}", reply.error);
-    assert_eq!(reply.retries.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(), vec![(2, 5), (3, 5), (4, 5), (5, 5)]);
+    assert_eq!(
+        reply.retries.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(),
+        vec![(2, 5), (3, 5), (4, 5), (5, 5)]
+    );
     assert_eq!(server.requests().len(), 5);
 
     let server = ScriptedModelServer::start(Turn::text("x").with_fault(Fault::status(500))).await;
     let mut cfg = config(kind, &server);
     cfg.max_attempts = 1;
     let reply = collect(build_provider(&cfg).unwrap().stream(request("x"))).await;
-    assert!(matches!(reply.error, Some(LlmError::Http { status: 500, .. })), "{:?}", reply.error);
+    assert!(
+        matches!(reply.error, Some(LlmError::Http { status: 500, .. })),
+        "{:?}",
+        reply.error
+    );
     assert!(reply.retries.is_empty());
     assert_eq!(server.requests().len(), 1);
 }
 
 async fn retry_after_is_capped(kind: ProviderKind) {
-    let server = ScriptedModelServer::start(Turn::text("ok").with_fault(Fault::rate_limited_secs(30))).await;
-    let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
+    let server =
+        ScriptedModelServer::start(Turn::text("ok").with_fault(Fault::rate_limited_secs(30))).await;
+    let reply = collect(
+        build_provider(&config(kind, &server))
+            .unwrap()
+            .stream(request("x")),
+    )
+    .await;
     assert_eq!(reply.text, "ok");
     assert_eq!(reply.retries[0].2, 20, "capped at retry_max_delay");
 }
 
 async fn retryable_statuses(kind: ProviderKind) {
     for code in [408, 409, 429, 500, 502, 503, 504, 529] {
-        let server = ScriptedModelServer::start(Turn::text("ok").with_fault(Fault::status(code))).await;
-        let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
+        let server =
+            ScriptedModelServer::start(Turn::text("ok").with_fault(Fault::status(code))).await;
+        let reply = collect(
+            build_provider(&config(kind, &server))
+                .unwrap()
+                .stream(request("x")),
+        )
+        .await;
         assert_eq!(reply.text, "ok", "HTTP {code}: {:?}", reply.error);
         assert_eq!(reply.retries.len(), 1, "HTTP {code}");
         assert_eq!(server.requests().len(), 2, "HTTP {code}");
@@ -293,13 +394,27 @@ async fn retryable_statuses(kind: ProviderKind) {
 
 async fn no_retry_on_client_errors(kind: ProviderKind) {
     for code in [400, 401, 403, 404] {
-        let server = ScriptedModelServer::start(Turn::text("never").with_fault(Fault::status(code))).await;
-        let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
+        let server =
+            ScriptedModelServer::start(Turn::text("never").with_fault(Fault::status(code))).await;
+        let reply = collect(
+            build_provider(&config(kind, &server))
+                .unwrap()
+                .stream(request("x")),
+        )
+        .await;
         assert!(reply.retries.is_empty(), "HTTP {code} retried");
         let error = reply.error.expect("an error");
-        assert!(matches!(error, LlmError::Http { status, .. } if status == code), "{error:?}");
+        assert!(
+            matches!(error, LlmError::Http { status, .. } if status == code),
+            "{error:?}"
+        );
         let message = error.to_string();
-        for needle in [kind.as_str(), &url(kind, &server), &code.to_string(), &format!("scripted fault: HTTP {code}")] {
+        for needle in [
+            kind.as_str(),
+            &url(kind, &server),
+            &code.to_string(),
+            &format!("scripted fault: HTTP {code}"),
+        ] {
             assert!(message.contains(needle), "{message:?} lacks {needle:?}");
         }
         assert_eq!(server.requests().len(), 1, "HTTP {code}");
@@ -315,22 +430,42 @@ async fn wrong_base_url_is_a_clear_404(kind: ProviderKind) {
     };
     let reply = collect(build_provider(&cfg).unwrap().stream(request("x"))).await;
     let message = reply.error.expect("an error").to_string();
-    assert!(message.contains("404") && message.contains("no route"), "{message}");
+    assert!(
+        message.contains("404") && message.contains("no route"),
+        "{message}"
+    );
     assert_eq!(server.requests().len(), 1);
 }
 
 async fn overloaded_is_retried(kind: ProviderKind) {
     let server = ScriptedModelServer::start(Turn::text("ok").with_fault(Fault::Overloaded)).await;
-    let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
+    let reply = collect(
+        build_provider(&config(kind, &server))
+            .unwrap()
+            .stream(request("x")),
+    )
+    .await;
     assert_eq!(reply.text, "ok", "{:?}", reply.error);
     assert_eq!(reply.retries.len(), 1);
-    assert!(reply.retries[0].3.to_lowercase().contains("overloaded"), "{}", reply.retries[0].3);
+    assert!(
+        reply.retries[0].3.to_lowercase().contains("overloaded"),
+        "{}",
+        reply.retries[0].3
+    );
     assert_eq!(server.requests().len(), 2);
 }
 
 async fn drop_before_content_is_retried(kind: ProviderKind) {
-    let server = ScriptedModelServer::start(Turn::text("ok").with_fault(Fault::DropMidStream { after_bytes: 20 })).await;
-    let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
+    let server = ScriptedModelServer::start(
+        Turn::text("ok").with_fault(Fault::DropMidStream { after_bytes: 20 }),
+    )
+    .await;
+    let reply = collect(
+        build_provider(&config(kind, &server))
+            .unwrap()
+            .stream(request("x")),
+    )
+    .await;
     assert_eq!(reply.text, "ok", "{:?}", reply.error);
     assert_eq!(reply.retries.len(), 1);
     assert_eq!(server.requests().len(), 2);
@@ -338,20 +473,39 @@ async fn drop_before_content_is_retried(kind: ProviderKind) {
 
 async fn drop_after_content_is_stream_broken(kind: ProviderKind) {
     let text = "x".repeat(400);
-    let server = ScriptedModelServer::start(Turn::text(text.clone()).with_fault(Fault::DropMidStream { after_bytes: 1500 })).await;
-    let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
-    assert!(!reply.text.is_empty() && reply.text.len() < text.len(), "got {} bytes: {:?} {:?}", reply.text.len(), reply.error, server.requests().len());
+    let server = ScriptedModelServer::start(
+        Turn::text(text.clone()).with_fault(Fault::DropMidStream { after_bytes: 1500 }),
+    )
+    .await;
+    let reply = collect(
+        build_provider(&config(kind, &server))
+            .unwrap()
+            .stream(request("x")),
+    )
+    .await;
+    assert!(
+        !reply.text.is_empty() && reply.text.len() < text.len(),
+        "got {} bytes: {:?} {:?}",
+        reply.text.len(),
+        reply.error,
+        server.requests().len()
+    );
     let error = reply.error.expect("an error");
     assert!(matches!(error, LlmError::StreamBroken { .. }), "{error:?}");
     let message = error.to_string();
-    assert!(message.contains(kind.as_str()) && message.contains(&url(kind, &server)), "{message}");
+    assert!(
+        message.contains(kind.as_str()) && message.contains(&url(kind, &server)),
+        "{message}"
+    );
     assert!(reply.retries.is_empty());
     assert_eq!(server.requests().len(), 1, "a broken stream is not retried");
 }
 
 async fn stall_after_content_is_idle_timeout(kind: ProviderKind) {
     let text = "y".repeat(400);
-    let server = ScriptedModelServer::start(Turn::text(text).with_fault(Fault::Stall { after_bytes: 1500 })).await;
+    let server =
+        ScriptedModelServer::start(Turn::text(text).with_fault(Fault::Stall { after_bytes: 1500 }))
+            .await;
     let mut cfg = config(kind, &server);
     cfg.idle_timeout = Duration::from_millis(300);
     let reply = collect(build_provider(&cfg).unwrap().stream(request("x"))).await;
@@ -361,21 +515,32 @@ async fn stall_after_content_is_idle_timeout(kind: ProviderKind) {
     assert!(error.to_string().contains("idle timeout"), "{error}");
     assert_eq!(server.requests().len(), 1);
     // The client closed the stalled connection.
-    tokio::time::timeout(Duration::from_secs(30), server.wait_for_aborted_streams(1)).await.expect("connection closed");
+    tokio::time::timeout(Duration::from_secs(30), server.wait_for_aborted_streams(1))
+        .await
+        .expect("connection closed");
 }
 
 async fn stall_before_content_is_retried(kind: ProviderKind) {
-    let server = ScriptedModelServer::start(Turn::text("ok").with_fault(Fault::Stall { after_bytes: 0 })).await;
+    let server =
+        ScriptedModelServer::start(Turn::text("ok").with_fault(Fault::Stall { after_bytes: 0 }))
+            .await;
     let mut cfg = config(kind, &server);
     cfg.idle_timeout = Duration::from_millis(200);
     let reply = collect(build_provider(&cfg).unwrap().stream(request("x"))).await;
     assert_eq!(reply.text, "ok", "{:?}", reply.error);
     assert_eq!(reply.retries.len(), 1);
-    assert!(reply.retries[0].3.contains("idle timeout"), "{}", reply.retries[0].3);
+    assert!(
+        reply.retries[0].3.contains("idle timeout"),
+        "{}",
+        reply.retries[0].3
+    );
 }
 
 async fn dropping_the_stream_closes_the_connection(kind: ProviderKind) {
-    let server = ScriptedModelServer::start(Turn::text("z".repeat(400)).with_fault(Fault::Stall { after_bytes: 1500 })).await;
+    let server = ScriptedModelServer::start(
+        Turn::text("z".repeat(400)).with_fault(Fault::Stall { after_bytes: 1500 }),
+    )
+    .await;
     let provider = build_provider(&config(kind, &server)).unwrap();
     let mut stream = provider.stream(request("x"));
     loop {
@@ -394,17 +559,32 @@ async fn dropping_the_stream_closes_the_connection(kind: ProviderKind) {
 
 async fn malformed_sse(kind: ProviderKind) {
     let server = ScriptedModelServer::start(Turn::text("x").with_fault(Fault::MalformedSse)).await;
-    let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
+    let reply = collect(
+        build_provider(&config(kind, &server))
+            .unwrap()
+            .stream(request("x")),
+    )
+    .await;
     let error = reply.error.expect("an error");
     assert!(matches!(error, LlmError::MalformedSse { .. }), "{error:?}");
     let message = error.to_string();
-    assert!(message.contains("this line is not a server-sent event") && message.contains(&url(kind, &server)), "{message}");
+    assert!(
+        message.contains("this line is not a server-sent event")
+            && message.contains(&url(kind, &server)),
+        "{message}"
+    );
     assert_eq!(server.requests().len(), 1);
 }
 
 async fn invalid_json_chunk(kind: ProviderKind) {
-    let server = ScriptedModelServer::start(Turn::text("x").with_fault(Fault::InvalidJsonChunk)).await;
-    let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
+    let server =
+        ScriptedModelServer::start(Turn::text("x").with_fault(Fault::InvalidJsonChunk)).await;
+    let reply = collect(
+        build_provider(&config(kind, &server))
+            .unwrap()
+            .stream(request("x")),
+    )
+    .await;
     let error = reply.error.expect("an error");
     assert!(matches!(error, LlmError::InvalidJson { .. }), "{error:?}");
     assert!(error.to_string().contains("unterminated"), "{error}");
@@ -413,41 +593,83 @@ async fn invalid_json_chunk(kind: ProviderKind) {
 
 async fn html_error_page(kind: ProviderKind) {
     let server = ScriptedModelServer::start(Turn::text("x").with_fault(Fault::HtmlErrorPage)).await;
-    let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
+    let reply = collect(
+        build_provider(&config(kind, &server))
+            .unwrap()
+            .stream(request("x")),
+    )
+    .await;
     let error = reply.error.expect("an error");
     assert!(matches!(error, LlmError::ServerError { .. }), "{error:?}");
     let message = error.to_string();
-    assert!(message.contains("HTML page") && message.contains("Scripted gateway error"), "{message}");
+    assert!(
+        message.contains("HTML page") && message.contains("Scripted gateway error"),
+        "{message}"
+    );
     assert_eq!(server.requests().len(), 1);
 
     // An HTML page with a 5xx status (a proxy) is retried like any 5xx.
     let page = "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>";
-    let turn = Turn::text("x").with_faults([Fault::status_with_body(502, page), Fault::status_with_body(502, page), Fault::status_with_body(502, page)]);
+    let turn = Turn::text("x").with_faults([
+        Fault::status_with_body(502, page),
+        Fault::status_with_body(502, page),
+        Fault::status_with_body(502, page),
+    ]);
     let server = ScriptedModelServer::start(turn).await;
-    let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
+    let reply = collect(
+        build_provider(&config(kind, &server))
+            .unwrap()
+            .stream(request("x")),
+    )
+    .await;
     let message = reply.error.expect("an error").to_string();
-    assert!(message.contains("502 Bad Gateway") && message.contains("after 3 attempts"), "{message}");
+    assert!(
+        message.contains("502 Bad Gateway") && message.contains("after 3 attempts"),
+        "{message}"
+    );
 }
 
 async fn error_body_with_200(kind: ProviderKind) {
-    let server = ScriptedModelServer::start(Turn::text("x").with_fault(Fault::ErrorBodyWith200)).await;
-    let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
+    let server =
+        ScriptedModelServer::start(Turn::text("x").with_fault(Fault::ErrorBodyWith200)).await;
+    let reply = collect(
+        build_provider(&config(kind, &server))
+            .unwrap()
+            .stream(request("x")),
+    )
+    .await;
     let error = reply.error.expect("an error");
     assert!(matches!(error, LlmError::ServerError { .. }), "{error:?}");
-    assert!(error.to_string().contains("an error body with status 200"), "{error}");
+    assert!(
+        error.to_string().contains("an error body with status 200"),
+        "{error}"
+    );
     assert_eq!(server.requests().len(), 1);
 }
 
 async fn slow_chunks(kind: ProviderKind) {
-    let server = ScriptedModelServer::start(Turn::text("slow but complete").with_fault(Fault::Slow { delay_ms: 2 })).await;
-    let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
+    let server = ScriptedModelServer::start(
+        Turn::text("slow but complete").with_fault(Fault::Slow { delay_ms: 2 }),
+    )
+    .await;
+    let reply = collect(
+        build_provider(&config(kind, &server))
+            .unwrap()
+            .stream(request("x")),
+    )
+    .await;
     assert_eq!(reply.text, "slow but complete", "{:?}", reply.error);
     assert!(reply.retries.is_empty());
 }
 
 async fn empty_reply(kind: ProviderKind) {
     let server = ScriptedModelServer::start(Turn::text("not this").with_fault(Fault::Empty)).await;
-    let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
+    let reply = collect(
+        build_provider(&config(kind, &server))
+            .unwrap()
+            .stream(request("x")),
+    )
+    .await;
     assert!(reply.error.is_none(), "{:?}", reply.error);
     assert_eq!(reply.text, "");
     assert!(reply.tool_calls.is_empty());
@@ -455,19 +677,39 @@ async fn empty_reply(kind: ProviderKind) {
 }
 
 async fn invalid_tool_arguments(kind: ProviderKind) {
-    let server = ScriptedModelServer::start(Turn::new().and_raw_tool_call("bad-1", "Write", "{\"path\": \"a\", ")).await;
-    let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
+    let server = ScriptedModelServer::start(Turn::new().and_raw_tool_call(
+        "bad-1",
+        "Write",
+        "{\"path\": \"a\", ",
+    ))
+    .await;
+    let reply = collect(
+        build_provider(&config(kind, &server))
+            .unwrap()
+            .stream(request("x")),
+    )
+    .await;
     assert!(reply.error.is_none(), "{:?}", reply.error);
     let (id, name, args, ended) = &reply.tool_calls[0];
     assert!(ended);
-    let message = parse_tool_arguments(name, id, args).unwrap_err().to_string();
-    assert!(message.contains("bad-1") && message.contains("Write"), "{message}");
+    let message = parse_tool_arguments(name, id, args)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("bad-1") && message.contains("Write"),
+        "{message}"
+    );
 }
 
 async fn xml_text_protocol_is_plain_text(kind: ProviderKind) {
     let text = "I will read it.\n<Read>\n<file_path>src/main.rs</file_path>\n</Read>";
     let server = ScriptedModelServer::start(Turn::text(text)).await;
-    let reply = collect(build_provider(&config(kind, &server)).unwrap().stream(request("x"))).await;
+    let reply = collect(
+        build_provider(&config(kind, &server))
+            .unwrap()
+            .stream(request("x")),
+    )
+    .await;
     assert_eq!(reply.text, text);
     assert!(reply.tool_calls.is_empty());
 }
@@ -483,10 +725,15 @@ async fn connection_refused(kind: ProviderKind) {
     assert_eq!(reply.retries.len(), 2);
     let error = reply.error.expect("an error");
     match &error {
-        LlmError::RetriesExhausted { last, attempts: 3, .. } => assert!(matches!(**last, LlmError::Connect { .. }), "{last:?}"),
+        LlmError::RetriesExhausted {
+            last, attempts: 3, ..
+        } => assert!(matches!(**last, LlmError::Connect { .. }), "{last:?}"),
         other => panic!("{other:?}"),
     }
-    assert!(error.to_string().contains(&format!("127.0.0.1:{port}")), "{error}");
+    assert!(
+        error.to_string().contains(&format!("127.0.0.1:{port}")),
+        "{error}"
+    );
 }
 
 async fn script_exhausted(kind: ProviderKind) {
@@ -497,7 +744,10 @@ async fn script_exhausted(kind: ProviderKind) {
     req.messages.push(Message::user_text("more"));
     let reply = collect(provider.stream(req)).await;
     let message = reply.error.expect("an error").to_string();
-    assert!(message.contains("script exhausted") && message.contains("1 turn"), "{message}");
+    assert!(
+        message.contains("script exhausted") && message.contains("1 turn"),
+        "{message}"
+    );
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].turn, None);

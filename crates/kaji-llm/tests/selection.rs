@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use kaji_llm::selection::{
-    ConfigFile, SelectionError, SelectionFlags, SelectionInputs, load_config_file, needs_local_probe, probe_local_ollama,
-    resolve,
+    ConfigFile, SelectionError, SelectionFlags, SelectionInputs, load_config_file,
+    needs_local_probe, probe_local_ollama, resolve,
 };
 use kaji_llm::{ProviderConfig, ProviderKind};
 
@@ -30,7 +30,12 @@ impl Case {
         self.env.insert(k, v);
         self
     }
-    fn flags(mut self, provider: Option<&str>, model: Option<&str>, base_url: Option<&str>) -> Self {
+    fn flags(
+        mut self,
+        provider: Option<&str>,
+        model: Option<&str>,
+        base_url: Option<&str>,
+    ) -> Self {
         self.flags = SelectionFlags {
             provider: provider.map(String::from),
             model: model.map(String::from),
@@ -82,7 +87,11 @@ fn anthropic_key_alone() {
 
 #[test]
 fn anthropic_key_beats_openai_key() {
-    let cfg = Case::new().env("OPENAI_API_KEY", "o").env("ANTHROPIC_API_KEY", "a").run().unwrap();
+    let cfg = Case::new()
+        .env("OPENAI_API_KEY", "o")
+        .env("ANTHROPIC_API_KEY", "a")
+        .run()
+        .unwrap();
     assert_eq!(cfg.kind, ProviderKind::Anthropic);
 }
 
@@ -110,8 +119,14 @@ fn env_base_urls_are_used() {
         .run()
         .unwrap();
     assert_eq!(cfg.base_url, "http://proxy:8080");
-    let cfg = Case::new().env("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1").run().unwrap();
-    assert_eq!((cfg.kind, cfg.base_url.as_str(), cfg.api_key), (ProviderKind::OpenAi, "http://127.0.0.1:8000/v1", None));
+    let cfg = Case::new()
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")
+        .run()
+        .unwrap();
+    assert_eq!(
+        (cfg.kind, cfg.base_url.as_str(), cfg.api_key),
+        (ProviderKind::OpenAi, "http://127.0.0.1:8000/v1", None)
+    );
 }
 
 #[test]
@@ -126,19 +141,35 @@ fn flags_beat_env_beat_file() {
         .file(Some("anthropic"), Some("file-model"), Some("http://file"));
 
     // File only.
-    let cfg = Case::new().env("OPENAI_API_KEY", "o").file(Some("openai"), Some("file-model"), Some("http://file/v1")).run().unwrap();
-    assert_eq!((cfg.kind, cfg.model.as_str(), cfg.base_url.as_str()), (ProviderKind::OpenAi, "file-model", "http://file/v1"));
+    let cfg = Case::new()
+        .env("OPENAI_API_KEY", "o")
+        .file(Some("openai"), Some("file-model"), Some("http://file/v1"))
+        .run()
+        .unwrap();
+    assert_eq!(
+        (cfg.kind, cfg.model.as_str(), cfg.base_url.as_str()),
+        (ProviderKind::OpenAi, "file-model", "http://file/v1")
+    );
 
     // Env beats file.
     let cfg = full.run().unwrap();
-    assert_eq!((cfg.kind, cfg.model.as_str(), cfg.base_url.as_str()), (ProviderKind::Anthropic, "env-model", "http://env-anthropic"));
+    assert_eq!(
+        (cfg.kind, cfg.model.as_str(), cfg.base_url.as_str()),
+        (ProviderKind::Anthropic, "env-model", "http://env-anthropic")
+    );
 
     // Flags beat env.
-    let cfg = Case { flags: SelectionFlags::default(), ..full }
-        .flags(Some("openai"), Some("flag-model"), Some("http://flag/v1"))
-        .run()
-        .unwrap();
-    assert_eq!((cfg.kind, cfg.model.as_str(), cfg.base_url.as_str()), (ProviderKind::OpenAi, "flag-model", "http://flag/v1"));
+    let cfg = Case {
+        flags: SelectionFlags::default(),
+        ..full
+    }
+    .flags(Some("openai"), Some("flag-model"), Some("http://flag/v1"))
+    .run()
+    .unwrap();
+    assert_eq!(
+        (cfg.kind, cfg.model.as_str(), cfg.base_url.as_str()),
+        (ProviderKind::OpenAi, "flag-model", "http://flag/v1")
+    );
     assert_eq!(cfg.api_key.as_deref(), Some("o"));
 }
 
@@ -156,8 +187,14 @@ fn provider_from_file_beats_key_inference() {
 
 #[test]
 fn base_url_flag_alone_means_a_local_openai_compatible_server() {
-    let cfg = Case::new().flags(None, Some("qwen"), Some("http://127.0.0.1:8080/v1")).run().unwrap();
-    assert_eq!((cfg.kind, cfg.model.as_str(), cfg.api_key), (ProviderKind::OpenAi, "qwen", None));
+    let cfg = Case::new()
+        .flags(None, Some("qwen"), Some("http://127.0.0.1:8080/v1"))
+        .run()
+        .unwrap();
+    assert_eq!(
+        (cfg.kind, cfg.model.as_str(), cfg.api_key),
+        (ProviderKind::OpenAi, "qwen", None)
+    );
 }
 
 #[test]
@@ -165,10 +202,24 @@ fn local_ollama_is_the_last_fallback() {
     let case = Case::new().ollama(&["llama3.2:latest", "qwen3"]);
     assert!(case.needs_probe());
     let cfg = case.run().unwrap();
-    assert_eq!((cfg.kind, cfg.model.as_str(), cfg.base_url.as_str()), (ProviderKind::OpenAi, "llama3.2:latest", "http://127.0.0.1:11434/v1"));
-    let cfg = Case::new().env("KAJI_MODEL", "qwen3").ollama(&["llama3.2:latest", "qwen3"]).run().unwrap();
+    assert_eq!(
+        (cfg.kind, cfg.model.as_str(), cfg.base_url.as_str()),
+        (
+            ProviderKind::OpenAi,
+            "llama3.2:latest",
+            "http://127.0.0.1:11434/v1"
+        )
+    );
+    let cfg = Case::new()
+        .env("KAJI_MODEL", "qwen3")
+        .ollama(&["llama3.2:latest", "qwen3"])
+        .run()
+        .unwrap();
     assert_eq!(cfg.model, "qwen3");
-    assert_eq!(Case::new().ollama(&[]).run().unwrap_err(), SelectionError::OllamaWithoutModels);
+    assert_eq!(
+        Case::new().ollama(&[]).run().unwrap_err(),
+        SelectionError::OllamaWithoutModels
+    );
     assert!(!Case::new().env("OPENAI_API_KEY", "o").needs_probe());
     assert!(!Case::new().env("KAJI_PROVIDER", "openai").needs_probe());
 }
@@ -199,22 +250,56 @@ fn nothing_configured_names_every_way() {
 
 #[test]
 fn unknown_provider_names_its_source() {
-    let err = Case::new().flags(Some("gemini"), None, None).run().unwrap_err().to_string();
-    assert!(err.contains("--provider") && err.contains("gemini"), "{err}");
-    let err = Case::new().env("KAJI_PROVIDER", "x").run().unwrap_err().to_string();
+    let err = Case::new()
+        .flags(Some("gemini"), None, None)
+        .run()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--provider") && err.contains("gemini"),
+        "{err}"
+    );
+    let err = Case::new()
+        .env("KAJI_PROVIDER", "x")
+        .run()
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("KAJI_PROVIDER"), "{err}");
-    let err = Case::new().file(Some("y"), None, None).run().unwrap_err().to_string();
-    assert!(err.contains("/home/u/.kaji/config.toml") && err.contains("provider"), "{err}");
+    let err = Case::new()
+        .file(Some("y"), None, None)
+        .run()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("/home/u/.kaji/config.toml") && err.contains("provider"),
+        "{err}"
+    );
 }
 
 #[test]
 fn missing_key_for_public_api() {
-    let err = Case::new().flags(Some("anthropic"), None, None).run().unwrap_err().to_string();
-    assert!(err.contains("ANTHROPIC_API_KEY") && err.contains("https://api.anthropic.com"), "{err}");
-    let err = Case::new().env("KAJI_PROVIDER", "openai").run().unwrap_err().to_string();
+    let err = Case::new()
+        .flags(Some("anthropic"), None, None)
+        .run()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("ANTHROPIC_API_KEY") && err.contains("https://api.anthropic.com"),
+        "{err}"
+    );
+    let err = Case::new()
+        .env("KAJI_PROVIDER", "openai")
+        .run()
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("OPENAI_API_KEY"), "{err}");
     // A local server needs none.
-    assert!(Case::new().flags(Some("openai"), None, Some("http://127.0.0.1:11434/v1")).run().is_ok());
+    assert!(
+        Case::new()
+            .flags(Some("openai"), None, Some("http://127.0.0.1:11434/v1"))
+            .run()
+            .is_ok()
+    );
 }
 
 #[test]
@@ -224,7 +309,11 @@ fn config_file_loading() {
     let missing = load_config_file(&path).unwrap();
     assert_eq!((missing.provider, missing.model), (None, None));
 
-    std::fs::write(&path, "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"http://x/v1\"\n[other]\nkey = 1\n").unwrap();
+    std::fs::write(
+        &path,
+        "provider = \"openai\"\nmodel = \"m\"\nbase_url = \"http://x/v1\"\n[other]\nkey = 1\n",
+    )
+    .unwrap();
     let file = load_config_file(&path).unwrap();
     assert_eq!(file.provider.as_deref(), Some("openai"));
     assert_eq!(file.model.as_deref(), Some("m"));
@@ -233,7 +322,10 @@ fn config_file_loading() {
 
     std::fs::write(&path, "model = \"m\"\nprovider = 3\n").unwrap();
     let err = load_config_file(&path).unwrap_err().to_string();
-    assert!(err.contains("config.toml") && err.contains("line 2") && err.contains("provider"), "{err}");
+    assert!(
+        err.contains("config.toml") && err.contains("line 2") && err.contains("provider"),
+        "{err}"
+    );
 
     std::fs::write(&path, "provider = \"bard\"\n").unwrap();
     let err = load_config_file(&path).unwrap_err().to_string();
@@ -249,7 +341,10 @@ async fn probe_finds_nothing_on_a_closed_port() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     drop(listener);
-    assert_eq!(probe_local_ollama(&format!("http://127.0.0.1:{port}"), Duration::from_secs(5)).await, None);
+    assert_eq!(
+        probe_local_ollama(&format!("http://127.0.0.1:{port}"), Duration::from_secs(5)).await,
+        None
+    );
 }
 
 #[tokio::test]
@@ -269,12 +364,18 @@ async fn probe_reads_model_names() {
             seen.extend_from_slice(&buf[..n]);
         }
         let body = r#"{"models":[{"name":"llama3.2:latest"},{"name":"qwen3:8b"}]}"#;
-        let response = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
         socket.write_all(response.as_bytes()).await.unwrap();
         String::from_utf8_lossy(&seen).into_owned()
     });
     let models = probe_local_ollama(&format!("http://{addr}"), Duration::from_secs(5)).await;
-    assert_eq!(models, Some(vec!["llama3.2:latest".to_string(), "qwen3:8b".to_string()]));
+    assert_eq!(
+        models,
+        Some(vec!["llama3.2:latest".to_string(), "qwen3:8b".to_string()])
+    );
     let request = server.await.unwrap();
     assert!(request.starts_with("GET /api/tags "), "{request}");
 }

@@ -173,7 +173,8 @@ impl Turn {
 
     /// Adds redacted reasoning (Anthropic only; OpenAI leaves it out).
     pub fn and_redacted_reasoning(mut self, data: impl Into<String>) -> Self {
-        self.parts.push(Part::RedactedReasoning { data: data.into() });
+        self.parts
+            .push(Part::RedactedReasoning { data: data.into() });
         self
     }
 
@@ -188,7 +189,12 @@ impl Turn {
     }
 
     /// Adds a tool call with the given id.
-    pub fn and_tool_call_with_id(mut self, id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
+    pub fn and_tool_call_with_id(
+        mut self,
+        id: impl Into<String>,
+        name: impl Into<String>,
+        input: Value,
+    ) -> Self {
         self.parts.push(Part::ToolCall {
             id: Some(id.into()),
             name: name.into(),
@@ -199,7 +205,12 @@ impl Turn {
 
     /// Adds a tool call whose arguments are sent verbatim (possibly not
     /// valid JSON).
-    pub fn and_raw_tool_call(mut self, id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+    pub fn and_raw_tool_call(
+        mut self,
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
         self.parts.push(Part::RawToolCall {
             id: Some(id.into()),
             name: name.into(),
@@ -412,9 +423,16 @@ mod tests {
         let expected = Script::new([
             Turn::text("hi")
                 .and_tool_call("Read", json!({"file_path": "a"}))
-                .with_faults([Fault::rate_limited_ms(5), Fault::DropMidStream { after_bytes: 10 }]),
+                .with_faults([
+                    Fault::rate_limited_ms(5),
+                    Fault::DropMidStream { after_bytes: 10 },
+                ]),
             Turn {
-                parts: vec![Part::RawToolCall { id: None, name: "Bash".into(), arguments: "{oops".into() }],
+                parts: vec![Part::RawToolCall {
+                    id: None,
+                    name: "Bash".into(),
+                    arguments: "{oops".into(),
+                }],
                 chunk_size: 3,
                 omit_usage: true,
                 ..Turn::default()
@@ -427,7 +445,8 @@ mod tests {
 
     #[test]
     fn parse_errors_say_where() {
-        let err = Script::from_json("{\"turns\": [{\"parts\": [{\"type\": \"nope\"}]}]}").unwrap_err();
+        let err =
+            Script::from_json("{\"turns\": [{\"parts\": [{\"type\": \"nope\"}]}]}").unwrap_err();
         let text = err.to_string();
         assert!(text.contains("line 1") && text.contains("nope"), "{text}");
     }

@@ -28,7 +28,13 @@ use crate::script::{Fault, Script, Turn};
 use crate::wire::{RenderContext, WireFormat, error_body, error_kind, render};
 
 /// Headers whose values are replaced by `[redacted]` in recordings.
-const SECRET_HEADERS: &[&str] = &["x-api-key", "authorization", "proxy-authorization", "api-key", "cookie"];
+const SECRET_HEADERS: &[&str] = &[
+    "x-api-key",
+    "authorization",
+    "proxy-authorization",
+    "api-key",
+    "cookie",
+];
 
 /// One request as the server saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,12 +59,18 @@ pub struct RecordedRequest {
 impl RecordedRequest {
     /// A header's value by (case-insensitive) name.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
     }
 
     /// The body's `messages` array (empty when there is none).
     pub fn messages(&self) -> &[Value] {
-        self.body.get("messages").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+        self.body
+            .get("messages")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
     }
 }
 
@@ -106,7 +118,8 @@ impl ScriptedModelServer {
 
     /// Starts a server for `script` on 127.0.0.1:`port` (0 for any free port).
     pub async fn bind(script: impl Into<Script>, port: u16) -> std::io::Result<Self> {
-        let listener = tokio::net::TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).await?;
+        let listener =
+            tokio::net::TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             script: script.into(),
@@ -201,7 +214,13 @@ fn redact(name: &str, value: &str) -> String {
     }
 }
 
-async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let path = uri.path().to_string();
     let recorded_headers: BTreeMap<String, String> = headers
         .iter()
@@ -239,7 +258,13 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
     }
     match outcome {
         Decision::Error(status, body) => json_response(status, &body),
-        Decision::Serve { format, turn_index, attempt, model, include_usage } => {
+        Decision::Serve {
+            format,
+            turn_index,
+            attempt,
+            model,
+            include_usage,
+        } => {
             let turn = &shared.script.turns[turn_index];
             let fault = turn.faults.get(attempt - 1).cloned();
             let ctx = RenderContext {
@@ -264,27 +289,43 @@ enum Decision {
     },
 }
 
-fn decide(shared: &Shared, format: Option<WireFormat>, parsed: &Result<Value, String>, record: &mut RecordedRequest) -> Decision {
+fn decide(
+    shared: &Shared,
+    format: Option<WireFormat>,
+    parsed: &Result<Value, String>,
+    record: &mut RecordedRequest,
+) -> Decision {
     let Some(format) = format else {
         let message = format!(
             "the scripted model server has no route {} {}: give the Anthropic provider the base URL http://HOST:PORT (it posts to /v1/messages) and the OpenAI provider http://HOST:PORT/v1 (it posts to /v1/chat/completions)",
             record.method, record.path
         );
-        return Decision::Error(StatusCode::NOT_FOUND, json!({"error": {"type": "not_found_error", "message": message}}));
+        return Decision::Error(
+            StatusCode::NOT_FOUND,
+            json!({"error": {"type": "not_found_error", "message": message}}),
+        );
     };
     let body = match parsed {
         Ok(body) => body,
         Err(e) => {
             return Decision::Error(
                 StatusCode::BAD_REQUEST,
-                error_body(format, "invalid_request_error", &format!("the request body is not JSON: {e}")),
+                error_body(
+                    format,
+                    "invalid_request_error",
+                    &format!("the request body is not JSON: {e}"),
+                ),
             );
         }
     };
     let Some(messages) = body.get("messages").and_then(Value::as_array) else {
         return Decision::Error(
             StatusCode::BAD_REQUEST,
-            error_body(format, "invalid_request_error", "the request body has no `messages` array"),
+            error_body(
+                format,
+                "invalid_request_error",
+                "the request body has no `messages` array",
+            ),
         );
     };
     let turn_index = messages
@@ -297,7 +338,10 @@ fn decide(shared: &Shared, format: Option<WireFormat>, parsed: &Result<Value, St
             "script exhausted: the script has {turns} turn(s) but the request already holds {turn_index} assistant message(s), so it asks for turn {}",
             turn_index + 1
         );
-        return Decision::Error(StatusCode::BAD_REQUEST, error_body(format, "script_exhausted", &message));
+        return Decision::Error(
+            StatusCode::BAD_REQUEST,
+            error_body(format, "script_exhausted", &message),
+        );
     }
     let attempt = {
         let mut state = shared.state();
@@ -307,7 +351,11 @@ fn decide(shared: &Shared, format: Option<WireFormat>, parsed: &Result<Value, St
     };
     record.turn = Some(turn_index);
     record.attempt = attempt;
-    let model = body.get("model").and_then(Value::as_str).unwrap_or("scripted-model").to_string();
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("scripted-model")
+        .to_string();
     let include_usage = body
         .get("stream_options")
         .and_then(|o| o.get("include_usage"))
@@ -333,37 +381,70 @@ enum Ending {
     Hang,
 }
 
-fn serve(shared: &Arc<Shared>, format: WireFormat, turn: &Turn, fault: Option<Fault>, ctx: &RenderContext<'_>) -> Response {
+fn serve(
+    shared: &Arc<Shared>,
+    format: WireFormat,
+    turn: &Turn,
+    fault: Option<Fault>,
+    ctx: &RenderContext<'_>,
+) -> Response {
     let frames = || render(format, turn, ctx);
     match fault {
         None => sse_response(shared, frames(), None, Ending::Complete),
-        Some(Fault::Status { code, retry_after_secs, retry_after_ms, body }) => {
+        Some(Fault::Status {
+            code,
+            retry_after_secs,
+            retry_after_ms,
+            body,
+        }) => {
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let mut response = match body {
                 Some(text) => {
                     let html = text.trim_start().starts_with('<');
                     let mut response = Response::new(Body::from(text));
-                    let ct = if html { "text/html; charset=utf-8" } else { "application/json" };
-                    response.headers_mut().insert("content-type", HeaderValue::from_static(ct));
+                    let ct = if html {
+                        "text/html; charset=utf-8"
+                    } else {
+                        "application/json"
+                    };
+                    response
+                        .headers_mut()
+                        .insert("content-type", HeaderValue::from_static(ct));
                     response
                 }
                 None => {
                     let message = format!("scripted fault: HTTP {code}");
-                    json_response(StatusCode::OK, &error_body(format, error_kind(format, code), &message))
+                    json_response(
+                        StatusCode::OK,
+                        &error_body(format, error_kind(format, code), &message),
+                    )
                 }
             };
             *response.status_mut() = status;
             if let Some(secs) = retry_after_secs {
-                response.headers_mut().insert("retry-after", HeaderValue::from(secs));
+                response
+                    .headers_mut()
+                    .insert("retry-after", HeaderValue::from(secs));
             }
             if let Some(ms) = retry_after_ms {
-                response.headers_mut().insert("retry-after-ms", HeaderValue::from(ms));
+                response
+                    .headers_mut()
+                    .insert("retry-after-ms", HeaderValue::from(ms));
             }
             response
         }
-        Some(Fault::DropMidStream { after_bytes }) => sse_response(shared, truncate(frames(), after_bytes), None, Ending::Abort),
-        Some(Fault::Stall { after_bytes }) => sse_response(shared, truncate(frames(), after_bytes), None, Ending::Hang),
-        Some(Fault::Slow { delay_ms }) => sse_response(shared, frames(), Some(Duration::from_millis(delay_ms)), Ending::Complete),
+        Some(Fault::DropMidStream { after_bytes }) => {
+            sse_response(shared, truncate(frames(), after_bytes), None, Ending::Abort)
+        }
+        Some(Fault::Stall { after_bytes }) => {
+            sse_response(shared, truncate(frames(), after_bytes), None, Ending::Hang)
+        }
+        Some(Fault::Slow { delay_ms }) => sse_response(
+            shared,
+            frames(),
+            Some(Duration::from_millis(delay_ms)),
+            Ending::Complete,
+        ),
         Some(Fault::Empty) => {
             let empty = Turn {
                 parts: Vec::new(),
@@ -375,7 +456,9 @@ fn serve(shared: &Arc<Shared>, format: WireFormat, turn: &Turn, fault: Option<Fa
         }
         Some(Fault::MalformedSse) => {
             let mut out = frames().into_iter().take(1).collect::<Vec<_>>();
-            out.push(Bytes::from_static(b"this line is not a server-sent event\n\n"));
+            out.push(Bytes::from_static(
+                b"this line is not a server-sent event\n\n",
+            ));
             sse_response(shared, out, None, Ending::Complete)
         }
         Some(Fault::InvalidJsonChunk) => {
@@ -389,14 +472,19 @@ fn serve(shared: &Arc<Shared>, format: WireFormat, turn: &Turn, fault: Option<Fa
         Some(Fault::HtmlErrorPage) => {
             let page = "<!DOCTYPE html>\n<html><head><title>Scripted gateway error</title></head>\n<body><h1>Scripted gateway error</h1><p>This page stands in for a proxy's error page.</p></body></html>\n";
             let mut response = Response::new(Body::from(page));
-            response
-                .headers_mut()
-                .insert("content-type", HeaderValue::from_static("text/html; charset=utf-8"));
+            response.headers_mut().insert(
+                "content-type",
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            );
             response
         }
         Some(Fault::ErrorBodyWith200) => json_response(
             StatusCode::OK,
-            &error_body(format, "api_error", "scripted fault: an error body with status 200"),
+            &error_body(
+                format,
+                "api_error",
+                "scripted fault: an error body with status 200",
+            ),
         ),
         Some(Fault::Overloaded) => match format {
             WireFormat::Anthropic => {
@@ -451,45 +539,59 @@ impl Drop for AbortGuard {
     }
 }
 
-fn sse_response(shared: &Arc<Shared>, frames: Vec<Bytes>, delay: Option<Duration>, ending: Ending) -> Response {
+fn sse_response(
+    shared: &Arc<Shared>,
+    frames: Vec<Bytes>,
+    delay: Option<Duration>,
+    ending: Ending,
+) -> Response {
     let guard = AbortGuard {
         shared: shared.clone(),
         completed: false,
     };
     let state = (frames.into_iter(), guard, false);
-    let stream = futures::stream::unfold(state, move |(mut frames, mut guard, finished)| async move {
-        if finished {
-            return None;
-        }
-        if let Some(delay) = delay {
-            tokio::time::sleep(delay).await;
-        }
-        match frames.next() {
-            Some(frame) => Some((Ok::<Bytes, std::io::Error>(frame), (frames, guard, false))),
-            None => match ending {
-                Ending::Complete => {
-                    guard.disarm();
-                    None
-                }
-                Ending::Abort => {
-                    guard.disarm();
-                    // Let hyper flush what was sent before the abort: it
-                    // flushes when the body is pending, and discards its
-                    // buffer when the body fails.
-                    tokio::task::yield_now().await;
-                    let error = std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "scripted fault: connection dropped mid-stream");
-                    Some((Err(error), (frames, guard, true)))
-                }
-                Ending::Hang => {
-                    futures::future::pending::<()>().await;
-                    None
-                }
-            },
-        }
-    });
-    let mut response = Response::new(Body::from_stream(stream.map(|item| item.map_err(axum::Error::new))));
+    let stream =
+        futures::stream::unfold(state, move |(mut frames, mut guard, finished)| async move {
+            if finished {
+                return None;
+            }
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            match frames.next() {
+                Some(frame) => Some((Ok::<Bytes, std::io::Error>(frame), (frames, guard, false))),
+                None => match ending {
+                    Ending::Complete => {
+                        guard.disarm();
+                        None
+                    }
+                    Ending::Abort => {
+                        guard.disarm();
+                        // Let hyper flush what was sent before the abort: it
+                        // flushes when the body is pending, and discards its
+                        // buffer when the body fails.
+                        tokio::task::yield_now().await;
+                        let error = std::io::Error::new(
+                            std::io::ErrorKind::ConnectionAborted,
+                            "scripted fault: connection dropped mid-stream",
+                        );
+                        Some((Err(error), (frames, guard, true)))
+                    }
+                    Ending::Hang => {
+                        futures::future::pending::<()>().await;
+                        None
+                    }
+                },
+            }
+        });
+    let mut response = Response::new(Body::from_stream(
+        stream.map(|item| item.map_err(axum::Error::new)),
+    ));
     let headers = response.headers_mut();
-    headers.insert("content-type", HeaderValue::from_static("text/event-stream"));
+    headers.insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
     headers.insert("cache-control", HeaderValue::from_static("no-cache"));
     response
 }

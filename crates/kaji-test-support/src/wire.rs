@@ -47,7 +47,9 @@ fn usage_of(turn: &Turn, ctx: &RenderContext<'_>) -> kaji_protocol::Usage {
                 Part::Text { text } | Part::Reasoning { text } => text.len(),
                 Part::RedactedReasoning { data } => data.len(),
                 Part::ToolCall { name, input, .. } => name.len() + input.to_string().len(),
-                Part::RawToolCall { name, arguments, .. } => name.len() + arguments.len(),
+                Part::RawToolCall {
+                    name, arguments, ..
+                } => name.len() + arguments.len(),
             })
             .sum();
         kaji_protocol::Usage {
@@ -115,7 +117,12 @@ fn render_anthropic(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
     frames.push(ev("ping", json!({"type": "ping"})));
     let mut tools = 0;
     for (index, part) in turn.parts.iter().enumerate() {
-        let delta = |delta: Value| ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": delta}));
+        let delta = |delta: Value| {
+            ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index, "delta": delta}),
+            )
+        };
         match part {
             Part::Text { text } => {
                 frames.push(ev(
@@ -135,7 +142,9 @@ fn render_anthropic(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
                     frames.push(delta(json!({"type": "thinking_delta", "thinking": piece})));
                 }
                 let signature = format!("scripted-signature-{}-{index}", ctx.turn_index);
-                frames.push(delta(json!({"type": "signature_delta", "signature": signature})));
+                frames.push(delta(
+                    json!({"type": "signature_delta", "signature": signature}),
+                ));
             }
             Part::RedactedReasoning { data } => {
                 frames.push(ev(
@@ -156,17 +165,26 @@ fn render_anthropic(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
                     json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
                 ));
                 for piece in chunks(&arguments, turn.chunk_size) {
-                    frames.push(delta(json!({"type": "input_json_delta", "partial_json": piece})));
+                    frames.push(delta(
+                        json!({"type": "input_json_delta", "partial_json": piece}),
+                    ));
                 }
             }
         }
-        frames.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        frames.push(ev(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
     }
-    let stop = turn
-        .stop_reason
-        .clone()
-        .unwrap_or_else(|| if turn.calls_tools() { "tool_use".into() } else { "end_turn".into() });
-    let mut delta = json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}});
+    let stop = turn.stop_reason.clone().unwrap_or_else(|| {
+        if turn.calls_tools() {
+            "tool_use".into()
+        } else {
+            "end_turn".into()
+        }
+    });
+    let mut delta =
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}});
     if !turn.omit_usage {
         delta["usage"] = json!({"output_tokens": usage.output_tokens});
     }
@@ -185,7 +203,10 @@ fn render_openai(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
         )
     };
-    let mut frames = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
+    let mut frames = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
     let mut tools = 0;
     for part in &turn.parts {
         match part {
@@ -252,7 +273,9 @@ fn render_openai(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
 /// The body of an error reply in the format's own shape.
 pub(crate) fn error_body(format: WireFormat, kind: &str, message: &str) -> Value {
     match format {
-        WireFormat::Anthropic => json!({"type": "error", "error": {"type": kind, "message": message}}),
+        WireFormat::Anthropic => {
+            json!({"type": "error", "error": {"type": kind, "message": message}})
+        }
         WireFormat::OpenAi => json!({"error": {"message": message, "type": kind, "code": null}}),
     }
 }
@@ -283,7 +306,10 @@ mod tests {
 
     #[test]
     fn chunks_respect_char_boundaries() {
-        assert_eq!(chunks("héllo wörld", 2), vec!["hé", "ll", "o ", "wö", "rl", "d"]);
+        assert_eq!(
+            chunks("héllo wörld", 2),
+            vec!["hé", "ll", "o ", "wö", "rl", "d"]
+        );
         assert_eq!(chunks("", 4), Vec::<&str>::new());
         assert_eq!(chunks("abc", 0), vec!["a", "b", "c"]);
     }

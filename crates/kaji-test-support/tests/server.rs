@@ -9,9 +9,18 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Sends one HTTP/1.1 request and returns (status line, headers+body text).
-async fn http(addr: std::net::SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+async fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
     let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut request = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n", body.len());
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
     for (k, v) in headers {
         request.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -21,26 +30,55 @@ async fn http(addr: std::net::SocketAddr, method: &str, path: &str, headers: &[(
     let mut response = Vec::new();
     socket.read_to_end(&mut response).await.unwrap();
     let text = String::from_utf8_lossy(&response).into_owned();
-    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     (status, text)
 }
 
 /// The `data:` payloads of an SSE body.
 fn data_lines(text: &str) -> Vec<String> {
-    text.lines().filter_map(|l| l.strip_prefix("data: ")).map(String::from).collect()
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(String::from)
+        .collect()
 }
 
 #[tokio::test]
 async fn anthropic_framing() {
-    let server = ScriptedModelServer::start(Turn::text("Hi there").and_tool_call("Read", json!({"a": 1}))).await;
-    let body = json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "x"}]});
-    let (status, text) = http(server.addr(), "POST", "/v1/messages", &[("x-api-key", "secret"), ("content-type", "application/json")], &body.to_string()).await;
+    let server =
+        ScriptedModelServer::start(Turn::text("Hi there").and_tool_call("Read", json!({"a": 1})))
+            .await;
+    let body =
+        json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "x"}]});
+    let (status, text) = http(
+        server.addr(),
+        "POST",
+        "/v1/messages",
+        &[
+            ("x-api-key", "secret"),
+            ("content-type", "application/json"),
+        ],
+        &body.to_string(),
+    )
+    .await;
     assert_eq!(status, 200);
-    assert!(text.to_ascii_lowercase().contains("content-type: text/event-stream"));
-    let events: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
+    assert!(
+        text.to_ascii_lowercase()
+            .contains("content-type: text/event-stream")
+    );
+    let events: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
     assert_eq!(events.first(), Some(&"message_start"));
     assert!(events.contains(&"ping"));
-    assert_eq!(&events[events.len() - 2..], &["message_delta", "message_stop"]);
+    assert_eq!(
+        &events[events.len() - 2..],
+        &["message_delta", "message_stop"]
+    );
     assert!(text.contains("\"stop_reason\":\"tool_use\""));
     assert!(text.contains("input_json_delta"));
     let r = &server.requests()[0];
@@ -52,23 +90,50 @@ async fn anthropic_framing() {
 #[tokio::test]
 async fn openai_framing_and_usage_on_request() {
     let server = ScriptedModelServer::start([Turn::text("Hello"), Turn::text("again")]).await;
-    let body = json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "x"}]});
-    let (_, text) = http(server.addr(), "POST", "/v1/chat/completions", &[("authorization", "Bearer sk-1")], &body.to_string()).await;
+    let body =
+        json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "x"}]});
+    let (_, text) = http(
+        server.addr(),
+        "POST",
+        "/v1/chat/completions",
+        &[("authorization", "Bearer sk-1")],
+        &body.to_string(),
+    )
+    .await;
     let data = data_lines(&text);
     assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
     assert!(!text.contains("\"usage\""), "no usage unless asked for");
-    let chunks: Vec<Value> = data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect();
-    let content: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let content: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
     assert_eq!(content, "Hello");
 
     let body = json!({"model": "m", "stream": true, "stream_options": {"include_usage": true},
                       "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "y"}]});
-    let (_, text) = http(server.addr(), "POST", "/v1/chat/completions", &[], &body.to_string()).await;
+    let (_, text) = http(
+        server.addr(),
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        &body.to_string(),
+    )
+    .await;
     assert!(text.contains("\"usage\""));
     assert!(text.contains("again"));
     let requests = server.requests();
-    assert_eq!(requests[0].header("authorization"), Some("Bearer [redacted]"));
-    assert_eq!(requests.iter().map(|r| r.turn).collect::<Vec<_>>(), vec![Some(0), Some(1)]);
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some("Bearer [redacted]")
+    );
+    assert_eq!(
+        requests.iter().map(|r| r.turn).collect::<Vec<_>>(),
+        vec![Some(0), Some(1)]
+    );
 }
 
 #[tokio::test]
@@ -92,7 +157,10 @@ async fn bad_requests_get_clear_errors_and_are_recorded() {
 
 #[tokio::test]
 async fn faults_are_served_per_turn_in_order() {
-    let server = ScriptedModelServer::start(Turn::text("ok").with_faults([Fault::status(429), Fault::HtmlErrorPage])).await;
+    let server = ScriptedModelServer::start(
+        Turn::text("ok").with_faults([Fault::status(429), Fault::HtmlErrorPage]),
+    )
+    .await;
     let body = json!({"messages": [{"role": "user", "content": "x"}]}).to_string();
     let (s1, _) = http(server.addr(), "POST", "/v1/messages", &[], &body).await;
     let (s2, t2) = http(server.addr(), "POST", "/v1/messages", &[], &body).await;
@@ -100,7 +168,14 @@ async fn faults_are_served_per_turn_in_order() {
     assert_eq!((s1, s2, s3), (429, 200, 200));
     assert!(t2.contains("text/html"));
     assert!(t3.contains("text/event-stream"));
-    assert_eq!(server.requests().iter().map(|r| r.attempt).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(
+        server
+            .requests()
+            .iter()
+            .map(|r| r.attempt)
+            .collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
 }
 
 #[tokio::test]
@@ -109,7 +184,14 @@ async fn wait_for_requests_wakes_on_arrival() {
     let addr = server.addr();
     let waiter = server.wait_for_requests(1);
     let client = tokio::spawn(async move {
-        http(addr, "POST", "/v1/messages", &[], &json!({"messages": []}).to_string()).await
+        http(
+            addr,
+            "POST",
+            "/v1/messages",
+            &[],
+            &json!({"messages": []}).to_string(),
+        )
+        .await
     });
     waiter.await;
     assert_eq!(server.requests().len(), 1);
@@ -150,7 +232,11 @@ fn standalone_binary_serves_a_script_file() {
     let content: String = data_lines(&text)
         .iter()
         .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str().map(String::from))
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(String::from)
+        })
         .collect();
     assert_eq!(content, "from the binary");
 }
@@ -160,8 +246,15 @@ fn standalone_binary_rejects_a_bad_script() {
     let dir = tempfile::tempdir().unwrap();
     let script_path = dir.path().join("bad.json");
     std::fs::write(&script_path, "{\"turns\": [{\"parts\": 5}]}").unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_kaji-scripted-model")).arg("--script").arg(&script_path).output().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_kaji-scripted-model"))
+        .arg("--script")
+        .arg(&script_path)
+        .output()
+        .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("bad.json") && stderr.contains("line 1"), "{stderr}");
+    assert!(
+        stderr.contains("bad.json") && stderr.contains("line 1"),
+        "{stderr}"
+    );
 }

@@ -65,28 +65,53 @@ pub async fn collect(mut stream: ModelStream) -> Reply {
         };
         assert!(reply.stop.is_none(), "event after Stop: {event:?}");
         match &event {
-            StreamEvent::Retrying { attempt, max_attempts, delay_ms, reason } => {
+            StreamEvent::Retrying {
+                attempt,
+                max_attempts,
+                delay_ms,
+                reason,
+            } => {
                 assert!(
-                    reply.events.iter().all(|e| matches!(e, StreamEvent::Retrying { .. })),
+                    reply
+                        .events
+                        .iter()
+                        .all(|e| matches!(e, StreamEvent::Retrying { .. })),
                     "Retrying after content"
                 );
-                reply.retries.push((*attempt, *max_attempts, *delay_ms, reason.clone()));
+                reply
+                    .retries
+                    .push((*attempt, *max_attempts, *delay_ms, reason.clone()));
             }
             StreamEvent::TextDelta { text } => reply.text.push_str(text),
             StreamEvent::ReasoningDelta { text } => reply.reasoning.push_str(text),
-            StreamEvent::ReasoningSignature { signature } => reply.signatures.push(signature.clone()),
+            StreamEvent::ReasoningSignature { signature } => {
+                reply.signatures.push(signature.clone())
+            }
             StreamEvent::RedactedReasoning { data } => reply.redacted.push(data.clone()),
             StreamEvent::ToolCallStart { id, name } => {
-                assert!(reply.tool_calls.iter().all(|c| &c.0 != id), "duplicate start of {id}");
-                reply.tool_calls.push((id.clone(), name.clone(), String::new(), false));
+                assert!(
+                    reply.tool_calls.iter().all(|c| &c.0 != id),
+                    "duplicate start of {id}"
+                );
+                reply
+                    .tool_calls
+                    .push((id.clone(), name.clone(), String::new(), false));
             }
             StreamEvent::ToolCallDelta { id, arguments } => {
-                let call = reply.tool_calls.iter_mut().find(|c| &c.0 == id).expect("delta before start");
+                let call = reply
+                    .tool_calls
+                    .iter_mut()
+                    .find(|c| &c.0 == id)
+                    .expect("delta before start");
                 assert!(!call.3, "delta after end of {id}");
                 call.2.push_str(arguments);
             }
             StreamEvent::ToolCallEnd { id } => {
-                let call = reply.tool_calls.iter_mut().find(|c| &c.0 == id).expect("end before start");
+                let call = reply
+                    .tool_calls
+                    .iter_mut()
+                    .find(|c| &c.0 == id)
+                    .expect("end before start");
                 assert!(!call.3, "second end of {id}");
                 call.3 = true;
             }

@@ -30,10 +30,20 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", server.base_url())?;
-    writeln!(out, "anthropic base URL: {}  (POST /v1/messages)", server.anthropic_base_url())?;
-    writeln!(out, "openai base URL:    {}  (POST /v1/chat/completions)", server.openai_base_url())?;
+    writeln!(
+        out,
+        "anthropic base URL: {}  (POST /v1/messages)",
+        server.anthropic_base_url()
+    )?;
+    writeln!(
+        out,
+        "openai base URL:    {}  (POST /v1/chat/completions)",
+        server.openai_base_url()
+    )?;
     out.flush()?;
     drop(out);
-    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
     Ok(())
 }
