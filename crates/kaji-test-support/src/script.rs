@@ -344,6 +344,7 @@ pub enum Fault {
     /// `200 OK` with an HTML page instead of an event stream.
     HtmlErrorPage,
     /// `200 OK` with a JSON error body instead of an event stream.
+    #[serde(rename = "error_body_with_200")]
     ErrorBodyWith200,
     /// The normal reply, with a pause before every event.
     Slow {
@@ -415,7 +416,7 @@ mod tests {
         let script = Script::from_json(
             r#"{"turns": [
                 {"parts": [{"type": "text", "text": "hi"}, {"type": "tool_call", "name": "Read", "input": {"file_path": "a"}}],
-                 "faults": [{"type": "status", "code": 429, "retry_after_ms": 5}, {"type": "drop_mid_stream", "after_bytes": 10}]},
+                 "faults": [{"type": "status", "code": 429, "retry_after_ms": 5}, {"type": "drop_mid_stream", "after_bytes": 10}, {"type": "error_body_with_200"}]},
                 {"parts": [{"type": "raw_tool_call", "name": "Bash", "arguments": "{oops"}], "chunk_size": 3, "omit_usage": true}
             ]}"#,
         )
@@ -426,6 +427,7 @@ mod tests {
                 .with_faults([
                     Fault::rate_limited_ms(5),
                     Fault::DropMidStream { after_bytes: 10 },
+                    Fault::ErrorBodyWith200,
                 ]),
             Turn {
                 parts: vec![Part::RawToolCall {
