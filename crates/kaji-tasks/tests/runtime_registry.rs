@@ -540,3 +540,49 @@ async fn the_session_state_file_lists_the_tasks_of_live_sessions() {
     assert_eq!(scan.skipped.len(), 1);
     assert!(scan.skipped[0].path.ends_with("corrupt/session.json"));
 }
+
+#[tokio::test]
+async fn half_a_character_is_held_back_until_the_rest_arrives() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let fifo = home.path().join("go");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    let reg = registry(home.path(), small_grace());
+    // The first byte of "é", then (once released) the second and a newline.
+    let info = reg
+        .start_local_bash(
+            r"printf '\303'; read -r x < go; printf '\251\n'",
+            "split",
+            home.path(),
+            MAIN_CALLER,
+        )
+        .await
+        .expect("start");
+    let id = info.id.as_str();
+    // Whether or not the first byte has been captured yet, a read must not
+    // return it alone.
+    let quiet = reg
+        .read_since_last(MAIN_CALLER, id, true, Duration::from_millis(50))
+        .await
+        .expect("read");
+    assert!(
+        quiet.output.is_empty(),
+        "half a character was returned: {:?}",
+        quiet.output
+    );
+    assert!(quiet.timed_out);
+
+    let read = reg.read_since_last(MAIN_CALLER, id, true, LONG);
+    let release =
+        tokio::task::spawn_blocking(move || std::fs::write(&fifo, "go\n").expect("write fifo"));
+    let (read, released) = tokio::join!(read, release);
+    released.expect("writer");
+    let read = read.expect("read");
+    assert_eq!(read.text(), "é\n");
+    assert_eq!(read.start_offset, 0);
+}

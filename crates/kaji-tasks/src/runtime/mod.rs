@@ -836,16 +836,36 @@ impl RuntimeTaskRegistry {
         timeout: Duration,
     ) -> Result<OutputRead, RuntimeError> {
         let entry = self.lookup(task_id)?;
-        let mut timed_out = false;
-        if block {
-            let offset = entry.state().offsets.get(caller).copied().unwrap_or(0);
-            let mut rx = entry.log.subscribe();
-            let news = rx.wait_for(|p| p.finished || p.written > offset);
-            match tokio::time::timeout(timeout, news).await {
-                Ok(_) => {}
-                Err(_) => timed_out = true,
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut rx = entry.log.subscribe();
+        // Wait for more than this many bytes (or the end) before reading.
+        let mut threshold = entry.state().offsets.get(caller).copied().unwrap_or(0);
+        loop {
+            let mut timed_out = false;
+            if block {
+                let news = rx.wait_for(|p| p.finished || p.written > threshold);
+                timed_out = tokio::time::timeout_at(deadline, news).await.is_err();
             }
+            let read = self.read_now(&entry, caller)?;
+            let read = OutputRead {
+                timed_out: timed_out && read.output.is_empty(),
+                ..read
+            };
+            // New bytes that were all held back (half a UTF-8 character):
+            // keep waiting rather than return an empty reply.
+            let only_held_back = read.output.is_empty()
+                && read.skipped_bytes == 0
+                && read.dropped_bytes == 0
+                && !read.task.status.is_terminal();
+            if !block || timed_out || !only_held_back {
+                return Ok(read);
+            }
+            threshold = entry.log.progress().written;
         }
+    }
+
+    /// One read for `caller`, without waiting.
+    fn read_now(&self, entry: &TaskEntry, caller: &str) -> Result<OutputRead, RuntimeError> {
         let reply_cap = self.shared.config.reply_cap_chars;
         let mut st = entry.state();
         // Status first: if it says the task ended, every byte is already in
@@ -885,7 +905,7 @@ impl RuntimeTaskRegistry {
             end_offset: end,
             dropped_bytes: slice.dropped,
             skipped_bytes: skipped,
-            timed_out: timed_out && end == offset,
+            timed_out: false,
         })
     }
 
