@@ -77,7 +77,7 @@ pub struct BashTool {
 #[serde(deny_unknown_fields)]
 struct BashInput {
     command: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "deserialize_millis")]
     timeout: Option<u64>,
     #[serde(default)]
     description: Option<String>,
@@ -324,6 +324,33 @@ impl Tool for BashTool {
             self.run_foreground(&input, ctx).await
         }
     }
+}
+
+/// Reads a duration in milliseconds that a model may write as `5000`,
+/// `5000.0` or `"5000"`; negative, fractional or non-numeric values are an
+/// input error. Shared by the runtime task tools.
+pub(crate) fn deserialize_millis<'de, D>(deserializer: D) -> Result<Option<u64>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::de::Error;
+    let value = Option::<Value>::deserialize(deserializer)?;
+    let number = match &value {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) => n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
+                .map(|f| f as u64)
+        }),
+        Some(Value::String(s)) => s.trim().parse::<u64>().ok(),
+        Some(_) => None,
+    };
+    number.map(Some).ok_or_else(|| {
+        D::Error::custom(format!(
+            "timeout must be a whole number of milliseconds, got {}",
+            value.unwrap_or(Value::Null)
+        ))
+    })
 }
 
 fn invalid(message: impl Into<String>) -> ToolError {

@@ -49,7 +49,7 @@ struct TaskOutputInput {
     task_id: String,
     #[serde(default)]
     block: Option<bool>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::bash::deserialize_millis")]
     timeout: Option<u64>,
 }
 

@@ -193,3 +193,24 @@ async fn background_without_a_registry_is_refused() {
         .expect_err("no registry");
     assert!(err.to_string().contains("run_in_background"), "{err}");
 }
+
+#[tokio::test]
+async fn timeouts_written_as_floats_or_strings_are_accepted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ctx = ToolContext::new(dir.path());
+    for timeout in [json!(5000.0), json!("5000"), json!(5000)] {
+        let out = bash(&ctx, json!({"command": "echo ok", "timeout": timeout}))
+            .await
+            .expect("runs");
+        assert!(out.content.starts_with("ok\n"), "{}", out.content);
+    }
+    for bad in [json!(1.5), json!(-3), json!("soon"), json!([1])] {
+        let err = bash(&ctx, json!({"command": "true", "timeout": bad}))
+            .await
+            .expect_err("bad timeout");
+        assert!(
+            err.to_string().contains("whole number of milliseconds"),
+            "{err}"
+        );
+    }
+}
