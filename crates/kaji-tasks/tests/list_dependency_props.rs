@@ -3,16 +3,16 @@
 //! complete / claim must give the same outcomes and the same graph as the
 //! model, whose rules are written out plainly here.
 //!
-//! The lists live on tmpfs when there is one: this test is about the
-//! rules, not about durability, and fsync would only make it slow.
+//! The lists live on tmpfs when there is one (see `list_support`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 
 use kaji_tasks::list::{
     ClaimRefusal, NewTask, TaskListError, TaskListStore, TaskPatch, TaskStatus,
 };
 use proptest::prelude::*;
+
+mod list_support;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -89,16 +89,6 @@ impl Model {
     }
 }
 
-fn temp_home() -> tempfile::TempDir {
-    let shm = PathBuf::from("/dev/shm");
-    if shm.is_dir()
-        && let Ok(dir) = tempfile::tempdir_in(&shm)
-    {
-        return dir;
-    }
-    tempfile::tempdir().expect("temp dir")
-}
-
 /// Asserts that `cycle` is a real cycle once `new` is added to the model's
 /// graph.
 fn assert_cycle(model: &Model, cycle: &[u64], new: (u64, u64)) {
@@ -118,7 +108,7 @@ fn assert_cycle(model: &Model, cycle: &[u64], new: (u64, u64)) {
 }
 
 fn run(ops: Vec<Op>) {
-    let home = temp_home();
+    let home = list_support::fast_temp_home();
     let store = TaskListStore::open(home.path(), "props").expect("open");
     let mut model = Model::default();
     for op in ops {

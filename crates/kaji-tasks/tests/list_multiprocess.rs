@@ -4,12 +4,14 @@
 //! Both drive the `task-list-worker` binary of this crate.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use kaji_tasks::list::{NewTask, TaskListStore, TaskPatch, TaskStatus};
 use serde_json::Value;
+
+mod list_support;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_task-list-worker");
 const LIST: &str = "shared";
@@ -85,7 +87,10 @@ fn check_list_invariants(home: &Path) -> kaji_tasks::list::ListSnapshot {
 fn eight_processes_of_random_operations_lose_nothing() {
     const WORKERS: u64 = 8;
     const OPS: u64 = 200;
-    let home = tempfile::tempdir().expect("temp dir");
+    // On tmpfs when there is one: this test is about locking and atomic
+    // replacement, which fsync does not change (the crash test below and
+    // the other tests write to the real disk).
+    let home = list_support::fast_temp_home();
     let seed = std::env::var("TASK_LIST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -214,10 +219,12 @@ fn eight_processes_of_random_operations_lose_nothing() {
 #[test]
 fn writers_killed_at_random_moments_leave_a_valid_list() {
     const WRITERS: u64 = 4;
-    const ROUNDS: u64 = 3;
+    const ROUNDS: u64 = 8;
     let home = tempfile::tempdir().expect("temp dir");
-    // A fixed sequence of kill points: after 1..=40 completed operations.
-    let mut kill_after = (1..).map(|i: u64| 1 + (i * 7919 + 13) % 40);
+    let scratch_dir = tempfile::tempdir().expect("temp dir");
+    // A fixed sequence of kill points: inside operation 1..=12 of a writer
+    // (each announces an operation as it starts it).
+    let mut kill_after = (1..).map(|i: u64| 1 + (i * 7919 + 13) % 12);
     for round in 0..ROUNDS {
         let mut children: Vec<(Child, u64)> = (0..WRITERS)
             .map(|w| {
@@ -240,7 +247,17 @@ fn writers_killed_at_random_moments_leave_a_valid_list() {
                 let n = reader.read_line(&mut line).expect("read worker line");
                 assert!(n > 0, "a writer stopped by itself (see its stderr above)");
             }
-            // The writer is somewhere in its next operation now.
+            // The writer is inside the operation it announced last. Do a
+            // varying amount of fsynced disk work first, so that the kill
+            // lands at varying points of that operation (whose own steps
+            // are fsyncs on the same disk).
+            let spread = kill_after.next().unwrap_or(0) % 4;
+            for _ in 0..spread {
+                let scratch = scratch_dir.path().join("scratch");
+                let mut file = std::fs::File::create(&scratch).expect("scratch file");
+                file.write_all(b"spread the kill").expect("write scratch");
+                file.sync_all().expect("fsync scratch");
+            }
             child.kill().expect("SIGKILL the writer");
             child.wait().expect("reap the writer");
         }

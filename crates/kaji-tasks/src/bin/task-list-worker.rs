@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! task-list-worker stress KAJI_HOME LIST WORKER OPS SEED   random ops, then a JSON summary line
-//! task-list-worker crash  KAJI_HOME LIST WORKER SEED       random ops forever, "op N" after each
+//! task-list-worker crash  KAJI_HOME LIST WORKER SEED       random ops forever, "begin N" before each
 //! task-list-worker bench  KAJI_HOME LIST KIND WORKER WORKERS OPS
 //!                                    KIND: create | update | claim
 //! ```
@@ -107,7 +107,8 @@ fn stress(args: &[String]) -> Outcome {
     let owner = format!("w{worker}");
     let mut me = Beliefs::default();
     for step in 0..ops {
-        one_op(&store, &owner, step, &mut rng, &mut me)
+        let roll = rng.below(100);
+        one_op(&store, &owner, step, roll, &mut rng, &mut me)
             .map_err(|e| format!("{owner} op {step}: {e}"))?;
     }
     let summary = json!({
@@ -131,10 +132,19 @@ fn crash(args: &[String]) -> Outcome {
     let mut me = Beliefs::default();
     let mut stdout = std::io::stdout();
     for step in 0.. {
-        one_op(&store, &owner, step, &mut rng, &mut me)?;
-        writeln!(stdout, "op {step}")
+        // Announced before it starts, so that a kill after reading the
+        // line lands inside the operation.
+        writeln!(stdout, "begin {step}")
             .and_then(|()| stdout.flush())
             .map_err(|e| e.to_string())?;
+        // Half of the operations change dependencies or delete: the
+        // multi-task changes that a kill can cut in two.
+        let roll = match rng.below(4) {
+            0 => 55 + rng.below(15),
+            1 => 96 + rng.below(4),
+            _ => rng.below(100),
+        };
+        one_op(&store, &owner, step, roll, &mut rng, &mut me)?;
     }
     Ok(())
 }
@@ -144,6 +154,7 @@ fn one_op(
     store: &TaskListStore,
     owner: &str,
     step: u64,
+    roll: u64,
     rng: &mut Rng,
     me: &mut Beliefs,
 ) -> Outcome {
@@ -159,7 +170,7 @@ fn one_op(
         Err(e) if !expected(&e) => Err(e.to_string()),
         _ => Ok(()),
     };
-    match rng.below(100) {
+    match roll {
         0..=19 => {
             let subject = format!("{owner} task {step}");
             let mut new = NewTask::new(subject.clone());
@@ -176,6 +187,7 @@ fn one_op(
         }
         20..=34 => {
             if let Some(id) = rng.pick(&live) {
+                check_own_writes(store, owner, id, me)?;
                 let subject = format!("{owner} subject {step}");
                 let patch = TaskPatch {
                     subject: Some(subject.clone()),
@@ -189,7 +201,13 @@ fn one_op(
             }
         }
         35..=54 => {
-            let id = any_id(rng);
+            // Mostly the newest tasks, so that processes collide on them.
+            let id = if rng.below(4) == 0 {
+                any_id(rng)
+            } else {
+                hwm.saturating_sub(rng.below(hwm.min(6)))
+            };
+            check_own_writes(store, owner, id, me)?;
             let mut metadata = Map::new();
             metadata.insert(owner.to_string(), json!(step));
             let patch = TaskPatch {
@@ -267,6 +285,40 @@ fn one_op(
                 me.completed.remove(&id);
             }
         }
+    }
+    Ok(())
+}
+
+/// Checks that what this process last wrote to task `id` is still there:
+/// only this process writes its metadata key and the subjects of the
+/// tasks it created, and only it releases what it claimed.
+fn check_own_writes(store: &TaskListStore, owner: &str, id: u64, me: &Beliefs) -> Outcome {
+    let task = match store.get(id) {
+        Ok(task) => task,
+        Err(TaskListError::TaskNotFound { .. }) => return Ok(()),
+        Err(e) => return Err(e.to_string()),
+    };
+    if let Some(step) = me.meta.get(&id)
+        && task.metadata.get(owner) != Some(&json!(step))
+    {
+        return Err(format!(
+            "lost update: #{id} metadata {owner:?} is {:?}, {owner} last wrote {step}",
+            task.metadata.get(owner)
+        ));
+    }
+    if let Some(subject) = me.subjects.get(&id)
+        && &task.subject != subject
+    {
+        return Err(format!(
+            "lost update: #{id} subject is {:?}, {owner} last wrote {subject:?}",
+            task.subject
+        ));
+    }
+    if me.held.contains(&id) && task.owner.as_deref() != Some(owner) {
+        return Err(format!(
+            "#{id} claimed by {owner} is now owned by {:?}",
+            task.owner
+        ));
     }
     Ok(())
 }
