@@ -432,6 +432,13 @@ async fn refusals_say_what_is_wrong() {
     let err = reg.get("nonsense").expect_err("unknown");
     assert!(err.to_string().contains("like `b9x4k2m1p`"), "{err}");
 
+    let err = reg
+        .start_local_bash("true", "nowhere", &home.path().join("missing"), MAIN_CALLER)
+        .await
+        .expect_err("no such cwd");
+    assert!(err.to_string().contains("missing"), "{err}");
+    assert!(err.to_string().contains("working directory"), "{err}");
+
     let info = reg
         .start_local_bash("echo hi", "hi", home.path(), MAIN_CALLER)
         .await

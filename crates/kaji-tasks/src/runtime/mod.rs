@@ -703,6 +703,15 @@ impl RuntimeTaskRegistry {
                 }
             }
         };
+        if !request.cwd.is_dir() {
+            return Err(RuntimeError::Io {
+                path: request.cwd.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the working directory does not exist or is not a directory",
+                ),
+            });
+        }
         let output_path = self.shared.run_dir.join(format!("{id}.output"));
         let log = OutputLog::create(output_path.clone(), self.shared.config.output_cap_bytes)
             .map_err(|source| RuntimeError::Io {
@@ -714,11 +723,16 @@ impl RuntimeTaskRegistry {
         let mut cmd = process::shell_command(&request.command);
         cmd.current_dir(&request.cwd)
             .stdin(std::process::Stdio::null());
-        let (child, reader) =
-            process::spawn_with_merged_output(cmd).map_err(|source| RuntimeError::Spawn {
-                command: request.command.clone(),
-                source,
-            })?;
+        let (child, reader) = match process::spawn_with_merged_output(cmd) {
+            Ok(spawned) => spawned,
+            Err(source) => {
+                let _ = std::fs::remove_file(&output_path);
+                return Err(RuntimeError::Spawn {
+                    command: request.command,
+                    source,
+                });
+            }
+        };
 
         let entry = Arc::new(TaskEntry {
             id: id.clone(),
