@@ -21,9 +21,11 @@ mod bash;
 mod error;
 mod fs;
 mod interaction;
+pub mod plan;
 mod registry;
 mod runtime_tools;
 mod task_list_tools;
+pub mod todo;
 
 pub use error::ToolError;
 pub use registry::ToolRegistry;
@@ -199,5 +201,7 @@ pub fn builtin_tools() -> ToolRegistry {
     interaction::register(&mut registry);
     task_list_tools::register(&mut registry);
     runtime_tools::register(&mut registry);
+    todo::register(&mut registry);
+    plan::register(&mut registry);
     registry
 }

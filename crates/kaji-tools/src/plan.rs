@@ -1,0 +1,246 @@
+//! `EnterPlanMode` and `ExitPlanMode`: the tools through which the model
+//! switches the task into plan mode and presents its plan for approval
+//! (the "Plan" layer of seed 002), plus [`save_plan`], which stores an
+//! approved plan under `.kaji/plans/`.
+//!
+//! The tools themselves do nothing: each returns a [`ToolControl`] that
+//! the core's executor carries out (changing the permission mode, asking
+//! the user to approve the plan). [`save_plan`] is the only code here that
+//! writes, and it never overwrites an existing file.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use kaji_protocol::ToolSpec;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::{
+    Tool, ToolAccess, ToolContext, ToolControl, ToolError, ToolOutput, ToolRegistry, parse_input,
+};
+
+/// The name of the tool that enters plan mode.
+pub const ENTER_PLAN_MODE: &str = "EnterPlanMode";
+/// The name of the tool that presents the plan.
+pub const EXIT_PLAN_MODE: &str = "ExitPlanMode";
+
+/// Where approved plans are saved, relative to the working directory.
+pub const PLANS_DIR: &str = ".kaji/plans";
+
+/// The longest slug in a plan's file name, in characters.
+pub const MAX_SLUG_CHARS: usize = 40;
+
+/// Adds `EnterPlanMode` and `ExitPlanMode` to `registry`.
+pub(crate) fn register(registry: &mut ToolRegistry) {
+    registry.register(Arc::new(EnterPlanModeTool));
+    registry.register(Arc::new(ExitPlanModeTool));
+}
+
+/// Saves an approved plan as `<cwd>/.kaji/plans/<yyyymmdd-hhmmss>-<slug>.md`
+/// and returns the path.
+///
+/// The time stamp is `now` in UTC. The slug comes from the plan's first
+/// non-empty line (a markdown heading's `#` marks dropped): lower-case
+/// ASCII letters and digits, every other run of characters turned into one
+/// `-`, at most [`MAX_SLUG_CHARS`] characters, `plan` when nothing is left.
+/// An existing file is never overwritten: `-2`, `-3`, … is appended to the
+/// name instead. The directories are created as needed.
+pub fn save_plan(cwd: &Path, plan: &str, now: SystemTime) -> Result<PathBuf, ToolError> {
+    let dir = cwd.join(PLANS_DIR);
+    std::fs::create_dir_all(&dir).map_err(|source| ToolError::Io {
+        path: dir.clone(),
+        source,
+    })?;
+    let stamp = time::OffsetDateTime::from(now);
+    let stem = format!(
+        "{:04}{:02}{:02}-{:02}{:02}{:02}-{}",
+        stamp.year(),
+        u8::from(stamp.month()),
+        stamp.day(),
+        stamp.hour(),
+        stamp.minute(),
+        stamp.second(),
+        plan_slug(plan)
+    );
+    let mut body = plan.trim_end().to_string();
+    body.push('\n');
+    for attempt in 1u32.. {
+        let name = if attempt == 1 {
+            format!("{stem}.md")
+        } else {
+            format!("{stem}-{attempt}.md")
+        };
+        let path = dir.join(name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(mut file) => {
+                file.write_all(body.as_bytes())
+                    .and_then(|()| file.sync_all())
+                    .map_err(|source| ToolError::Io {
+                        path: path.clone(),
+                        source,
+                    })?;
+                return Ok(path);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(source) => return Err(ToolError::Io { path, source }),
+        }
+    }
+    Err(ToolError::Refused(format!(
+        "no free file name for the plan in {}",
+        dir.display()
+    )))
+}
+
+/// The slug of a plan's file name; see [`save_plan`].
+pub fn plan_slug(plan: &str) -> String {
+    let first = plan
+        .lines()
+        .map(|l| l.trim().trim_start_matches('#').trim())
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut slug = String::new();
+    for c in first.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            slug.push(c);
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            slug.push('-');
+        }
+        if slug.len() >= MAX_SLUG_CHARS {
+            break;
+        }
+    }
+    slug.truncate(MAX_SLUG_CHARS);
+    let slug = slug.trim_end_matches('-');
+    if slug.is_empty() {
+        "plan".to_string()
+    } else {
+        slug.to_string()
+    }
+}
+
+/// `EnterPlanMode`: switches the task to plan mode.
+struct EnterPlanModeTool;
+
+#[async_trait]
+impl Tool for EnterPlanModeTool {
+    fn name(&self) -> &'static str {
+        ENTER_PLAN_MODE
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: ENTER_PLAN_MODE.to_string(),
+            description: "Switches the task into plan mode, where you look before you touch \
+anything: only read-only tools run (reading, searching, listing tasks and output); edits and \
+commands are refused until the user approves a plan. Use it when the work is large, risky or \
+unclear — a change across many files, a choice between designs, an unfamiliar code base, a \
+request you could read more than one way — so the user can agree on the approach first. Skip it \
+for small, obvious changes and for pure questions. When you know what to do, present the plan \
+with ExitPlanMode."
+                .to_string(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {},
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    fn access(&self, _input: &Value, _ctx: &ToolContext) -> ToolAccess {
+        ToolAccess::Interaction
+    }
+
+    async fn call(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        if !(input.is_null() || input.as_object().is_some()) {
+            return Err(ToolError::InvalidInput {
+                tool: ENTER_PLAN_MODE.to_string(),
+                message: "expected an empty object {}".to_string(),
+            });
+        }
+        Ok(ToolOutput {
+            content: "Plan mode is on. Investigate with read-only tools only; do not change \
+anything. When you have a plan, present it with ExitPlanMode for the user's approval."
+                .to_string(),
+            data: None,
+            control: Some(ToolControl::EnterPlanMode),
+            changed_files: false,
+        })
+    }
+}
+
+/// `ExitPlanMode`: presents the plan for approval.
+struct ExitPlanModeTool;
+
+#[derive(Debug, Deserialize)]
+struct ExitPlanModeInput {
+    plan: String,
+}
+
+#[async_trait]
+impl Tool for ExitPlanModeTool {
+    fn name(&self) -> &'static str {
+        EXIT_PLAN_MODE
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: EXIT_PLAN_MODE.to_string(),
+            description: "Presents your plan to the user for approval and, once approved, leaves \
+plan mode so you can carry it out (the plan is saved under .kaji/plans/). Call it in plan mode when \
+your investigation is done and you know how to implement the change — not for research-only \
+requests, where you simply answer. Write the plan in markdown, starting with a one-line title: \
+the steps in order, the files you will change, how you will check the result, and any open \
+question. If the user rejects it, their feedback comes back as the result: revise the plan and \
+present it again."
+                .to_string(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "plan": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "The plan, in markdown, starting with a one-line title."
+                    }
+                },
+                "required": ["plan"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    fn access(&self, _input: &Value, _ctx: &ToolContext) -> ToolAccess {
+        ToolAccess::Interaction
+    }
+
+    async fn call(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let input: ExitPlanModeInput = parse_input(EXIT_PLAN_MODE, input)?;
+        let plan = input.plan.trim().to_string();
+        if plan.is_empty() {
+            return Err(ToolError::InvalidInput {
+                tool: EXIT_PLAN_MODE.to_string(),
+                message: "plan is empty; write the plan you want the user to approve".to_string(),
+            });
+        }
+        Ok(ToolOutput {
+            content: "The plan was presented to the user for approval.".to_string(),
+            data: Some(json!({ "plan": plan })),
+            control: Some(ToolControl::ExitPlanMode { plan }),
+            changed_files: false,
+        })
+    }
+}
