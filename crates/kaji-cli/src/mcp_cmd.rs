@@ -143,18 +143,32 @@ fn write_table(out: &mut impl Write, reports: &[McpServerReport]) -> std::io::Re
     Ok(())
 }
 
-/// The configuration files that may hold `[mcp_servers]`, lowest
-/// precedence first: `$KAJI_HOME/config.toml`, then `.kaji/config.toml` in
-/// the repository root (when `cwd` is inside a git repository), then in
-/// `cwd` itself.
+/// The configuration files that may hold `[mcp_servers]`, user first:
+/// `$KAJI_HOME/config.toml`, then the project's — the nearest
+/// `.kaji/config.toml` walking up from `cwd` to the repository root (the
+/// nearest directory holding `.git`; only `cwd` itself outside a
+/// repository). The same file is never listed twice.
 pub fn config_paths(cwd: &Path) -> Vec<PathBuf> {
-    let mut paths = vec![crate::paths::kaji_home().join("config.toml")];
-    if let Some(root) = cwd.ancestors().find(|dir| dir.join(".git").exists())
-        && root != cwd
-    {
-        paths.push(root.join(".kaji/config.toml"));
+    let user = crate::paths::kaji_home().join("config.toml");
+    let root = cwd.ancestors().find(|dir| dir.join(".git").exists());
+    let project = match root {
+        Some(root) => cwd
+            .ancestors()
+            .take_while(|dir| dir.starts_with(root))
+            .map(|dir| dir.join(".kaji/config.toml"))
+            .find(|path| path.exists()),
+        None => Some(cwd.join(".kaji/config.toml")),
+    };
+    let mut paths = vec![user];
+    if let Some(project) = project {
+        let same = match (paths[0].canonicalize(), project.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if !same {
+            paths.push(project);
+        }
     }
-    paths.push(cwd.join(".kaji/config.toml"));
     paths
 }
 

@@ -140,6 +140,35 @@ impl McpTransportConfig {
     }
 }
 
+/// Types the `[mcp_servers]` tables of a configuration, as held by a
+/// loader that keeps them as written (`name → table`).
+pub fn servers_from_tables(
+    tables: BTreeMap<String, toml::Table>,
+) -> Result<BTreeMap<String, McpServerConfig>, McpServerTableError> {
+    tables
+        .into_iter()
+        .map(
+            |(server, table)| match McpServerConfig::deserialize(table) {
+                Ok(config) => Ok((server, config)),
+                Err(e) => Err(McpServerTableError {
+                    server,
+                    message: e.message().to_string(),
+                }),
+            },
+        )
+        .collect()
+}
+
+/// A `[mcp_servers.<name>]` table that [`servers_from_tables`] rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("[mcp_servers.{server}]: {message}")]
+pub struct McpServerTableError {
+    /// The server's name.
+    pub server: String,
+    /// What is wrong, naming the key.
+    pub message: String,
+}
+
 /// A configuration table that does not describe a usable server.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum McpConfigError {
@@ -366,6 +395,26 @@ mod tests {
         assert!(err.to_string().contains("at least 1 second"), "{err}");
         let err = parse("[mcp_servers.x]\ncommand = \"  \"\n").expect_err("empty");
         assert!(err.to_string().contains("`command` is empty"), "{err}");
+    }
+
+    #[test]
+    fn types_tables_held_by_a_loader() {
+        let tables: BTreeMap<String, toml::Table> =
+            toml::from_str("[good]\ncommand = \"a\"\n[bad]\ncommand = \"b\"\ntimeuot = 3\n")
+                .expect("toml");
+        let err = servers_from_tables(tables.clone()).expect_err("bad table");
+        assert_eq!(err.server, "bad");
+        assert!(
+            err.to_string()
+                .starts_with("[mcp_servers.bad]: unknown field `timeuot`"),
+            "{err}"
+        );
+        let good = tables.into_iter().filter(|(k, _)| k == "good").collect();
+        let servers = servers_from_tables(good).expect("good table");
+        assert_eq!(
+            servers["good"],
+            McpServerConfig::stdio("a", Vec::<String>::new())
+        );
     }
 
     #[test]

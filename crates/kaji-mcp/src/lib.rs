@@ -30,7 +30,7 @@ mod tools;
 
 pub use config::{
     DEFAULT_STARTUP_TIMEOUT_SECS, DEFAULT_TOOL_TIMEOUT_SECS, McpConfigError, McpServerConfig,
-    McpTransportConfig,
+    McpServerTableError, McpTransportConfig, servers_from_tables,
 };
 pub use error::McpError;
 pub use manager::{
