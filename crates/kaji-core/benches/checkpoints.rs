@@ -47,7 +47,9 @@ fn warm_store() -> &'static (tempfile::TempDir, CheckpointStore) {
     STORE.get_or_init(|| {
         let home = tempfile::tempdir().expect("home");
         let store = CheckpointStore::open(home.path(), tree()).expect("open");
-        runtime().block_on(store.commit("initial")).expect("initial checkpoint");
+        runtime()
+            .block_on(store.commit("initial"))
+            .expect("initial checkpoint");
         (home, store)
     })
 }

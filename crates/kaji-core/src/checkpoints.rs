@@ -58,6 +58,10 @@ const EMPTY_BLOB: &str = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391";
 /// Name of the temporary index entry placed inside a nested repository.
 const NESTED_PLACEHOLDER: &str = ".kaji-checkpoint-placeholder";
 
+/// Above this many paths to stage, blobs go into a pack (see
+/// [`CheckpointStore::commit`]).
+const PACK_THRESHOLD_PATHS: usize = 1000;
+
 /// How deep nested repositories inside nested repositories are followed.
 const MAX_NESTING: usize = 32;
 
@@ -528,8 +532,17 @@ impl CheckpointStore {
             self.expand_nested(owned, &mut add).await?;
         }
         if !add.is_empty() {
+            // Many new files (an initial checkpoint): stream their blobs
+            // into one pack instead of one loose object file each.
+            let threshold = if add.iter().filter(|&&b| b == 0).count() > PACK_THRESHOLD_PATHS {
+                "core.bigFileThreshold=1"
+            } else {
+                "core.bigFileThreshold=512m"
+            };
             self.git(
                 &[
+                    "-c",
+                    threshold,
                     "update-index",
                     "--add",
                     "--remove",

@@ -9,6 +9,7 @@
 //! [`TaskFrontend`], and each front end (the TUI, `kaji exec`, tests)
 //! renders and answers them.
 
+pub mod checkpoints;
 pub mod config;
 pub mod executor;
 pub mod frontend;
