@@ -26,6 +26,7 @@ mod registry;
 mod runtime_tools;
 mod task_list_tools;
 pub mod todo;
+pub mod worktree;
 
 pub use error::ToolError;
 pub use registry::ToolRegistry;
@@ -203,5 +204,6 @@ pub fn builtin_tools() -> ToolRegistry {
     runtime_tools::register(&mut registry);
     todo::register(&mut registry);
     plan::register(&mut registry);
+    worktree::register(&mut registry);
     registry
 }
