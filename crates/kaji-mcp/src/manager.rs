@@ -172,6 +172,8 @@ struct Inner {
     cwd: PathBuf,
     options: McpManagerOptions,
     changed: Arc<watch::Sender<u64>>,
+    /// Connect attempts that may still run, awaited by shutdown.
+    connecting: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     shutdown: CancellationToken,
     _shutdown_on_drop: DropGuard,
 }
@@ -256,6 +258,7 @@ impl McpManager {
             runtime: tokio::runtime::Handle::current(),
             options,
             changed: Arc::new(changed),
+            connecting: Mutex::new(Vec::new()),
             _shutdown_on_drop: shutdown.clone().drop_guard(),
             shutdown,
         });
@@ -581,6 +584,15 @@ impl McpManager {
             }
         }
         self.inner.notify();
+        // Connect attempts end at the cancellation, killing what they started.
+        let connecting = std::mem::take(
+            &mut *self
+                .inner
+                .connecting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        futures::future::join_all(connecting).await;
         futures::future::join_all(watchers).await;
     }
 
@@ -615,7 +627,7 @@ impl Inner {
         let cwd = self.cwd.clone();
         let options = self.options.clone();
         let shutdown = self.shutdown.clone();
-        self.runtime.spawn(async move {
+        let task = self.runtime.spawn(async move {
             let stderr = StderrTail::new();
             let limit = server.config.startup_timeout();
             let attempt = tokio::time::timeout(
@@ -672,6 +684,9 @@ impl Inner {
             drop(state);
             changed.send_modify(|n| *n = n.wrapping_add(1));
         });
+        let mut connecting = self.connecting.lock().unwrap_or_else(|p| p.into_inner());
+        connecting.retain(|t| !t.is_finished());
+        connecting.push(task);
     }
 
     /// The live connection of `server`: at once when connected; after
@@ -771,8 +786,7 @@ impl Inner {
             }),
             Err(e)
                 if matches!(e, ServiceError::TransportClosed)
-                    || (matches!(e, ServiceError::TransportSend(_))
-                        && conn.peer.is_transport_closed())
+                    || conn.peer.is_transport_closed()
                     || conn.ended.borrow().is_some() =>
             {
                 // Let the watcher finish so the reason and stderr are whole.

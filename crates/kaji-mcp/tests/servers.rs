@@ -521,6 +521,57 @@ async fn shutdown_kills_the_whole_process_group() {
     }
 }
 
+#[tokio::test]
+async fn dropping_the_manager_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("pids");
+    let manager = start([("parent", faulty("grandchild", &state))], dir.path());
+    ready(&manager).await;
+    let tools = manager.tools();
+    let pids = std::fs::read_to_string(&state).expect("pid file");
+    let exits: Vec<_> = pids
+        .split_whitespace()
+        .map(|p| process_exit(p.parse().expect("pid")))
+        .collect();
+    assert_eq!(exits.len(), 2);
+    drop(tools);
+    drop(manager);
+    // Only a guard against hanging forever: the processes die right away.
+    tokio::time::timeout(Duration::from_secs(60), join_all(exits))
+        .await
+        .expect("the server and its grandchild died after the manager was dropped");
+}
+
+async fn join_all(futures: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>) {
+    for future in futures {
+        future.await;
+    }
+}
+
+/// A future that completes when `pid` exits (through a pidfd, so no
+/// polling).
+fn process_exit(pid: i32) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: pidfd_open takes two integers and returns a new fd or -1.
+    let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    assert!(
+        rc >= 0,
+        "pidfd_open({pid}): {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: the kernel just returned this fd and nobody else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(rc as i32) };
+    // SAFETY: the AsyncFd takes ownership of the OwnedFd, which stays open
+    // and unchanged for its whole lifetime.
+    let fd = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+    }
+    .expect("register pidfd");
+    Box::pin(async move {
+        let _ = fd.readable().await.expect("pidfd readable");
+    })
+}
+
 /// Whether `pid` is a live (not zombie) process.
 fn alive(pid: i32) -> bool {
     kaji_tasks::process::read_stat(pid).is_some_and(|s| s.state != 'Z' && s.state != 'X')
