@@ -5,9 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use kaji_core::config::KajiConfig;
+use kaji_core::hooks::HookRunner;
+use kaji_core::rules::RuleFiles;
 use kaji_core::{PermissionMode, TaskConfig, ToolExecutor, ToolProtocol};
-use kaji_llm::selection::{self, SelectionFlags};
+use kaji_llm::selection::{self, ConfigFile, SelectionFlags};
 use kaji_llm::{ModelProvider, ProviderConfig};
+use kaji_tools::todo::{TodoState, todo_tool};
 
 /// Options of the agent commands (`exec`, the TUI).
 #[derive(Debug, Clone, clap::Args)]
@@ -24,15 +28,17 @@ pub struct AgentArgs {
     /// Base URL of the provider's API.
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
-    /// default | accept-edits | yolo | plan.
-    #[arg(long, value_name = "MODE", default_value = "default")]
-    pub permission_mode: String,
+    /// default | accept-edits | yolo | plan (default: `permission_mode` in
+    /// config.toml, else default).
+    #[arg(long, value_name = "MODE")]
+    pub permission_mode: Option<String>,
     /// Run every tool without asking (same as --permission-mode yolo).
     #[arg(long)]
     pub yolo: bool,
-    /// Consecutive mistakes before the task stops (yolo) or asks.
-    #[arg(long, value_name = "N", default_value_t = 3)]
-    pub max_mistakes: u32,
+    /// Consecutive mistakes before the task stops (yolo) or asks (default:
+    /// `max_mistakes` in config.toml, else 3).
+    #[arg(long, value_name = "N")]
+    pub max_mistakes: Option<u32>,
     /// Stop after this many model turns.
     #[arg(long, value_name = "N")]
     pub max_turns: Option<u32>,
@@ -51,6 +57,7 @@ pub struct AgentSetup {
     pub config: TaskConfig,
     pub executor: ToolExecutor,
     pub provider_config: ProviderConfig,
+    pub settings: KajiConfig,
 }
 
 /// An error of the command line or the configuration (exit code 2).
@@ -59,13 +66,16 @@ pub struct AgentSetup {
 pub struct UsageError(pub String);
 
 impl AgentArgs {
-    fn permission_mode(&self) -> Result<PermissionMode> {
+    fn permission_mode(&self, settings: &KajiConfig) -> Result<PermissionMode> {
         if self.yolo {
             return Ok(PermissionMode::Yolo);
         }
-        self.permission_mode
-            .parse()
-            .map_err(|e: String| UsageError(format!("--permission-mode: {e}")).into())
+        match &self.permission_mode {
+            Some(mode) => mode
+                .parse()
+                .map_err(|e: String| UsageError(format!("--permission-mode: {e}")).into()),
+            None => Ok(settings.permission_mode.unwrap_or_default()),
+        }
     }
 
     /// Resolves the working directory.
@@ -87,10 +97,14 @@ impl AgentArgs {
         Ok(dir)
     }
 
-    /// Selects the provider (flags, env, `$KAJI_HOME/config.toml`).
-    pub async fn provider_config(&self, kaji_home: &Path) -> Result<ProviderConfig> {
-        let file = selection::load_config_file(&kaji_home.join("config.toml"))
-            .map_err(|e| UsageError(e.to_string()))?;
+    /// Selects the provider: flags, then env, then the settings files.
+    pub async fn provider_config(&self, settings: &KajiConfig) -> Result<ProviderConfig> {
+        let file = ConfigFile {
+            path: settings.sources().last().cloned(),
+            provider: settings.provider.clone(),
+            model: settings.model.clone(),
+            base_url: settings.base_url.clone(),
+        };
         let flags = SelectionFlags {
             provider: self.provider.clone(),
             model: self.model.clone(),
@@ -105,12 +119,13 @@ impl AgentArgs {
     /// Builds the task configuration and executor.
     pub async fn setup(&self, kaji_home: &Path, session_id: &str) -> Result<AgentSetup> {
         let cwd = self.working_dir()?;
-        let mode = self.permission_mode()?;
+        let settings = KajiConfig::load(kaji_home, &cwd).map_err(|e| UsageError(e.to_string()))?;
+        let mode = self.permission_mode(&settings)?;
         let protocol: ToolProtocol = self
             .tool_protocol
             .parse()
             .map_err(|e: String| UsageError(format!("--tool-protocol: {e}")))?;
-        let provider_config = self.provider_config(kaji_home).await?;
+        let provider_config = self.provider_config(&settings).await?;
         let provider: Arc<dyn ModelProvider> =
             kaji_llm::build_provider(&provider_config).map_err(|e| UsageError(e.to_string()))?;
         let list_id = self
@@ -136,16 +151,33 @@ impl AgentArgs {
         config.runtime = Some(Arc::new(runtime));
         config.tool_protocol = protocol;
         config.permission_mode = mode;
-        config.max_mistakes = self.max_mistakes.max(1);
+        config.max_mistakes = self
+            .max_mistakes
+            .or(settings.max_mistakes)
+            .unwrap_or(3)
+            .max(1);
         config.max_turns = self.max_turns;
         config.session_id = session_id.to_string();
         config.kaji_home = kaji_home.to_path_buf();
         config.task_list = Some(task_list);
-        let executor = ToolExecutor::new(kaji_tools::builtin_tools());
+        let rules = RuleFiles::discover(kaji_home, &config.cwd);
+        for warning in &rules.warnings {
+            eprintln!("kaji: {warning}");
+        }
+        config.extra_system_sections = rules.to_system_section().into_iter().collect();
+        if !settings.hooks.is_empty() {
+            config.hooks = Some(HookRunner::new(settings.hooks.clone()));
+        }
+        let todo = TodoState::new();
+        config.todo = Some(todo.clone());
+        let mut tools = kaji_tools::builtin_tools();
+        tools.register(todo_tool(todo));
+        let executor = ToolExecutor::new(tools);
         Ok(AgentSetup {
             config,
             executor,
             provider_config,
+            settings,
         })
     }
 }

@@ -27,6 +27,10 @@ pub struct ExecArgs {
     /// Print one JSON object per line instead of a transcript.
     #[arg(long)]
     pub json: bool,
+    /// Approve the plan when the model leaves plan mode (without it, a
+    /// task in plan mode ends with the plan as its result).
+    #[arg(long)]
+    pub approve_plan: bool,
     #[command(flatten)]
     pub agent: AgentArgs,
 }
@@ -63,7 +67,8 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
     let session_id = new_session_id();
     let setup = args.agent.setup(&kaji_home, &session_id).await?;
     let mode = setup.config.permission_mode;
-    let frontend = Arc::new(ExecFrontend::new(args.json, mode.as_str()));
+    let frontend =
+        Arc::new(ExecFrontend::new(args.json, mode.as_str()).approving_plans(args.approve_plan));
     let task = Task::new(setup.config.clone(), setup.executor, frontend.clone());
     if args.json {
         frontend.line(&json!({
@@ -136,6 +141,7 @@ async fn wait_for_signal() {
 /// Prints events; denies asks.
 pub struct ExecFrontend {
     json: bool,
+    approve_plan: bool,
     mode: String,
     out: Mutex<TranscriptState>,
 }
@@ -151,9 +157,17 @@ impl ExecFrontend {
     pub fn new(json: bool, mode: &str) -> Self {
         Self {
             json,
+            approve_plan: false,
             mode: mode.to_string(),
             out: Mutex::new(TranscriptState::default()),
         }
+    }
+
+    /// Approves plans (`--approve-plan`) instead of ending the task with
+    /// the plan as its result.
+    pub fn approving_plans(mut self, approve: bool) -> Self {
+        self.approve_plan = approve;
+        self
     }
 
     fn line(&self, value: &serde_json::Value) {
@@ -269,6 +283,8 @@ impl TaskFrontend for ExecFrontend {
     async fn answer(&self, ask: &AskRequest) -> AskResponse {
         match ask.kind {
             AskKind::CompletionResult => AskResponse::Approve,
+            AskKind::Plan if self.approve_plan => AskResponse::Approve,
+            AskKind::Plan => AskResponse::Deny { feedback: None },
             AskKind::Tool | AskKind::Command => AskResponse::Deny {
                 feedback: Some(format!(
                     "kaji exec runs without a user to approve this (permission mode {}); it was denied. Use another approach that needs no approval, or finish with AttemptCompletion and say what must be run.",

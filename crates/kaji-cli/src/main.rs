@@ -10,8 +10,10 @@ use clap::{Parser, Subcommand};
 mod agent;
 mod demo;
 mod exec;
+mod mcp_cmd;
 mod paths;
 mod ps_cmd;
+mod rules_cmd;
 mod tasks_cmd;
 
 /// kaji — a coding agent for the terminal.
@@ -32,6 +34,12 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Read, create, update and claim tasks of a shared task list.
     Tasks(tasks_cmd::TasksArgs),
+    /// Manage MCP servers: `kaji mcp list` shows each configured server,
+    /// its status and its tools.
+    Mcp(mcp_cmd::McpArgs),
+    /// Show which rule files (AGENTS.md, CLAUDE.md, .clinerules, global
+    /// rules) would go into the system prompt, and from where.
+    Rules(rules_cmd::RulesArgs),
     /// List the runtime tasks (background shells and agents) of every
     /// running kaji session on this machine.
     Ps(ps_cmd::PsArgs),
@@ -44,6 +52,8 @@ fn main() -> ExitCode {
         Some(Command::Demo(args)) => block_on(demo::run(args)),
         Some(Command::Tasks(args)) => tasks_cmd::run(args),
         Some(Command::Ps(args)) => ps_cmd::run(args),
+        Some(Command::Rules(args)) => rules_cmd::run(args),
+        Some(Command::Mcp(args)) => block_on(mcp_cmd::run(args)),
         None => {
             eprintln!("kaji: no command given; try `kaji --help`");
             2

@@ -7,7 +7,8 @@
 //! tool's [`ToolControl`]. The Task itself handles no concrete tool; the
 //! executor handles no conversation state beyond what it is handed.
 
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use kaji_protocol::{AskKind, AskResponse, SayKind};
@@ -15,6 +16,7 @@ use kaji_tools::{ToolAccess, ToolContext, ToolControl, ToolError, ToolRegistry};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use crate::hooks::{HookEvent, HookPayload, HookRunner};
 use crate::parser::ToolCall;
 use crate::permissions::{Decision, PermissionMode, SessionApprovals, decide};
 use crate::task::Emitter;
@@ -35,6 +37,10 @@ pub struct ToolRun {
     pub completion: Option<String>,
     /// The call changed files.
     pub changed_files: bool,
+    /// The task's permission mode changes to this (plan mode).
+    pub new_mode: Option<PermissionMode>,
+    /// The task's working directory changes to this (worktrees).
+    pub new_cwd: Option<PathBuf>,
 }
 
 impl ToolRun {
@@ -46,6 +52,8 @@ impl ToolRun {
             rejected: false,
             completion: None,
             changed_files: false,
+            new_mode: None,
+            new_cwd: None,
         }
     }
 
@@ -57,8 +65,24 @@ impl ToolRun {
             rejected: false,
             completion: None,
             changed_files: false,
+            new_mode: None,
+            new_cwd: None,
         }
     }
+}
+
+/// Where a call runs: the task's state at that moment.
+pub(crate) struct CallEnv<'a> {
+    /// The permission mode.
+    pub mode: PermissionMode,
+    /// The mode to return to when a plan is approved.
+    pub mode_before_plan: PermissionMode,
+    /// The tool context (working directory, cancellation, stores).
+    pub ctx: &'a ToolContext,
+    /// Where events and asks go.
+    pub emitter: &'a Emitter,
+    /// The task's id (for hooks).
+    pub task_id: &'a str,
 }
 
 /// Runs tool calls for one task.
@@ -68,6 +92,7 @@ pub struct ToolExecutor {
     /// `true` once the initial checkpoint is done; tools that are not
     /// read-only wait for it (the seed's gate).
     checkpoint_ready: Option<watch::Receiver<bool>>,
+    hooks: Option<HookRunner>,
 }
 
 impl std::fmt::Debug for ToolExecutor {
@@ -85,7 +110,13 @@ impl ToolExecutor {
             registry,
             approvals: Mutex::new(SessionApprovals::default()),
             checkpoint_ready: None,
+            hooks: None,
         }
+    }
+
+    /// Runs these hooks around tool calls (PreToolUse, PostToolUse).
+    pub fn set_hooks(&mut self, hooks: HookRunner) {
+        self.hooks = Some(hooks);
     }
 
     /// Makes tools that are not read-only wait until `ready` turns true.
@@ -99,13 +130,8 @@ impl ToolExecutor {
     }
 
     /// Runs one call. Never fails: every problem becomes an error result.
-    pub(crate) async fn execute(
-        &self,
-        call: &ToolCall,
-        mode: PermissionMode,
-        ctx: &ToolContext,
-        emitter: &Emitter,
-    ) -> ToolRun {
+    pub(crate) async fn execute(&self, call: &ToolCall, env: &CallEnv<'_>) -> ToolRun {
+        let (ctx, emitter) = (env.ctx, env.emitter);
         let Some(tool) = self.registry.get(&call.name).cloned() else {
             let names = self.registry.names().join(", ");
             return ToolRun::error(
@@ -136,9 +162,29 @@ impl ToolExecutor {
             Some(json!({"id": call.id, "tool": call.name, "input": input})),
         );
 
+        // PreToolUse hooks may refuse the call before anyone is asked.
+        let mut hook_context = Vec::new();
+        if let Some(hooks) = self
+            .hooks
+            .as_ref()
+            .filter(|h| h.has_hooks(HookEvent::PreToolUse))
+        {
+            let payload = HookPayload::task(env.task_id, &ctx.cwd, env.mode)
+                .with_tool(&call.name, input.clone());
+            let outcome = hooks.run(HookEvent::PreToolUse, payload, &ctx.cancel).await;
+            report_hook_warnings(emitter, &outcome.warnings);
+            if let Some(reason) = outcome.blocked {
+                return ToolRun::error(
+                    format!("A PreToolUse hook refused {}: {reason}", call.name),
+                    false,
+                );
+            }
+            hook_context = outcome.context;
+        }
+
         let decision = {
             let approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
-            decide(mode, &call.name, &access, &ctx.cwd, &approvals)
+            decide(env.mode, &call.name, &access, &ctx.cwd, &approvals)
         };
         match decision {
             Decision::Allow => {}
@@ -171,7 +217,7 @@ impl ToolExecutor {
 
         let started = Instant::now();
         let result = tokio::select! {
-            r = tool.call(input, ctx) => r,
+            r = tool.call(input.clone(), ctx) => r,
             _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
         };
         tracing::debug!(
@@ -179,49 +225,15 @@ impl ToolExecutor {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "tool finished"
         );
-        match result {
-            Err(ToolError::Cancelled) => ToolRun::error(
-                "the tool was interrupted because the task was aborted",
-                false,
-            ),
+        let mut run = match result {
+            Err(ToolError::Cancelled) => {
+                return ToolRun::error(
+                    "the tool was interrupted because the task was aborted",
+                    false,
+                );
+            }
             Err(e) => ToolRun::error(e.to_string(), true),
             Ok(out) => {
-                let changed_files = out.changed_files;
-                let mut run = match out.control {
-                    None => ToolRun::ok(out.content),
-                    Some(ToolControl::Complete { result }) => {
-                        let mut run = ToolRun::ok(out.content);
-                        run.completion = Some(result);
-                        run
-                    }
-                    Some(
-                        ToolControl::EnterPlanMode
-                        | ToolControl::ExitPlanMode { .. }
-                        | ToolControl::ChangeDirectory { .. },
-                    ) => ToolRun::error(
-                        "this tool is not supported by this version of the executor yet",
-                        false,
-                    ),
-                    Some(ToolControl::AskUser { question, options }) => {
-                        let data = json!({"options": options});
-                        match emitter.ask(AskKind::Followup, question, Some(data)).await {
-                            AskResponse::Reply { text } => {
-                                ToolRun::ok(format!("The user answered:\n{text}"))
-                            }
-                            AskResponse::Approve | AskResponse::ApproveAlways => {
-                                ToolRun::ok("The user acknowledged the question without answering.")
-                            }
-                            AskResponse::Deny { feedback } => ToolRun::error(
-                                format!(
-                                    "The question could not be answered{}. Go on with your best judgement, or finish with AttemptCompletion and say what you needed.",
-                                    feedback.map(|f| format!(": {f}")).unwrap_or_default()
-                                ),
-                                false,
-                            ),
-                        }
-                    }
-                };
-                run.changed_files = changed_files;
                 if let Some(data) = out.data.as_ref() {
                     if let Some(list) = data.get("task_list") {
                         emitter.say(SayKind::TaskList, list.to_string(), Some(list.clone()));
@@ -230,7 +242,125 @@ impl ToolExecutor {
                         emitter.say(SayKind::Todo, todos.to_string(), Some(todos.clone()));
                     }
                 }
+                let changed_files = out.changed_files;
+                let mut run = match out.control {
+                    None => ToolRun::ok(out.content),
+                    Some(control) => self.control(control, out.content, env).await,
+                };
+                run.changed_files = changed_files;
                 run
+            }
+        };
+
+        // PostToolUse hooks see the result and may add to it.
+        if let Some(hooks) = self
+            .hooks
+            .as_ref()
+            .filter(|h| h.has_hooks(HookEvent::PostToolUse))
+        {
+            let payload = HookPayload::task(env.task_id, &ctx.cwd, env.mode)
+                .with_tool(&call.name, input)
+                .with_tool_response(json!({"output": run.content, "is_error": run.is_error}));
+            let outcome = hooks
+                .run(HookEvent::PostToolUse, payload, &ctx.cancel)
+                .await;
+            report_hook_warnings(emitter, &outcome.warnings);
+            hook_context.extend(outcome.context);
+            if let Some(reason) = outcome.blocked {
+                hook_context.push(format!("A PostToolUse hook objected: {reason}"));
+            }
+        }
+        for extra in hook_context {
+            run.content.push_str("\n\n[hook] ");
+            run.content.push_str(&extra);
+        }
+        run
+    }
+
+    /// Carries out what a tool asked of the executor.
+    async fn control(&self, control: ToolControl, content: String, env: &CallEnv<'_>) -> ToolRun {
+        let emitter = env.emitter;
+        match control {
+            ToolControl::Complete { result } => {
+                let mut run = ToolRun::ok(content);
+                run.completion = Some(result);
+                run
+            }
+            ToolControl::ChangeDirectory { path } => {
+                let mut run = ToolRun::ok(content);
+                run.new_cwd = Some(path);
+                run
+            }
+            ToolControl::EnterPlanMode => {
+                if env.mode == PermissionMode::Plan {
+                    return ToolRun::ok("The task is already in plan mode.");
+                }
+                let mut run = ToolRun::ok(format!(
+                    "{content}\nEntered plan mode: only read-only tools run now. Investigate, then present your plan with ExitPlanMode."
+                ));
+                run.new_mode = Some(PermissionMode::Plan);
+                run
+            }
+            ToolControl::ExitPlanMode { plan } => {
+                if env.mode != PermissionMode::Plan {
+                    return ToolRun::error(
+                        "ExitPlanMode is only for leaving plan mode, and the task is not in plan mode. Go ahead with the work.",
+                        false,
+                    );
+                }
+                match emitter.ask(AskKind::Plan, plan.clone(), None).await {
+                    AskResponse::Approve | AskResponse::ApproveAlways => {
+                        let back = match env.mode_before_plan {
+                            PermissionMode::Plan => PermissionMode::Default,
+                            other => other,
+                        };
+                        let saved = match kaji_tools::plan::save_plan(
+                            &env.ctx.cwd,
+                            &plan,
+                            std::time::SystemTime::now(),
+                        ) {
+                            Ok(path) => format!("The plan was saved to {}.", path.display()),
+                            Err(e) => format!("The plan could not be saved: {e}."),
+                        };
+                        let mut run = ToolRun::ok(format!(
+                            "The user approved the plan. {saved} The task left plan mode (permission mode {}): carry out the plan now.",
+                            back.as_str()
+                        ));
+                        run.new_mode = Some(back);
+                        run
+                    }
+                    AskResponse::Deny {
+                        feedback: Some(text),
+                    }
+                    | AskResponse::Reply { text } => ToolRun::ok(format!(
+                        "The user did not approve the plan and said:\n{text}\nStay in plan mode: revise the plan and present it again with ExitPlanMode."
+                    )),
+                    AskResponse::Deny { feedback: None } => {
+                        // Nobody will approve it (e.g. `kaji exec` without
+                        // --approve-plan): the plan is the task's result.
+                        let mut run = ToolRun::ok("The plan was recorded as the task's result.");
+                        run.completion = Some(plan);
+                        run
+                    }
+                }
+            }
+            ToolControl::AskUser { question, options } => {
+                let data = json!({"options": options});
+                match emitter.ask(AskKind::Followup, question, Some(data)).await {
+                    AskResponse::Reply { text } => {
+                        ToolRun::ok(format!("The user answered:\n{text}"))
+                    }
+                    AskResponse::Approve | AskResponse::ApproveAlways => {
+                        ToolRun::ok("The user acknowledged the question without answering.")
+                    }
+                    AskResponse::Deny { feedback } => ToolRun::error(
+                        format!(
+                            "The question could not be answered{}. Go on with your best judgement, or finish with AttemptCompletion and say what you needed.",
+                            feedback.map(|f| format!(": {f}")).unwrap_or_default()
+                        ),
+                        false,
+                    ),
+                }
             }
         }
     }
@@ -282,5 +412,9 @@ pub fn describe_call(name: &str, input: &Value) -> String {
     }
 }
 
-/// Shared executor handle.
-pub type SharedToolExecutor = Arc<ToolExecutor>;
+/// Shows hook warnings to the user.
+pub(crate) fn report_hook_warnings(emitter: &Emitter, warnings: &[String]) {
+    for w in warnings {
+        emitter.say(SayKind::Info, format!("hook warning: {w}"), None);
+    }
+}

@@ -16,7 +16,7 @@
 //! short, synchronous sections and never across an await.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -26,12 +26,14 @@ use kaji_protocol::{
     AskKind, AskResponse, ContentBlock, Message, Role, SayKind, TaskEvent, TaskStatus, Usage,
 };
 use kaji_tools::ToolContext;
+use kaji_tools::todo::TodoState;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::executor::{ToolExecutor, ToolRun};
+use crate::executor::{CallEnv, ToolExecutor, ToolRun, report_hook_warnings};
 use crate::frontend::{AskRequest, TaskFrontend};
+use crate::hooks::{HookEvent, HookPayload, HookRunner};
 use crate::parser::{BlockContent, ReplyAssembler, ToolCall, ToolProtocol, XmlToolGrammar};
 use crate::permissions::PermissionMode;
 use crate::prompt::{PromptInputs, system_prompt};
@@ -76,6 +78,13 @@ pub struct TaskConfig {
     pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
     /// Extra system prompt sections (rule files), in order.
     pub extra_system_sections: Vec<String>,
+    /// Hooks run around the task and its tools.
+    pub hooks: Option<HookRunner>,
+    /// The session's todo checklist (the state behind TodoWrite).
+    pub todo: Option<TodoState>,
+    /// Turns without touching the checklist or the task list, while items
+    /// are open, before a reminder goes into the next request (default 10).
+    pub todo_reminder_turns: u32,
 }
 
 impl std::fmt::Debug for TaskConfig {
@@ -110,6 +119,9 @@ impl TaskConfig {
             task_list: None,
             runtime: None,
             extra_system_sections: Vec::new(),
+            hooks: None,
+            todo: None,
+            todo_reminder_turns: 10,
         }
     }
 }
@@ -135,12 +147,34 @@ pub struct TaskOutcome {
 #[derive(Debug, Clone)]
 pub struct AbortHandle {
     cancel: CancellationToken,
+    cancel_hook: Arc<CancelHookGate>,
+}
+
+/// Whether the TaskCancel hook must run: decided before the abort flag is
+/// set, as the seed orders it.
+#[derive(Debug, Default)]
+struct CancelHookGate {
+    /// TaskCancel hooks are configured.
+    configured: bool,
+    /// The task has started (TaskStart ran), so there is something to
+    /// cancel.
+    started: AtomicBool,
+    /// The decision, taken in [`AbortHandle::abort`].
+    due: AtomicBool,
 }
 
 impl AbortHandle {
-    /// Aborts the task: every path stops at its next await point, running
-    /// commands are killed, and the task ends with status aborted.
+    /// Aborts the task: first decides whether the TaskCancel hook must
+    /// run, then sets the abort flag — every path stops at its next await
+    /// point, running hooks and commands are killed — and the task ends with
+    /// status aborted, running the TaskCancel hook last.
     pub fn abort(&self) {
+        if !self.cancel.is_cancelled()
+            && self.cancel_hook.configured
+            && self.cancel_hook.started.load(Ordering::SeqCst)
+        {
+            self.cancel_hook.due.store(true, Ordering::SeqCst);
+        }
         self.cancel.cancel();
     }
 }
@@ -213,6 +247,12 @@ struct TaskState {
     turns: u32,
     usage: Usage,
     mode: PermissionMode,
+    /// The mode to return to when a plan is approved.
+    mode_before_plan: PermissionMode,
+    /// The working directory now (changes in worktrees).
+    cwd: PathBuf,
+    /// Rounds since the model last touched the checklist or task list.
+    rounds_since_todo: u32,
 }
 
 /// What one round came to.
@@ -242,6 +282,7 @@ pub struct Task {
     emitter: Emitter,
     state: Arc<Mutex<TaskState>>,
     cancel: CancellationToken,
+    cancel_hook: Arc<CancelHookGate>,
     task_id: String,
 }
 
@@ -263,9 +304,23 @@ impl Task {
     ) -> Self {
         let state = TaskState {
             mode: config.permission_mode,
+            mode_before_plan: config.permission_mode,
+            cwd: config.cwd.clone(),
             ..TaskState::default()
         };
+        let mut executor = executor;
+        if let Some(hooks) = &config.hooks {
+            executor.set_hooks(hooks.clone());
+        }
+        let cancel_hook = Arc::new(CancelHookGate {
+            configured: config
+                .hooks
+                .as_ref()
+                .is_some_and(|h| h.has_hooks(HookEvent::TaskCancel)),
+            ..CancelHookGate::default()
+        });
         Self {
+            cancel_hook,
             task_id: new_task_id(),
             config,
             executor: Arc::new(executor),
@@ -287,6 +342,7 @@ impl Task {
     pub fn abort_handle(&self) -> AbortHandle {
         AbortHandle {
             cancel: self.cancel.clone(),
+            cancel_hook: Arc::clone(&self.cancel_hook),
         }
     }
 
@@ -299,66 +355,86 @@ impl Task {
         let started = Instant::now();
         self.emitter
             .say(SayKind::UserFeedback, prompt.clone(), None);
-        let mut user_content = vec![ContentBlock::text(prompt)];
+        let mut user_content = vec![ContentBlock::text(prompt.clone())];
         let mut empty_retries = 0u32;
-        let (status, result) = loop {
-            if self.cancel.is_cancelled() {
-                break (TaskStatus::Aborted, None);
-            }
-            // The mistake limit, checked before each request as in the seed.
-            let mistakes = self.lock().consecutive_mistakes;
-            if mistakes >= self.config.max_mistakes {
-                let msg = format!(
-                    "The model made {mistakes} consecutive mistakes (the limit is {}).",
-                    self.config.max_mistakes
-                );
-                if self.lock().mode == PermissionMode::Yolo {
-                    self.emitter.say(SayKind::Error, msg.clone(), None);
-                    break (TaskStatus::MistakeLimit, Some(msg));
+        let stopped_by_hook = self.start_hooks(&prompt, &mut user_content).await;
+        let (status, result) = if let Some(stop) = stopped_by_hook {
+            stop
+        } else {
+            loop {
+                if self.cancel.is_cancelled() {
+                    break (TaskStatus::Aborted, None);
                 }
-                match self
-                    .ask_or_abort(
-                        AskKind::MistakeLimitReached,
-                        format!("{msg} Continue?"),
-                        None,
-                    )
-                    .await
+                // The mistake limit, checked before each request as in the seed.
+                let mistakes = self.lock().consecutive_mistakes;
+                if mistakes >= self.config.max_mistakes {
+                    let msg = format!(
+                        "The model made {mistakes} consecutive mistakes (the limit is {}).",
+                        self.config.max_mistakes
+                    );
+                    if self.lock().mode == PermissionMode::Yolo {
+                        self.emitter.say(SayKind::Error, msg.clone(), None);
+                        break (TaskStatus::MistakeLimit, Some(msg));
+                    }
+                    match self
+                        .ask_or_abort(
+                            AskKind::MistakeLimitReached,
+                            format!("{msg} Continue?"),
+                            None,
+                        )
+                        .await
+                    {
+                        Some(AskResponse::Approve | AskResponse::ApproveAlways) => {
+                            self.lock().consecutive_mistakes = 0;
+                        }
+                        Some(AskResponse::Reply { text }) => {
+                            self.lock().consecutive_mistakes = 0;
+                            user_content
+                                .push(ContentBlock::text(format!("The user says:\n{text}")));
+                        }
+                        Some(AskResponse::Deny { .. }) => {
+                            break (TaskStatus::MistakeLimit, Some(msg));
+                        }
+                        None => break (TaskStatus::Aborted, None),
+                    }
+                }
+                let turns = self.lock().turns;
+                if let Some(max) = self.config.max_turns
+                    && turns >= max
                 {
-                    Some(AskResponse::Approve | AskResponse::ApproveAlways) => {
-                        self.lock().consecutive_mistakes = 0;
-                    }
-                    Some(AskResponse::Reply { text }) => {
-                        self.lock().consecutive_mistakes = 0;
-                        user_content.push(ContentBlock::text(format!("The user says:\n{text}")));
-                    }
-                    Some(AskResponse::Deny { .. }) => break (TaskStatus::MistakeLimit, Some(msg)),
-                    None => break (TaskStatus::Aborted, None),
+                    let msg = format!("The turn limit of {max} was reached.");
+                    self.emitter.say(SayKind::Error, msg.clone(), None);
+                    break (TaskStatus::MaxTurns, Some(msg));
                 }
-            }
-            let turns = self.lock().turns;
-            if let Some(max) = self.config.max_turns
-                && turns >= max
-            {
-                let msg = format!("The turn limit of {max} was reached.");
-                self.emitter.say(SayKind::Error, msg.clone(), None);
-                break (TaskStatus::MaxTurns, Some(msg));
-            }
 
-            match self.round(user_content.clone()).await {
-                RoundOutcome::Continue(next) => {
-                    empty_retries = 0;
-                    user_content = next;
+                // An open checklist the model has not touched for a while.
+                if let Some(reminder) = self.todo_reminder() {
+                    user_content.push(ContentBlock::text(reminder));
                 }
-                RoundOutcome::NoToolUsed => {
-                    empty_retries = 0;
-                    self.lock().consecutive_mistakes += 1;
-                    user_content = vec![ContentBlock::text(NO_TOOL_NUDGE)];
+                // Background tasks that ended since the last request: the
+                // model learns of them without polling.
+                if let Some(runtime) = &self.config.runtime {
+                    for notice in runtime.take_finished_notices() {
+                        user_content.push(ContentBlock::text(notice.to_prompt_text()));
+                    }
                 }
-                RoundOutcome::Empty => {
-                    if empty_retries < self.config.empty_reply_retries {
-                        empty_retries += 1;
-                        let delay = self.config.empty_reply_backoff * 2u32.pow(empty_retries - 1);
-                        self.emitter.say(
+
+                match self.round(user_content.clone()).await {
+                    RoundOutcome::Continue(next) => {
+                        empty_retries = 0;
+                        user_content = next;
+                    }
+                    RoundOutcome::NoToolUsed => {
+                        empty_retries = 0;
+                        self.lock().consecutive_mistakes += 1;
+                        user_content = vec![ContentBlock::text(NO_TOOL_NUDGE)];
+                    }
+                    RoundOutcome::Empty => {
+                        if empty_retries < self.config.empty_reply_retries {
+                            empty_retries += 1;
+                            let delay =
+                                self.config.empty_reply_backoff * 2u32.pow(empty_retries - 1);
+                            self.emitter.say(
                             SayKind::Error,
                             format!(
                                 "The model sent an empty reply (no text, no tool call); retrying ({empty_retries}/{}) in {} ms.",
@@ -367,105 +443,117 @@ impl Task {
                             ),
                             None,
                         );
-                        if !self.sleep_or_abort(delay).await {
-                            break (TaskStatus::Aborted, None);
+                            if !self.sleep_or_abort(delay).await {
+                                break (TaskStatus::Aborted, None);
+                            }
+                            continue;
                         }
-                        continue;
-                    }
-                    let msg = format!(
-                        "The model sent an empty reply {} times in a row.",
-                        empty_retries + 1
-                    );
-                    match self
-                        .ask_or_abort(AskKind::ApiReqFailed, format!("{msg} Retry?"), None)
-                        .await
-                    {
-                        Some(
-                            AskResponse::Approve
-                            | AskResponse::ApproveAlways
-                            | AskResponse::Reply { .. },
-                        ) => {
-                            empty_retries = 0;
-                        }
-                        Some(AskResponse::Deny { .. }) => break (TaskStatus::Failed, Some(msg)),
-                        None => break (TaskStatus::Aborted, None),
-                    }
-                }
-                RoundOutcome::ApiFailed(err) => {
-                    self.emitter.say(SayKind::Error, err.clone(), None);
-                    match self
-                        .ask_or_abort(
-                            AskKind::ApiReqFailed,
-                            format!("The model request failed: {err}\nRetry?"),
-                            None,
-                        )
-                        .await
-                    {
-                        Some(
-                            AskResponse::Approve
-                            | AskResponse::ApproveAlways
-                            | AskResponse::Reply { .. },
-                        ) => {}
-                        Some(AskResponse::Deny { .. }) => break (TaskStatus::Failed, Some(err)),
-                        None => break (TaskStatus::Aborted, None),
-                    }
-                }
-                RoundOutcome::Completed {
-                    result,
-                    tool_use_id,
-                    mut other_results,
-                } => {
-                    self.emitter
-                        .say(SayKind::CompletionResult, result.clone(), None);
-                    let answer = self
-                        .ask_or_abort(AskKind::CompletionResult, result.clone(), None)
-                        .await;
-                    let (reply, end) = match answer {
-                        Some(AskResponse::Reply { text })
-                        | Some(AskResponse::Deny {
-                            feedback: Some(text),
-                        }) => (
-                            format!("The user has feedback on the result:\n{text}"),
-                            None,
-                        ),
-                        Some(_) => (
-                            "The user accepted the result.".to_string(),
-                            Some(TaskStatus::Completed),
-                        ),
-                        None => (
-                            "The task was aborted.".to_string(),
-                            Some(TaskStatus::Aborted),
-                        ),
-                    };
-                    other_results.push(self.result_block(
-                        &tool_use_id,
-                        "AttemptCompletion",
-                        &reply,
-                        false,
-                    ));
-                    match end {
-                        None => user_content = other_results,
-                        Some(status) => {
-                            // Keep the history resumable: every call answered.
-                            self.lock().history.push(Message {
-                                role: Role::User,
-                                content: other_results,
-                            });
-                            let result = (status == TaskStatus::Completed).then_some(result);
-                            break (status, result);
+                        let msg = format!(
+                            "The model sent an empty reply {} times in a row.",
+                            empty_retries + 1
+                        );
+                        match self
+                            .ask_or_abort(AskKind::ApiReqFailed, format!("{msg} Retry?"), None)
+                            .await
+                        {
+                            Some(
+                                AskResponse::Approve
+                                | AskResponse::ApproveAlways
+                                | AskResponse::Reply { .. },
+                            ) => {
+                                empty_retries = 0;
+                            }
+                            Some(AskResponse::Deny { .. }) => {
+                                break (TaskStatus::Failed, Some(msg));
+                            }
+                            None => break (TaskStatus::Aborted, None),
                         }
                     }
+                    RoundOutcome::ApiFailed(err) => {
+                        self.emitter.say(SayKind::Error, err.clone(), None);
+                        match self
+                            .ask_or_abort(
+                                AskKind::ApiReqFailed,
+                                format!("The model request failed: {err}\nRetry?"),
+                                None,
+                            )
+                            .await
+                        {
+                            Some(
+                                AskResponse::Approve
+                                | AskResponse::ApproveAlways
+                                | AskResponse::Reply { .. },
+                            ) => {}
+                            Some(AskResponse::Deny { .. }) => {
+                                break (TaskStatus::Failed, Some(err));
+                            }
+                            None => break (TaskStatus::Aborted, None),
+                        }
+                    }
+                    RoundOutcome::Completed {
+                        result,
+                        tool_use_id,
+                        mut other_results,
+                    } => {
+                        self.emitter
+                            .say(SayKind::CompletionResult, result.clone(), None);
+                        let answer = self
+                            .ask_or_abort(AskKind::CompletionResult, result.clone(), None)
+                            .await;
+                        let (reply, end) = match answer {
+                            Some(AskResponse::Reply { text })
+                            | Some(AskResponse::Deny {
+                                feedback: Some(text),
+                            }) => (
+                                format!("The user has feedback on the result:\n{text}"),
+                                None,
+                            ),
+                            Some(_) => (
+                                "The user accepted the result.".to_string(),
+                                Some(TaskStatus::Completed),
+                            ),
+                            None => (
+                                "The task was aborted.".to_string(),
+                                Some(TaskStatus::Aborted),
+                            ),
+                        };
+                        other_results.push(self.result_block(
+                            &tool_use_id,
+                            "AttemptCompletion",
+                            &reply,
+                            false,
+                        ));
+                        match end {
+                            None => user_content = other_results,
+                            Some(status) => {
+                                // Keep the history resumable: every call answered.
+                                self.lock().history.push(Message {
+                                    role: Role::User,
+                                    content: other_results,
+                                });
+                                let result = (status == TaskStatus::Completed).then_some(result);
+                                break (status, result);
+                            }
+                        }
+                    }
+                    RoundOutcome::Aborted => break (TaskStatus::Aborted, None),
                 }
-                RoundOutcome::Aborted => break (TaskStatus::Aborted, None),
             }
         };
         if status == TaskStatus::Aborted {
-            // Everything the task started in the background dies with it.
+            // Everything the task started in the background dies with it
+            // (running hooks were killed by the abort flag), then the
+            // TaskCancel hook runs, if it was due when the abort came.
             if let Some(runtime) = &self.config.runtime {
                 runtime.stop_all().await;
             }
             self.emitter
                 .say(SayKind::Error, "The task was aborted.", None);
+            if self.cancel_hook.due.load(Ordering::SeqCst) {
+                self.run_task_hook(HookEvent::TaskCancel).await;
+            }
+        } else if status == TaskStatus::Completed {
+            self.run_task_hook(HookEvent::TaskComplete).await;
         }
         let state = std::mem::take(&mut *self.lock());
         let outcome = TaskOutcome {
@@ -506,9 +594,87 @@ impl Task {
         }
     }
 
+    /// TaskStart, then UserPromptSubmit. Their context joins the first
+    /// user message; a block (exit 2) ends the task before the first
+    /// request, with the hook's reason.
+    async fn start_hooks(
+        &self,
+        prompt: &str,
+        user_content: &mut Vec<ContentBlock>,
+    ) -> Option<(TaskStatus, Option<String>)> {
+        self.cancel_hook.started.store(true, Ordering::SeqCst);
+        let hooks = self.config.hooks.as_ref()?;
+        for (event, what) in [
+            (HookEvent::TaskStart, "the TaskStart hook stopped the task"),
+            (
+                HookEvent::UserPromptSubmit,
+                "a UserPromptSubmit hook refused the prompt",
+            ),
+        ] {
+            if !hooks.has_hooks(event) {
+                continue;
+            }
+            let mut payload = self.hook_payload();
+            if event == HookEvent::UserPromptSubmit {
+                payload = payload.with_prompt(prompt);
+            }
+            let outcome = hooks.run(event, payload, &self.cancel).await;
+            report_hook_warnings(&self.emitter, &outcome.warnings);
+            if outcome.cancelled || self.cancel.is_cancelled() {
+                return Some((TaskStatus::Aborted, None));
+            }
+            if let Some(reason) = outcome.blocked {
+                let msg = format!("{what}: {reason}");
+                self.emitter.say(SayKind::Error, msg.clone(), None);
+                return Some((TaskStatus::Failed, Some(msg)));
+            }
+            for context in outcome.context {
+                user_content.push(ContentBlock::text(format!(
+                    "[{} hook]\n{context}",
+                    event.as_str()
+                )));
+            }
+        }
+        None
+    }
+
+    fn hook_payload(&self) -> HookPayload {
+        let st = self.lock();
+        HookPayload::task(self.task_id.clone(), st.cwd.clone(), st.mode)
+    }
+
+    /// Runs a hook that can block nothing (TaskComplete, TaskCancel).
+    async fn run_task_hook(&self, event: HookEvent) {
+        let Some(hooks) = self.config.hooks.as_ref() else {
+            return;
+        };
+        if !hooks.has_hooks(event) {
+            return;
+        }
+        // A fresh token: the task's own may already be cancelled.
+        let outcome = hooks
+            .run(event, self.hook_payload(), &CancellationToken::new())
+            .await;
+        report_hook_warnings(&self.emitter, &outcome.warnings);
+    }
+
+    /// The checklist reminder, when the model has left open items alone
+    /// for `todo_reminder_turns` rounds.
+    fn todo_reminder(&self) -> Option<String> {
+        let todo = self.config.todo.as_ref()?;
+        let mut st = self.lock();
+        st.rounds_since_todo += 1;
+        if st.rounds_since_todo <= self.config.todo_reminder_turns {
+            return None;
+        }
+        let reminder = todo.reminder()?;
+        st.rounds_since_todo = 0;
+        Some(reminder)
+    }
+
     fn tool_context(&self) -> ToolContext {
         ToolContext {
-            cwd: self.config.cwd.clone(),
+            cwd: self.lock().cwd.clone(),
             project_dir: self.config.cwd.clone(),
             cancel: self.cancel.child_token(),
             session_id: self.config.session_id.clone(),
@@ -532,12 +698,12 @@ impl Task {
 
     fn request(&self) -> ModelRequest {
         let specs = self.executor.registry().specs();
-        let (mode, messages) = {
+        let (mode, messages, cwd) = {
             let st = self.lock();
-            (st.mode, st.history.clone())
+            (st.mode, st.history.clone(), st.cwd.clone())
         };
         let system = system_prompt(&PromptInputs {
-            cwd: &self.config.cwd,
+            cwd: &cwd,
             protocol: self.config.tool_protocol,
             tools: &specs,
             mode,
@@ -920,9 +1086,37 @@ impl Task {
             name: call.name.clone(),
             input,
         });
-        let mode = self.lock().mode;
+        let (mode, mode_before_plan) = {
+            let st = self.lock();
+            (st.mode, st.mode_before_plan)
+        };
         let ctx = self.tool_context();
-        let run = self.executor.execute(call, mode, &ctx, &self.emitter).await;
+        let env = CallEnv {
+            mode,
+            mode_before_plan,
+            ctx: &ctx,
+            emitter: &self.emitter,
+            task_id: &self.task_id,
+        };
+        let run = self.executor.execute(call, &env).await;
+        {
+            let mut st = self.lock();
+            if let Some(new_mode) = run.new_mode {
+                if new_mode == PermissionMode::Plan {
+                    st.mode_before_plan = st.mode;
+                }
+                st.mode = new_mode;
+            }
+            if let Some(cwd) = &run.new_cwd {
+                st.cwd = cwd.clone();
+            }
+            if matches!(
+                call.name.as_str(),
+                "TodoWrite" | "TaskCreate" | "TaskUpdate"
+            ) {
+                st.rounds_since_todo = 0;
+            }
+        }
         self.emitter.emit(TaskEvent::ToolResult {
             id: call.id.clone(),
             name: call.name.clone(),
@@ -955,6 +1149,8 @@ fn skipped(call: &ToolCall, why: &str) -> ToolRun {
         rejected: false,
         completion: None,
         changed_files: false,
+        new_mode: None,
+        new_cwd: None,
     }
 }
 

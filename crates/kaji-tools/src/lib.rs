@@ -29,6 +29,7 @@ pub mod todo;
 pub mod worktree;
 
 pub use error::ToolError;
+pub use fs::{IgnoreRule, KajiIgnore};
 pub use registry::ToolRegistry;
 
 /// Everything a tool may use while it runs.
