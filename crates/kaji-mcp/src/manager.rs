@@ -460,7 +460,7 @@ impl McpManager {
     /// Lists the resources (and resource templates) of `server`, or of
     /// every connected server when `None`. A named server that is down is
     /// restarted (after its back-off) or fails fast; with `None`, servers
-    /// that are not connected are skipped.
+    /// that are not connected, or fail to answer, are skipped.
     pub async fn list_resources(
         &self,
         server: Option<&str>,
@@ -499,7 +499,18 @@ impl McpManager {
                     cancel,
                     conn.peer.list_all_resources(),
                 )
-                .await?;
+                .await;
+            let listed = match listed {
+                Ok(listed) => listed,
+                // Asked for one server: its failure is the answer.
+                Err(e) if server.is_some() => return Err(e),
+                // Listing every server: one failing server hides nothing else.
+                Err(McpError::Cancelled) => return Err(McpError::Cancelled),
+                Err(e) => {
+                    tracing::warn!(server = %srv.name, "listing resources failed: {e}");
+                    continue;
+                }
+            };
             resources.extend(listed.into_iter().map(|r| McpResourceInfo {
                 server: srv.name.clone(),
                 uri: r.uri.clone(),
