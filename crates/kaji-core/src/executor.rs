@@ -21,6 +21,9 @@ use crate::parser::ToolCall;
 use crate::permissions::{Decision, PermissionMode, SessionApprovals, decide};
 use crate::task::Emitter;
 
+/// How long a cancelled tool may take to clean up before it is dropped.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What became of one tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolRun {
@@ -216,9 +219,18 @@ impl ToolExecutor {
         }
 
         let started = Instant::now();
+        let call_future = tool.call(input.clone(), ctx);
+        tokio::pin!(call_future);
         let result = tokio::select! {
-            r = tool.call(input.clone(), ctx) => r,
-            _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
+            r = &mut call_future => r,
+            _ = ctx.cancel.cancelled() => {
+                // Tools see the same cancellation and clean up (the Bash
+                // tool kills its process group and waits for it): give
+                // them a moment to do so before dropping them.
+                match tokio::time::timeout(CANCEL_GRACE, call_future).await {
+                    Ok(Ok(_)) | Ok(Err(_)) | Err(_) => Err(ToolError::Cancelled),
+                }
+            }
         };
         tracing::debug!(
             tool = call.name,

@@ -25,6 +25,8 @@ pub struct RecordingFrontend {
     answers: Mutex<VecDeque<AskResponse>>,
     default_answer: AskResponse,
     tx: mpsc::UnboundedSender<TaskEvent>,
+    /// When set, followup questions are answered only once it is notified.
+    pub followup_gate: Mutex<Option<Arc<tokio::sync::Notify>>>,
 }
 
 impl RecordingFrontend {
@@ -37,6 +39,7 @@ impl RecordingFrontend {
                 answers: Mutex::new(VecDeque::new()),
                 default_answer,
                 tx,
+                followup_gate: Mutex::new(None),
             }),
             rx,
         )
@@ -82,6 +85,12 @@ impl TaskFrontend for RecordingFrontend {
         self.asks.lock().unwrap().push(ask.clone());
         if ask.kind == AskKind::CompletionResult {
             return AskResponse::Approve;
+        }
+        if ask.kind == AskKind::Followup {
+            let gate = self.followup_gate.lock().unwrap().clone();
+            if let Some(gate) = gate {
+                gate.notified().await;
+            }
         }
         let queued = self.answers.lock().unwrap().pop_front();
         queued.unwrap_or_else(|| self.default_answer.clone())
