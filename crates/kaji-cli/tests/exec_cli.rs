@@ -335,3 +335,120 @@ async fn demo_runs_offline_and_says_it_is_scripted() {
     );
     assert!(text.contains("ok: 'Hello World' -> 'hello-world'"));
 }
+
+#[tokio::test]
+async fn rules_land_in_the_system_prompt_and_kajiignore_refuses() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir(work.path().join(".git")).unwrap();
+    std::fs::write(
+        work.path().join("AGENTS.md"),
+        "Always run `make check` before finishing.\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(home.path().join("kaji-home/rules")).unwrap();
+    std::fs::write(
+        home.path().join("kaji-home/rules/style.md"),
+        "Prefer small commits.\n",
+    )
+    .unwrap();
+    std::fs::write(work.path().join(".kajiignore"), "secrets/\n").unwrap();
+    std::fs::create_dir(work.path().join("secrets")).unwrap();
+    std::fs::write(work.path().join("secrets/key.txt"), "s3cr3t\n").unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Read", json!({"file_path": "secrets/key.txt"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+    ]))
+    .await;
+    let mut cmd = kaji(home.path());
+    cmd.args(["exec", "--json", "-C"]).arg(work.path());
+    anthropic(&mut cmd, &server);
+    cmd.arg("read the key");
+    let out = cmd.output().await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let system = server.requests()[0].body["system"].to_string();
+    assert!(
+        system.contains("Always run `make check` before finishing."),
+        "{system}"
+    );
+    assert!(
+        system.contains("AGENTS.md"),
+        "each rule under its path: {system}"
+    );
+    assert!(system.contains("Prefer small commits."));
+    let result = lines(&out.stdout)
+        .into_iter()
+        .find(|l| l["type"] == "tool_result")
+        .unwrap();
+    assert_eq!(result["is_error"], true);
+    let output = result["output"].as_str().unwrap();
+    assert!(
+        output.contains(".kajiignore") && output.contains("secrets/"),
+        "{output}"
+    );
+    assert!(!output.contains("s3cr3t"));
+}
+
+#[tokio::test]
+async fn malformed_settings_exit_2_naming_file_and_line() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join(".kaji")).unwrap();
+    std::fs::write(
+        work.path().join(".kaji/config.toml"),
+        "model = \"x\"\n[hooks\n",
+    )
+    .unwrap();
+    let out = kaji(home.path())
+        .env("ANTHROPIC_API_KEY", "k")
+        .args(["exec", "-C"])
+        .arg(work.path())
+        .arg("hi")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(".kaji/config.toml") && err.contains(":2"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn task_list_is_shared_with_kaji_tasks() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call(
+            "TaskCreate",
+            json!({"subject": "Write the parser", "description": "incremental"}),
+        ),
+        Turn::tool_call("AttemptCompletion", json!({"result": "planned"})),
+    ]))
+    .await;
+    let mut cmd = kaji(home.path());
+    cmd.args(["exec", "--json", "--task-list", "team-a", "-C"])
+        .arg(work.path());
+    anthropic(&mut cmd, &server);
+    cmd.arg("plan");
+    let out = cmd.output().await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = kaji(home.path())
+        .args(["tasks", "--list", "team-a", "--json", "list"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(listed.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("Write the parser"));
+}
