@@ -1,0 +1,166 @@
+//! `kaji checkpoints` through the real binary with a temporary KAJI_HOME:
+//! list (text and --json), diff between checkpoints and to the present,
+//! restore and its undo, and the exit codes of bad ids and directories.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use kaji_core::checkpoints::CheckpointStore;
+use serde_json::Value;
+
+fn kaji(home: &Path, args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("kaji")
+        .expect("kaji binary")
+        .env("KAJI_HOME", home)
+        .arg("checkpoints")
+        .args(args)
+        .output()
+        .expect("kaji runs")
+}
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn list_diff_restore_and_undo() {
+    let home = tempfile::tempdir().expect("home");
+    let work = tempfile::tempdir().expect("work");
+    let dir = work.path().to_str().expect("utf-8 temp path");
+    let store = CheckpointStore::open(home.path(), work.path()).expect("open");
+
+    let empty = kaji(home.path(), &["-C", dir, "list"]);
+    assert_eq!(empty.status.code(), Some(0), "{}", stderr(&empty));
+    assert!(
+        stdout(&empty).contains("No checkpoints"),
+        "{}",
+        stdout(&empty)
+    );
+
+    std::fs::write(work.path().join("a.txt"), "first\n").expect("write");
+    let first = store
+        .commit("task start")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    std::fs::write(work.path().join("a.txt"), "second\n").expect("write");
+    std::fs::write(work.path().join("b.txt"), "created\n").expect("write");
+    let second = store
+        .commit("turn 1: Write")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+
+    let table = kaji(home.path(), &["-C", dir, "list"]);
+    assert_eq!(table.status.code(), Some(0), "{}", stderr(&table));
+    let text = stdout(&table);
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert!(
+        rows[1].starts_with(second.id.short()) && rows[1].ends_with("turn 1: Write"),
+        "{text}"
+    );
+    assert!(
+        rows[2].starts_with(first.id.short()) && rows[2].ends_with("task start"),
+        "{text}"
+    );
+
+    let json = kaji(home.path(), &["list", "--json", "-C", dir]);
+    assert_eq!(json.status.code(), Some(0), "{}", stderr(&json));
+    let items: Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(items[0]["id"], second.id.as_str());
+    assert_eq!(items[0]["label"], "turn 1: Write");
+    assert!(
+        items[1]["time"].as_u64().is_some_and(|t| t > 1_600_000_000),
+        "{items}"
+    );
+
+    let diff = kaji(
+        home.path(),
+        &["-C", dir, "diff", first.id.short(), second.id.short()],
+    );
+    assert_eq!(diff.status.code(), Some(0), "{}", stderr(&diff));
+    let patch = stdout(&diff);
+    assert!(
+        patch.contains("-first") && patch.contains("+second") && patch.contains("b.txt"),
+        "{patch}"
+    );
+
+    std::fs::write(work.path().join("c.txt"), "uncheckpointed\n").expect("write");
+    let to_present = kaji(home.path(), &["-C", dir, "diff", second.id.as_str()]);
+    assert_eq!(to_present.status.code(), Some(0), "{}", stderr(&to_present));
+    assert!(
+        stdout(&to_present).contains("+uncheckpointed"),
+        "{}",
+        stdout(&to_present)
+    );
+
+    let restored = kaji(home.path(), &["-C", dir, "restore", first.id.short()]);
+    assert_eq!(restored.status.code(), Some(0), "{}", stderr(&restored));
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("a.txt")).expect("read"),
+        "first\n"
+    );
+    assert!(!work.path().join("b.txt").exists() && !work.path().join("c.txt").exists());
+    let message = stdout(&restored);
+    let undo_id = message
+        .split("restore ")
+        .last()
+        .map(str::trim)
+        .expect("undo command printed")
+        .to_string();
+    assert!(
+        message.contains("undo with: kaji checkpoints -C"),
+        "{message}"
+    );
+
+    let undone = kaji(home.path(), &["-C", dir, "restore", &undo_id]);
+    assert_eq!(undone.status.code(), Some(0), "{}", stderr(&undone));
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("a.txt")).expect("read"),
+        "second\n"
+    );
+    assert!(work.path().join("b.txt").is_file() && work.path().join("c.txt").is_file());
+}
+
+#[tokio::test]
+async fn unknown_ids_and_missing_directories_exit_2() {
+    let home = tempfile::tempdir().expect("home");
+    let work = tempfile::tempdir().expect("work");
+    let dir = work.path().to_str().expect("utf-8 temp path");
+    std::fs::write(work.path().join("a.txt"), "a\n").expect("write");
+    CheckpointStore::open(home.path(), work.path())
+        .expect("open")
+        .commit("one")
+        .await
+        .expect("commit");
+
+    for args in [
+        vec!["-C", dir, "restore", "deadbeef"],
+        vec!["-C", dir, "diff", "not-an-id"],
+        vec!["-C", dir, "restore", "HEAD~1"],
+    ] {
+        let out = kaji(home.path(), &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("no checkpoint"), "{}", stderr(&out));
+    }
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("a.txt")).expect("read"),
+        "a\n"
+    );
+
+    let missing = work.path().join("does-not-exist");
+    let out = kaji(
+        home.path(),
+        &["-C", missing.to_str().expect("utf-8"), "list"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("does-not-exist"), "{}", stderr(&out));
+
+    let out = kaji(home.path(), &["-C", dir, "frobnicate"]);
+    assert_eq!(out.status.code(), Some(2), "usage error");
+}
