@@ -57,7 +57,8 @@ pub struct AgentSetup {
     pub config: TaskConfig,
     pub executor: ToolExecutor,
     pub provider_config: ProviderConfig,
-    pub settings: KajiConfig,
+    /// The MCP servers, started in the background.
+    pub mcp: Option<kaji_mcp::McpManager>,
 }
 
 /// An error of the command line or the configuration (exit code 2).
@@ -172,12 +173,17 @@ impl AgentArgs {
         config.todo = Some(todo.clone());
         let mut tools = kaji_tools::builtin_tools();
         tools.register(todo_tool(todo));
-        let executor = ToolExecutor::new(tools);
+        let mut executor = ToolExecutor::new(tools);
+        let servers = settings.mcp_servers.clone();
+        let mcp = (!servers.is_empty()).then(|| kaji_mcp::McpManager::start(servers, &config.cwd));
+        if let Some(mcp) = &mcp {
+            executor.set_mcp(mcp.clone());
+        }
         Ok(AgentSetup {
             config,
             executor,
             provider_config,
-            settings,
+            mcp,
         })
     }
 }

@@ -95,6 +95,9 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
     if let Some(runtime) = &setup.config.runtime {
         runtime.stop_all().await;
     }
+    if let Some(mcp) = &setup.mcp {
+        mcp.shutdown().await;
+    }
     let status = outcome.status;
     if args.json {
         frontend.line(&json!({

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod agent;
+mod checkpoints_cmd;
 mod demo;
 mod exec;
 mod mcp_cmd;
@@ -29,6 +30,9 @@ enum Command {
     /// Run one task non-interactively and print its transcript (or JSON
     /// lines with --json).
     Exec(exec::ExecArgs),
+    /// List, diff and restore the checkpoints kaji took of a working
+    /// directory.
+    Checkpoints(checkpoints_cmd::CheckpointsArgs),
     /// Watch kaji fix a bug in a scratch repository, offline: the model is
     /// a scripted replay, the tools are real.
     Demo(demo::DemoArgs),
@@ -50,6 +54,7 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Some(Command::Exec(args)) => block_on(exec::run(args)),
         Some(Command::Demo(args)) => block_on(demo::run(args)),
+        Some(Command::Checkpoints(args)) => block_on(checkpoints_cmd::run(args)),
         Some(Command::Tasks(args)) => tasks_cmd::run(args),
         Some(Command::Ps(args)) => ps_cmd::run(args),
         Some(Command::Rules(args)) => rules_cmd::run(args),

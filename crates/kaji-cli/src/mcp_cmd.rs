@@ -6,15 +6,15 @@
 //! and stops them again. It only reads the configuration; it never changes
 //! it.
 //!
-//! Until the shared configuration loader exists, this module reads the
-//! `[mcp_servers]` tables itself ([`load_servers_from`]); everything else in
-//! the files is left to that loader.
+//! The servers come from the settings files, read by
+//! [`kaji_core::config::KajiConfig`] like every other setting.
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
+use kaji_core::config::KajiConfig;
 use kaji_mcp::{McpManager, McpServerConfig, McpServerReport, McpServerStatus};
 
 /// How long `kaji mcp list` waits for servers to connect (the same limit a
@@ -52,8 +52,8 @@ pub async fn run(args: McpArgs) -> i32 {
                     return 1;
                 }
             };
-            let servers = match load_servers_from(&config_paths(&cwd)) {
-                Ok(servers) => servers,
+            let servers = match KajiConfig::load(&crate::paths::kaji_home(), &cwd) {
+                Ok(settings) => settings.mcp_servers,
                 Err(e) => {
                     eprintln!("kaji mcp list: {e}");
                     return 1;
@@ -141,123 +141,4 @@ fn write_table(out: &mut impl Write, reports: &[McpServerReport]) -> std::io::Re
         }
     }
     Ok(())
-}
-
-/// The configuration files that may hold `[mcp_servers]`, user first:
-/// `$KAJI_HOME/config.toml`, then the project's — the nearest
-/// `.kaji/config.toml` walking up from `cwd` to the repository root (the
-/// nearest directory holding `.git`; only `cwd` itself outside a
-/// repository). The same file is never listed twice.
-pub fn config_paths(cwd: &Path) -> Vec<PathBuf> {
-    let user = crate::paths::kaji_home().join("config.toml");
-    let root = cwd.ancestors().find(|dir| dir.join(".git").exists());
-    let project = match root {
-        Some(root) => cwd
-            .ancestors()
-            .take_while(|dir| dir.starts_with(root))
-            .map(|dir| dir.join(".kaji/config.toml"))
-            .find(|path| path.exists()),
-        None => Some(cwd.join(".kaji/config.toml")),
-    };
-    let mut paths = vec![user];
-    if let Some(project) = project {
-        let same = match (paths[0].canonicalize(), project.canonicalize()) {
-            (Ok(a), Ok(b)) => a == b,
-            _ => false,
-        };
-        if !same {
-            paths.push(project);
-        }
-    }
-    paths
-}
-
-/// A configuration file whose `[mcp_servers]` cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum McpConfigLoadError {
-    /// The file exists but cannot be read.
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The file is not valid TOML, or a server table is wrong (the message
-    /// names the line and the key).
-    #[error("{}: {message}", path.display())]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// toml's description, with line, column and key.
-        message: String,
-    },
-}
-
-/// Reads the `[mcp_servers.<name>]` tables of `paths` (missing files are
-/// skipped). Later files add to earlier ones; a server defined again
-/// replaces the earlier definition as a whole. Other tables in the files
-/// are ignored here.
-pub fn load_servers_from(
-    paths: &[PathBuf],
-) -> Result<BTreeMap<String, McpServerConfig>, McpConfigLoadError> {
-    #[derive(serde::Deserialize)]
-    struct ConfigFile {
-        #[serde(default)]
-        mcp_servers: BTreeMap<String, McpServerConfig>,
-    }
-
-    let mut servers = BTreeMap::new();
-    for path in paths {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(source) => {
-                return Err(McpConfigLoadError::Read {
-                    path: path.clone(),
-                    source,
-                });
-            }
-        };
-        let file: ConfigFile = toml::from_str(&text).map_err(|e| McpConfigLoadError::Parse {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
-        servers.extend(file.mcp_servers);
-    }
-    Ok(servers)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn later_files_add_to_and_replace_earlier_ones() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let user = dir.path().join("user.toml");
-        let project = dir.path().join("project.toml");
-        std::fs::write(
-            &user,
-            "model = \"x\"\n[mcp_servers.a]\ncommand = \"a\"\n[mcp_servers.b]\ncommand = \"b-user\"\n",
-        )
-        .expect("write");
-        std::fs::write(&project, "[mcp_servers.b]\nurl = \"http://h/mcp\"\n").expect("write");
-        let missing = dir.path().join("missing.toml");
-        let servers = load_servers_from(&[user, missing, project]).expect("loads");
-        assert_eq!(servers.keys().collect::<Vec<_>>(), ["a", "b"]);
-        assert_eq!(servers["b"].transport.kind(), "http");
-    }
-
-    #[test]
-    fn errors_name_the_file_line_and_key() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("config.toml");
-        std::fs::write(&path, "[mcp_servers.a]\ncommand = \"a\"\ntimout = 5\n").expect("write");
-        let err = load_servers_from(std::slice::from_ref(&path)).expect_err("typo");
-        let text = err.to_string();
-        assert!(text.starts_with(&path.display().to_string()), "{text}");
-        assert!(text.contains("line 3"), "{text}");
-        assert!(text.contains("timout"), "{text}");
-    }
 }

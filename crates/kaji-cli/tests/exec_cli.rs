@@ -452,3 +452,98 @@ async fn task_list_is_shared_with_kaji_tasks() {
     assert_eq!(listed.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&listed.stdout).contains("Write the parser"));
 }
+
+/// The npm-installed MCP servers (`npm ci --prefix tests/mcp-servers`).
+fn mcp_bin(name: &str) -> std::path::PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/mcp-servers/node_modules/.bin")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `npm ci --prefix tests/mcp-servers` first",
+        path.display()
+    );
+    path
+}
+
+#[tokio::test]
+async fn mcp_tool_called_end_to_end_through_a_scripted_task() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join(".kaji")).unwrap();
+    std::fs::write(
+        work.path().join(".kaji/config.toml"),
+        format!(
+            "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            mcp_bin("mcp-server-everything").to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call(
+            "mcp__everything__echo",
+            json!({"message": "hello over MCP"}),
+        ),
+        Turn::tool_call("AttemptCompletion", json!({"result": "echoed"})),
+    ]))
+    .await;
+    let mut cmd = kaji(home.path());
+    cmd.args(["exec", "--json", "--yolo", "-C"])
+        .arg(work.path());
+    anthropic(&mut cmd, &server);
+    cmd.arg("echo something");
+    let out = cmd.output().await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The server's tools were offered with their schemas.
+    let tools = server.requests()[0].body["tools"].to_string();
+    assert!(tools.contains("mcp__everything__echo"), "{tools}");
+    let result = lines(&out.stdout)
+        .into_iter()
+        .find(|l| l["type"] == "tool_result")
+        .unwrap();
+    assert_eq!(result["is_error"], false, "{result}");
+    assert!(
+        result["output"]
+            .as_str()
+            .unwrap()
+            .contains("hello over MCP"),
+        "{result}"
+    );
+}
+
+#[tokio::test]
+async fn mcp_tool_asks_like_a_command_and_exec_denies_it() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join(".kaji")).unwrap();
+    std::fs::write(
+        work.path().join(".kaji/config.toml"),
+        format!(
+            "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            mcp_bin("mcp-server-everything").to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("mcp__everything__echo", json!({"message": "hi"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "denied"})),
+    ]))
+    .await;
+    let mut cmd = kaji(home.path());
+    cmd.args(["exec", "--json", "-C"]).arg(work.path());
+    anthropic(&mut cmd, &server);
+    cmd.arg("echo");
+    let out = cmd.output().await.unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let result = lines(&out.stdout)
+        .into_iter()
+        .find(|l| l["type"] == "tool_result")
+        .unwrap();
+    assert_eq!(result["is_error"], true);
+    assert!(result["output"].as_str().unwrap().contains("denied"));
+}

@@ -128,7 +128,7 @@ fn a_malformed_config_is_an_error_naming_file_line_and_key() {
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains(".kaji/config.toml"), "{stderr}");
-    assert!(stderr.contains("line 3"), "{stderr}");
+    assert!(stderr.contains("config.toml:3:"), "{stderr}");
     assert!(stderr.contains("urll"), "{stderr}");
 }
 

@@ -24,6 +24,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use kaji_mcp::McpServerConfig;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -50,9 +51,9 @@ pub struct KajiConfig {
     pub max_mistakes: Option<u32>,
     /// `[[hooks.<Event>]]`: every hook, user hooks first.
     pub hooks: HooksConfig,
-    /// `[mcp_servers.<name>]`: each server's table as written; kaji-mcp
-    /// gives it a type.
-    pub mcp_servers: BTreeMap<String, toml::Table>,
+    /// `[mcp_servers.<name>]`: the MCP servers, checked when the file is
+    /// read (unknown keys, both or neither of `command` and `url`).
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
     sources: Vec<PathBuf>,
 }
 
@@ -364,7 +365,7 @@ struct ConfigFile {
     #[serde(default)]
     hooks: HooksFile,
     #[serde(default)]
-    mcp_servers: BTreeMap<String, toml::Table>,
+    mcp_servers: BTreeMap<String, McpServerConfig>,
 }
 
 /// `[hooks]`: one array of tables per event.

@@ -20,6 +20,7 @@ use crate::hooks::{HookEvent, HookPayload, HookRunner};
 use crate::parser::ToolCall;
 use crate::permissions::{Decision, PermissionMode, SessionApprovals, decide};
 use crate::task::Emitter;
+use kaji_mcp::McpManager;
 
 /// How long a cancelled tool may take to clean up before it is dropped.
 const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -96,6 +97,10 @@ pub struct ToolExecutor {
     /// read-only wait for it (the seed's gate).
     checkpoint_ready: Option<watch::Receiver<bool>>,
     hooks: Option<HookRunner>,
+    mcp: Option<McpManager>,
+    /// The built-in tools plus the MCP tools connected when the current
+    /// round began.
+    round_tools: Mutex<ToolRegistry>,
 }
 
 impl std::fmt::Debug for ToolExecutor {
@@ -110,11 +115,38 @@ impl ToolExecutor {
     /// An executor over these tools.
     pub fn new(registry: ToolRegistry) -> Self {
         Self {
+            round_tools: Mutex::new(registry.clone()),
             registry,
             approvals: Mutex::new(SessionApprovals::default()),
             checkpoint_ready: None,
             hooks: None,
+            mcp: None,
         }
+    }
+
+    /// Offers the tools of these MCP servers too (as `mcp__<server>__<tool>`
+    /// plus ListMcpResources and ReadMcpResource).
+    pub fn set_mcp(&mut self, mcp: McpManager) {
+        self.mcp = Some(mcp);
+    }
+
+    /// The MCP servers, if any.
+    pub fn mcp(&self) -> Option<&McpManager> {
+        self.mcp.as_ref()
+    }
+
+    /// Fixes the tools of the next round: the built-in ones plus the MCP
+    /// tools of every server connected now. Returns their specs.
+    pub fn begin_round(&self) -> Vec<kaji_protocol::ToolSpec> {
+        let mut tools = self.registry.clone();
+        if let Some(mcp) = &self.mcp {
+            for tool in mcp.tools() {
+                tools.register(tool);
+            }
+        }
+        let specs = tools.specs();
+        *self.round_tools.lock().unwrap_or_else(|e| e.into_inner()) = tools;
+        specs
     }
 
     /// Runs these hooks around tool calls (PreToolUse, PostToolUse).
@@ -135,8 +167,13 @@ impl ToolExecutor {
     /// Runs one call. Never fails: every problem becomes an error result.
     pub(crate) async fn execute(&self, call: &ToolCall, env: &CallEnv<'_>) -> ToolRun {
         let (ctx, emitter) = (env.ctx, env.emitter);
-        let Some(tool) = self.registry.get(&call.name).cloned() else {
-            let names = self.registry.names().join(", ");
+        let round_tools = self
+            .round_tools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(tool) = round_tools.get(&call.name).cloned() else {
+            let names = round_tools.names().join(", ");
             return ToolRun::error(
                 format!(
                     "unknown tool {:?}; the available tools are: {names}",

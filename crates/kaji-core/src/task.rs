@@ -38,6 +38,9 @@ use crate::parser::{BlockContent, ReplyAssembler, ToolCall, ToolProtocol, XmlToo
 use crate::permissions::PermissionMode;
 use crate::prompt::{PromptInputs, system_prompt};
 
+/// How long the first request waits for MCP servers still connecting.
+pub const MCP_CONNECT_WAIT: Duration = Duration::from_secs(10);
+
 /// The note recorded in the history when the user rejects a tool.
 pub const INTERRUPTED_BY_FEEDBACK: &str = "[Response interrupted by user feedback]";
 /// The note recorded in the history when the task is aborted mid-reply.
@@ -696,8 +699,7 @@ impl Task {
         }
     }
 
-    fn request(&self) -> ModelRequest {
-        let specs = self.executor.registry().specs();
+    fn request(&self, specs: Vec<kaji_protocol::ToolSpec>) -> ModelRequest {
         let (mode, messages, cwd) = {
             let st = self.lock();
             (st.mode, st.history.clone(), st.cwd.clone())
@@ -724,6 +726,26 @@ impl Task {
 
     /// The middle loop's body: one request, its stream, its presentation.
     async fn round(&self, user_content: Vec<ContentBlock>) -> RoundOutcome {
+        // MCP servers still connecting get up to 10 s before the first
+        // request (the seed's wait); after that, a server that connects
+        // later has its tools in the next round.
+        if let Some(mcp) = self.executor.mcp()
+            && self.lock().turns == 0
+        {
+            tokio::select! {
+                still = mcp.wait_ready(MCP_CONNECT_WAIT) => {
+                    if !still.is_empty() {
+                        self.emitter.say(
+                            SayKind::Info,
+                            format!("MCP servers still connecting, going on without them for now: {}", still.join(", ")),
+                            None,
+                        );
+                    }
+                }
+                _ = self.cancel.cancelled() => return RoundOutcome::Aborted,
+            }
+        }
+        let specs = self.executor.begin_round();
         let turn = {
             let mut st = self.lock();
             st.history.push(Message {
@@ -733,7 +755,7 @@ impl Task {
             st.turns += 1;
             st.stream_end = None;
             st.stream_had_content = false;
-            let grammar = XmlToolGrammar::from_specs(&self.executor.registry().specs());
+            let grammar = XmlToolGrammar::from_specs(&specs);
             st.assembler = Some(ReplyAssembler::new(
                 self.config.tool_protocol,
                 grammar,
@@ -741,7 +763,7 @@ impl Task {
             ));
             st.turns
         };
-        let request = self.request();
+        let request = self.request(specs);
         self.emitter.say(
             SayKind::ApiReqStarted,
             format!("Turn {turn}: request to {}", self.config.model),
