@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use kaji_core::checkpoints::CheckpointStore;
 use kaji_core::config::KajiConfig;
 use kaji_core::hooks::HookRunner;
 use kaji_core::rules::RuleFiles;
@@ -46,6 +47,13 @@ pub struct AgentArgs {
     /// xml (calls written in the reply text, for servers without tools).
     #[arg(long, value_name = "PROTOCOL", default_value = "native")]
     pub tool_protocol: String,
+    /// Work in git worktree NAME (`.kaji/worktrees/NAME` on branch
+    /// `kaji/NAME`, created from HEAD) instead of the checkout itself.
+    #[arg(long, value_name = "NAME")]
+    pub worktree: Option<String>,
+    /// Take no checkpoints of the working directory.
+    #[arg(long)]
+    pub no_checkpoints: bool,
     /// Share this task list with other sessions and processes (default:
     /// one list per session). Also KAJI_TASK_LIST_ID.
     #[arg(long, value_name = "ID")]
@@ -161,7 +169,23 @@ impl AgentArgs {
         config.session_id = session_id.to_string();
         config.kaji_home = kaji_home.to_path_buf();
         config.task_list = Some(task_list);
-        let rules = RuleFiles::discover(kaji_home, &config.cwd);
+        if let Some(name) = &self.worktree {
+            let worktree = kaji_tools::worktree::create_worktree(&config.cwd, Some(name))
+                .await
+                .map_err(|e| UsageError(format!("--worktree {name}: {e}")))?;
+            config.start_dir = Some(worktree.cwd.clone());
+        }
+        let work_dir = config
+            .start_dir
+            .clone()
+            .unwrap_or_else(|| config.cwd.clone());
+        if !self.no_checkpoints && checkpoints_make_sense(&work_dir) {
+            config.checkpoints = Some(
+                CheckpointStore::open(kaji_home, &work_dir)
+                    .map_err(|e| anyhow::anyhow!("cannot set up checkpoints: {e}"))?,
+            );
+        }
+        let rules = RuleFiles::discover(kaji_home, &work_dir);
         for warning in &rules.warnings {
             eprintln!("kaji: {warning}");
         }
@@ -186,6 +210,13 @@ impl AgentArgs {
             mcp,
         })
     }
+}
+
+/// Checkpoints snapshot the whole working directory: not for `/` or the
+/// home directory itself.
+fn checkpoints_make_sense(dir: &Path) -> bool {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    dir.parent().is_some() && home.as_deref() != Some(dir)
 }
 
 /// A new session id: time-ordered and unique enough for file names.

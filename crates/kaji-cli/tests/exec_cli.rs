@@ -547,3 +547,77 @@ async fn mcp_tool_asks_like_a_command_and_exec_denies_it() {
     assert_eq!(result["is_error"], true);
     assert!(result["output"].as_str().unwrap().contains("denied"));
 }
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
+}
+
+#[tokio::test]
+async fn exec_in_a_worktree_leaves_the_checkout_alone_and_checkpoints_it() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    git(work.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
+    git(work.path(), &["add", "."]);
+    git(work.path(), &["commit", "-q", "-m", "init"]);
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call(
+            "Write",
+            json!({"file_path": "a.txt", "content": "changed\n"}),
+        ),
+        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+    ]))
+    .await;
+    let mut cmd = kaji(home.path());
+    cmd.args(["exec", "--json", "--yolo", "--worktree", "fix-1", "-C"])
+        .arg(work.path());
+    anthropic(&mut cmd, &server);
+    cmd.arg("change a");
+    let out = cmd.output().await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+    let wt = work.path().join(".kaji/worktrees/fix-1/a.txt");
+    assert_eq!(std::fs::read_to_string(&wt).unwrap(), "changed\n");
+    // `git status` of the checkout stays clean: worktrees are excluded.
+    let status = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&status.stdout), "");
+    // The worktree was checkpointed at start and after the write.
+    let list = kaji(home.path())
+        .args(["checkpoints", "-C"])
+        .arg(work.path().join(".kaji/worktrees/fix-1"))
+        .args(["list", "--json"])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        text.contains("task start") && text.contains("turn 1: Write"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+}

@@ -8,7 +8,7 @@
 //! executor handles no conversation state beyond what it is handed.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use kaji_protocol::{AskKind, AskResponse, SayKind};
@@ -21,6 +21,62 @@ use crate::parser::ToolCall;
 use crate::permissions::{Decision, PermissionMode, SessionApprovals, decide};
 use crate::task::Emitter;
 use kaji_mcp::McpManager;
+
+/// The seed's initial-checkpoint gate: closed while the first checkpoint of
+/// the task is being taken; tools that are not read-only wait for it to
+/// open, read-only tools run at once. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct CheckpointGate {
+    open: Arc<watch::Sender<bool>>,
+    waiting: Arc<watch::Sender<usize>>,
+}
+
+impl Default for CheckpointGate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CheckpointGate {
+    /// A closed gate.
+    pub fn new() -> Self {
+        Self {
+            open: Arc::new(watch::channel(false).0),
+            waiting: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    /// Opens the gate for good.
+    pub fn open(&self) {
+        self.open.send_replace(true);
+    }
+
+    /// Whether it is open.
+    pub fn is_open(&self) -> bool {
+        *self.open.borrow()
+    }
+
+    /// Waits until the gate opens or `cancel` fires.
+    pub async fn wait(&self, cancel: &tokio_util::sync::CancellationToken) {
+        if self.is_open() {
+            return;
+        }
+        self.waiting.send_modify(|n| *n += 1);
+        let mut open = self.open.subscribe();
+        tokio::select! {
+            _ = open.wait_for(|o| *o) => {}
+            _ = cancel.cancelled() => {}
+        }
+        self.waiting.send_modify(|n| *n = n.saturating_sub(1));
+    }
+
+    /// Waits until at least `n` calls are waiting at the gate (for tests
+    /// and front ends that show "waiting for the checkpoint").
+    pub async fn wait_for_waiters(&self, n: usize) {
+        let mut waiting = self.waiting.subscribe();
+        let _ = waiting.wait_for(|w| *w >= n).await;
+    }
+}
 
 /// How long a cancelled tool may take to clean up before it is dropped.
 const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -95,7 +151,7 @@ pub struct ToolExecutor {
     approvals: Mutex<SessionApprovals>,
     /// `true` once the initial checkpoint is done; tools that are not
     /// read-only wait for it (the seed's gate).
-    checkpoint_ready: Option<watch::Receiver<bool>>,
+    checkpoint_gate: Option<CheckpointGate>,
     hooks: Option<HookRunner>,
     mcp: Option<McpManager>,
     /// The built-in tools plus the MCP tools connected when the current
@@ -118,7 +174,7 @@ impl ToolExecutor {
             round_tools: Mutex::new(registry.clone()),
             registry,
             approvals: Mutex::new(SessionApprovals::default()),
-            checkpoint_ready: None,
+            checkpoint_gate: None,
             hooks: None,
             mcp: None,
         }
@@ -154,9 +210,15 @@ impl ToolExecutor {
         self.hooks = Some(hooks);
     }
 
-    /// Makes tools that are not read-only wait until `ready` turns true.
-    pub fn set_checkpoint_gate(&mut self, ready: watch::Receiver<bool>) {
-        self.checkpoint_ready = Some(ready);
+    /// Makes tools that are not read-only wait until `gate` opens (the
+    /// initial checkpoint is done); read-only tools never wait.
+    pub fn set_checkpoint_gate(&mut self, gate: CheckpointGate) {
+        self.checkpoint_gate = Some(gate);
+    }
+
+    /// The checkpoint gate, if any.
+    pub fn checkpoint_gate(&self) -> Option<&CheckpointGate> {
+        self.checkpoint_gate.as_ref()
     }
 
     /// The tools.
@@ -415,13 +477,8 @@ impl ToolExecutor {
     }
 
     async fn wait_for_checkpoint(&self, ctx: &ToolContext) {
-        let Some(ready) = &self.checkpoint_ready else {
-            return;
-        };
-        let mut ready = ready.clone();
-        tokio::select! {
-            _ = ready.wait_for(|done| *done) => {}
-            _ = ctx.cancel.cancelled() => {}
+        if let Some(gate) = &self.checkpoint_gate {
+            gate.wait(&ctx.cancel).await;
         }
     }
 }

@@ -20,7 +20,7 @@ pub mod prompt;
 pub mod rules;
 pub mod task;
 
-pub use executor::{ToolExecutor, ToolRun};
+pub use executor::{CheckpointGate, ToolExecutor, ToolRun};
 pub use frontend::{AskRequest, TaskFrontend};
 pub use parser::ToolProtocol;
 pub use permissions::PermissionMode;

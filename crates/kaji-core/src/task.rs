@@ -31,7 +31,8 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::executor::{CallEnv, ToolExecutor, ToolRun, report_hook_warnings};
+use crate::checkpoints::CheckpointStore;
+use crate::executor::{CallEnv, CheckpointGate, ToolExecutor, ToolRun, report_hook_warnings};
 use crate::frontend::{AskRequest, TaskFrontend};
 use crate::hooks::{HookEvent, HookPayload, HookRunner};
 use crate::parser::{BlockContent, ReplyAssembler, ToolCall, ToolProtocol, XmlToolGrammar};
@@ -49,8 +50,11 @@ pub const INTERRUPTED_BY_ABORT: &str = "[Response interrupted by user]";
 /// Everything a task needs, fixed when it is created.
 #[derive(Clone)]
 pub struct TaskConfig {
-    /// The working directory.
+    /// The working directory: the user's checkout, where the task started.
     pub cwd: PathBuf,
+    /// Start in this directory instead of `cwd` (a worktree of it, for
+    /// `kaji exec --worktree`); ExitWorktree returns to `cwd`.
+    pub start_dir: Option<PathBuf>,
     /// The model provider.
     pub provider: Arc<dyn ModelProvider>,
     /// The model name.
@@ -83,6 +87,10 @@ pub struct TaskConfig {
     pub extra_system_sections: Vec<String>,
     /// Hooks run around the task and its tools.
     pub hooks: Option<HookRunner>,
+    /// Checkpoints of the working directory: one at task start (taken in
+    /// the background behind the gate) and one after each tool call that
+    /// changed files.
+    pub checkpoints: Option<CheckpointStore>,
     /// The session's todo checklist (the state behind TodoWrite).
     pub todo: Option<TodoState>,
     /// Turns without touching the checklist or the task list, while items
@@ -108,6 +116,7 @@ impl TaskConfig {
         Self {
             kaji_home: cwd.join(".kaji-home"),
             cwd,
+            start_dir: None,
             provider,
             model,
             tool_protocol: ToolProtocol::Native,
@@ -123,6 +132,7 @@ impl TaskConfig {
             runtime: None,
             extra_system_sections: Vec::new(),
             hooks: None,
+            checkpoints: None,
             todo: None,
             todo_reminder_turns: 10,
         }
@@ -308,12 +318,18 @@ impl Task {
         let state = TaskState {
             mode: config.permission_mode,
             mode_before_plan: config.permission_mode,
-            cwd: config.cwd.clone(),
+            cwd: config
+                .start_dir
+                .clone()
+                .unwrap_or_else(|| config.cwd.clone()),
             ..TaskState::default()
         };
         let mut executor = executor;
         if let Some(hooks) = &config.hooks {
             executor.set_hooks(hooks.clone());
+        }
+        if config.checkpoints.is_some() && executor.checkpoint_gate().is_none() {
+            executor.set_checkpoint_gate(CheckpointGate::new());
         }
         let cancel_hook = Arc::new(CancelHookGate {
             configured: config
@@ -360,6 +376,7 @@ impl Task {
             .say(SayKind::UserFeedback, prompt.clone(), None);
         let mut user_content = vec![ContentBlock::text(prompt.clone())];
         let mut empty_retries = 0u32;
+        self.start_initial_checkpoint();
         let stopped_by_hook = self.start_hooks(&prompt, &mut user_content).await;
         let (status, result) = if let Some(stop) = stopped_by_hook {
             stop
@@ -639,6 +656,54 @@ impl Task {
             }
         }
         None
+    }
+
+    /// The seed's initial checkpoint: taken in the background; the gate
+    /// opens when it is done (or failed), so writes wait and reads do not.
+    fn start_initial_checkpoint(&self) {
+        let Some(gate) = self.executor.checkpoint_gate().cloned() else {
+            return;
+        };
+        let Some(store) = self.config.checkpoints.clone() else {
+            return;
+        };
+        let emitter = self.emitter.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.commit("task start").await {
+                emitter.say(
+                    SayKind::Error,
+                    format!("The initial checkpoint failed; changes of this task cannot be undone with `kaji checkpoints`: {e}"),
+                    None,
+                );
+            }
+            gate.open();
+        });
+    }
+
+    /// A checkpoint after a tool call that changed files.
+    async fn checkpoint_after(&self, call: &ToolCall) {
+        let Some(store) = &self.config.checkpoints else {
+            return;
+        };
+        let turn = self.lock().turns;
+        let label = format!("turn {turn}: {}", call.name);
+        match store.commit(&label).await {
+            Ok(Some(cp)) => {
+                self.emitter.say(
+                    SayKind::Info,
+                    format!("checkpoint {} ({label})", cp.id.short()),
+                    Some(json!({"checkpoint": cp.id.as_str(), "label": label})),
+                );
+            }
+            Ok(None) => {}
+            Err(e) => {
+                self.emitter.say(
+                    SayKind::Error,
+                    format!("checkpoint after {} failed: {e}", call.name),
+                    None,
+                );
+            }
+        }
     }
 
     fn hook_payload(&self) -> HookPayload {
@@ -1138,6 +1203,9 @@ impl Task {
             ) {
                 st.rounds_since_todo = 0;
             }
+        }
+        if run.changed_files && !self.cancel.is_cancelled() {
+            self.checkpoint_after(call).await;
         }
         self.emitter.emit(TaskEvent::ToolResult {
             id: call.id.clone(),

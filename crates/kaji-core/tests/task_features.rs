@@ -438,3 +438,84 @@ async fn xml_protocol_with_openai_rejects_unknown_tags_as_text() {
             .contains("You did not use a tool")
     );
 }
+
+#[tokio::test]
+async fn initial_checkpoint_gate_delays_writes_not_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Read", json!({"file_path": "a.txt"}))
+            .and_tool_call("Write", json!({"file_path": "b.txt", "content": "beta"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
+    ]))
+    .await;
+    let cfg = config(&server, dir.path(), PermissionMode::Yolo);
+    let gate = kaji_core::CheckpointGate::new();
+    let mut executor = ToolExecutor::new(kaji_tools::builtin_tools());
+    executor.set_checkpoint_gate(gate.clone());
+    let (frontend, mut rx) = RecordingFrontend::new(deny());
+    let run = tokio::spawn(Task::new(cfg, executor, frontend.clone()).run("go".into()));
+    // The read-only Read runs while the gate is still closed…
+    loop {
+        if let TaskEvent::ToolResult { name, is_error, .. } = rx.recv().await.unwrap() {
+            assert_eq!(name, "Read");
+            assert!(!is_error);
+            break;
+        }
+    }
+    // …the Write waits at the gate and has not touched the disk…
+    gate.wait_for_waiters(1).await;
+    assert!(!dir.path().join("b.txt").exists());
+    // …and runs once the gate opens.
+    gate.open();
+    let outcome = run.await.unwrap();
+    assert_eq!(outcome.status, TaskStatus::Completed);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("b.txt")).unwrap(),
+        "beta"
+    );
+}
+
+#[tokio::test]
+async fn checkpoints_at_start_and_after_each_change_restore_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta"})),
+        Turn::tool_call(
+            "Edit",
+            json!({"file_path": "a.txt", "old_string": "alpha", "new_string": "ALPHA"}),
+        ),
+        Turn::tool_call("Read", json!({"file_path": "a.txt"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
+    ]))
+    .await;
+    let mut cfg = config(&server, dir.path(), PermissionMode::Yolo);
+    let store = kaji_core::checkpoints::CheckpointStore::open(home.path(), dir.path()).unwrap();
+    cfg.checkpoints = Some(store.clone());
+    let (frontend, _rx) = RecordingFrontend::new(deny());
+    let outcome = run_task(cfg, frontend).run("go".into()).await;
+    assert_eq!(outcome.status, TaskStatus::Completed);
+    let list = store.list().await.unwrap();
+    let labels: Vec<&str> = list.iter().map(|c| c.label.as_str()).collect();
+    assert!(labels.contains(&"task start"), "{labels:?}");
+    assert!(labels.contains(&"turn 1: Write"), "{labels:?}");
+    assert!(labels.contains(&"turn 2: Edit"), "{labels:?}");
+    assert!(
+        !labels.iter().any(|l| l.contains("Read")),
+        "reads take no checkpoint: {labels:?}"
+    );
+    let start = list
+        .iter()
+        .find(|c| c.label == "task start")
+        .unwrap()
+        .id
+        .clone();
+    store.restore(&start).await.unwrap();
+    assert!(!dir.path().join("b.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+}
