@@ -10,8 +10,20 @@ const SIZES: &[usize] = &[1 << 10, 16 << 10, 256 << 10, 1 << 20];
 
 fn grammar() -> XmlToolGrammar {
     let mut g = XmlToolGrammar::default();
-    g.add_tool("Read", &[("file_path", ParamKind::String), ("offset", ParamKind::Json)]);
-    g.add_tool("Write", &[("file_path", ParamKind::String), ("content", ParamKind::String)]);
+    g.add_tool(
+        "Read",
+        &[
+            ("file_path", ParamKind::String),
+            ("offset", ParamKind::Json),
+        ],
+    );
+    g.add_tool(
+        "Write",
+        &[
+            ("file_path", ParamKind::String),
+            ("content", ParamKind::String),
+        ],
+    );
     g.add_tool("Bash", &[("command", ParamKind::String)]);
     g
 }
@@ -40,7 +52,9 @@ fn chunks(text: &str, n: usize) -> Vec<StreamEvent> {
         while !rest.is_char_boundary(k) {
             k += 1;
         }
-        out.push(StreamEvent::TextDelta { text: rest[..k].to_string() });
+        out.push(StreamEvent::TextDelta {
+            text: rest[..k].to_string(),
+        });
         rest = &rest[k..];
     }
     out

@@ -25,13 +25,24 @@ impl TaskFrontend for Quiet {
 
 #[divan::bench(args = [ProviderKind::Anthropic, ProviderKind::OpenAi], sample_count = 30)]
 fn five_turn_task(bencher: divan::Bencher, kind: ProviderKind) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
     let script = Script::new(
         (0..4)
-            .map(|_| Turn::text("Reading the file.").and_tool_call("Read", json!({"file_path": "a.txt"})).with_chunk_size(64))
-            .chain([Turn::tool_call("AttemptCompletion", json!({"result": "done"}))]),
+            .map(|_| {
+                Turn::text("Reading the file.")
+                    .and_tool_call("Read", json!({"file_path": "a.txt"}))
+                    .with_chunk_size(64)
+            })
+            .chain([Turn::tool_call(
+                "AttemptCompletion",
+                json!({"result": "done"}),
+            )]),
     );
     let server = rt.block_on(ScriptedModelServer::start(script));
     let base = match kind {
@@ -42,13 +53,16 @@ fn five_turn_task(bencher: divan::Bencher, kind: ProviderKind) {
     cfg.api_key = Some("k".into());
     let provider = kaji_llm::build_provider(&cfg).unwrap();
     let registry = kaji_tools::builtin_tools();
-    bencher.counter(divan::counter::ItemsCount::new(5usize)).bench_local(|| {
-        let mut config = TaskConfig::new(dir.path().to_path_buf(), provider.clone(), "bench".into());
-        config.permission_mode = PermissionMode::Yolo;
-        let task = Task::new(config, ToolExecutor::new(registry.clone()), Arc::new(Quiet));
-        let outcome = rt.block_on(task.run("read it".into()));
-        assert_eq!(outcome.turns, 5);
-    });
+    bencher
+        .counter(divan::counter::ItemsCount::new(5usize))
+        .bench_local(|| {
+            let mut config =
+                TaskConfig::new(dir.path().to_path_buf(), provider.clone(), "bench".into());
+            config.permission_mode = PermissionMode::Yolo;
+            let task = Task::new(config, ToolExecutor::new(registry.clone()), Arc::new(Quiet));
+            let outcome = rt.block_on(task.run("read it".into()));
+            assert_eq!(outcome.turns, 5);
+        });
 }
 
 fn main() {
