@@ -188,7 +188,10 @@ pub trait Tool: Send + Sync {
 
 /// Deserializes a tool's typed input, turning serde's complaint into a
 /// message the model can act on.
-pub fn parse_input<T: serde::de::DeserializeOwned>(tool: &str, input: Value) -> Result<T, ToolError> {
+pub fn parse_input<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    input: Value,
+) -> Result<T, ToolError> {
     serde_json::from_value(input).map_err(|e| ToolError::InvalidInput {
         tool: tool.to_string(),
         message: e.to_string(),

@@ -216,7 +216,7 @@ impl TextScanner {
                 } else if THINK_OPEN.starts_with(pending) || self.could_open_tool(pending) {
                     None
                 } else {
-                    Some(Match::NoMatch)
+                    Some(Match::Literal)
                 }
             }
             Mode::Thinking => {
@@ -225,14 +225,14 @@ impl TextScanner {
                 } else if THINK_CLOSE.starts_with(pending) {
                     None
                 } else {
-                    Some(Match::NoMatch)
+                    Some(Match::Literal)
                 }
             }
             Mode::ToolBetween => match self.between_tag(pending) {
                 TagMatch::Param(p) => Some(Match::ParamOpen(p)),
                 TagMatch::ToolClose => Some(Match::ToolClose),
                 TagMatch::Prefix => None,
-                TagMatch::No => Some(Match::NoMatch),
+                TagMatch::No => Some(Match::Literal),
             },
             Mode::ToolParam { param } => {
                 let close_len = param.len() + 3;
@@ -241,7 +241,7 @@ impl TextScanner {
                 } else if pending.len() < close_len && is_close_tag_prefix(pending, param) {
                     None
                 } else {
-                    Some(Match::NoMatch)
+                    Some(Match::Literal)
                 }
             }
             Mode::ParamClose { .. } => unreachable!("handled char by char"),
@@ -253,7 +253,7 @@ impl TextScanner {
             return;
         };
         match decision {
-            Match::NoMatch => self.no_match(sink),
+            Match::Literal => self.no_match(sink),
             Match::ThinkOpen => {
                 self.pending.clear();
                 self.mode = Mode::Thinking;
@@ -498,7 +498,7 @@ impl TextScanner {
 }
 
 enum Match {
-    NoMatch,
+    Literal,
     ThinkOpen,
     ThinkClose,
     ToolOpen(String),
