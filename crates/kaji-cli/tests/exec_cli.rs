@@ -621,3 +621,53 @@ async fn exec_in_a_worktree_leaves_the_checkout_alone_and_checkpoints_it() {
         String::from_utf8_lossy(&list.stderr)
     );
 }
+
+#[tokio::test]
+async fn plan_mode_in_exec_ends_with_the_plan_unless_approved() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let script = || {
+        Script::new([
+            Turn::tool_call("ExitPlanMode", json!({"plan": "# Plan\n1. write x.txt"})),
+            Turn::tool_call("Write", json!({"file_path": "x.txt", "content": "x"})),
+            Turn::tool_call("AttemptCompletion", json!({"result": "wrote x"})),
+        ])
+    };
+    let server = ScriptedModelServer::start(script()).await;
+    let mut cmd = kaji(home.path());
+    cmd.args(["exec", "--json", "--permission-mode", "plan", "-C"])
+        .arg(work.path());
+    anthropic(&mut cmd, &server);
+    cmd.arg("plan it");
+    let out = cmd.output().await.unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let last = lines(&out.stdout).last().unwrap().clone();
+    assert_eq!(last["status"], "completed");
+    assert_eq!(last["result"], "# Plan\n1. write x.txt");
+    assert!(!work.path().join("x.txt").exists());
+
+    let server = ScriptedModelServer::start(script()).await;
+    let mut cmd = kaji(home.path());
+    cmd.args([
+        "exec",
+        "--json",
+        "--permission-mode",
+        "plan",
+        "--approve-plan",
+        "-C",
+    ])
+    .arg(work.path());
+    anthropic(&mut cmd, &server);
+    cmd.arg("plan it");
+    let out = cmd.output().await.unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let last = lines(&out.stdout).last().unwrap().clone();
+    assert_eq!(last["result"], "wrote x");
+    // A task that started in plan mode carries the approved plan out with
+    // edits accepted.
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("x.txt")).unwrap(),
+        "x"
+    );
+    assert!(work.path().join(".kaji/plans").read_dir().unwrap().count() == 1);
+}

@@ -422,7 +422,9 @@ impl ToolExecutor {
                 match emitter.ask(AskKind::Plan, plan.clone(), None).await {
                     AskResponse::Approve | AskResponse::ApproveAlways => {
                         let back = match env.mode_before_plan {
-                            PermissionMode::Plan => PermissionMode::Default,
+                            // Started in plan mode: the approved plan is
+                            // carried out with edits accepted.
+                            PermissionMode::Plan => PermissionMode::AcceptEdits,
                             other => other,
                         };
                         let saved = match kaji_tools::plan::save_plan(
