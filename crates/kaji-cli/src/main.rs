@@ -19,7 +19,7 @@ mod tasks_cmd;
 
 /// kaji — a coding agent for the terminal.
 #[derive(Debug, Parser)]
-#[command(name = "kaji", version, about, long_about = None)]
+#[command(name = "kaji", version, about, long_about = None, arg_required_else_help = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
