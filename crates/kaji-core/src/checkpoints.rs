@@ -491,10 +491,23 @@ impl CheckpointStore {
         run_checked(cmd, "git config core.worktree", None, &self.git_dir).await?;
 
         let info = self.git_dir.join("info");
-        write_file(
-            &info.join("exclude"),
-            b"# kaji's own worktrees are not checkpointed\n/.kaji/worktrees/\n",
-        )?;
+        let mut exclude =
+            String::from("# kaji's own worktrees are not checkpointed\n/.kaji/worktrees/\n");
+        // When $KAJI_HOME lies inside the directory (kaji run in ~), the
+        // shadow must not checkpoint itself.
+        let kaji_home = std::fs::canonicalize(&self.git_dir)
+            .ok()
+            .and_then(|d| d.parent().and_then(Path::parent).map(Path::to_path_buf));
+        if let Some(rel) = kaji_home
+            .as_deref()
+            .and_then(|h| h.strip_prefix(&self.work_tree).ok())
+            && !rel.as_os_str().is_empty()
+        {
+            exclude.push_str("# $KAJI_HOME\n/");
+            exclude.push_str(&escape_pattern(&rel.to_string_lossy()));
+            exclude.push_str("/\n");
+        }
+        write_file(&info.join("exclude"), exclude.as_bytes())?;
         write_file(
             &info.join("attributes"),
             b"# store contents byte for byte\n* -text -eol -filter -ident -working-tree-encoding\n",
@@ -874,6 +887,18 @@ fn path_from_bytes(bytes: &[u8]) -> PathBuf {
 #[cfg(not(unix))]
 fn path_from_bytes(bytes: &[u8]) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(bytes).into_owned())
+}
+
+/// Escapes the characters special in gitignore patterns.
+fn escape_pattern(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '!' | '#' | ' ') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn write_file(path: &Path, contents: &[u8]) -> Result<(), CheckpointError> {

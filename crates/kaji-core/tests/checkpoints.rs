@@ -507,3 +507,32 @@ async fn two_stores_on_one_directory_take_turns() {
     assert_eq!(made, 1, "the second sees nothing new");
     assert_eq!(f.store.list().await.expect("list").len(), 1);
 }
+
+#[tokio::test]
+async fn a_kaji_home_inside_the_directory_is_not_checkpointed() {
+    let work = tempfile::tempdir().expect("work");
+    let home = work.path().join("my [kaji] home");
+    let store = CheckpointStore::open(&home, work.path()).expect("open");
+    write(work.path(), "a.txt", "a\n");
+    let first = store
+        .commit("one")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    assert!(
+        store.commit("two").await.expect("commit").is_none(),
+        "the shadow's own objects are not a change"
+    );
+    write(work.path(), "b.txt", "b\n");
+    store
+        .commit("three")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    store.restore(&first.id).await.expect("restore");
+    assert!(
+        store.git_dir().join("HEAD").is_file(),
+        "the shadow survives a restore"
+    );
+    assert_eq!(store.list().await.expect("list").len(), 3, "one, three, restored");
+}
