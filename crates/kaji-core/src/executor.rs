@@ -294,7 +294,7 @@ impl ToolExecutor {
             Decision::Ask(kind) => {
                 let text = describe_call(&call.name, &input);
                 let data = json!({"tool": call.name, "input": input});
-                match emitter.ask(kind, text, Some(data)).await {
+                match ask_or_abort(env, kind, text, Some(data)).await {
                     AskResponse::Approve => {}
                     AskResponse::ApproveAlways => {
                         self.approvals
@@ -390,7 +390,6 @@ impl ToolExecutor {
 
     /// Carries out what a tool asked of the executor.
     async fn control(&self, control: ToolControl, content: String, env: &CallEnv<'_>) -> ToolRun {
-        let emitter = env.emitter;
         match control {
             ToolControl::Complete { result } => {
                 let mut run = ToolRun::ok(content);
@@ -419,7 +418,7 @@ impl ToolExecutor {
                         false,
                     );
                 }
-                match emitter.ask(AskKind::Plan, plan.clone(), None).await {
+                match ask_or_abort(env, AskKind::Plan, plan.clone(), None).await {
                     AskResponse::Approve | AskResponse::ApproveAlways => {
                         let back = match env.mode_before_plan {
                             // Started in plan mode: the approved plan is
@@ -459,7 +458,7 @@ impl ToolExecutor {
             }
             ToolControl::AskUser { question, options } => {
                 let data = json!({"options": options});
-                match emitter.ask(AskKind::Followup, question, Some(data)).await {
+                match ask_or_abort(env, AskKind::Followup, question, Some(data)).await {
                     AskResponse::Reply { text } => {
                         ToolRun::ok(format!("The user answered:\n{text}"))
                     }
@@ -517,6 +516,22 @@ pub fn describe_call(name: &str, input: &Value) -> String {
             format!("{name}: {first_line}")
         }
         None => name.to_string(),
+    }
+}
+
+/// Asks the user, unless the task is aborted first: then the answer is a
+/// denial that says so (the task ends at its next await point anyway).
+async fn ask_or_abort(
+    env: &CallEnv<'_>,
+    kind: AskKind,
+    text: String,
+    data: Option<Value>,
+) -> AskResponse {
+    tokio::select! {
+        answer = env.emitter.ask(kind, text, data) => answer,
+        _ = env.ctx.cancel.cancelled() => AskResponse::Deny {
+            feedback: Some("the task was aborted".to_string()),
+        },
     }
 }
 

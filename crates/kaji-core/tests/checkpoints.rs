@@ -534,5 +534,9 @@ async fn a_kaji_home_inside_the_directory_is_not_checkpointed() {
         store.git_dir().join("HEAD").is_file(),
         "the shadow survives a restore"
     );
-    assert_eq!(store.list().await.expect("list").len(), 3, "one, three, restored");
+    assert_eq!(
+        store.list().await.expect("list").len(),
+        3,
+        "one, three, restored"
+    );
 }

@@ -609,3 +609,38 @@ async fn plan_mode_refuses_writes_and_commands_but_reads() {
     assert!(!dir.path().join("b.txt").exists() && !dir.path().join("c").exists());
     assert!(server.requests()[0].body.to_string().contains("plan mode"));
 }
+
+#[tokio::test]
+async fn abort_while_an_approval_is_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "Bash",
+        json!({"command": "touch never"}),
+    )]))
+    .await;
+    let (frontend, mut rx) = RecordingFrontend::new(deny());
+    *frontend.never_answer.lock().unwrap() = Some(AskKind::Command);
+    let t = task(
+        &server,
+        ProviderKind::Anthropic,
+        ToolProtocol::Native,
+        PermissionMode::Default,
+        dir.path(),
+        frontend.clone(),
+    );
+    let abort = t.abort_handle();
+    let run = tokio::spawn(t.run("go".into()));
+    loop {
+        if let TaskEvent::Ask {
+            kind: AskKind::Command,
+            ..
+        } = rx.recv().await.unwrap()
+        {
+            break;
+        }
+    }
+    abort.abort();
+    let outcome = run.await.unwrap();
+    assert_eq!(outcome.status, TaskStatus::Aborted);
+    assert!(!dir.path().join("never").exists());
+}

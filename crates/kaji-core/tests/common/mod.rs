@@ -27,6 +27,8 @@ pub struct RecordingFrontend {
     tx: mpsc::UnboundedSender<TaskEvent>,
     /// When set, followup questions are answered only once it is notified.
     pub followup_gate: Mutex<Option<Arc<tokio::sync::Notify>>>,
+    /// Asks of this kind are never answered (a user who walked away).
+    pub never_answer: Mutex<Option<AskKind>>,
 }
 
 impl RecordingFrontend {
@@ -40,6 +42,7 @@ impl RecordingFrontend {
                 default_answer,
                 tx,
                 followup_gate: Mutex::new(None),
+                never_answer: Mutex::new(None),
             }),
             rx,
         )
@@ -85,6 +88,9 @@ impl TaskFrontend for RecordingFrontend {
         self.asks.lock().unwrap().push(ask.clone());
         if ask.kind == AskKind::CompletionResult {
             return AskResponse::Approve;
+        }
+        if *self.never_answer.lock().unwrap() == Some(ask.kind) {
+            std::future::pending::<()>().await;
         }
         if ask.kind == AskKind::Followup {
             let gate = self.followup_gate.lock().unwrap().clone();
