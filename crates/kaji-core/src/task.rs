@@ -266,6 +266,9 @@ struct TaskState {
     cwd: PathBuf,
     /// Rounds since the model last touched the checklist or task list.
     rounds_since_todo: u32,
+    /// The checkpoints of the current working directory (a worktree has
+    /// its own).
+    checkpoints: Option<CheckpointStore>,
 }
 
 /// What one round came to.
@@ -322,6 +325,7 @@ impl Task {
                 .start_dir
                 .clone()
                 .unwrap_or_else(|| config.cwd.clone()),
+            checkpoints: config.checkpoints.clone(),
             ..TaskState::default()
         };
         let mut executor = executor;
@@ -682,10 +686,13 @@ impl Task {
 
     /// A checkpoint after a tool call that changed files.
     async fn checkpoint_after(&self, call: &ToolCall) {
-        let Some(store) = &self.config.checkpoints else {
+        let (store, turn) = {
+            let st = self.lock();
+            (st.checkpoints.clone(), st.turns)
+        };
+        let Some(store) = store else {
             return;
         };
-        let turn = self.lock().turns;
         let label = format!("turn {turn}: {}", call.name);
         match store.commit(&label).await {
             Ok(Some(cp)) => {
@@ -1196,6 +1203,11 @@ impl Task {
             }
             if let Some(cwd) = &run.new_cwd {
                 st.cwd = cwd.clone();
+                // Entering or leaving a worktree: checkpoints follow the
+                // working directory.
+                if self.config.checkpoints.is_some() {
+                    st.checkpoints = CheckpointStore::open(&self.config.kaji_home, cwd).ok();
+                }
             }
             if matches!(
                 call.name.as_str(),

@@ -519,3 +519,79 @@ async fn checkpoints_at_start_and_after_each_change_restore_the_start() {
         "alpha\n"
     );
 }
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
+}
+
+#[tokio::test]
+async fn worktree_round_trip_moves_tools_and_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    git(dir.path(), &["add", "."]);
+    git(dir.path(), &["commit", "-q", "-m", "init"]);
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("EnterWorktree", json!({"name": "try-1"})),
+        Turn::tool_call(
+            "Write",
+            json!({"file_path": "a.txt", "content": "in the worktree\n"}),
+        ),
+        Turn::tool_call("Bash", json!({"command": "pwd"})),
+        Turn::tool_call("ExitWorktree", json!({"action": "keep"})),
+        Turn::tool_call("Read", json!({"file_path": "a.txt"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
+    ]))
+    .await;
+    let mut cfg = config(&server, dir.path(), PermissionMode::Yolo);
+    cfg.checkpoints =
+        Some(kaji_core::checkpoints::CheckpointStore::open(home.path(), dir.path()).unwrap());
+    cfg.kaji_home = home.path().to_path_buf();
+    let (frontend, _rx) = RecordingFrontend::new(deny());
+    let outcome = run_task(cfg, frontend.clone()).run("try it".into()).await;
+    assert_eq!(
+        outcome.status,
+        TaskStatus::Completed,
+        "{:#?}",
+        frontend.tool_results()
+    );
+    let wt = dir.path().join(".kaji/worktrees/try-1");
+    assert_eq!(
+        std::fs::read_to_string(wt.join("a.txt")).unwrap(),
+        "in the worktree\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+    let r = frontend.tool_results();
+    assert!(
+        r[2].3.contains(".kaji/worktrees/try-1"),
+        "Bash ran in the worktree: {:?}",
+        r[2]
+    );
+    assert!(r[4].3.contains("alpha"), "back in the checkout: {:?}", r[4]);
+    let wt_store = kaji_core::checkpoints::CheckpointStore::open(home.path(), &wt).unwrap();
+    let labels: Vec<String> = wt_store
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.label)
+        .collect();
+    assert!(labels.iter().any(|l| l == "turn 2: Write"), "{labels:?}");
+}
