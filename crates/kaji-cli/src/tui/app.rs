@@ -1,0 +1,821 @@
+//! The state of the interactive terminal UI, without a terminal.
+//!
+//! [`App`] turns [`TaskEvent`]s into transcript entries and key presses
+//! into edits of the input line, answers to asks and [`Action`]s for the
+//! event loop. It never draws and never touches the terminal or a task:
+//! every transition here is testable with plain values.
+
+use std::collections::{HashMap, HashSet};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use kaji_core::AskRequest;
+use kaji_core::permissions::command_prefix;
+use kaji_protocol::{AskKind, AskResponse, SayKind, TaskEvent, TaskStatus};
+use tokio::sync::oneshot;
+
+/// How a transcript entry looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryStyle {
+    /// The user's prompt or feedback.
+    User,
+    /// Model text.
+    Text,
+    /// Model reasoning (dimmed).
+    Reasoning,
+    /// A tool call (`⏺ …`).
+    Tool,
+    /// A tool's one-line result summary.
+    ToolResult,
+    /// A failed or refused tool call.
+    ToolError,
+    /// An error.
+    Error,
+    /// The completion result.
+    Completion,
+    /// Side notes: command output, todo lists, hook output, answers.
+    Note,
+}
+
+/// One block of the transcript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// How it looks.
+    pub style: EntryStyle,
+    /// Its text, already prefixed (`⏺ `, `> `, …); may span lines.
+    pub text: String,
+}
+
+/// What the event loop must do after a key press.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing beyond redrawing.
+    None,
+    /// Start a new task with this prompt.
+    Submit(String),
+    /// Abort the running task.
+    Abort,
+    /// Leave the TUI.
+    Quit,
+}
+
+/// Where an unanswered ask stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AskStage {
+    /// Waiting for `y`, `a` or `n`.
+    Choose,
+    /// `n` was pressed: the input line holds optional feedback.
+    DenyFeedback,
+    /// The answer is typed text (followup questions, completion feedback).
+    Text,
+}
+
+/// An ask the task waits on.
+#[derive(Debug)]
+pub struct PendingAsk {
+    /// The question.
+    pub request: AskRequest,
+    /// Where the answer goes.
+    reply: Option<oneshot::Sender<AskResponse>>,
+    /// What the keys do now.
+    pub stage: AskStage,
+}
+
+/// Approvals "for the rest of the session", kept here because each prompt
+/// runs in a new task (and so a new tool executor).
+#[derive(Debug, Default, Clone)]
+pub struct AlwaysAllowed {
+    tools: HashSet<String>,
+    command_prefixes: HashSet<String>,
+}
+
+impl AlwaysAllowed {
+    /// What an "always allow" of this ask covers: a command prefix for
+    /// shell commands, the tool name otherwise.
+    fn key(request: &AskRequest) -> Option<(bool, String)> {
+        let data = request.data.as_ref()?;
+        let tool = data.get("tool")?.as_str()?;
+        let command = data
+            .get("input")
+            .and_then(|i| i.get("command"))
+            .and_then(|c| c.as_str());
+        match (request.kind, command) {
+            (AskKind::Command, Some(command)) => Some((true, command_prefix(command))),
+            (AskKind::Command | AskKind::Tool, _) => Some((false, tool.to_string())),
+            _ => None,
+        }
+    }
+
+    /// Remembers an "always allow" for this ask.
+    pub fn remember(&mut self, request: &AskRequest) {
+        match Self::key(request) {
+            Some((true, prefix)) => {
+                self.command_prefixes.insert(prefix);
+            }
+            Some((false, tool)) => {
+                self.tools.insert(tool);
+            }
+            None => {}
+        }
+    }
+
+    /// Whether an earlier "always allow" covers this ask.
+    pub fn covers(&self, request: &AskRequest) -> bool {
+        match Self::key(request) {
+            Some((true, prefix)) => self.command_prefixes.contains(&prefix),
+            Some((false, tool)) => self.tools.contains(&tool),
+            None => false,
+        }
+    }
+}
+
+/// Facts shown in the status line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusInfo {
+    /// The model name.
+    pub model: String,
+    /// The permission mode.
+    pub permission_mode: String,
+    /// The working directory.
+    pub cwd: String,
+}
+
+/// The whole UI state.
+#[derive(Debug, Default)]
+pub struct App {
+    /// The transcript, oldest first.
+    pub entries: Vec<Entry>,
+    /// Message id of the running task → index in `entries`.
+    by_id: HashMap<u64, usize>,
+    /// The input line.
+    pub input: String,
+    /// The ask waiting for an answer, if any.
+    pub pending: Option<PendingAsk>,
+    /// Whether a task is running.
+    pub running: bool,
+    /// Lines scrolled up from the bottom; 0 follows the transcript.
+    pub scroll_up: u16,
+    /// Height of the transcript view, for paging.
+    pub page_height: u16,
+    /// Status line facts.
+    pub status: StatusInfo,
+    /// Model turns of the running (or last) task.
+    pub turns: u32,
+    /// Input tokens over the session.
+    pub input_tokens: u64,
+    /// Output tokens over the session.
+    pub output_tokens: u64,
+    /// Session-wide "always allow" approvals.
+    pub always: AlwaysAllowed,
+    /// A short notice for the status area (cleared by the next key).
+    pub notice: Option<String>,
+}
+
+impl App {
+    /// An empty UI with this status line.
+    pub fn new(status: StatusInfo) -> Self {
+        Self {
+            status,
+            page_height: 10,
+            ..Self::default()
+        }
+    }
+
+    /// A task is starting: message ids restart with it.
+    pub fn task_started(&mut self) {
+        self.by_id.clear();
+        self.running = true;
+        self.turns = 0;
+        self.scroll_up = 0;
+    }
+
+    /// The task is over (its `finished` event has been handled, or it died).
+    pub fn task_ended(&mut self) {
+        self.running = false;
+        // An unanswered ask of a finished task can no longer be answered.
+        self.pending = None;
+    }
+
+    fn push(&mut self, style: EntryStyle, text: String) -> usize {
+        self.entries.push(Entry { style, text });
+        self.entries.len() - 1
+    }
+
+    /// Adds or replaces the entry of message `id`.
+    fn upsert(&mut self, id: u64, style: EntryStyle, text: String) {
+        match self.by_id.get(&id) {
+            Some(&i) => self.entries[i] = Entry { style, text },
+            None => {
+                let i = self.push(style, text);
+                self.by_id.insert(id, i);
+            }
+        }
+    }
+
+    /// Handles one event of the running task.
+    pub fn on_event(&mut self, event: TaskEvent) {
+        match event {
+            TaskEvent::Say { id, kind, text, .. } => {
+                let (style, text) = match kind {
+                    SayKind::UserFeedback => (EntryStyle::User, prefix_lines("> ", &text)),
+                    SayKind::Text => (EntryStyle::Text, text),
+                    SayKind::Reasoning => (EntryStyle::Reasoning, text),
+                    SayKind::Tool => (EntryStyle::Tool, format!("⏺ {text}")),
+                    SayKind::Error | SayKind::ApiReqRetried => {
+                        (EntryStyle::Error, format!("! {text}"))
+                    }
+                    SayKind::CompletionResult => (EntryStyle::Completion, format!("✓ {text}")),
+                    SayKind::ApiReqStarted => {
+                        self.turns += 1;
+                        return;
+                    }
+                    SayKind::TaskList | SayKind::Todo | SayKind::Info | SayKind::CommandOutput => {
+                        (EntryStyle::Note, text)
+                    }
+                };
+                self.upsert(id, style, text);
+            }
+            TaskEvent::Delta { id, text } => {
+                if let Some(&i) = self.by_id.get(&id) {
+                    self.entries[i].text.push_str(&text);
+                }
+            }
+            TaskEvent::Ask {
+                id,
+                kind,
+                text,
+                partial,
+                ..
+            } => {
+                // Tool and command asks repeat the `⏺` line already shown;
+                // the completion ask repeats the result.
+                if !partial && matches!(kind, AskKind::Followup) {
+                    self.upsert(id, EntryStyle::Note, format!("? {text}"));
+                }
+            }
+            TaskEvent::ToolUse { .. } => {}
+            TaskEvent::ToolResult {
+                is_error, output, ..
+            } => {
+                let mut lines = output.lines();
+                let first = lines.next().unwrap_or("");
+                let more = lines.count();
+                let suffix = if more > 0 {
+                    format!(" (+{more} lines)")
+                } else {
+                    String::new()
+                };
+                let (style, mark) = if is_error {
+                    (EntryStyle::ToolError, "⎿ error: ")
+                } else {
+                    (EntryStyle::ToolResult, "⎿ ")
+                };
+                self.push(style, format!("  {mark}{first}{suffix}"));
+            }
+            TaskEvent::Finished {
+                status,
+                turns,
+                usage,
+                result,
+            } => {
+                self.turns = turns;
+                self.input_tokens += usage.input_tokens;
+                self.output_tokens += usage.output_tokens;
+                let style = match status {
+                    TaskStatus::Completed => EntryStyle::Note,
+                    TaskStatus::Aborted => EntryStyle::Note,
+                    _ => EntryStyle::Error,
+                };
+                let mut line = format!(
+                    "[{}] {turns} turn(s), {} input / {} output tokens",
+                    status.as_str(),
+                    usage.input_tokens,
+                    usage.output_tokens
+                );
+                if status != TaskStatus::Completed
+                    && let Some(r) = result
+                {
+                    line.push_str(&format!(": {r}"));
+                }
+                self.push(style, line);
+                self.running = false;
+            }
+        }
+    }
+
+    /// The task asks something. Returns `true` when the ask was answered
+    /// at once from a session approval (nothing to show).
+    pub fn on_ask(&mut self, request: AskRequest, reply: oneshot::Sender<AskResponse>) -> bool {
+        if self.always.covers(&request) {
+            let _ = reply.send(AskResponse::ApproveAlways);
+            self.push(EntryStyle::Note, "  (allowed for this session)".into());
+            return true;
+        }
+        let stage = match request.kind {
+            AskKind::Followup | AskKind::CompletionResult => AskStage::Text,
+            _ => AskStage::Choose,
+        };
+        self.input.clear();
+        self.scroll_up = 0;
+        self.pending = Some(PendingAsk {
+            request,
+            reply: Some(reply),
+            stage,
+        });
+        false
+    }
+
+    /// Sends the answer to the pending ask and notes it in the transcript.
+    fn answer(&mut self, response: AskResponse) {
+        let Some(mut pending) = self.pending.take() else {
+            return;
+        };
+        let note = match &response {
+            AskResponse::Approve => match pending.request.kind {
+                AskKind::CompletionResult => None,
+                _ => Some("  ✓ approved".to_string()),
+            },
+            AskResponse::ApproveAlways => {
+                self.always.remember(&pending.request);
+                Some("  ✓ approved for this session".to_string())
+            }
+            AskResponse::Deny { feedback: None } => Some("  ✗ denied".to_string()),
+            AskResponse::Deny { feedback: Some(f) } => Some(format!("  ✗ denied: {f}")),
+            // The task echoes replies as user feedback itself when it uses
+            // them; followup answers are shown here.
+            AskResponse::Reply { text } => Some(prefix_lines("> ", text)),
+        };
+        if let Some(note) = note {
+            let style = if matches!(response, AskResponse::Reply { .. }) {
+                EntryStyle::User
+            } else {
+                EntryStyle::Note
+            };
+            self.push(style, note);
+        }
+        if let Some(reply) = pending.reply.take() {
+            let _ = reply.send(response);
+        }
+        self.input.clear();
+    }
+
+    /// Handles a key press.
+    pub fn on_key(&mut self, key: KeyEvent) -> Action {
+        if key.kind == KeyEventKind::Release {
+            return Action::None;
+        }
+        self.notice = None;
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyCode::PageUp => {
+                self.scroll_up = self.scroll_up.saturating_add(self.page_height.max(1));
+                return Action::None;
+            }
+            KeyCode::PageDown => {
+                self.scroll_up = self.scroll_up.saturating_sub(self.page_height.max(1));
+                return Action::None;
+            }
+            KeyCode::Char('c') if ctrl => {
+                if self.running {
+                    return Action::Abort;
+                }
+                if self.input.is_empty() {
+                    return Action::Quit;
+                }
+                self.input.clear();
+                return Action::None;
+            }
+            KeyCode::Char('d') if ctrl => {
+                if !self.running && self.input.is_empty() {
+                    return Action::Quit;
+                }
+                return Action::None;
+            }
+            KeyCode::Char('u') if ctrl => {
+                self.input.clear();
+                return Action::None;
+            }
+            KeyCode::Esc => {
+                if let Some(p) = &mut self.pending
+                    && p.stage == AskStage::DenyFeedback
+                {
+                    // Back to the choice.
+                    p.stage = AskStage::Choose;
+                    self.input.clear();
+                    return Action::None;
+                }
+                if self.running {
+                    return Action::Abort;
+                }
+                return Action::None;
+            }
+            _ => {}
+        }
+        if let Some(stage) = self.pending.as_ref().map(|p| p.stage) {
+            return self.on_ask_key(stage, key);
+        }
+        match key.code {
+            KeyCode::Enter => {
+                let text = self.input.trim().to_string();
+                if text.is_empty() {
+                    return Action::None;
+                }
+                if text == "/exit" || text == "/quit" {
+                    return Action::Quit;
+                }
+                if self.running {
+                    self.notice = Some("a task is running: wait, or Esc to abort it".into());
+                    return Action::None;
+                }
+                self.input.clear();
+                Action::Submit(text)
+            }
+            KeyCode::Backspace => {
+                self.input.pop();
+                Action::None
+            }
+            KeyCode::Char(c) if !ctrl => {
+                self.input.push(c);
+                Action::None
+            }
+            _ => Action::None,
+        }
+    }
+
+    fn on_ask_key(&mut self, stage: AskStage, key: KeyEvent) -> Action {
+        let kind = match &self.pending {
+            Some(p) => p.request.kind,
+            None => return Action::None,
+        };
+        match stage {
+            AskStage::Choose => match key.code {
+                KeyCode::Char('y') | KeyCode::Char('Y') => self.answer(AskResponse::Approve),
+                KeyCode::Char('a') | KeyCode::Char('A')
+                    if matches!(kind, AskKind::Tool | AskKind::Command) =>
+                {
+                    self.answer(AskResponse::ApproveAlways)
+                }
+                KeyCode::Char('n') | KeyCode::Char('N') => {
+                    if matches!(kind, AskKind::Tool | AskKind::Command | AskKind::Plan) {
+                        if let Some(p) = &mut self.pending {
+                            p.stage = AskStage::DenyFeedback;
+                        }
+                        self.input.clear();
+                    } else {
+                        self.answer(AskResponse::Deny { feedback: None });
+                    }
+                }
+                _ => {}
+            },
+            AskStage::DenyFeedback | AskStage::Text => match key.code {
+                KeyCode::Enter => {
+                    let text = self.input.trim().to_string();
+                    let response = match (stage, kind) {
+                        (AskStage::DenyFeedback, _) => AskResponse::Deny {
+                            feedback: (!text.is_empty()).then_some(text),
+                        },
+                        (_, AskKind::CompletionResult) if text.is_empty() => AskResponse::Approve,
+                        (_, _) if text.is_empty() => return Action::None,
+                        _ => AskResponse::Reply { text },
+                    };
+                    self.answer(response);
+                }
+                KeyCode::Backspace => {
+                    self.input.pop();
+                }
+                KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+                    self.input.push(c);
+                }
+                _ => {}
+            },
+        }
+        Action::None
+    }
+
+    /// The prompt shown in the ask area, if an ask is pending.
+    pub fn ask_prompt(&self) -> Option<(String, &'static str)> {
+        let p = self.pending.as_ref()?;
+        let keys = match (p.stage, p.request.kind) {
+            (AskStage::DenyFeedback, _) => {
+                "type feedback for the model (optional), Enter to deny · Esc back"
+            }
+            (AskStage::Text, AskKind::CompletionResult) => {
+                "Enter accepts the result · or type feedback + Enter to go on"
+            }
+            (AskStage::Text, _) => "type your answer + Enter",
+            (AskStage::Choose, AskKind::Tool | AskKind::Command) => {
+                "y approve · a always allow this session · n deny"
+            }
+            (AskStage::Choose, AskKind::Plan) => "y approve the plan · n give feedback",
+            (AskStage::Choose, _) => "y yes · n no",
+        };
+        let title = match p.request.kind {
+            AskKind::Tool => "Allow this tool call?",
+            AskKind::Command => "Run this command?",
+            AskKind::Followup => "Question",
+            AskKind::MistakeLimitReached => "Mistake limit reached",
+            AskKind::ApiReqFailed => "Model request failed",
+            AskKind::CompletionResult => "Task complete",
+            AskKind::Resume => "Resume?",
+            AskKind::Plan => "Approve the plan?",
+        };
+        Some((format!("{title}\n{}", p.request.text), keys))
+    }
+}
+
+fn prefix_lines(prefix: &str, text: &str) -> String {
+    text.lines()
+        .map(|l| format!("{prefix}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kaji_protocol::Usage;
+    use serde_json::json;
+
+    fn key(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+    }
+
+    fn code(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    fn ctrl(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)
+    }
+
+    fn type_text(app: &mut App, text: &str) {
+        for c in text.chars() {
+            app.on_key(key(c));
+        }
+    }
+
+    fn say(id: u64, kind: SayKind, text: &str, partial: bool) -> TaskEvent {
+        TaskEvent::Say {
+            id,
+            kind,
+            text: text.into(),
+            partial,
+            data: None,
+        }
+    }
+
+    fn command_ask(command: &str) -> AskRequest {
+        AskRequest {
+            id: 7,
+            kind: AskKind::Command,
+            text: format!("Bash: {command}"),
+            data: Some(json!({"tool": "Bash", "input": {"command": command}})),
+        }
+    }
+
+    fn texts(app: &App) -> Vec<&str> {
+        app.entries.iter().map(|e| e.text.as_str()).collect()
+    }
+
+    #[test]
+    fn streamed_text_grows_with_deltas_and_the_final_say_replaces_it() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        app.on_event(say(0, SayKind::UserFeedback, "hi", false));
+        app.on_event(say(1, SayKind::Text, "Hel", true));
+        app.on_event(TaskEvent::Delta {
+            id: 1,
+            text: "lo".into(),
+        });
+        app.on_event(TaskEvent::Delta {
+            id: 1,
+            text: " world".into(),
+        });
+        assert_eq!(texts(&app), ["> hi", "Hello world"]);
+        app.on_event(say(1, SayKind::Text, "Hello, world.", false));
+        assert_eq!(texts(&app), ["> hi", "Hello, world."]);
+        // A delta for an unknown message is ignored, not a panic.
+        app.on_event(TaskEvent::Delta {
+            id: 99,
+            text: "x".into(),
+        });
+        assert_eq!(app.entries.len(), 2);
+    }
+
+    #[test]
+    fn events_become_styled_transcript_entries() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        app.on_event(say(0, SayKind::ApiReqStarted, "", false));
+        app.on_event(say(1, SayKind::Reasoning, "thinking", false));
+        app.on_event(say(2, SayKind::Tool, "Bash: ls", false));
+        app.on_event(TaskEvent::ToolResult {
+            id: "t".into(),
+            name: "Bash".into(),
+            is_error: false,
+            output: "a\nb\nc".into(),
+        });
+        app.on_event(TaskEvent::ToolResult {
+            id: "u".into(),
+            name: "Read".into(),
+            is_error: true,
+            output: "no such file".into(),
+        });
+        app.on_event(say(3, SayKind::Error, "boom", false));
+        app.on_event(say(4, SayKind::CompletionResult, "done", false));
+        app.on_event(TaskEvent::Finished {
+            status: TaskStatus::Completed,
+            turns: 2,
+            usage: Usage {
+                input_tokens: 10,
+                output_tokens: 5,
+                ..Usage::default()
+            },
+            result: Some("done".into()),
+        });
+        assert_eq!(
+            texts(&app),
+            [
+                "thinking",
+                "⏺ Bash: ls",
+                "  ⎿ a (+2 lines)",
+                "  ⎿ error: no such file",
+                "! boom",
+                "✓ done",
+                "[completed] 2 turn(s), 10 input / 5 output tokens",
+            ]
+        );
+        let styles: Vec<_> = app.entries.iter().map(|e| e.style).collect();
+        assert_eq!(styles[0], EntryStyle::Reasoning);
+        assert_eq!(styles[3], EntryStyle::ToolError);
+        assert_eq!(styles[4], EntryStyle::Error);
+        assert!(!app.running);
+        assert_eq!((app.turns, app.input_tokens, app.output_tokens), (2, 10, 5));
+    }
+
+    #[test]
+    fn y_approves_a_command() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        let (tx, mut rx) = oneshot::channel();
+        assert!(!app.on_ask(command_ask("ls -l"), tx));
+        assert!(app.ask_prompt().unwrap().0.contains("Bash: ls -l"));
+        // Other keys do nothing.
+        app.on_key(key('x'));
+        assert!(rx.try_recv().is_err());
+        app.on_key(key('y'));
+        assert_eq!(rx.try_recv().unwrap(), AskResponse::Approve);
+        assert!(app.pending.is_none());
+    }
+
+    #[test]
+    fn a_approves_always_and_later_asks_with_the_same_prefix_answer_themselves() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        let (tx, mut rx) = oneshot::channel();
+        app.on_ask(command_ask("cargo test -p x"), tx);
+        app.on_key(key('a'));
+        assert_eq!(rx.try_recv().unwrap(), AskResponse::ApproveAlways);
+        // A new task, same session.
+        app.task_started();
+        let (tx, mut rx) = oneshot::channel();
+        assert!(app.on_ask(command_ask("cargo test --all"), tx));
+        assert_eq!(rx.try_recv().unwrap(), AskResponse::ApproveAlways);
+        assert!(app.pending.is_none());
+        // Another command still asks.
+        let (tx, mut rx) = oneshot::channel();
+        assert!(!app.on_ask(command_ask("rm -rf target"), tx));
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn n_then_feedback_denies_with_the_feedback() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        let (tx, mut rx) = oneshot::channel();
+        app.on_ask(command_ask("rm -rf /"), tx);
+        app.on_key(key('n'));
+        assert_eq!(app.pending.as_ref().unwrap().stage, AskStage::DenyFeedback);
+        type_text(&mut app, "use trash instead");
+        app.on_key(code(KeyCode::Enter));
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            AskResponse::Deny {
+                feedback: Some("use trash instead".into())
+            }
+        );
+        // n then Enter alone: no feedback.
+        let (tx, mut rx) = oneshot::channel();
+        app.on_ask(command_ask("rm x"), tx);
+        app.on_key(key('n'));
+        app.on_key(code(KeyCode::Enter));
+        assert_eq!(rx.try_recv().unwrap(), AskResponse::Deny { feedback: None });
+    }
+
+    #[test]
+    fn followup_and_completion_asks_take_text() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        let (tx, mut rx) = oneshot::channel();
+        app.on_ask(
+            AskRequest {
+                id: 3,
+                kind: AskKind::Followup,
+                text: "Which file?".into(),
+                data: None,
+            },
+            tx,
+        );
+        // Enter without text does not answer a question.
+        app.on_key(code(KeyCode::Enter));
+        assert!(rx.try_recv().is_err());
+        type_text(&mut app, "yes.txt");
+        app.on_key(code(KeyCode::Enter));
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            AskResponse::Reply {
+                text: "yes.txt".into()
+            }
+        );
+
+        let completion = AskRequest {
+            id: 4,
+            kind: AskKind::CompletionResult,
+            text: "done".into(),
+            data: None,
+        };
+        let (tx, mut rx) = oneshot::channel();
+        app.on_ask(completion.clone(), tx);
+        app.on_key(code(KeyCode::Enter));
+        assert_eq!(rx.try_recv().unwrap(), AskResponse::Approve);
+        let (tx, mut rx) = oneshot::channel();
+        app.on_ask(completion, tx);
+        type_text(&mut app, "also add tests");
+        app.on_key(code(KeyCode::Enter));
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            AskResponse::Reply {
+                text: "also add tests".into()
+            }
+        );
+    }
+
+    #[test]
+    fn mistake_limit_is_yes_or_no() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        let (tx, mut rx) = oneshot::channel();
+        app.on_ask(
+            AskRequest {
+                id: 5,
+                kind: AskKind::MistakeLimitReached,
+                text: "Continue?".into(),
+                data: None,
+            },
+            tx,
+        );
+        // `a` is only for tool approvals.
+        app.on_key(key('a'));
+        assert!(rx.try_recv().is_err());
+        app.on_key(key('n'));
+        assert_eq!(rx.try_recv().unwrap(), AskResponse::Deny { feedback: None });
+    }
+
+    #[test]
+    fn keys_submit_abort_and_quit() {
+        let mut app = App::new(StatusInfo::default());
+        assert_eq!(app.on_key(code(KeyCode::Enter)), Action::None);
+        type_text(&mut app, "fix it");
+        assert_eq!(
+            app.on_key(code(KeyCode::Enter)),
+            Action::Submit("fix it".into())
+        );
+        assert!(app.input.is_empty());
+        app.task_started();
+        assert_eq!(app.on_key(code(KeyCode::Esc)), Action::Abort);
+        assert_eq!(app.on_key(ctrl('c')), Action::Abort);
+        // Ctrl-D does not quit while a task runs.
+        assert_eq!(app.on_key(ctrl('d')), Action::None);
+        app.task_ended();
+        type_text(&mut app, "draft");
+        // Ctrl-C with text clears it; on an empty line it quits.
+        assert_eq!(app.on_key(ctrl('c')), Action::None);
+        assert!(app.input.is_empty());
+        assert_eq!(app.on_key(ctrl('c')), Action::Quit);
+        assert_eq!(app.on_key(ctrl('d')), Action::Quit);
+        type_text(&mut app, "/exit");
+        assert_eq!(app.on_key(code(KeyCode::Enter)), Action::Quit);
+    }
+
+    #[test]
+    fn page_keys_scroll_and_new_tasks_follow_again() {
+        let mut app = App::new(StatusInfo::default());
+        app.page_height = 5;
+        app.on_key(code(KeyCode::PageUp));
+        app.on_key(code(KeyCode::PageUp));
+        assert_eq!(app.scroll_up, 10);
+        app.on_key(code(KeyCode::PageDown));
+        assert_eq!(app.scroll_up, 5);
+        app.task_started();
+        assert_eq!(app.scroll_up, 0);
+    }
+}

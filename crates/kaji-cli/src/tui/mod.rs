@@ -1,0 +1,224 @@
+//! `kaji tui`: the interactive full-screen terminal UI.
+//!
+//! One event loop selects over the terminal's key events, the events and
+//! asks of the running task, and termination signals, and redraws after
+//! each. State lives in [`app::App`], drawing in [`render`]; the loop only
+//! wires them to the terminal and to tasks. Each submitted prompt runs as
+//! a new `kaji_core::Task` with the same configuration.
+//!
+//! It must never leave the terminal in raw mode or the alternate screen
+//! (on exit, error or panic), and never leave background processes or MCP
+//! servers running after it returns.
+
+mod app;
+mod render;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use crossterm::event::{Event, EventStream};
+use futures::StreamExt;
+use kaji_core::{AbortHandle, AskRequest, Task, TaskFrontend, TaskOutcome, ToolExecutor};
+use kaji_protocol::{AskResponse, TaskEvent};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::agent::{AgentArgs, AgentSetup, UsageError, new_session_id};
+use app::{Action, App, EntryStyle, StatusInfo};
+
+/// Arguments of `kaji tui`.
+#[derive(Debug, clap::Args)]
+pub struct TuiArgs {
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// A first prompt to run at once.
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Option<String>,
+}
+
+/// What the task side sends to the UI loop.
+enum UiMessage {
+    /// An event of the running task.
+    Event(TaskEvent),
+    /// An ask, with where its answer goes.
+    Ask(AskRequest, oneshot::Sender<AskResponse>),
+    /// The task's `run` returned (or its tokio task died).
+    Done(Result<TaskOutcome, String>),
+}
+
+/// The front end the tasks see: forwards everything to the UI loop.
+struct TuiFrontend {
+    tx: mpsc::UnboundedSender<UiMessage>,
+}
+
+#[async_trait]
+impl TaskFrontend for TuiFrontend {
+    fn emit(&self, event: TaskEvent) {
+        let _ = self.tx.send(UiMessage::Event(event));
+    }
+
+    async fn answer(&self, ask: &AskRequest) -> AskResponse {
+        let (reply, answer) = oneshot::channel();
+        if self.tx.send(UiMessage::Ask(ask.clone(), reply)).is_err() {
+            return AskResponse::Deny {
+                feedback: Some("the terminal UI has closed".into()),
+            };
+        }
+        // The UI drops the sender when the task ends or the UI closes.
+        answer.await.unwrap_or(AskResponse::Deny { feedback: None })
+    }
+}
+
+/// Runs `kaji tui`; returns the exit code.
+pub async fn run(args: TuiArgs) -> i32 {
+    let kaji_home = crate::paths::kaji_home();
+    let session_id = new_session_id();
+    let setup = match args.agent.setup(&kaji_home, &session_id).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("kaji tui: {e:#}");
+            return if e.downcast_ref::<UsageError>().is_some() {
+                2
+            } else {
+                1
+            };
+        }
+    };
+    let code = {
+        let terminal = ratatui::init();
+        let code = event_loop(terminal, &setup, args.prompt).await;
+        ratatui::restore();
+        code
+    };
+    // No orphans: what the tasks left running stops with kaji.
+    if let Some(runtime) = &setup.config.runtime {
+        runtime.stop_all().await;
+    }
+    if let Some(mcp) = &setup.mcp {
+        mcp.shutdown().await;
+    }
+    match code {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("kaji tui: {e:#}");
+            1
+        }
+    }
+}
+
+/// A task in flight.
+struct Running {
+    abort: AbortHandle,
+}
+
+fn start_task(
+    setup: &AgentSetup,
+    frontend: &Arc<TuiFrontend>,
+    tx: &mpsc::UnboundedSender<UiMessage>,
+    prompt: String,
+) -> Running {
+    // A task owns its executor; each gets a fresh one over the same tools
+    // and MCP servers. "Always allow" lives in the App instead.
+    let mut executor = ToolExecutor::new(setup.executor.registry().clone());
+    if let Some(mcp) = &setup.mcp {
+        executor.set_mcp(mcp.clone());
+    }
+    let task = Task::new(setup.config.clone(), executor, frontend.clone());
+    let abort = task.abort_handle();
+    let tx = tx.clone();
+    tokio::spawn(async move {
+        let handle = tokio::spawn(task.run(prompt));
+        let outcome = handle.await.map_err(|e| e.to_string());
+        let _ = tx.send(UiMessage::Done(outcome));
+    });
+    Running { abort }
+}
+
+async fn event_loop(
+    mut terminal: ratatui::DefaultTerminal,
+    setup: &AgentSetup,
+    first_prompt: Option<String>,
+) -> anyhow::Result<()> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let frontend = Arc::new(TuiFrontend { tx: tx.clone() });
+    let mut app = App::new(StatusInfo {
+        model: setup.provider_config.model.clone(),
+        permission_mode: setup.config.permission_mode.as_str().to_string(),
+        cwd: setup
+            .config
+            .start_dir
+            .as_ref()
+            .unwrap_or(&setup.config.cwd)
+            .display()
+            .to_string(),
+    });
+    let mut running: Option<Running> = None;
+    if let Some(prompt) = first_prompt.filter(|p| !p.trim().is_empty()) {
+        app.task_started();
+        running = Some(start_task(setup, &frontend, &tx, prompt));
+    }
+    let mut keys = EventStream::new();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut quitting = false;
+    loop {
+        terminal.draw(|f| render::draw(f, &mut app))?;
+        if quitting && running.is_none() {
+            return Ok(());
+        }
+        tokio::select! {
+            key = keys.next() => match key {
+                Some(Ok(Event::Key(key))) => match app.on_key(key) {
+                    Action::None => {}
+                    Action::Submit(prompt) => {
+                        app.task_started();
+                        running = Some(start_task(setup, &frontend, &tx, prompt));
+                    }
+                    Action::Abort => {
+                        if let Some(r) = &running {
+                            r.abort.abort();
+                        }
+                        app.pending = None;
+                    }
+                    Action::Quit => {
+                        quitting = true;
+                        if let Some(r) = &running {
+                            r.abort.abort();
+                        }
+                    }
+                },
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(anyhow::anyhow!("cannot read the terminal: {e}")),
+                None => return Ok(()),
+            },
+            message = rx.recv() => {
+                // Drain what is queued so one redraw covers a burst of
+                // deltas.
+                let mut next = message;
+                while let Some(message) = next {
+                    match message {
+                        UiMessage::Event(event) => app.on_event(event),
+                        UiMessage::Ask(request, reply) => {
+                            app.on_ask(request, reply);
+                        }
+                        UiMessage::Done(outcome) => {
+                            if let Err(e) = outcome {
+                                app.entries.push(app::Entry {
+                                    style: EntryStyle::Error,
+                                    text: format!("! the task died: {e}"),
+                                });
+                            }
+                            running = None;
+                            app.task_ended();
+                        }
+                    }
+                    next = rx.try_recv().ok();
+                }
+            }
+            _ = term.recv() => {
+                quitting = true;
+                if let Some(r) = &running {
+                    r.abort.abort();
+                }
+            }
+        }
+    }
+}

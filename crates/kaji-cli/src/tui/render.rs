@@ -1,0 +1,205 @@
+//! Drawing the TUI: a pure function from [`App`] to a ratatui frame.
+//!
+//! Nothing here changes state except the transcript's page height, which
+//! paging needs and only the layout knows. It never reads keys or events.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span, Text};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+
+use super::app::{App, EntryStyle};
+
+fn style_of(style: EntryStyle) -> Style {
+    match style {
+        EntryStyle::User => Style::default().add_modifier(Modifier::BOLD),
+        EntryStyle::Text => Style::default(),
+        EntryStyle::Reasoning => Style::default()
+            .add_modifier(Modifier::DIM)
+            .add_modifier(Modifier::ITALIC),
+        EntryStyle::Tool => Style::default().fg(Color::Cyan),
+        EntryStyle::ToolResult | EntryStyle::Note => Style::default().add_modifier(Modifier::DIM),
+        EntryStyle::ToolError | EntryStyle::Error => Style::default().fg(Color::Red),
+        EntryStyle::Completion => Style::default().fg(Color::Green),
+    }
+}
+
+/// The transcript as styled lines, a blank line before each user message.
+pub fn transcript_text(app: &App) -> Text<'static> {
+    let mut lines = Vec::new();
+    for entry in &app.entries {
+        if entry.style == EntryStyle::User && !lines.is_empty() {
+            lines.push(Line::default());
+        }
+        let style = style_of(entry.style);
+        for l in entry.text.split('\n') {
+            lines.push(Line::styled(l.to_string(), style));
+        }
+    }
+    Text::from(lines)
+}
+
+/// Draws the whole screen.
+pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
+    let area = frame.area();
+    let ask = app.ask_prompt();
+    let ask_height = match &ask {
+        // Border, the question (at most 8 lines), the key line.
+        Some((text, _)) => (text.lines().count().min(8) as u16) + 3,
+        None => 0,
+    };
+    let [transcript_area, ask_area, status_area, input_area] = Layout::vertical([
+        Constraint::Min(1),
+        Constraint::Length(ask_height),
+        Constraint::Length(1),
+        Constraint::Length(3),
+    ])
+    .areas(area);
+
+    draw_transcript(frame, app, transcript_area);
+    if let Some((text, keys)) = ask {
+        let mut lines: Vec<Line> = text
+            .lines()
+            .take(8)
+            .enumerate()
+            .map(|(i, l)| {
+                let style = if i == 0 {
+                    Style::default()
+                        .fg(Color::Yellow)
+                        .add_modifier(Modifier::BOLD)
+                } else {
+                    Style::default()
+                };
+                Line::styled(l.to_string(), style)
+            })
+            .collect();
+        lines.push(Line::styled(
+            keys,
+            Style::default().add_modifier(Modifier::DIM),
+        ));
+        let block = Block::default()
+            .borders(Borders::TOP)
+            .border_style(Style::default().fg(Color::Yellow));
+        frame.render_widget(
+            Paragraph::new(lines)
+                .block(block)
+                .wrap(Wrap { trim: false }),
+            ask_area,
+        );
+    }
+    frame.render_widget(Paragraph::new(status_line(app)), status_area);
+
+    let title = match app.pending.as_ref() {
+        Some(_) => " answer ",
+        None if app.running => " task running (Esc aborts) ",
+        None => " prompt (Enter sends, Ctrl-D quits) ",
+    };
+    let input = Paragraph::new(format!("› {}", app.input))
+        .block(Block::default().borders(Borders::ALL).title(title));
+    frame.render_widget(input, input_area);
+    let cursor_x = input_area.x + 3 + app.input.chars().count() as u16;
+    let max_x = input_area.x + input_area.width.saturating_sub(2);
+    frame.set_cursor_position((cursor_x.min(max_x), input_area.y + 1));
+}
+
+fn draw_transcript(frame: &mut Frame<'_>, app: &mut App, area: Rect) {
+    app.page_height = area.height.saturating_sub(1).max(1);
+    let paragraph = Paragraph::new(transcript_text(app)).wrap(Wrap { trim: false });
+    let total = paragraph.line_count(area.width) as u16;
+    let bottom = total.saturating_sub(area.height);
+    app.scroll_up = app.scroll_up.min(bottom);
+    let top = bottom - app.scroll_up;
+    frame.render_widget(paragraph.scroll((top, 0)), area);
+}
+
+/// The status line: model, mode, directory, turn, tokens, activity.
+pub fn status_line(app: &App) -> Line<'static> {
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let mut spans = vec![
+        Span::styled(app.status.model.clone(), Style::default().fg(Color::Cyan)),
+        Span::styled(" · ", dim),
+        Span::styled(app.status.permission_mode.clone(), Style::default()),
+        Span::styled(" · ", dim),
+        Span::styled(app.status.cwd.clone(), dim),
+        Span::styled(" · ", dim),
+        Span::styled(format!("turn {}", app.turns), dim),
+        Span::styled(" · ", dim),
+        Span::styled(
+            format!("{}↑ {}↓ tokens", app.input_tokens, app.output_tokens),
+            dim,
+        ),
+    ];
+    if app.scroll_up > 0 {
+        spans.push(Span::styled(" · scrolled (PageDown)", dim));
+    }
+    if let Some(notice) = &app.notice {
+        spans.push(Span::styled(
+            format!(" · {notice}"),
+            Style::default().fg(Color::Yellow),
+        ));
+    } else if app.pending.is_some() {
+        spans.push(Span::styled(
+            " · waiting for you",
+            Style::default().fg(Color::Yellow),
+        ));
+    } else if app.running {
+        spans.push(Span::styled(
+            " · working…",
+            Style::default().fg(Color::Yellow),
+        ));
+    }
+    Line::from(spans)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::app::StatusInfo;
+    use kaji_protocol::{SayKind, TaskEvent};
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    fn screen(app: &mut App, width: u16, height: u16) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+        terminal.draw(|f| draw(f, app)).unwrap();
+        let buffer = terminal.backend().buffer().clone();
+        let mut out = String::new();
+        for y in 0..height {
+            for x in 0..width {
+                out.push_str(buffer[(x, y)].symbol());
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    #[test]
+    fn shows_transcript_status_and_follows_the_end() {
+        let mut app = App::new(StatusInfo {
+            model: "scripted".into(),
+            permission_mode: "default".into(),
+            cwd: "/w".into(),
+        });
+        app.task_started();
+        for i in 0..50 {
+            app.on_event(TaskEvent::Say {
+                id: i,
+                kind: SayKind::Text,
+                text: format!("line {i}"),
+                partial: false,
+                data: None,
+            });
+        }
+        let s = screen(&mut app, 60, 20);
+        assert!(s.contains("line 49"), "{s}");
+        assert!(!s.contains("line 10\n"), "{s}");
+        assert!(s.contains("scripted · default · /w"), "{s}");
+        assert!(s.contains("working…"), "{s}");
+        // Scrolling up a page shows older lines.
+        app.scroll_up = app.page_height;
+        let s = screen(&mut app, 60, 20);
+        assert!(!s.contains("line 49"), "{s}");
+        assert!(s.contains("line 30 "), "{s}");
+    }
+}
