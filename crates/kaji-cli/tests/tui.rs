@@ -22,9 +22,9 @@ struct Tmux {
 }
 
 impl Tmux {
-    fn start(home: &Path) -> Option<Self> {
+    fn start(home: &Path, name: &str) -> Option<Self> {
         let tmux = Self {
-            socket: format!("kaji-test-{}", std::process::id()),
+            socket: format!("kaji-test-{}-{name}", std::process::id()),
             home: home.to_path_buf(),
         };
         // A placeholder pane that waits; the real command is respawned in
@@ -83,15 +83,21 @@ impl Tmux {
 
     /// Polls the pane until it shows `needle`; fails at the deadline.
     async fn wait_for(&self, needle: &str) -> String {
+        self.wait_until(needle, |s| s.contains(needle)).await
+    }
+
+    /// Polls the pane until `ready` holds for its text; fails at the
+    /// deadline, saying what it waited for.
+    async fn wait_until(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let screen = self.capture();
-            if screen.contains(needle) {
+            if ready(&screen) {
                 return screen;
             }
             assert!(
                 start.elapsed() < DEADLINE,
-                "the pane never showed {needle:?}; it shows:\n{screen}"
+                "the pane never showed {what:?}; it shows:\n{screen}"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -108,6 +114,52 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// Starts `kaji tui` in a private tmux server; the shell around it
+/// writes kaji's exit status to `<home>/exit-code` (tmux's own
+/// `pane_dead_status` is filled in racily).
+fn launch(name: &str, home: &Path, work: &Path, server: &ScriptedModelServer) -> Tmux {
+    let Some(tmux) = Tmux::start(home, name) else {
+        panic!("tmux is needed for this test and could not be run");
+    };
+    let command = format!(
+        "{} tui --provider anthropic --base-url {} --model scripted -C {}; echo $? > {}",
+        quote(env!("CARGO_BIN_EXE_kaji")),
+        quote(&server.anthropic_base_url()),
+        quote(work.to_str().unwrap()),
+        quote(home.join("exit-code").to_str().unwrap()),
+    );
+    let out = tmux
+        .run(&["respawn-pane", "-k", "-t", "main", &command])
+        .unwrap();
+    assert!(out.status.success(), "respawn-pane: {out:?}");
+    tmux
+}
+
+/// Types a prompt and sends it.
+async fn submit(tmux: &Tmux, prompt: &str) {
+    tmux.send_text(prompt);
+    tmux.wait_for(&format!("› {prompt}")).await;
+    tmux.send_key("Enter");
+}
+
+/// Quits with Ctrl-D and returns kaji's exit status.
+async fn quit(tmux: &Tmux, home: &Path) -> String {
+    tmux.send_key("C-d");
+    let start = Instant::now();
+    loop {
+        let status = std::fs::read_to_string(home.join("exit-code")).unwrap_or_default();
+        if status.ends_with('\n') {
+            return status.trim().to_string();
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "kaji tui did not quit on Ctrl-D:\n{}",
+            tmux.capture()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompt_approve_accept_and_quit_in_a_real_terminal() {
     let home = tempfile::tempdir().unwrap();
@@ -118,27 +170,11 @@ async fn prompt_approve_accept_and_quit_in_a_real_terminal() {
         Turn::tool_call("AttemptCompletion", json!({"result": "Wrote out.txt"})),
     ]))
     .await;
-    let Some(tmux) = Tmux::start(home.path()) else {
-        panic!("tmux is needed for this test and could not be run");
-    };
-    let code_file = home.path().join("exit-code");
-    let command = format!(
-        "{} tui --provider anthropic --base-url {} --model scripted -C {}; echo $? > {}",
-        quote(env!("CARGO_BIN_EXE_kaji")),
-        quote(&server.anthropic_base_url()),
-        quote(work.path().to_str().unwrap()),
-        quote(code_file.to_str().unwrap()),
-    );
-    let out = tmux
-        .run(&["respawn-pane", "-k", "-t", "main", &command])
-        .unwrap();
-    assert!(out.status.success(), "respawn-pane: {out:?}");
+    let tmux = launch("approve", home.path(), work.path(), &server);
 
     let screen = tmux.wait_for("Enter sends").await;
     assert!(screen.contains("scripted · default"), "{screen}");
-    tmux.send_text("write the file");
-    tmux.wait_for("› write the file").await;
-    tmux.send_key("Enter");
+    submit(&tmux, "write the file").await;
 
     let screen = tmux.wait_for("Run this command?").await;
     assert!(screen.contains("> write the file"), "{screen}");
@@ -163,23 +199,68 @@ async fn prompt_approve_accept_and_quit_in_a_real_terminal() {
     assert!(screen.contains("Enter sends"), "{screen}");
 
     // Ctrl-D on an empty input with no task running quits, cleanly.
-    tmux.send_key("C-d");
-    // The shell around kaji writes its exit status to a file (tmux's own
-    // `pane_dead_status` is filled in racily).
-    let start = Instant::now();
-    let status = loop {
-        let status = std::fs::read_to_string(&code_file).unwrap_or_default();
-        if status.ends_with('\n') {
-            break status.trim().to_string();
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "kaji tui did not quit on Ctrl-D:\n{}",
-            tmux.capture()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(status, "0", "exit status of kaji tui");
+    assert_eq!(
+        quit(&tmux, home.path()).await,
+        "0",
+        "exit status of kaji tui"
+    );
     // The alternate screen is gone: the pane shows the normal screen again.
     assert!(!tmux.capture().contains("Enter sends"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_with_feedback_abort_and_always_allow_across_prompts() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    // The server picks the turn from the history, so each prompt (a new
+    // task) walks the script from its start.
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Bash", json!({"command": "sh -c 'echo hi >> log.txt'"})),
+        Turn::tool_call("Bash", json!({"command": "sh -c 'sleep 30'"})),
+    ]))
+    .await;
+    let tmux = launch("deny", home.path(), work.path(), &server);
+    tmux.wait_for("Enter sends").await;
+    submit(&tmux, "first").await;
+
+    // n, feedback, Enter: denied, and the model reads the feedback.
+    tmux.wait_for("Run this command?").await;
+    tmux.send_key("n");
+    tmux.wait_for("Enter to deny").await;
+    submit(&tmux, "not that one").await;
+    tmux.wait_for("✗ denied: not that one").await;
+    server.wait_for_requests(2).await;
+    let second = server.requests()[1].body.to_string();
+    assert!(second.contains("not that one"), "{second}");
+    assert!(!work.path().join("log.txt").exists());
+
+    // a: always allow `sh …`; then Esc aborts the running command.
+    tmux.wait_for("sleep 30").await;
+    tmux.wait_for("Run this command?").await;
+    tmux.send_key("a");
+    tmux.wait_for("✓ approved for this session").await;
+    tmux.send_key("Escape");
+    let screen = tmux.wait_for("[aborted]").await;
+    assert!(screen.contains("Enter sends"), "{screen}");
+
+    // A new prompt is a new task; the session approval still holds: the
+    // TUI answers the first `sh` command itself (the task's executor then
+    // remembers it for the second).
+    submit(&tmux, "second").await;
+    tmux.wait_until("the second task's sleep", |s| {
+        s.matches("sleep 30").count() == 2
+    })
+    .await;
+    let screen = tmux.wait_for("(allowed for this session)").await;
+    assert!(!screen.contains("Run this command?"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("log.txt")).unwrap(),
+        "hi\n"
+    );
+    tmux.send_key("Escape");
+    let screen = tmux
+        .wait_until("the second abort", |s| s.matches("[aborted]").count() == 2)
+        .await;
+    assert!(!screen.contains("Run this command?"), "{screen}");
+    assert_eq!(quit(&tmux, home.path()).await, "0");
 }
