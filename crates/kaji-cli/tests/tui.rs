@@ -264,3 +264,45 @@ async fn deny_with_feedback_abort_and_always_allow_across_prompts() {
     assert!(!screen.contains("Run this command?"), "{screen}");
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_terminal_kills_the_running_command() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    // A sleep only this test runs (the shell may exec it, so the marker
+    // must be in its own arguments), to find it among the processes.
+    let marker = format!("sleep 29.{}", std::process::id());
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "Bash",
+        json!({"command": format!("echo started > started.txt; {marker}")}),
+    )]))
+    .await;
+    let tmux = launch("hangup", home.path(), work.path(), &server);
+    tmux.wait_for("Enter sends").await;
+    submit(&tmux, "run it").await;
+    tmux.wait_for("Run this command?").await;
+    tmux.send_key("y");
+    let start = Instant::now();
+    while !work.path().join("started.txt").exists() {
+        assert!(start.elapsed() < DEADLINE, "the command never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let alive = || {
+        Command::new("pgrep")
+            .args(["-f", &marker])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    assert!(alive(), "the command is not running");
+    // The terminal goes away: kaji gets SIGHUP.
+    drop(tmux);
+    let start = Instant::now();
+    while alive() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the command outlived the closed terminal"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -83,12 +83,21 @@ pub async fn run(args: TuiArgs) -> i32 {
             };
         }
     };
-    let code = {
-        let terminal = ratatui::init();
-        let code = event_loop(terminal, &setup, args.prompt).await;
-        ratatui::restore();
-        code
-    };
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut running = None;
+    let terminal = ratatui::init();
+    let code = event_loop(terminal, &setup, args.prompt, &tx, &mut rx, &mut running).await;
+    ratatui::restore();
+    // Leaving with a task still running (the terminal went away, an
+    // error): abort it and let it kill its commands before going on.
+    if let Some(task) = running.take() {
+        task.abort.abort();
+        while let Some(message) = rx.recv().await {
+            if let UiMessage::Done(_) = message {
+                break;
+            }
+        }
+    }
     // No orphans: what the tasks left running stops with kaji.
     if let Some(runtime) = &setup.config.runtime {
         runtime.stop_all().await;
@@ -133,12 +142,16 @@ fn start_task(
     Running { abort }
 }
 
+/// Runs the UI until the user quits. `running` is the task in flight,
+/// left for the caller to abort when this returns early.
 async fn event_loop(
     mut terminal: ratatui::DefaultTerminal,
     setup: &AgentSetup,
     first_prompt: Option<String>,
+    tx: &mpsc::UnboundedSender<UiMessage>,
+    rx: &mut mpsc::UnboundedReceiver<UiMessage>,
+    running: &mut Option<Running>,
 ) -> anyhow::Result<()> {
-    let (tx, mut rx) = mpsc::unbounded_channel();
     let frontend = Arc::new(TuiFrontend { tx: tx.clone() });
     let mut app = App::new(StatusInfo {
         model: setup.provider_config.model.clone(),
@@ -151,13 +164,15 @@ async fn event_loop(
             .display()
             .to_string(),
     });
-    let mut running: Option<Running> = None;
     if let Some(prompt) = first_prompt.filter(|p| !p.trim().is_empty()) {
         app.task_started();
-        running = Some(start_task(setup, &frontend, &tx, prompt));
+        *running = Some(start_task(setup, &frontend, tx, prompt));
     }
     let mut keys = EventStream::new();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
     let mut quitting = false;
     loop {
         terminal.draw(|f| render::draw(f, &mut app))?;
@@ -170,7 +185,7 @@ async fn event_loop(
                     Action::None => {}
                     Action::Submit(prompt) => {
                         app.task_started();
-                        running = Some(start_task(setup, &frontend, &tx, prompt));
+                        *running = Some(start_task(setup, &frontend, tx, prompt));
                     }
                     Action::Abort => {
                         if let Some(r) = &running {
@@ -206,14 +221,28 @@ async fn event_loop(
                                     text: format!("! the task died: {e}"),
                                 });
                             }
-                            running = None;
+                            *running = None;
                             app.task_ended();
                         }
                     }
                     next = rx.try_recv().ok();
                 }
             }
+            // SIGTERM, SIGHUP (the terminal closed) and a SIGINT sent from
+            // outside: abort the task and quit.
             _ = term.recv() => {
+                quitting = true;
+                if let Some(r) = &running {
+                    r.abort.abort();
+                }
+            }
+            _ = hangup.recv() => {
+                quitting = true;
+                if let Some(r) = &running {
+                    r.abort.abort();
+                }
+            }
+            _ = interrupt.recv() => {
                 quitting = true;
                 if let Some(r) = &running {
                     r.abort.abort();
