@@ -13,6 +13,8 @@ use kaji_core::permissions::command_prefix;
 use kaji_protocol::{AskKind, AskResponse, SayKind, TaskEvent, TaskStatus};
 use tokio::sync::oneshot;
 
+use super::input::InputLine;
+
 /// How a transcript entry looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryStyle {
@@ -147,7 +149,11 @@ pub struct App {
     /// Message id of the running task → index in `entries`.
     by_id: HashMap<u64, usize>,
     /// The input line.
-    pub input: String,
+    pub input: InputLine,
+    /// Prompts sent this session, oldest first (Up/Down recall them).
+    pub history: Vec<String>,
+    /// Which history entry the input shows, while browsing it.
+    history_pos: Option<usize>,
     /// The ask waiting for an answer, if any.
     pub pending: Option<PendingAsk>,
     /// Whether a task is running.
@@ -390,10 +396,6 @@ impl App {
                 }
                 return Action::None;
             }
-            KeyCode::Char('u') if ctrl => {
-                self.input.clear();
-                return Action::None;
-            }
             KeyCode::Esc => {
                 if let Some(p) = &mut self.pending
                     && p.stage == AskStage::DenyFeedback
@@ -415,7 +417,7 @@ impl App {
         }
         match key.code {
             KeyCode::Enter => {
-                let text = self.input.trim().to_string();
+                let text = self.input.text().trim().to_string();
                 if text.is_empty() {
                     return Action::None;
                 }
@@ -427,17 +429,39 @@ impl App {
                     return Action::None;
                 }
                 self.input.clear();
+                self.history_pos = None;
+                if self.history.last() != Some(&text) {
+                    self.history.push(text.clone());
+                }
                 Action::Submit(text)
             }
-            KeyCode::Backspace => {
-                self.input.pop();
+            KeyCode::Up if !self.history.is_empty() => {
+                let pos = match self.history_pos {
+                    Some(p) => p.saturating_sub(1),
+                    None => self.history.len() - 1,
+                };
+                self.history_pos = Some(pos);
+                self.input.set(&self.history[pos]);
                 Action::None
             }
-            KeyCode::Char(c) if !ctrl => {
-                self.input.push(c);
+            KeyCode::Down => {
+                match self.history_pos {
+                    Some(p) if p + 1 < self.history.len() => {
+                        self.history_pos = Some(p + 1);
+                        self.input.set(&self.history[p + 1]);
+                    }
+                    Some(_) => {
+                        self.history_pos = None;
+                        self.input.clear();
+                    }
+                    None => {}
+                }
                 Action::None
             }
-            _ => Action::None,
+            _ => {
+                self.input.edit(&key);
+                Action::None
+            }
         }
     }
 
@@ -468,7 +492,7 @@ impl App {
             },
             AskStage::DenyFeedback | AskStage::Text => match key.code {
                 KeyCode::Enter => {
-                    let text = self.input.trim().to_string();
+                    let text = self.input.text().trim().to_string();
                     let response = match (stage, kind) {
                         (AskStage::DenyFeedback, _) => AskResponse::Deny {
                             feedback: (!text.is_empty()).then_some(text),
@@ -479,16 +503,20 @@ impl App {
                     };
                     self.answer(response);
                 }
-                KeyCode::Backspace => {
-                    self.input.pop();
+                _ => {
+                    self.input.edit(&key);
                 }
-                KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
-                    self.input.push(c);
-                }
-                _ => {}
             },
         }
         Action::None
+    }
+
+    /// Pasted text goes into the input line (not while a choice is asked).
+    pub fn on_paste(&mut self, text: &str) {
+        if self.pending.as_ref().map(|p| p.stage) == Some(AskStage::Choose) {
+            return;
+        }
+        self.input.insert_str(text);
     }
 
     /// The prompt shown in the ask area, if an ask is pending.
@@ -804,6 +832,36 @@ mod tests {
         assert_eq!(app.on_key(ctrl('d')), Action::Quit);
         type_text(&mut app, "/exit");
         assert_eq!(app.on_key(code(KeyCode::Enter)), Action::Quit);
+    }
+
+    #[test]
+    fn up_and_down_recall_sent_prompts_and_paste_inserts_one_line() {
+        let mut app = App::new(StatusInfo::default());
+        for p in ["one", "two"] {
+            type_text(&mut app, p);
+            app.on_key(code(KeyCode::Enter));
+            app.task_started();
+            app.task_ended();
+        }
+        app.on_key(code(KeyCode::Up));
+        assert_eq!(app.input.text(), "two");
+        app.on_key(code(KeyCode::Up));
+        app.on_key(code(KeyCode::Up));
+        assert_eq!(app.input.text(), "one");
+        app.on_key(code(KeyCode::Down));
+        assert_eq!(app.input.text(), "two");
+        app.on_key(code(KeyCode::Down));
+        assert!(app.input.is_empty());
+        app.on_paste("a\nb");
+        assert_eq!(app.input.text(), "a b");
+        // A pending y/a/n choice ignores pastes (a stray `y` must not
+        // approve anything).
+        app.input.clear();
+        let (tx, mut rx) = oneshot::channel();
+        app.on_ask(command_ask("ls"), tx);
+        app.on_paste("yes");
+        assert!(app.input.is_empty());
+        assert!(rx.try_recv().is_err());
     }
 
     #[test]

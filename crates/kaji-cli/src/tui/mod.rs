@@ -11,6 +11,7 @@
 //! servers running after it returns.
 
 mod app;
+mod input;
 mod render;
 
 use std::sync::Arc;
@@ -86,7 +87,11 @@ pub async fn run(args: TuiArgs) -> i32 {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut running = None;
     let terminal = ratatui::init();
+    // Pasted text arrives whole instead of as keys (an Enter in it would
+    // send the prompt).
+    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
     let code = event_loop(terminal, &setup, args.prompt, &tx, &mut rx, &mut running).await;
+    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableBracketedPaste);
     ratatui::restore();
     // Leaving with a task still running (the terminal went away, an
     // error): abort it and let it kill its commands before going on.
@@ -200,6 +205,7 @@ async fn event_loop(
                         }
                     }
                 },
+                Some(Ok(Event::Paste(text))) => app.on_paste(&text),
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(anyhow::anyhow!("cannot read the terminal: {e}")),
                 None => return Ok(()),

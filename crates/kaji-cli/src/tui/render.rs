@@ -95,12 +95,15 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
         None if app.running => " task running (Esc aborts) ",
         None => " prompt (Enter sends, Ctrl-D quits) ",
     };
-    let input = Paragraph::new(format!("› {}", app.input))
+    // Long input scrolls sideways so the cursor stays visible.
+    let room = input_area.width.saturating_sub(5).max(1) as usize;
+    let cursor = app.input.cursor();
+    let skip = cursor.saturating_sub(room);
+    let shown: String = app.input.text().chars().skip(skip).take(room + 1).collect();
+    let input = Paragraph::new(format!("› {shown}"))
         .block(Block::default().borders(Borders::ALL).title(title));
     frame.render_widget(input, input_area);
-    let cursor_x = input_area.x + 3 + app.input.chars().count() as u16;
-    let max_x = input_area.x + input_area.width.saturating_sub(2);
-    frame.set_cursor_position((cursor_x.min(max_x), input_area.y + 1));
+    frame.set_cursor_position((input_area.x + 3 + (cursor - skip) as u16, input_area.y + 1));
 }
 
 fn draw_transcript(frame: &mut Frame<'_>, app: &mut App, area: Rect) {
