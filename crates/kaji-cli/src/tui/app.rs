@@ -174,6 +174,8 @@ pub struct App {
     pub always: AlwaysAllowed,
     /// A short notice for the status area (cleared by the next key).
     pub notice: Option<String>,
+    /// When the running task started.
+    pub started_at: Option<std::time::Instant>,
 }
 
 impl App {
@@ -190,6 +192,7 @@ impl App {
     pub fn task_started(&mut self) {
         self.by_id.clear();
         self.running = true;
+        self.started_at = Some(std::time::Instant::now());
         self.turns = 0;
         self.scroll_up = 0;
     }
@@ -250,12 +253,23 @@ impl App {
                 kind,
                 text,
                 partial,
-                ..
+                data,
             } => {
                 // Tool and command asks repeat the `⏺` line already shown;
                 // the completion ask repeats the result.
-                if !partial && matches!(kind, AskKind::Followup) {
-                    self.upsert(id, EntryStyle::Note, format!("? {text}"));
+                if partial {
+                    return;
+                }
+                match kind {
+                    AskKind::Followup => {
+                        let mut shown = format!("? {text}");
+                        for (i, option) in followup_options(data.as_ref()).iter().enumerate() {
+                            shown.push_str(&format!("\n  {}. {option}", i + 1));
+                        }
+                        self.upsert(id, EntryStyle::Note, shown);
+                    }
+                    AskKind::Plan => self.upsert(id, EntryStyle::Text, format!("Plan:\n{text}")),
+                    _ => {}
                 }
             }
             TaskEvent::ToolUse { .. } => {}
@@ -499,6 +513,22 @@ impl App {
                         },
                         (_, AskKind::CompletionResult) if text.is_empty() => AskResponse::Approve,
                         (_, _) if text.is_empty() => return Action::None,
+                        (_, AskKind::Followup) => {
+                            // A number picks one of the offered options.
+                            let options = self
+                                .pending
+                                .as_ref()
+                                .map(|p| followup_options(p.request.data.as_ref()))
+                                .unwrap_or_default();
+                            let picked = text
+                                .parse::<usize>()
+                                .ok()
+                                .and_then(|n| n.checked_sub(1))
+                                .and_then(|i| options.get(i).cloned());
+                            AskResponse::Reply {
+                                text: picked.unwrap_or(text),
+                            }
+                        }
                         _ => AskResponse::Reply { text },
                     };
                     self.answer(response);
@@ -529,6 +559,11 @@ impl App {
             (AskStage::Text, AskKind::CompletionResult) => {
                 "Enter accepts the result · or type feedback + Enter to go on"
             }
+            (AskStage::Text, AskKind::Followup)
+                if !followup_options(p.request.data.as_ref()).is_empty() =>
+            {
+                "type your answer, or an option's number, + Enter"
+            }
             (AskStage::Text, _) => "type your answer + Enter",
             (AskStage::Choose, AskKind::Tool | AskKind::Command) => {
                 "y approve · a always allow this session · n deny"
@@ -548,6 +583,18 @@ impl App {
         };
         Some((format!("{title}\n{}", p.request.text), keys))
     }
+}
+
+/// The options a followup question offers (`data.options`).
+fn followup_options(data: Option<&serde_json::Value>) -> Vec<String> {
+    data.and_then(|d| d.get("options"))
+        .and_then(|o| o.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|o| o.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn prefix_lines(prefix: &str, text: &str) -> String {
@@ -784,6 +831,46 @@ mod tests {
             AskResponse::Reply {
                 text: "also add tests".into()
             }
+        );
+    }
+
+    #[test]
+    fn followup_options_are_listed_and_picked_by_number() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        let data = json!({"options": ["red", "blue"]});
+        app.on_event(TaskEvent::Ask {
+            id: 2,
+            kind: AskKind::Followup,
+            text: "Which colour?".into(),
+            partial: false,
+            data: Some(data.clone()),
+        });
+        assert_eq!(texts(&app), ["? Which colour?\n  1. red\n  2. blue"]);
+        let request = AskRequest {
+            id: 2,
+            kind: AskKind::Followup,
+            text: "Which colour?".into(),
+            data: Some(data),
+        };
+        let (tx, mut rx) = oneshot::channel();
+        app.on_ask(request.clone(), tx);
+        type_text(&mut app, "2");
+        app.on_key(code(KeyCode::Enter));
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            AskResponse::Reply {
+                text: "blue".into()
+            }
+        );
+        // Out of range or not a number: the text itself.
+        let (tx, mut rx) = oneshot::channel();
+        app.on_ask(request, tx);
+        type_text(&mut app, "3");
+        app.on_key(code(KeyCode::Enter));
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            AskResponse::Reply { text: "3".into() }
         );
     }
 

@@ -178,6 +178,9 @@ async fn event_loop(
     let mut term = signal(SignalKind::terminate())?;
     let mut hangup = signal(SignalKind::hangup())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
+    // Ticks keep the elapsed time in the status line moving.
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut quitting = false;
     loop {
         terminal.draw(|f| render::draw(f, &mut app))?;
@@ -234,6 +237,7 @@ async fn event_loop(
                     next = rx.try_recv().ok();
                 }
             }
+            _ = tick.tick(), if app.running => {}
             // SIGTERM, SIGHUP (the terminal closed) and a SIGINT sent from
             // outside: abort the task and quit.
             _ = term.recv() => {

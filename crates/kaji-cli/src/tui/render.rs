@@ -147,8 +147,9 @@ pub fn status_line(app: &App) -> Line<'static> {
             Style::default().fg(Color::Yellow),
         ));
     } else if app.running {
+        let secs = app.started_at.map(|t| t.elapsed().as_secs()).unwrap_or(0);
         spans.push(Span::styled(
-            " · working…",
+            format!(" · working… {secs}s"),
             Style::default().fg(Color::Yellow),
         ));
     }
