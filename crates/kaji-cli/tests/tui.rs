@@ -306,3 +306,21 @@ async fn closing_the_terminal_kills_the_running_command() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[test]
+fn without_a_terminal_it_says_so_and_exits_2() {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kaji"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("KAJI_HOME", home.path().join("kaji-home"))
+        .arg("tui")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("must be a terminal"), "{stderr}");
+    assert!(stderr.contains("kaji exec"), "{stderr}");
+}

@@ -72,6 +72,13 @@ impl TaskFrontend for TuiFrontend {
 /// Runs `kaji tui`; returns the exit code.
 pub async fn run(args: TuiArgs) -> i32 {
     let kaji_home = crate::paths::kaji_home();
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        eprintln!(
+            "kaji tui: standard input and output must be a terminal; use `kaji exec` to run a task from a script"
+        );
+        return 2;
+    }
     let session_id = new_session_id();
     let setup = match args.agent.setup(&kaji_home, &session_id).await {
         Ok(s) => s,
@@ -86,13 +93,22 @@ pub async fn run(args: TuiArgs) -> i32 {
     };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut running = None;
-    let terminal = ratatui::init();
-    // Pasted text arrives whole instead of as keys (an Enter in it would
-    // send the prompt).
-    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
-    let code = event_loop(terminal, &setup, args.prompt, &tx, &mut rx, &mut running).await;
-    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableBracketedPaste);
-    ratatui::restore();
+    // ratatui's init also makes a panic restore the terminal first.
+    let code = match ratatui::try_init() {
+        Ok(terminal) => {
+            // Pasted text arrives whole instead of as keys (an Enter in it
+            // would send the prompt).
+            let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
+            let code = event_loop(terminal, &setup, args.prompt, &tx, &mut rx, &mut running).await;
+            let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableBracketedPaste);
+            ratatui::restore();
+            code
+        }
+        Err(e) => {
+            ratatui::restore();
+            Err(anyhow::anyhow!("cannot set up the terminal: {e}"))
+        }
+    };
     // Leaving with a task still running (the terminal went away, an
     // error): abort it and let it kill its commands before going on.
     if let Some(task) = running.take() {
