@@ -43,23 +43,11 @@ pub fn transcript_text(app: &App) -> Text<'static> {
 /// Draws the whole screen.
 pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
     let area = frame.area();
-    let ask = app.ask_prompt();
-    let ask_height = match &ask {
-        // Border, the question (at most 8 lines), the key line.
-        Some((text, _)) => (text.lines().count().min(8) as u16) + 3,
-        None => 0,
-    };
-    let [transcript_area, ask_area, status_area, input_area] = Layout::vertical([
-        Constraint::Min(1),
-        Constraint::Length(ask_height),
-        Constraint::Length(1),
-        Constraint::Length(3),
-    ])
-    .areas(area);
-
-    draw_transcript(frame, app, transcript_area);
-    if let Some((text, keys)) = ask {
-        let mut lines: Vec<Line> = text
+    // The ask panel: the question (wrapped, at most 8 lines of it), then
+    // the keys, under a top border; at most half the screen, and the keys
+    // line always shows.
+    let ask = app.ask_prompt().map(|(text, keys)| {
+        let lines: Vec<Line> = text
             .lines()
             .take(8)
             .enumerate()
@@ -74,18 +62,38 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
                 Line::styled(l.to_string(), style)
             })
             .collect();
-        lines.push(Line::styled(
-            keys,
-            Style::default().add_modifier(Modifier::DIM),
-        ));
+        let question = Paragraph::new(lines).wrap(Wrap { trim: false });
+        let height = question.line_count(area.width) as u16;
+        (question, height, keys)
+    });
+    let ask_height = match &ask {
+        Some((_, height, _)) => (height + 2).min(area.height / 2),
+        None => 0,
+    };
+    let [transcript_area, ask_area, status_area, input_area] = Layout::vertical([
+        Constraint::Min(1),
+        Constraint::Length(ask_height),
+        Constraint::Length(1),
+        Constraint::Length(3),
+    ])
+    .areas(area);
+
+    draw_transcript(frame, app, transcript_area);
+    if let Some((question, _, keys)) = ask {
         let block = Block::default()
             .borders(Borders::TOP)
             .border_style(Style::default().fg(Color::Yellow));
+        let inner = block.inner(ask_area);
+        frame.render_widget(block, ask_area);
+        let [question_area, keys_area] =
+            Layout::vertical([Constraint::Min(0), Constraint::Length(1)]).areas(inner);
+        frame.render_widget(question, question_area);
         frame.render_widget(
-            Paragraph::new(lines)
-                .block(block)
-                .wrap(Wrap { trim: false }),
-            ask_area,
+            Paragraph::new(Line::styled(
+                keys,
+                Style::default().add_modifier(Modifier::DIM),
+            )),
+            keys_area,
         );
     }
     frame.render_widget(Paragraph::new(status_line(app)), status_area);
@@ -176,6 +184,26 @@ mod tests {
             out.push('\n');
         }
         out
+    }
+
+    #[test]
+    fn a_long_ask_keeps_its_keys_on_screen() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        let (tx, _rx) = tokio::sync::oneshot::channel();
+        app.on_ask(
+            kaji_core::AskRequest {
+                id: 1,
+                kind: kaji_protocol::AskKind::Command,
+                text: format!("Bash: {}", "x ".repeat(800)),
+                data: None,
+            },
+            tx,
+        );
+        let s = screen(&mut app, 80, 16);
+        assert!(s.contains("Run this command?"), "{s}");
+        assert!(s.contains("y approve · a always"), "{s}");
+        assert!(s.contains("waiting for you"), "{s}");
     }
 
     #[test]
