@@ -118,11 +118,24 @@ fn quote(s: &str) -> String {
 /// writes kaji's exit status to `<home>/exit-code` (tmux's own
 /// `pane_dead_status` is filled in racily).
 fn launch(name: &str, home: &Path, work: &Path, server: &ScriptedModelServer) -> Tmux {
+    launch_with(name, home, work, server, "tui", "")
+}
+
+/// [`launch`] with another subcommand (`""`: plain `kaji`) and extra
+/// (already quoted) arguments.
+fn launch_with(
+    name: &str,
+    home: &Path,
+    work: &Path,
+    server: &ScriptedModelServer,
+    subcommand: &str,
+    extra: &str,
+) -> Tmux {
     let Some(tmux) = Tmux::start(home, name) else {
         panic!("tmux is needed for this test and could not be run");
     };
     let command = format!(
-        "{} tui --provider anthropic --base-url {} --model scripted -C {}; echo $? > {}",
+        "{} {subcommand} --provider anthropic --base-url {} --model scripted -C {} {extra}; echo $? > {}",
         quote(env!("CARGO_BIN_EXE_kaji")),
         quote(&server.anthropic_base_url()),
         quote(work.to_str().unwrap()),
@@ -323,4 +336,29 @@ fn without_a_terminal_it_says_so_and_exits_2() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("must be a terminal"), "{stderr}");
     assert!(stderr.contains("kaji exec"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_kaji_with_a_prompt_opens_the_tui_and_runs_it_at_once() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "Nothing to do"}),
+    )]))
+    .await;
+    let tmux = launch_with(
+        "plain",
+        home.path(),
+        work.path(),
+        &server,
+        "",
+        &quote("say hello"),
+    );
+    let screen = tmux.wait_for("Task complete").await;
+    assert!(screen.contains("> say hello"), "{screen}");
+    assert!(screen.contains("✓ Nothing to do"), "{screen}");
+    tmux.send_key("Enter");
+    tmux.wait_for("[completed] 1 turn(s)").await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
 }

@@ -241,6 +241,16 @@ async fn event_loop(
                         }
                         UiMessage::Done(outcome) => {
                             if let Err(e) = outcome {
+                                // A panic in the task ran ratatui's panic
+                                // hook, which restored the terminal: take
+                                // it over again.
+                                let _ = crossterm::terminal::enable_raw_mode();
+                                let _ = crossterm::execute!(
+                                    std::io::stdout(),
+                                    crossterm::terminal::EnterAlternateScreen,
+                                    crossterm::event::EnableBracketedPaste
+                                );
+                                let _ = terminal.clear();
                                 app.entries.push(app::Entry {
                                     style: EntryStyle::Error,
                                     text: format!("! the task died: {e}"),
