@@ -14,6 +14,7 @@ mod app;
 mod input;
 mod render;
 
+use std::io::Write;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -100,12 +101,11 @@ pub async fn run(args: TuiArgs) -> i32 {
             // would send the prompt).
             let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
             let code = event_loop(terminal, &setup, args.prompt, &tx, &mut rx, &mut running).await;
-            let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableBracketedPaste);
-            ratatui::restore();
+            restore_terminal();
             code
         }
         Err(e) => {
-            ratatui::restore();
+            restore_terminal();
             Err(anyhow::anyhow!("cannot set up the terminal: {e}"))
         }
     };
@@ -129,10 +129,24 @@ pub async fn run(args: TuiArgs) -> i32 {
     match code {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("kaji tui: {e:#}");
+            // The terminal may be gone (SIGHUP): never panic on writing.
+            let _ = writeln!(std::io::stderr(), "kaji tui: {e:#}");
             1
         }
     }
+}
+
+/// Leaves raw mode and the alternate screen. Unlike `ratatui::restore`,
+/// never prints: after a hangup stderr is gone too, and a failed
+/// `eprintln!` would panic before the running task was stopped.
+fn restore_terminal() {
+    let _ = crossterm::terminal::disable_raw_mode();
+    let _ = crossterm::execute!(
+        std::io::stdout(),
+        crossterm::event::DisableBracketedPaste,
+        crossterm::terminal::LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
 }
 
 /// A task in flight.
