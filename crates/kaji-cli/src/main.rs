@@ -16,13 +16,23 @@ mod paths;
 mod ps_cmd;
 mod rules_cmd;
 mod tasks_cmd;
+mod tui;
 
 /// kaji — a coding agent for the terminal.
 #[derive(Debug, Parser)]
-#[command(name = "kaji", version, about, long_about = None, arg_required_else_help = true)]
+#[command(
+    name = "kaji",
+    version,
+    about,
+    long_about = None,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Without a subcommand: the interactive terminal UI (`kaji tui`).
+    #[command(flatten)]
+    tui: tui::TuiArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -47,6 +57,9 @@ enum Command {
     /// List the runtime tasks (background shells and agents) of every
     /// running kaji session on this machine.
     Ps(ps_cmd::PsArgs),
+    /// The interactive terminal UI: type prompts, watch the task, answer
+    /// its questions.
+    Tui(tui::TuiArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,10 +72,8 @@ fn main() -> ExitCode {
         Some(Command::Ps(args)) => ps_cmd::run(args),
         Some(Command::Rules(args)) => rules_cmd::run(args),
         Some(Command::Mcp(args)) => block_on(mcp_cmd::run(args)),
-        None => {
-            eprintln!("kaji: no command given; try `kaji --help`");
-            2
-        }
+        Some(Command::Tui(args)) => block_on(tui::run(args)),
+        None => block_on(tui::run(cli.tui)),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }

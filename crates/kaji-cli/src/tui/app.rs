@@ -289,6 +289,9 @@ impl App {
                 } else {
                     (EntryStyle::ToolResult, "⎿ ")
                 };
+                // Tabs (Read's line numbers) would be dropped by the
+                // terminal renderer: show them as spaces.
+                let first = first.replace('\t', "  ");
                 self.push(style, format!("  {mark}{first}{suffix}"));
             }
             TaskEvent::Finished {
