@@ -225,9 +225,11 @@ async fn prompt_approve_accept_and_quit_in_a_real_terminal() {
 async fn deny_with_feedback_abort_and_always_allow_across_prompts() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    // The server picks the turn from the history, so each prompt (a new
-    // task) walks the script from its start.
+    // The server picks the turn from the history; the second prompt
+    // continues the conversation, so it gets turns 2 and 3.
     let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Bash", json!({"command": "sh -c 'echo hi >> log.txt'"})),
+        Turn::tool_call("Bash", json!({"command": "sh -c 'sleep 30'"})),
         Turn::tool_call("Bash", json!({"command": "sh -c 'echo hi >> log.txt'"})),
         Turn::tool_call("Bash", json!({"command": "sh -c 'sleep 30'"})),
     ]))
@@ -256,10 +258,16 @@ async fn deny_with_feedback_abort_and_always_allow_across_prompts() {
     let screen = tmux.wait_for("[aborted]").await;
     assert!(screen.contains("Enter sends"), "{screen}");
 
-    // A new prompt is a new task; the session approval still holds: the
-    // TUI answers the first `sh` command itself (the task's executor then
-    // remembers it for the second).
+    // A new prompt is a new task that continues the conversation; the
+    // session approval still holds: the TUI answers the first `sh` command
+    // itself (the task's executor then remembers it for the second).
     submit(&tmux, "second").await;
+    server.wait_for_requests(3).await;
+    let third = server.requests()[2].body.to_string();
+    assert!(
+        third.contains("first") && third.contains("second"),
+        "the conversation goes on: {third}"
+    );
     tmux.wait_until("the second task's sleep", |s| {
         s.matches("sleep 30").count() == 2
     })

@@ -85,6 +85,9 @@ pub struct TaskConfig {
     pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
     /// Extra system prompt sections (rule files), in order.
     pub extra_system_sections: Vec<String>,
+    /// An earlier conversation this task continues (the `history` of an
+    /// earlier [`TaskOutcome`], in which every tool use has its result).
+    pub history: Vec<Message>,
     /// Hooks run around the task and its tools.
     pub hooks: Option<HookRunner>,
     /// Checkpoints of the working directory: one at task start (taken in
@@ -131,6 +134,7 @@ impl TaskConfig {
             task_list: None,
             runtime: None,
             extra_system_sections: Vec::new(),
+            history: Vec::new(),
             hooks: None,
             checkpoints: None,
             todo: None,
@@ -269,6 +273,45 @@ struct TaskState {
     /// The checkpoints of the current working directory (a worktree has
     /// its own).
     checkpoints: Option<CheckpointStore>,
+    /// Where this round's user content went: `Some(n)` when it was
+    /// appended to an existing user message that had `n` blocks.
+    pushed_onto: Option<usize>,
+}
+
+impl TaskState {
+    /// Adds this round's user content: a new user message, or more blocks
+    /// of the last one when the history already ends with the user (a
+    /// continued conversation whose last results were answered).
+    fn push_user_content(&mut self, content: Vec<ContentBlock>) {
+        match self.history.last_mut() {
+            Some(last) if last.role == Role::User => {
+                self.pushed_onto = Some(last.content.len());
+                last.content.extend(content);
+            }
+            _ => {
+                self.pushed_onto = None;
+                self.history.push(Message {
+                    role: Role::User,
+                    content,
+                });
+            }
+        }
+    }
+
+    /// Takes back what [`TaskState::push_user_content`] added (the request
+    /// failed as a whole and is retried).
+    fn unpush_user_content(&mut self) {
+        match self.pushed_onto.take() {
+            Some(len) => {
+                if let Some(last) = self.history.last_mut() {
+                    last.content.truncate(len);
+                }
+            }
+            None => {
+                self.history.pop();
+            }
+        }
+    }
 }
 
 /// What one round came to.
@@ -326,6 +369,7 @@ impl Task {
                 .clone()
                 .unwrap_or_else(|| config.cwd.clone()),
             checkpoints: config.checkpoints.clone(),
+            history: config.history.clone(),
             ..TaskState::default()
         };
         let mut executor = executor;
@@ -820,10 +864,7 @@ impl Task {
         let specs = self.executor.begin_round();
         let turn = {
             let mut st = self.lock();
-            st.history.push(Message {
-                role: Role::User,
-                content: user_content,
-            });
+            st.push_user_content(user_content);
             st.turns += 1;
             st.stream_end = None;
             st.stream_had_content = false;
@@ -920,7 +961,7 @@ impl Task {
             // Nothing arrived: the request failed as a whole. Forget this
             // round's user message; the outer loop retries it.
             let mut st = self.lock();
-            st.history.pop();
+            st.unpush_user_content();
             st.turns -= 1;
             return RoundOutcome::ApiFailed(err.clone());
         }
@@ -959,7 +1000,7 @@ impl Task {
 
         if is_empty && !aborted {
             let mut st = self.lock();
-            st.history.pop();
+            st.unpush_user_content();
             st.turns -= 1;
             if let Some(e) = broken {
                 return RoundOutcome::ApiFailed(e);

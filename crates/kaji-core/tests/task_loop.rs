@@ -644,3 +644,74 @@ async fn abort_while_an_approval_is_pending() {
     assert_eq!(outcome.status, TaskStatus::Aborted);
     assert!(!dir.path().join("never").exists());
 }
+
+#[tokio::test]
+async fn a_task_continues_an_earlier_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    for kind in [ProviderKind::Anthropic, ProviderKind::OpenAi] {
+        let server = ScriptedModelServer::start(Script::new([
+            Turn::tool_call("Read", json!({"file_path": "a.txt"})),
+            Turn::tool_call("AttemptCompletion", json!({"result": "it says alpha"})),
+            Turn::tool_call(
+                "AttemptCompletion",
+                json!({"result": "it said alpha, as I read before"}),
+            ),
+        ]))
+        .await;
+        let (frontend, _rx) = RecordingFrontend::new(deny());
+        let first = task(
+            &server,
+            kind,
+            ToolProtocol::Native,
+            PermissionMode::Default,
+            dir.path(),
+            frontend.clone(),
+        )
+        .run("what is in a.txt?".into())
+        .await;
+        assert_eq!(first.status, TaskStatus::Completed);
+        let cfg = provider_config(&server, kind);
+        let mut config = kaji_core::TaskConfig::new(
+            dir.path().to_path_buf(),
+            kaji_llm::build_provider(&cfg).unwrap(),
+            "scripted-model".into(),
+        );
+        config.history = first.history.clone();
+        let second = kaji_core::Task::new(
+            config,
+            kaji_core::ToolExecutor::new(kaji_tools::builtin_tools()),
+            frontend,
+        )
+        .run("and what did it say?".into())
+        .await;
+        assert_eq!(second.status, TaskStatus::Completed, "{kind:?}");
+        assert_eq!(
+            second.result.as_deref(),
+            Some("it said alpha, as I read before")
+        );
+        let body = server.requests()[2].body.to_string();
+        assert!(
+            body.contains("what is in a.txt?") && body.contains("and what did it say?"),
+            "{body}"
+        );
+        // Roles still alternate: the new prompt joined the last user message.
+        let roles: Vec<String> = server.requests()[2].body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap().to_string())
+            .collect();
+        for pair in roles.windows(2) {
+            // OpenAI puts `tool` messages after an assistant message, so
+            // assistant follows tool; never two user messages in a row.
+            assert!(
+                !(pair[0] == "user" && pair[1] == "user"),
+                "{kind:?}: {roles:?}"
+            );
+            if kind == ProviderKind::Anthropic {
+                assert_ne!(pair[0], pair[1], "{kind:?}: {roles:?}");
+            }
+        }
+    }
+}

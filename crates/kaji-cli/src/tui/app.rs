@@ -58,6 +58,8 @@ pub enum Action {
     Abort,
     /// Leave the TUI.
     Quit,
+    /// Forget the conversation: the next prompt starts afresh.
+    Clear,
 }
 
 /// Where an unanswered ask stands.
@@ -440,6 +442,14 @@ impl App {
                 }
                 if text == "/exit" || text == "/quit" {
                     return Action::Quit;
+                }
+                if text == "/clear" && !self.running {
+                    self.input.clear();
+                    self.push(
+                        EntryStyle::Note,
+                        "— conversation cleared: the next prompt starts a new one —".to_string(),
+                    );
+                    return Action::Clear;
                 }
                 if self.running {
                     self.notice = Some("a task is running: wait, or Esc to abort it".into());

@@ -159,6 +159,7 @@ fn start_task(
     frontend: &Arc<TuiFrontend>,
     tx: &mpsc::UnboundedSender<UiMessage>,
     prompt: String,
+    conversation: &[kaji_protocol::Message],
 ) -> Running {
     // A task owns its executor; each gets a fresh one over the same tools
     // and MCP servers. "Always allow" lives in the App instead.
@@ -166,7 +167,11 @@ fn start_task(
     if let Some(mcp) = &setup.mcp {
         executor.set_mcp(mcp.clone());
     }
-    let task = Task::new(setup.config.clone(), executor, frontend.clone());
+    // Each prompt is a task of its own that continues the conversation so
+    // far (every tool use in it already has its result).
+    let mut config = setup.config.clone();
+    config.history = conversation.to_vec();
+    let task = Task::new(config, executor, frontend.clone());
     let abort = task.abort_handle();
     let tx = tx.clone();
     tokio::spawn(async move {
@@ -199,9 +204,11 @@ async fn event_loop(
             .display()
             .to_string(),
     });
+    // The conversation so far: the history of the last task that ended.
+    let mut conversation: Vec<kaji_protocol::Message> = Vec::new();
     if let Some(prompt) = first_prompt.filter(|p| !p.trim().is_empty()) {
         app.task_started();
-        *running = Some(start_task(setup, &frontend, tx, prompt));
+        *running = Some(start_task(setup, &frontend, tx, prompt, &conversation));
     }
     let mut keys = EventStream::new();
     use tokio::signal::unix::{SignalKind, signal};
@@ -223,8 +230,9 @@ async fn event_loop(
                     Action::None => {}
                     Action::Submit(prompt) => {
                         app.task_started();
-                        *running = Some(start_task(setup, &frontend, tx, prompt));
+                        *running = Some(start_task(setup, &frontend, tx, prompt, &conversation));
                     }
+                    Action::Clear => conversation.clear(),
                     Action::Abort => {
                         if let Some(r) = &running {
                             r.abort.abort();
@@ -254,6 +262,9 @@ async fn event_loop(
                             app.on_ask(request, reply);
                         }
                         UiMessage::Done(outcome) => {
+                            if let Ok(outcome) = &outcome {
+                                conversation = outcome.history.clone();
+                            }
                             if let Err(e) = outcome {
                                 // A panic in the task ran ratatui's panic
                                 // hook, which restored the terminal: take
