@@ -149,10 +149,16 @@ pub struct ExecFrontend {
     out: Mutex<TranscriptState>,
 }
 
-#[derive(Default)]
 struct TranscriptState {
+    /// Where the output goes (stdout; a buffer in tests).
+    out: Box<dyn Write + Send>,
     /// Whether the cursor is in the middle of a streamed line.
     mid_line: bool,
+    /// The text message being streamed: its id and how many bytes of it
+    /// are printed. Its final `say` prints the rest (the last chunks may
+    /// arrive only there), and deltas of other messages (reasoning) are
+    /// not printed.
+    streaming: Option<(u64, usize)>,
 }
 
 impl ExecFrontend {
@@ -162,7 +168,11 @@ impl ExecFrontend {
             json,
             approve_plan: false,
             mode: mode.to_string(),
-            out: Mutex::new(TranscriptState::default()),
+            out: Mutex::new(TranscriptState {
+                out: Box::new(std::io::stdout()),
+                mid_line: false,
+                streaming: None,
+            }),
         }
     }
 
@@ -174,10 +184,23 @@ impl ExecFrontend {
     }
 
     fn line(&self, value: &serde_json::Value) {
-        let _guard = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let mut stdout = std::io::stdout().lock();
-        let _ = writeln!(stdout, "{value}");
-        let _ = stdout.flush();
+        let mut st = self.lock_state();
+        let _ = writeln!(st.out, "{value}");
+        let _ = st.out.flush();
+    }
+
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, TranscriptState> {
+        self.out.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ends a streamed line, if one is open.
+    fn end_line(&self) {
+        let mut st = self.lock_state();
+        if st.mid_line {
+            let _ = writeln!(st.out);
+            let _ = st.out.flush();
+            st.mid_line = false;
+        }
     }
 
     fn finish(&self, text: &str) {
@@ -185,38 +208,42 @@ impl ExecFrontend {
     }
 
     fn print(&self, text: &str, newline: bool) {
-        let mut st = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let mut stdout = std::io::stdout().lock();
+        let mut st = self.lock_state();
         if newline && st.mid_line {
-            let _ = writeln!(stdout);
+            let _ = writeln!(st.out);
         }
         if newline {
-            let _ = writeln!(stdout, "{text}");
+            let _ = writeln!(st.out, "{text}");
             st.mid_line = false;
         } else {
-            let _ = write!(stdout, "{text}");
+            let _ = write!(st.out, "{text}");
             st.mid_line = !text.ends_with('\n');
         }
-        let _ = stdout.flush();
+        let _ = st.out.flush();
     }
 
     fn transcript(&self, event: &TaskEvent) {
         match event {
             TaskEvent::Say {
+                id,
                 kind,
                 text,
                 partial,
                 ..
             } => match (kind, partial) {
-                (SayKind::Text, true) => self.print(text, false),
+                (SayKind::Text, true) => {
+                    self.print(text, false);
+                    self.lock_state().streaming = Some((*id, text.len()));
+                }
                 (SayKind::Text, false) => {
-                    // The streamed text is already out when a partial came
-                    // first; a text that arrives whole is printed here.
-                    let st = self.out.lock().unwrap_or_else(|e| e.into_inner());
-                    let streamed = st.mid_line;
-                    drop(st);
-                    if streamed {
-                        self.print("", true);
+                    // What was streamed is out already; print the rest.
+                    let printed = match self.lock_state().streaming.take() {
+                        Some((streamed_id, printed)) if streamed_id == *id => printed,
+                        _ => 0,
+                    };
+                    if printed > 0 {
+                        self.print(text.get(printed..).unwrap_or(""), false);
+                        self.end_line();
                     } else {
                         self.print(text, true);
                     }
@@ -233,7 +260,15 @@ impl ExecFrontend {
                 ) => self.print(&indent("  ", text), true),
                 _ => {}
             },
-            TaskEvent::Delta { text, .. } => self.print(text, false),
+            TaskEvent::Delta { id, text } => {
+                let streams = matches!(self.lock_state().streaming, Some((s, _)) if s == *id);
+                if streams {
+                    self.print(text, false);
+                    if let Some((_, printed)) = self.lock_state().streaming.as_mut() {
+                        *printed += text.len();
+                    }
+                }
+            }
             TaskEvent::ToolResult {
                 is_error, output, ..
             } => {
@@ -298,5 +333,74 @@ impl TaskFrontend for ExecFrontend {
                 feedback: Some("kaji exec runs without a user to answer questions.".to_string()),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// A writer the test can read back.
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buffer {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn transcript(events: &[TaskEvent]) -> String {
+        let buffer = Buffer::default();
+        let frontend = ExecFrontend::new(false, "default");
+        frontend.lock_state().out = Box::new(buffer.clone());
+        for e in events {
+            frontend.emit(e.clone());
+        }
+        String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
+    }
+
+    fn say(id: u64, kind: SayKind, text: &str, partial: bool) -> TaskEvent {
+        TaskEvent::Say {
+            id,
+            kind,
+            text: text.into(),
+            partial,
+            data: None,
+        }
+    }
+
+    #[test]
+    fn streamed_text_is_printed_once_and_whole() {
+        // The last chunk may arrive only in the final message.
+        let out = transcript(&[
+            say(1, SayKind::Text, "Hel", true),
+            TaskEvent::Delta {
+                id: 1,
+                text: "lo wo".into(),
+            },
+            say(1, SayKind::Text, "Hello world.", false),
+            say(2, SayKind::Tool, "Read: a", false),
+        ]);
+        assert_eq!(out, "Hello world.\n⏺ Read: a\n");
+    }
+
+    #[test]
+    fn reasoning_deltas_are_not_mixed_into_text() {
+        let out = transcript(&[
+            say(1, SayKind::Reasoning, "thin", true),
+            TaskEvent::Delta {
+                id: 1,
+                text: "king".into(),
+            },
+            say(1, SayKind::Reasoning, "thinking", false),
+            say(2, SayKind::Text, "Answer.", false),
+        ]);
+        assert_eq!(out, "~ thinking\nAnswer.\n");
     }
 }

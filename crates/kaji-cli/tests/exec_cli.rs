@@ -217,18 +217,6 @@ async fn mistake_limit_and_failure_exit_1() {
     assert_eq!(server.requests().len(), 1, "401 is not retried");
 }
 
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z'),
-    }
-}
-
 #[tokio::test]
 async fn sigterm_mid_command_exits_130_and_kills_the_command() {
     let home = tempfile::tempdir().unwrap();
@@ -258,7 +246,7 @@ async fn sigterm_mid_command_exits_130_and_kills_the_command() {
     })
     .await
     .unwrap();
-    assert!(alive(sleeper));
+    assert!(!kaji_tasks::process::is_gone(sleeper));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid_of_kaji),
         nix::sys::signal::Signal::SIGTERM,
@@ -274,7 +262,7 @@ async fn sigterm_mid_command_exits_130_and_kills_the_command() {
     let last = lines(&out.stdout).last().unwrap().clone();
     assert_eq!(last["status"], "aborted");
     assert!(
-        !alive(sleeper),
+        kaji_tasks::process::is_gone(sleeper),
         "the command's process group died with the task"
     );
 }
@@ -314,7 +302,10 @@ async fn background_shell_does_not_outlive_exec() {
         .trim()
         .parse()
         .unwrap();
-    assert!(!alive(pid), "background process {pid} outlived kaji exec");
+    assert!(
+        kaji_tasks::process::is_gone(pid),
+        "background process {pid} outlived kaji exec"
+    );
 }
 
 #[tokio::test]
@@ -453,19 +444,6 @@ async fn task_list_is_shared_with_kaji_tasks() {
     assert!(String::from_utf8_lossy(&listed.stdout).contains("Write the parser"));
 }
 
-/// The npm-installed MCP servers (`npm ci --prefix tests/mcp-servers`).
-fn mcp_bin(name: &str) -> std::path::PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/mcp-servers/node_modules/.bin")
-        .join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run `npm ci --prefix tests/mcp-servers` first",
-        path.display()
-    );
-    path
-}
-
 #[tokio::test]
 async fn mcp_tool_called_end_to_end_through_a_scripted_task() {
     let home = tempfile::tempdir().unwrap();
@@ -475,7 +453,9 @@ async fn mcp_tool_called_end_to_end_through_a_scripted_task() {
         work.path().join(".kaji/config.toml"),
         format!(
             "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
-            mcp_bin("mcp-server-everything").to_str().unwrap()
+            kaji_test_support::fixtures::mcp_server_bin("mcp-server-everything")
+                .to_str()
+                .unwrap()
         ),
     )
     .unwrap();
@@ -525,7 +505,9 @@ async fn mcp_tool_asks_like_a_command_and_exec_denies_it() {
         work.path().join(".kaji/config.toml"),
         format!(
             "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
-            mcp_bin("mcp-server-everything").to_str().unwrap()
+            kaji_test_support::fixtures::mcp_server_bin("mcp-server-everything")
+                .to_str()
+                .unwrap()
         ),
     )
     .unwrap();
@@ -548,31 +530,14 @@ async fn mcp_tool_asks_like_a_command_and_exec_denies_it() {
     assert!(result["output"].as_str().unwrap().contains("denied"));
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let status = std::process::Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .unwrap();
-    assert!(status.success(), "git {args:?}");
-}
-
 #[tokio::test]
 async fn exec_in_a_worktree_leaves_the_checkout_alone_and_checkpoints_it() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    git(work.path(), &["init", "-q", "-b", "main"]);
+    kaji_test_support::fixtures::git(work.path(), &["init", "-q", "-b", "main"]);
     std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
-    git(work.path(), &["add", "."]);
-    git(work.path(), &["commit", "-q", "-m", "init"]);
+    kaji_test_support::fixtures::git(work.path(), &["add", "."]);
+    kaji_test_support::fixtures::git(work.path(), &["commit", "-q", "-m", "init"]);
     let server = ScriptedModelServer::start(Script::new([
         Turn::tool_call(
             "Write",

@@ -9,18 +9,6 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::Value;
 
-fn everything_bin() -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/mcp-servers/node_modules/.bin/mcp-server-everything");
-    assert!(
-        path.exists(),
-        "{} is missing: the MCP test servers are not installed. Run `npm ci --prefix tests/mcp-servers` \
-         in the repository root first.",
-        path.display()
-    );
-    path
-}
-
 /// A `$KAJI_HOME` and a project directory with the given config files.
 fn setup(user_config: &str, project_config: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -46,7 +34,7 @@ fn kaji_mcp_list(home: &Path, project: &Path, json: bool) -> std::process::Outpu
 }
 
 fn configs() -> (String, String) {
-    let bin = everything_bin();
+    let bin = kaji_test_support::fixtures::mcp_server_bin("mcp-server-everything");
     let user = format!(
         "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n\n\
          [mcp_servers.ghost]\ncommand = \"/nonexistent/kaji-no-such-mcp-server\"\n",

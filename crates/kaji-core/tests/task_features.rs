@@ -520,31 +520,14 @@ async fn checkpoints_at_start_and_after_each_change_restore_the_start() {
     );
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let status = std::process::Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .unwrap();
-    assert!(status.success(), "git {args:?}");
-}
-
 #[tokio::test]
 async fn worktree_round_trip_moves_tools_and_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    git(dir.path(), &["init", "-q", "-b", "main"]);
+    kaji_test_support::fixtures::git(dir.path(), &["init", "-q", "-b", "main"]);
     std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
-    git(dir.path(), &["add", "."]);
-    git(dir.path(), &["commit", "-q", "-m", "init"]);
+    kaji_test_support::fixtures::git(dir.path(), &["add", "."]);
+    kaji_test_support::fixtures::git(dir.path(), &["commit", "-q", "-m", "init"]);
     let server = ScriptedModelServer::start(Script::new([
         Turn::tool_call("EnterWorktree", json!({"name": "try-1"})),
         Turn::tool_call(

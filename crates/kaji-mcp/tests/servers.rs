@@ -7,7 +7,7 @@
 //! Install the servers first: `npm ci --prefix tests/mcp-servers`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,23 +21,12 @@ use tokio_util::sync::CancellationToken;
 /// Generous: only reached when something is broken.
 const READY_LIMIT: Duration = Duration::from_secs(60);
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// The installed binary of an npm MCP server; fails the test with the fix
 /// when the servers are not installed.
 fn server_bin(name: &str) -> String {
-    let path = repo_root()
-        .join("tests/mcp-servers/node_modules/.bin")
-        .join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: the MCP test servers are not installed. Run `npm ci --prefix tests/mcp-servers` \
-         in the repository root first.",
-        path.display()
-    );
-    path.to_string_lossy().into_owned()
+    kaji_test_support::fixtures::mcp_server_bin(name)
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn faulty_script() -> String {
@@ -513,11 +502,17 @@ async fn shutdown_kills_the_whole_process_group() {
         .collect();
     assert_eq!(pids.len(), 2);
     for &pid in &pids {
-        assert!(alive(pid), "{pid} not running before shutdown");
+        assert!(
+            !kaji_tasks::process::is_gone(pid),
+            "{pid} not running before shutdown"
+        );
     }
     manager.shutdown().await;
     for &pid in &pids {
-        assert!(!alive(pid), "{pid} still running after shutdown");
+        assert!(
+            kaji_tasks::process::is_gone(pid),
+            "{pid} still running after shutdown"
+        );
     }
 }
 
@@ -570,11 +565,6 @@ fn process_exit(pid: i32) -> std::pin::Pin<Box<dyn std::future::Future<Output = 
     Box::pin(async move {
         let _ = fd.readable().await.expect("pidfd readable");
     })
-}
-
-/// Whether `pid` is a live (not zombie) process.
-fn alive(pid: i32) -> bool {
-    kaji_tasks::process::read_stat(pid).is_some_and(|s| s.state != 'Z' && s.state != 'X')
 }
 
 /// server-everything on streamable HTTP, on a free port; returned once it

@@ -403,6 +403,12 @@ pub struct ProcStat {
     pub start_ticks: u64,
 }
 
+/// Whether process `pid` no longer runs: it does not exist, or it is a
+/// zombie (or dying) waiting to be reaped.
+pub fn is_gone(pid: i32) -> bool {
+    read_stat(pid).is_none_or(|s| s.state == 'Z' || s.state == 'X')
+}
+
 /// Reads `/proc/<pid>/stat` (Linux only; `None` elsewhere or when the
 /// process does not exist).
 pub fn read_stat(pid: i32) -> Option<ProcStat> {

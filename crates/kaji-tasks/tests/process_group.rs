@@ -7,10 +7,6 @@ use std::time::Duration;
 
 use kaji_tasks::process::{self, read_stat};
 
-fn is_dead(pid: i32) -> bool {
-    read_stat(pid).is_none_or(|s| s.state == 'Z' || s.state == 'X')
-}
-
 /// Reads lines from the pipe until `count` lines starting with `label=`
 /// arrived; returns their numbers.
 fn read_pids(reader: &mut std::io::PipeReader, label: &str, count: usize) -> Vec<i32> {
@@ -83,7 +79,10 @@ async fn shutdown_escalates_and_returns_when_every_member_is_dead() {
         .expect("shutdown");
     assert!(!status.success());
     for pid in pids.0.iter().chain([leader].iter()) {
-        assert!(is_dead(*pid), "{pid} survived shutdown");
+        assert!(
+            kaji_tasks::process::is_gone(*pid),
+            "{pid} survived shutdown"
+        );
     }
     // Every writer is gone: the pipe reaches end-of-file.
     let mut rest = Vec::new();
@@ -140,7 +139,7 @@ async fn kill_now_does_not_wait_for_a_grace_period() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGKILL));
     for pid in pids {
-        assert!(is_dead(pid), "{pid} survived kill_now");
+        assert!(kaji_tasks::process::is_gone(pid), "{pid} survived kill_now");
     }
 }
 

@@ -25,17 +25,6 @@ fn small_grace() -> RuntimeConfig {
     }
 }
 
-/// Whether `pid` is gone or a zombie.
-fn is_dead(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => {
-            let after = &stat[stat.rfind(')').expect("stat has a command name") + 1..];
-            matches!(after.split_whitespace().next(), Some("Z") | Some("X"))
-        }
-    }
-}
-
 /// Reads as `caller` until the task has ended, returning every byte read.
 async fn read_to_end(
     reg: &RuntimeTaskRegistry,
@@ -311,9 +300,15 @@ async fn stop_kills_grandchildren_that_ignore_sigterm() {
     let stopped = reg.stop(info.id.as_str()).await.expect("stop");
     assert_eq!(stopped.status, RuntimeTaskStatus::Killed);
     assert_eq!(stopped.pid, None);
-    assert!(is_dead(leader), "the shell {leader} survived");
+    assert!(
+        kaji_tasks::process::is_gone(leader),
+        "the shell {leader} survived"
+    );
     for pid in pids {
-        assert!(is_dead(pid), "grandchild {pid} survived TaskStop");
+        assert!(
+            kaji_tasks::process::is_gone(pid),
+            "grandchild {pid} survived TaskStop"
+        );
     }
     // Stopping again is refused, saying it already ended.
     let err = reg.stop(info.id.as_str()).await.expect_err("already ended");
@@ -349,7 +344,10 @@ async fn stop_all_leaves_no_process_behind_and_refuses_new_tasks() {
         );
     }
     for pid in pids {
-        assert!(is_dead(pid), "pid {pid} survived stop_all");
+        assert!(
+            kaji_tasks::process::is_gone(pid),
+            "pid {pid} survived stop_all"
+        );
     }
     let err = reg
         .start_local_bash("true", "late", home.path(), MAIN_CALLER)
@@ -389,7 +387,7 @@ async fn dropping_the_registry_stops_its_tasks() {
     .await
     .expect("watcher");
     for pid in pids {
-        assert!(is_dead(pid));
+        assert!(kaji_tasks::process::is_gone(pid));
     }
 }
 

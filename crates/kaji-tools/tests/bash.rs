@@ -12,17 +12,6 @@ async fn bash(ctx: &ToolContext, input: Value) -> Result<kaji_tools::ToolOutput,
     tool.call(input, ctx).await
 }
 
-/// Whether `pid` is gone or a zombie (exited, not reaped yet).
-fn is_dead(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => {
-            let after = &stat[stat.rfind(')').expect("stat has a command name") + 1..];
-            matches!(after.split_whitespace().next(), Some("Z") | Some("X"))
-        }
-    }
-}
-
 /// The numbers printed after `label=` in `text`.
 fn pids_after(text: &str, label: &str) -> Vec<i32> {
     text.lines()
@@ -103,7 +92,10 @@ async fn timeout_kills_the_whole_group_including_term_ignoring_grandchildren() {
         out.content
     );
     for pid in pids {
-        assert!(is_dead(pid), "pid {pid} survived the timeout");
+        assert!(
+            kaji_tasks::process::is_gone(pid),
+            "pid {pid} survived the timeout"
+        );
     }
 }
 
@@ -124,7 +116,11 @@ async fn processes_left_in_the_background_are_stopped_when_the_command_ends() {
     );
     let pids = pids_after(&out.content, "child=");
     assert_eq!(pids.len(), 1, "{}", out.content);
-    assert!(is_dead(pids[0]), "background job {} survived", pids[0]);
+    assert!(
+        kaji_tasks::process::is_gone(pids[0]),
+        "background job {} survived",
+        pids[0]
+    );
 }
 
 #[tokio::test]
@@ -154,7 +150,10 @@ async fn cancellation_kills_the_group_at_once() {
     cancel.cancel();
     let result = call.await.expect("the call task");
     assert!(matches!(result, Err(ToolError::Cancelled)), "{result:?}");
-    assert!(is_dead(pid), "pid {pid} survived the abort");
+    assert!(
+        kaji_tasks::process::is_gone(pid),
+        "pid {pid} survived the abort"
+    );
 }
 
 fn read_fifo(path: &Path) -> String {

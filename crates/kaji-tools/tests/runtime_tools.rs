@@ -30,16 +30,6 @@ fn context(dir: &std::path::Path) -> ToolContext {
     ctx
 }
 
-fn is_dead(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => {
-            let after = &stat[stat.rfind(')').expect("stat has a command name") + 1..];
-            matches!(after.split_whitespace().next(), Some("Z") | Some("X"))
-        }
-    }
-}
-
 async fn start(ctx: &ToolContext, command: &str) -> (String, String) {
     let out = call(
         ctx,
@@ -130,7 +120,10 @@ async fn task_stop_kills_the_group_and_refuses_what_it_cannot_stop() {
         .await
         .expect("stops");
     assert!(stopped.content.contains("killed"), "{}", stopped.content);
-    assert!(is_dead(pid), "grandchild {pid} survived TaskStop");
+    assert!(
+        kaji_tasks::process::is_gone(pid),
+        "grandchild {pid} survived TaskStop"
+    );
 
     let err = call(&ctx, "TaskStop", json!({"task_id": id}))
         .await

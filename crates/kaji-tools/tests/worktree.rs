@@ -4,31 +4,10 @@
 //! and the errors outside a repository.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use kaji_test_support::fixtures::git;
 use kaji_tools::{ToolContext, ToolControl, ToolError, ToolOutput, builtin_tools};
 use serde_json::{Value, json};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "user")
-        .env("GIT_AUTHOR_EMAIL", "user@example.com")
-        .env("GIT_COMMITTER_NAME", "user")
-        .env("GIT_COMMITTER_EMAIL", "user@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A repository with one commit; returns (tempdir, canonical root).
 fn repo() -> (tempfile::TempDir, PathBuf) {

@@ -1,0 +1,49 @@
+//! Small helpers that tests across the workspace share: a `git` that never
+//! reads the user's configuration, and the npm-installed MCP servers.
+//!
+//! Like the rest of this crate they are for tests: they panic with a clear
+//! message instead of returning errors.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Runs `git ARGS` in `dir` with no system or global configuration and a
+/// fixed identity, and returns its standard output. Panics, naming the
+/// command and its stderr, when git fails.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "kaji-test")
+        .env("GIT_AUTHOR_EMAIL", "kaji-test@example.com")
+        .env("GIT_COMMITTER_NAME", "kaji-test")
+        .env("GIT_COMMITTER_EMAIL", "kaji-test@example.com")
+        .output()
+        .unwrap_or_else(|e| panic!("git cannot be started: {e}"));
+    assert!(
+        out.status.success(),
+        "git {args:?} failed in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The installed binary of an npm MCP server (`mcp-server-everything`,
+/// `mcp-server-filesystem`) under `tests/mcp-servers/node_modules/.bin` of
+/// the repository. Panics with the command that installs them when they
+/// are missing.
+pub fn mcp_server_bin(name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/mcp-servers/node_modules/.bin")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: the MCP test servers are not installed. Run `npm ci --prefix tests/mcp-servers` \
+         in the repository root first.",
+        path.display()
+    );
+    path
+}
