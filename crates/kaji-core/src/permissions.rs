@@ -7,10 +7,10 @@
 //! `ask` event, and remembers "always allow" answers here.
 
 use std::collections::HashSet;
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 
 use kaji_protocol::AskKind;
-use kaji_tools::ToolAccess;
+use kaji_tools::{ToolAccess, normalize_lexically, real_path};
 
 /// How much runs without asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -153,55 +153,15 @@ pub fn decide(
 /// Whether `path` lies inside `dir`, judged on the normalised paths
 /// (`..` resolved lexically, symlinks of existing parents followed).
 pub fn is_inside(path: &Path, dir: &Path) -> bool {
-    let dir = canonical_or_lexical(dir);
-    let path = canonical_or_lexical(path);
+    let dir = real_path(&normalize_lexically(dir));
+    let path = real_path(&normalize_lexically(path));
     path.starts_with(&dir)
-}
-
-/// Canonicalises the longest existing ancestor and appends the rest
-/// lexically, so paths to files that do not exist yet are judged too.
-fn canonical_or_lexical(path: &Path) -> PathBuf {
-    let lexical = normalize_lexically(path);
-    let mut existing = lexical.clone();
-    let mut tail = Vec::new();
-    loop {
-        if let Ok(canon) = existing.canonicalize() {
-            let mut out = canon;
-            for part in tail.iter().rev() {
-                out.push(part);
-            }
-            return out;
-        }
-        match (
-            existing.file_name().map(|n| n.to_os_string()),
-            existing.parent(),
-        ) {
-            (Some(name), Some(parent)) => {
-                tail.push(name);
-                existing = parent.to_path_buf();
-            }
-            _ => return lexical,
-        }
-    }
-}
-
-fn normalize_lexically(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn edit(p: &str) -> ToolAccess {
         ToolAccess::Edit {

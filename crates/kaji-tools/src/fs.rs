@@ -36,6 +36,7 @@ use crate::ToolRegistry;
 // Meant to be re-exported from the crate root (`pub use fs::{IgnoreRule, KajiIgnore}`).
 #[allow(unused_imports)]
 pub use kajiignore::{IgnoreRule, KajiIgnore};
+pub use paths::{normalize_lexically, real_path};
 
 /// Adds `Read`, `Write`, `Edit`, `Glob` and `Grep` to `registry`, in that
 /// order.

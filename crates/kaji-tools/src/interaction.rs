@@ -82,13 +82,12 @@ answers are known, list them in options so the user can pick one (they may still
     async fn call(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let input: AskUserInput = parse_input(ASK_USER, input)?;
         let question = input.question.trim().to_string();
-        if question.is_empty() {
-            return Err(ToolError::InvalidInput {
-                tool: ASK_USER.to_string(),
-                message: "question is empty; write the question you want the user to answer"
-                    .to_string(),
-            });
-        }
+        crate::require_text(
+            ASK_USER,
+            "question",
+            &question,
+            "write the question you want the user to answer",
+        )?;
         let options: Vec<String> = input
             .options
             .unwrap_or_default()
@@ -153,12 +152,12 @@ question or an offer of more help. If you need information to go on, use AskUser
     async fn call(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let input: AttemptCompletionInput = parse_input(ATTEMPT_COMPLETION, input)?;
         let result = input.result.trim().to_string();
-        if result.is_empty() {
-            return Err(ToolError::InvalidInput {
-                tool: ATTEMPT_COMPLETION.to_string(),
-                message: "result is empty; describe what was done".to_string(),
-            });
-        }
+        crate::require_text(
+            ATTEMPT_COMPLETION,
+            "result",
+            &result,
+            "describe what was done",
+        )?;
         Ok(ToolOutput {
             content: "The task is marked as completed.".to_string(),
             data: Some(json!({"result": result})),

@@ -29,7 +29,7 @@ pub mod todo;
 pub mod worktree;
 
 pub use error::ToolError;
-pub use fs::{IgnoreRule, KajiIgnore};
+pub use fs::{IgnoreRule, KajiIgnore, normalize_lexically, real_path};
 pub use registry::ToolRegistry;
 
 /// Everything a tool may use while it runs.
@@ -184,6 +184,19 @@ pub trait Tool: Send + Sync {
 
     /// Runs the call.
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+}
+
+/// Checks that a required text argument holds more than white space. The
+/// error names the argument and says what to give: "`{field}` is empty;
+/// {what}".
+pub fn require_text(tool: &str, field: &str, value: &str, what: &str) -> Result<(), ToolError> {
+    if value.trim().is_empty() {
+        return Err(ToolError::InvalidInput {
+            tool: tool.to_string(),
+            message: format!("{field} is empty; {what}"),
+        });
+    }
+    Ok(())
 }
 
 /// Deserializes a tool's typed input, turning serde's complaint into a

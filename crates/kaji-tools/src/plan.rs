@@ -230,12 +230,12 @@ present it again."
     async fn call(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let input: ExitPlanModeInput = parse_input(EXIT_PLAN_MODE, input)?;
         let plan = input.plan.trim().to_string();
-        if plan.is_empty() {
-            return Err(ToolError::InvalidInput {
-                tool: EXIT_PLAN_MODE.to_string(),
-                message: "plan is empty; write the plan you want the user to approve".to_string(),
-            });
-        }
+        crate::require_text(
+            EXIT_PLAN_MODE,
+            "plan",
+            &plan,
+            "write the plan you want the user to approve",
+        )?;
         Ok(ToolOutput {
             content: "The plan was presented to the user for approval.".to_string(),
             data: Some(json!({ "plan": plan })),

@@ -88,22 +88,17 @@ surrounding lines to make it unique, or set replace_all to change every occurren
     }
 
     fn access(&self, input: &Value, ctx: &ToolContext) -> ToolAccess {
-        ToolAccess::Edit {
-            paths: input::raw_str(input, "file_path")
-                .filter(|p| !p.trim().is_empty())
-                .map(|p| paths::write_targets(&paths::resolve(ctx, p)))
-                .unwrap_or_default(),
-        }
+        paths::file_write_access(input, ctx)
     }
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let input: EditInput = parse_input(NAME, input)?;
-        if input.file_path.trim().is_empty() {
-            return Err(ToolError::InvalidInput {
-                tool: NAME.to_string(),
-                message: "file_path is empty; give the path of the file to edit".to_string(),
-            });
-        }
+        crate::require_text(
+            NAME,
+            "file_path",
+            &input.file_path,
+            "give the path of the file to edit",
+        )?;
         if input.old_string == input.new_string {
             return Err(ToolError::InvalidInput {
                 tool: NAME.to_string(),

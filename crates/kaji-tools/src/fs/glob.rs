@@ -105,12 +105,7 @@ struct GlobSearch {
 impl GlobSearch {
     fn new(ctx: &ToolContext, input: &GlobInput) -> Result<Self, ToolError> {
         let pattern = input.pattern.trim();
-        if pattern.is_empty() {
-            return Err(ToolError::InvalidInput {
-                tool: NAME.to_string(),
-                message: "pattern is empty; give a glob such as \"**/*.rs\"".to_string(),
-            });
-        }
+        crate::require_text(NAME, "pattern", pattern, "give a glob such as \"**/*.rs\"")?;
         let path = walk::search_root(ctx, input.path.as_deref());
         let (prefix, rest) = split_literal_prefix(pattern);
         let base = paths::normalize_lexically(&path.join(prefix));

@@ -27,7 +27,7 @@ pub(super) fn absolute(path: &Path) -> PathBuf {
 
 /// Removes `.` and `..` components of an absolute path textually. `..` at
 /// the root stays at the root, as the kernel does.
-pub(super) fn normalize_lexically(path: &Path) -> PathBuf {
+pub fn normalize_lexically(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
@@ -47,7 +47,7 @@ pub(super) fn normalize_lexically(path: &Path) -> PathBuf {
 /// ancestor, followed by the components that do not exist yet. Symlinks in
 /// the existing part are followed, so a link that leads out of the working
 /// directory shows as such.
-pub(super) fn real_path(path: &Path) -> PathBuf {
+pub fn real_path(path: &Path) -> PathBuf {
     let mut existing = path;
     let mut rest = Vec::new();
     loop {
@@ -77,6 +77,18 @@ pub(super) fn write_targets(path: &Path) -> Vec<PathBuf> {
         vec![path.to_path_buf()]
     } else {
         vec![path.to_path_buf(), real]
+    }
+}
+
+/// What a tool writing the file named by its `file_path` argument touches
+/// (Write, Edit): [`write_targets`] of the resolved path; nothing when the
+/// argument is missing or empty (the call then fails on its input).
+pub(super) fn file_write_access(input: &serde_json::Value, ctx: &ToolContext) -> crate::ToolAccess {
+    crate::ToolAccess::Edit {
+        paths: super::input::raw_str(input, "file_path")
+            .filter(|p| !p.trim().is_empty())
+            .map(|p| write_targets(&resolve(ctx, p)))
+            .unwrap_or_default(),
     }
 }
 

@@ -92,12 +92,12 @@ to search many files.\n\
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let input: ReadInput = parse_input(NAME, input)?;
-        if input.file_path.trim().is_empty() {
-            return Err(ToolError::InvalidInput {
-                tool: NAME.to_string(),
-                message: "file_path is empty; give the path of a file to read".to_string(),
-            });
-        }
+        crate::require_text(
+            NAME,
+            "file_path",
+            &input.file_path,
+            "give the path of a file to read",
+        )?;
         if input.limit == Some(0) {
             return Err(ToolError::InvalidInput {
                 tool: NAME.to_string(),

@@ -11,7 +11,7 @@ use kaji_protocol::ToolSpec;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{atomic, diff, failure, input, paths, target, walk};
+use super::{atomic, diff, failure, paths, target, walk};
 use crate::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput, parse_input};
 
 const NAME: &str = "Write";
@@ -68,22 +68,17 @@ before replacing it, so nothing in it is lost by accident.\n\
     }
 
     fn access(&self, input: &Value, ctx: &ToolContext) -> ToolAccess {
-        ToolAccess::Edit {
-            paths: input::raw_str(input, "file_path")
-                .filter(|p| !p.trim().is_empty())
-                .map(|p| paths::write_targets(&paths::resolve(ctx, p)))
-                .unwrap_or_default(),
-        }
+        paths::file_write_access(input, ctx)
     }
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let input: WriteInput = parse_input(NAME, input)?;
-        if input.file_path.trim().is_empty() {
-            return Err(ToolError::InvalidInput {
-                tool: NAME.to_string(),
-                message: "file_path is empty; give the path of the file to write".to_string(),
-            });
-        }
+        crate::require_text(
+            NAME,
+            "file_path",
+            &input.file_path,
+            "give the path of the file to write",
+        )?;
         let path = paths::resolve(ctx, &input.file_path);
         let cwd = paths::cwd(ctx);
         tokio::task::spawn_blocking(move || write(&cwd, path, &input.content))
