@@ -29,6 +29,21 @@ fn anthropic(cmd: &mut Command, server: &ScriptedModelServer) {
         .args(["--model", "scripted"]);
 }
 
+/// `kaji exec FLAGS -C WORK PROMPT` against `server` (Anthropic format).
+fn exec_in(
+    home: &Path,
+    work: &Path,
+    server: &ScriptedModelServer,
+    flags: &[&str],
+    prompt: &str,
+) -> Command {
+    let mut cmd = kaji(home);
+    cmd.arg("exec").args(flags).arg("-C").arg(work);
+    anthropic(&mut cmd, server);
+    cmd.arg(prompt);
+    cmd
+}
+
 fn lines(stdout: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(stdout)
         .lines()
@@ -189,11 +204,13 @@ async fn mistake_limit_and_failure_exit_1() {
         Turn::text("still none"),
     ]))
     .await;
-    let mut cmd = kaji(home.path());
-    cmd.args(["exec", "--json", "--yolo", "--max-mistakes", "2", "-C"])
-        .arg(work.path());
-    anthropic(&mut cmd, &server);
-    cmd.arg("hi");
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--yolo", "--max-mistakes", "2"],
+        "hi",
+    );
     let out = cmd.output().await.unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
@@ -205,10 +222,7 @@ async fn mistake_limit_and_failure_exit_1() {
         Turn::text("x").with_faults([Fault::status(401)])
     ]))
     .await;
-    let mut cmd = kaji(home.path());
-    cmd.args(["exec", "--json", "-C"]).arg(work.path());
-    anthropic(&mut cmd, &server);
-    cmd.arg("hi");
+    let mut cmd = exec_in(home.path(), work.path(), &server, &["--json"], "hi");
     let out = cmd.output().await.unwrap();
     assert_eq!(out.status.code(), Some(1));
     let last = lines(&out.stdout).last().unwrap().clone();
@@ -228,11 +242,13 @@ async fn sigterm_mid_command_exits_130_and_kills_the_command() {
         json!({"command": "sleep 1000 & echo $! > started.fifo; wait"}),
     )]))
     .await;
-    let mut cmd = kaji(home.path());
-    cmd.args(["exec", "--json", "--yolo", "-C"])
-        .arg(work.path());
-    anthropic(&mut cmd, &server);
-    cmd.arg("hang");
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--yolo"],
+        "hang",
+    );
     let child = cmd.spawn().unwrap();
     let pid_of_kaji = child.id().unwrap() as i32;
     // The command tells us its grandchild's pid once it runs.
@@ -285,11 +301,13 @@ async fn background_shell_does_not_outlive_exec() {
         Turn::tool_call("AttemptCompletion", json!({"result": "left it running"})),
     ]))
     .await;
-    let mut cmd = kaji(home.path());
-    cmd.args(["exec", "--json", "--yolo", "-C"])
-        .arg(work.path());
-    anthropic(&mut cmd, &server);
-    cmd.arg("background");
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--yolo"],
+        "background",
+    );
     let out = cmd.output().await.unwrap();
     assert_eq!(
         out.status.code(),
@@ -351,10 +369,13 @@ async fn rules_land_in_the_system_prompt_and_kajiignore_refuses() {
         Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
     ]))
     .await;
-    let mut cmd = kaji(home.path());
-    cmd.args(["exec", "--json", "-C"]).arg(work.path());
-    anthropic(&mut cmd, &server);
-    cmd.arg("read the key");
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json"],
+        "read the key",
+    );
     let out = cmd.output().await.unwrap();
     assert_eq!(
         out.status.code(),
@@ -423,11 +444,13 @@ async fn task_list_is_shared_with_kaji_tasks() {
         Turn::tool_call("AttemptCompletion", json!({"result": "planned"})),
     ]))
     .await;
-    let mut cmd = kaji(home.path());
-    cmd.args(["exec", "--json", "--task-list", "team-a", "-C"])
-        .arg(work.path());
-    anthropic(&mut cmd, &server);
-    cmd.arg("plan");
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--task-list", "team-a"],
+        "plan",
+    );
     let out = cmd.output().await.unwrap();
     assert_eq!(
         out.status.code(),
@@ -467,11 +490,13 @@ async fn mcp_tool_called_end_to_end_through_a_scripted_task() {
         Turn::tool_call("AttemptCompletion", json!({"result": "echoed"})),
     ]))
     .await;
-    let mut cmd = kaji(home.path());
-    cmd.args(["exec", "--json", "--yolo", "-C"])
-        .arg(work.path());
-    anthropic(&mut cmd, &server);
-    cmd.arg("echo something");
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--yolo"],
+        "echo something",
+    );
     let out = cmd.output().await.unwrap();
     assert_eq!(
         out.status.code(),
@@ -516,10 +541,7 @@ async fn mcp_tool_asks_like_a_command_and_exec_denies_it() {
         Turn::tool_call("AttemptCompletion", json!({"result": "denied"})),
     ]))
     .await;
-    let mut cmd = kaji(home.path());
-    cmd.args(["exec", "--json", "-C"]).arg(work.path());
-    anthropic(&mut cmd, &server);
-    cmd.arg("echo");
+    let mut cmd = exec_in(home.path(), work.path(), &server, &["--json"], "echo");
     let out = cmd.output().await.unwrap();
     assert_eq!(out.status.code(), Some(0));
     let result = lines(&out.stdout)
@@ -546,11 +568,13 @@ async fn exec_in_a_worktree_leaves_the_checkout_alone_and_checkpoints_it() {
         Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
     ]))
     .await;
-    let mut cmd = kaji(home.path());
-    cmd.args(["exec", "--json", "--yolo", "--worktree", "fix-1", "-C"])
-        .arg(work.path());
-    anthropic(&mut cmd, &server);
-    cmd.arg("change a");
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--yolo", "--worktree", "fix-1"],
+        "change a",
+    );
     let out = cmd.output().await.unwrap();
     assert_eq!(
         out.status.code(),
@@ -599,11 +623,13 @@ async fn plan_mode_in_exec_ends_with_the_plan_unless_approved() {
         ])
     };
     let server = ScriptedModelServer::start(script()).await;
-    let mut cmd = kaji(home.path());
-    cmd.args(["exec", "--json", "--permission-mode", "plan", "-C"])
-        .arg(work.path());
-    anthropic(&mut cmd, &server);
-    cmd.arg("plan it");
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--permission-mode", "plan"],
+        "plan it",
+    );
     let out = cmd.output().await.unwrap();
     assert_eq!(out.status.code(), Some(0));
     let last = lines(&out.stdout).last().unwrap().clone();
