@@ -18,6 +18,7 @@ pub mod parser;
 pub mod permissions;
 pub mod prompt;
 pub mod rules;
+pub mod session;
 pub mod task;
 
 pub use executor::{CheckpointGate, ToolExecutor, ToolRun};
