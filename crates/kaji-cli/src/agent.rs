@@ -1,18 +1,15 @@
 //! What every command that runs an agent shares: the model and permission
-//! options, provider selection, and building a [`TaskConfig`].
+//! options, turned into [`SessionOptions`] for the core's
+//! [`SessionBuilder`]. Nothing is assembled here.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
-use kaji_core::checkpoints::CheckpointStore;
-use kaji_core::config::KajiConfig;
-use kaji_core::hooks::HookRunner;
-use kaji_core::rules::RuleFiles;
-use kaji_core::{PermissionMode, TaskConfig, ToolExecutor, ToolProtocol};
-use kaji_llm::selection::{self, ConfigFile, SelectionFlags};
-use kaji_llm::{ModelProvider, ProviderConfig};
-use kaji_tools::todo::{TodoState, todo_tool};
+use anyhow::Result;
+use kaji_core::{
+    PermissionMode, ResumeFrom, Session, SessionBuilder, SessionError, SessionOptions,
+    TaskFrontend, ToolProtocol,
+};
 
 /// Options of the agent commands (`exec`, the TUI).
 #[derive(Debug, Clone, clap::Args)]
@@ -58,15 +55,9 @@ pub struct AgentArgs {
     /// one list per session). Also KAJI_TASK_LIST_ID.
     #[arg(long, value_name = "ID")]
     pub task_list: Option<String>,
-}
-
-/// Everything resolved from [`AgentArgs`] and the environment.
-pub struct AgentSetup {
-    pub config: TaskConfig,
-    pub executor: ToolExecutor,
-    pub provider_config: ProviderConfig,
-    /// The MCP servers, started in the background.
-    pub mcp: Option<kaji_mcp::McpManager>,
+    /// Save nothing of this session under `$KAJI_HOME/sessions/`.
+    #[arg(long)]
+    pub no_session_persistence: bool,
 }
 
 /// An error of the command line or the configuration (exit code 2).
@@ -75,155 +66,58 @@ pub struct AgentSetup {
 pub struct UsageError(pub String);
 
 impl AgentArgs {
-    fn permission_mode(&self, settings: &KajiConfig) -> Result<PermissionMode> {
-        if self.yolo {
-            return Ok(PermissionMode::Yolo);
-        }
-        match &self.permission_mode {
-            Some(mode) => mode
-                .parse()
-                .map_err(|e: String| UsageError(format!("--permission-mode: {e}")).into()),
-            None => Ok(settings.permission_mode.unwrap_or_default()),
-        }
-    }
-
-    /// Resolves the working directory.
-    pub fn working_dir(&self) -> Result<PathBuf> {
-        let dir = match &self.cwd {
-            Some(d) => d.clone(),
-            None => std::env::current_dir().context("cannot read the current directory")?,
+    /// The session these flags ask for. Parsing only: the
+    /// [`SessionBuilder`] does the rest.
+    pub fn session_options(&self) -> Result<SessionOptions, UsageError> {
+        let permission_mode = if self.yolo {
+            Some(PermissionMode::Yolo)
+        } else {
+            self.permission_mode
+                .as_deref()
+                .map(|m| m.parse().map_err(|e: String| UsageError(format!("--permission-mode: {e}"))))
+                .transpose()?
         };
-        let dir = dir
-            .canonicalize()
-            .map_err(|e| UsageError(format!("working directory {}: {e}", dir.display())))?;
-        if !dir.is_dir() {
-            return Err(UsageError(format!(
-                "working directory {} is not a directory",
-                dir.display()
-            ))
-            .into());
-        }
-        Ok(dir)
-    }
-
-    /// Selects the provider: flags, then env, then the settings files.
-    pub async fn provider_config(&self, settings: &KajiConfig) -> Result<ProviderConfig> {
-        let file = ConfigFile {
-            path: settings.sources().last().cloned(),
-            provider: settings.provider.clone(),
-            model: settings.model.clone(),
-            base_url: settings.base_url.clone(),
-        };
-        let flags = SelectionFlags {
-            provider: self.provider.clone(),
-            model: self.model.clone(),
-            base_url: self.base_url.clone(),
-        };
-        let env = |k: &str| std::env::var(k).ok();
-        selection::select(flags, &env, file)
-            .await
-            .map_err(|e| UsageError(e.to_string()).into())
-    }
-
-    /// Builds the task configuration and executor.
-    pub async fn setup(&self, kaji_home: &Path, session_id: &str) -> Result<AgentSetup> {
-        let cwd = self.working_dir()?;
-        let settings = KajiConfig::load(kaji_home, &cwd).map_err(|e| UsageError(e.to_string()))?;
-        let mode = self.permission_mode(&settings)?;
-        let protocol: ToolProtocol = self
+        let tool_protocol: ToolProtocol = self
             .tool_protocol
             .parse()
             .map_err(|e: String| UsageError(format!("--tool-protocol: {e}")))?;
-        let provider_config = self.provider_config(&settings).await?;
-        let provider: Arc<dyn ModelProvider> =
-            kaji_llm::build_provider(&provider_config).map_err(|e| UsageError(e.to_string()))?;
-        let list_id = self
-            .task_list
-            .clone()
-            .or_else(|| {
-                std::env::var("KAJI_TASK_LIST_ID")
-                    .ok()
-                    .filter(|v| !v.is_empty())
-            })
-            .unwrap_or_else(|| session_id.to_string());
-        let task_list = kaji_tasks::TaskListStore::open(kaji_home, &list_id)
-            .map_err(|e| UsageError(format!("--task-list {list_id:?}: {e}")))?;
-
-        let runtime = kaji_tasks::RuntimeTaskRegistry::new(
-            kaji_home,
-            session_id,
-            kaji_tasks::runtime::RuntimeConfig::default(),
-        )
-        .map_err(|e| anyhow::anyhow!("cannot set up the session's runtime tasks: {e}"))?;
-
-        let mut config = TaskConfig::new(cwd, provider, provider_config.model.clone());
-        config.runtime = Some(Arc::new(runtime));
-        config.tool_protocol = protocol;
-        config.permission_mode = mode;
-        config.max_mistakes = self
-            .max_mistakes
-            .or(settings.max_mistakes)
-            .unwrap_or(3)
-            .max(1);
-        config.max_turns = self.max_turns;
-        config.session_id = session_id.to_string();
-        config.kaji_home = kaji_home.to_path_buf();
-        config.task_list = Some(task_list);
-        if let Some(name) = &self.worktree {
-            let worktree = kaji_tools::worktree::create_worktree(&config.cwd, Some(name))
-                .await
-                .map_err(|e| UsageError(format!("--worktree {name}: {e}")))?;
-            config.start_dir = Some(worktree.cwd.clone());
-        }
-        let work_dir = config
-            .start_dir
-            .clone()
-            .unwrap_or_else(|| config.cwd.clone());
-        if !self.no_checkpoints && checkpoints_make_sense(&work_dir) {
-            config.checkpoints = Some(
-                CheckpointStore::open(kaji_home, &work_dir)
-                    .map_err(|e| anyhow::anyhow!("cannot set up checkpoints: {e}"))?,
-            );
-        }
-        let rules = RuleFiles::discover(kaji_home, &work_dir);
-        for warning in &rules.warnings {
-            eprintln!("kaji: {warning}");
-        }
-        config.extra_system_sections = rules.to_system_section().into_iter().collect();
-        if !settings.hooks.is_empty() {
-            config.hooks = Some(HookRunner::new(settings.hooks.clone()));
-        }
-        let todo = TodoState::new();
-        config.todo = Some(todo.clone());
-        let mut tools = kaji_tools::builtin_tools();
-        tools.register(todo_tool(todo));
-        let mut executor = ToolExecutor::new(tools);
-        let servers = settings.mcp_servers.clone();
-        let mcp = (!servers.is_empty()).then(|| kaji_mcp::McpManager::start(servers, &config.cwd));
-        if let Some(mcp) = &mcp {
-            executor.set_mcp(mcp.clone());
-        }
-        Ok(AgentSetup {
-            config,
-            executor,
-            provider_config,
-            mcp,
+        Ok(SessionOptions {
+            cwd: self.cwd.clone(),
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            permission_mode,
+            max_mistakes: self.max_mistakes,
+            max_turns: self.max_turns,
+            tool_protocol,
+            worktree: self.worktree.clone(),
+            no_checkpoints: self.no_checkpoints,
+            task_list: self.task_list.clone(),
+            persist: !self.no_session_persistence,
+            ..SessionOptions::default()
         })
+    }
+
+    /// Builds the session these flags ask for, resuming `resume` if set.
+    pub async fn build_session(
+        &self,
+        resume: Option<ResumeFrom>,
+        frontend: Arc<dyn TaskFrontend>,
+    ) -> Result<(Arc<Session>, Vec<String>)> {
+        let mut options = self.session_options()?;
+        options.resume = resume;
+        SessionBuilder::new(crate::paths::kaji_home(), options)
+            .build(frontend)
+            .await
+            .map_err(session_error)
     }
 }
 
-/// Checkpoints snapshot the whole working directory: not for `/` or the
-/// home directory itself.
-fn checkpoints_make_sense(dir: &Path) -> bool {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    dir.parent().is_some() && home.as_deref() != Some(dir)
-}
-
-/// A new session id: time-ordered and unique enough for file names.
-pub fn new_session_id() -> String {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    format!("s{}-{}", now.as_secs(), std::process::id())
+/// A session error as the CLI reports it: usage errors exit 2.
+pub fn session_error(e: SessionError) -> anyhow::Error {
+    if e.is_usage() {
+        UsageError(e.to_string()).into()
+    } else {
+        anyhow::Error::new(e)
+    }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use kaji_core::{PermissionMode, Task, TaskConfig, ToolExecutor};
+use kaji_core::{PermissionMode, SessionBuilder, SessionOptions};
 use kaji_llm::{ProviderConfig, ProviderKind};
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::json;
@@ -106,7 +106,6 @@ async fn run_inner(args: DemoArgs) -> Result<i32> {
     );
     provider_config.api_key = Some("demo".into());
     provider_config.idle_timeout = Duration::from_secs(30);
-    let provider = kaji_llm::build_provider(&provider_config)?;
 
     println!("kaji demo — a scripted replay: no model is called and no key is needed.");
     println!(
@@ -116,20 +115,26 @@ async fn run_inner(args: DemoArgs) -> Result<i32> {
     println!("Anthropic wire format; the tools, permissions and loop are the real ones.");
     println!("Scratch repository: {}\n", root.display());
 
-    let kaji_home = root.join(".kaji-demo-home");
-    let mut config = TaskConfig::new(root.clone(), provider, provider_config.model.clone());
-    config.permission_mode = PermissionMode::AcceptEdits;
-    config.kaji_home = kaji_home;
-    config.session_id = crate::agent::new_session_id();
+    // A session like any other, only over the scratch directory, its own
+    // $KAJI_HOME and the scripted provider; nothing of it is saved.
+    let options = SessionOptions {
+        cwd: Some(root.clone()),
+        permission_mode: Some(PermissionMode::AcceptEdits),
+        no_checkpoints: true,
+        persist: false,
+        ..SessionOptions::default()
+    };
     let frontend = Arc::new(DemoFrontend(ExecFrontend::new(false, "accept-edits")));
-    let task = Task::new(
-        config,
-        ToolExecutor::new(kaji_tools::builtin_tools()),
-        frontend,
-    );
-    let outcome = task
-        .run("The slug test fails. Find out why and fix it.".into())
-        .await;
+    let (session, _warnings) = SessionBuilder::new(root.join(".kaji-demo-home"), options)
+        .provider(provider_config)
+        .build(frontend)
+        .await
+        .map_err(anyhow::Error::new)?;
+    let outcome = session
+        .submit("The slug test fails. Find out why and fix it.".into())
+        .await
+        .map_err(anyhow::Error::new)?;
+    session.shutdown().await;
 
     let after = std::fs::read_to_string(root.join("slugify.sh")).unwrap_or_default();
     println!("\nThe change kaji made:\n");
@@ -165,7 +170,7 @@ struct DemoFrontend(ExecFrontend);
 
 #[async_trait::async_trait]
 impl kaji_core::TaskFrontend for DemoFrontend {
-    fn emit(&self, event: kaji_protocol::TaskEvent) {
+    fn emit(&self, event: kaji_protocol::SessionEvent) {
         self.0.emit(event);
     }
 

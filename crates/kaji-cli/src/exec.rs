@@ -12,11 +12,11 @@ use std::time::Instant;
 
 use anyhow::Result;
 use async_trait::async_trait;
-use kaji_core::{AskRequest, Task, TaskFrontend};
-use kaji_protocol::{AskKind, AskResponse, SayKind, TaskEvent};
+use kaji_core::{AskRequest, ResumeFrom, TaskFrontend};
+use kaji_protocol::{AskKind, AskResponse, BackgroundTask, SayKind, SessionEvent, TaskEvent};
 use serde_json::json;
 
-use crate::agent::{AgentArgs, UsageError, new_session_id};
+use crate::agent::{self, AgentArgs, UsageError};
 
 /// Arguments of `kaji exec`.
 #[derive(Debug, clap::Args)]
@@ -31,6 +31,13 @@ pub struct ExecArgs {
     /// task in plan mode ends with the plan as its result).
     #[arg(long)]
     pub approve_plan: bool,
+    /// Continue the saved session ID (or a unique prefix of it) with this
+    /// prompt.
+    #[arg(long, value_name = "ID", conflicts_with = "continue_")]
+    pub resume: Option<String>,
+    /// Continue the most recent session of this directory.
+    #[arg(long = "continue", short = 'c')]
+    pub continue_: bool,
     #[command(flatten)]
     pub agent: AgentArgs,
 }
@@ -63,40 +70,49 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
     if prompt.trim().is_empty() {
         return Err(UsageError("the prompt is empty".into()).into());
     }
-    let kaji_home = crate::paths::kaji_home();
-    let session_id = new_session_id();
-    let setup = args.agent.setup(&kaji_home, &session_id).await?;
-    let mode = setup.config.permission_mode;
-    let frontend =
-        Arc::new(ExecFrontend::new(args.json, mode.as_str()).approving_plans(args.approve_plan));
-    let task = Task::new(setup.config.clone(), setup.executor, frontend.clone());
+    let resume = match (&args.resume, args.continue_) {
+        (Some(id), _) => Some(ResumeFrom::Id(id.clone())),
+        (None, true) => Some(ResumeFrom::Latest),
+        (None, false) => None,
+    };
+    let frontend = Arc::new(ExecFrontend::new(args.json, "default").approving_plans(args.approve_plan));
+    let (session, warnings) = args.agent.build_session(resume, frontend.clone()).await?;
+    for w in warnings {
+        eprintln!("kaji exec: warning: {w}");
+    }
+    let mode = session.permission_mode();
+    frontend.set_mode(mode.as_str());
+    let task_id = kaji_core::new_task_id();
     if args.json {
+        let provider = session.provider_config();
         frontend.line(&json!({
             "type": "task_started",
             "schema_version": 1,
-            "task_id": task.id(),
-            "session_id": session_id,
-            "model": setup.provider_config.model,
-            "provider": setup.provider_config.kind.as_str(),
-            "cwd": setup.config.cwd,
+            "task_id": task_id,
+            "session_id": session.id(),
+            "model": provider.model,
+            "provider": provider.kind.as_str(),
+            "cwd": session.project_dir(),
             "permission_mode": mode.as_str(),
+            "resumed": session.is_resuming(),
         }));
     }
-    let abort = task.abort_handle();
-    let signals = tokio::spawn(async move {
-        wait_for_signal().await;
-        abort.abort();
-    });
+    let signals = {
+        let session = Arc::clone(&session);
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            session.abort();
+        })
+    };
     let started = Instant::now();
-    let outcome = task.run(prompt).await;
+    let outcome = session.submit_as(task_id, prompt).await.map_err(agent::session_error)?;
     signals.abort();
     // No orphans: whatever the task left running in the background stops
-    // with kaji.
-    if let Some(runtime) = &setup.config.runtime {
-        runtime.stop_all().await;
-    }
-    if let Some(mcp) = &setup.mcp {
-        mcp.shutdown().await;
+    // with kaji, and the user hears of it.
+    let stopped = session.shutdown().await;
+    frontend.report_stopped(&stopped);
+    if let Some(e) = session.take_persistence_error() {
+        eprintln!("kaji exec: warning: {e}");
     }
     let status = outcome.status;
     if args.json {
@@ -145,7 +161,7 @@ async fn wait_for_signal() {
 pub struct ExecFrontend {
     json: bool,
     approve_plan: bool,
-    mode: String,
+    mode: Mutex<String>,
     out: Mutex<TranscriptState>,
 }
 
@@ -167,7 +183,7 @@ impl ExecFrontend {
         Self {
             json,
             approve_plan: false,
-            mode: mode.to_string(),
+            mode: Mutex::new(mode.to_string()),
             out: Mutex::new(TranscriptState {
                 out: Box::new(std::io::stdout()),
                 mid_line: false,
@@ -181,6 +197,28 @@ impl ExecFrontend {
     pub fn approving_plans(mut self, approve: bool) -> Self {
         self.approve_plan = approve;
         self
+    }
+
+    /// The permission mode named when an approval is denied.
+    pub fn set_mode(&self, mode: &str) {
+        *self.mode.lock().unwrap_or_else(|e| e.into_inner()) = mode.to_string();
+    }
+
+    /// Says which background tasks were stopped because kaji exits.
+    fn report_stopped(&self, stopped: &[BackgroundTask]) {
+        if stopped.is_empty() {
+            return;
+        }
+        if self.json {
+            self.line(&json!({"type": "background_stopped", "tasks": stopped}));
+        } else {
+            for t in stopped {
+                self.print(
+                    &format!("! stopped background task {} ({}) as kaji exits", t.id, t.description),
+                    true,
+                );
+            }
+        }
     }
 
     fn line(&self, value: &serde_json::Value) {
@@ -300,7 +338,8 @@ fn indent(prefix: &str, text: &str) -> String {
 
 #[async_trait]
 impl TaskFrontend for ExecFrontend {
-    fn emit(&self, event: TaskEvent) {
+    fn emit(&self, event: SessionEvent) {
+        let event = event.event;
         if self.json {
             match &event {
                 TaskEvent::Say { partial: true, .. }
@@ -326,7 +365,7 @@ impl TaskFrontend for ExecFrontend {
             AskKind::Tool | AskKind::Command => AskResponse::Deny {
                 feedback: Some(format!(
                     "kaji exec runs without a user to approve this (permission mode {}); it was denied. Use another approach that needs no approval, or finish with AttemptCompletion and say what must be run.",
-                    self.mode
+                    self.mode.lock().unwrap_or_else(|e| e.into_inner())
                 )),
             },
             _ => AskResponse::Deny {
@@ -360,7 +399,12 @@ mod tests {
         let frontend = ExecFrontend::new(false, "default");
         frontend.lock_state().out = Box::new(buffer.clone());
         for e in events {
-            frontend.emit(e.clone());
+            frontend.emit(SessionEvent {
+                session_id: "s".into(),
+                task_id: "t".into(),
+                agent: "main".into(),
+                event: e.clone(),
+            });
         }
         String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
     }
@@ -371,7 +415,7 @@ mod tests {
             kind,
             text: text.into(),
             partial,
-            data: None,
+            payload: None,
         }
     }
 

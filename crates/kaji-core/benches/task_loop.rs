@@ -9,7 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kaji_core::{AskRequest, PermissionMode, Task, TaskConfig, TaskFrontend, ToolExecutor};
 use kaji_llm::{ProviderConfig, ProviderKind};
-use kaji_protocol::{AskResponse, TaskEvent};
+use kaji_protocol::AskResponse;
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::json;
 
@@ -17,7 +17,7 @@ struct Quiet;
 
 #[async_trait]
 impl TaskFrontend for Quiet {
-    fn emit(&self, _event: TaskEvent) {}
+    fn emit(&self, _event: kaji_protocol::SessionEvent) {}
     async fn answer(&self, _ask: &AskRequest) -> AskResponse {
         AskResponse::Approve
     }

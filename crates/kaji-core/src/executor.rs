@@ -11,15 +11,18 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use kaji_protocol::{AskKind, AskResponse, SayKind};
+use kaji_protocol::{AskKind, AskPayload, AskResponse, SayKind, SayPayload, StateUpdate};
 use kaji_tools::{ToolAccess, ToolContext, ToolControl, ToolError, ToolRegistry};
 use serde_json::{Value, json};
+
+use crate::emitter::Emitter;
+use crate::session::record::SessionRecord;
+use crate::session::recorder::Recorder;
 use tokio::sync::watch;
 
 use crate::hooks::{HookEvent, HookPayload, HookRunner};
 use crate::parser::ToolCall;
-use crate::permissions::{Decision, PermissionMode, SessionApprovals, decide};
-use crate::task::Emitter;
+use crate::permissions::{Decision, PermissionMode, SharedApprovals, decide};
 use kaji_mcp::McpManager;
 
 /// The seed's initial-checkpoint gate: closed while the first checkpoint of
@@ -101,6 +104,8 @@ pub struct ToolRun {
     pub new_mode: Option<PermissionMode>,
     /// The task's working directory changes to this (worktrees).
     pub new_cwd: Option<PathBuf>,
+    /// Session state the call changed (task list, todo).
+    pub update: Option<StateUpdate>,
 }
 
 impl ToolRun {
@@ -114,6 +119,7 @@ impl ToolRun {
             changed_files: false,
             new_mode: None,
             new_cwd: None,
+            update: None,
         }
     }
 
@@ -127,6 +133,7 @@ impl ToolRun {
             changed_files: false,
             new_mode: None,
             new_cwd: None,
+            update: None,
         }
     }
 }
@@ -143,12 +150,14 @@ pub(crate) struct CallEnv<'a> {
     pub emitter: &'a Emitter,
     /// The task's id (for hooks).
     pub task_id: &'a str,
+    /// Where approvals granted for the session are written.
+    pub recorder: &'a Recorder,
 }
 
 /// Runs tool calls for one task.
 pub struct ToolExecutor {
     registry: ToolRegistry,
-    approvals: Mutex<SessionApprovals>,
+    approvals: SharedApprovals,
     /// `true` once the initial checkpoint is done; tools that are not
     /// read-only wait for it (the seed's gate).
     checkpoint_gate: Option<CheckpointGate>,
@@ -173,11 +182,17 @@ impl ToolExecutor {
         Self {
             round_tools: Mutex::new(registry.clone()),
             registry,
-            approvals: Mutex::new(SessionApprovals::default()),
+            approvals: SharedApprovals::default(),
             checkpoint_gate: None,
             hooks: None,
             mcp: None,
         }
+    }
+
+    /// Shares the session's approval memory ("always allow"), so that
+    /// every Task of a session, and its sub-agents, see the same approvals.
+    pub fn set_approvals(&mut self, approvals: SharedApprovals) {
+        self.approvals = approvals;
     }
 
     /// Offers the tools of these MCP servers too (as `mcp__<server>__<tool>`
@@ -261,7 +276,11 @@ impl ToolExecutor {
         emitter.say(
             SayKind::Tool,
             describe_call(&call.name, &input),
-            Some(json!({"id": call.id, "tool": call.name, "input": input})),
+            Some(SayPayload::Tool {
+                id: call.id.clone(),
+                tool: call.name.clone(),
+                input: input.clone(),
+            }),
         );
 
         // PreToolUse hooks may refuse the call before anyone is asked.
@@ -293,14 +312,20 @@ impl ToolExecutor {
             Decision::Deny(reason) => return ToolRun::error(reason, false),
             Decision::Ask(kind) => {
                 let text = describe_call(&call.name, &input);
-                let data = json!({"tool": call.name, "input": input});
-                match ask_or_abort(env, kind, text, Some(data)).await {
+                let payload = AskPayload::ToolApproval {
+                    tool: call.name.clone(),
+                    input: input.clone(),
+                    preview: None,
+                };
+                match ask_or_abort(env, kind, text, Some(payload)).await {
                     AskResponse::Approve => {}
                     AskResponse::ApproveAlways => {
-                        self.approvals
+                        let rule = self
+                            .approvals
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .remember(&call.name, &access);
+                        env.recorder.record(SessionRecord::Approval { rule });
                     }
                     AskResponse::Deny { feedback } => {
                         return rejected(&call.name, feedback.as_deref());
@@ -345,13 +370,8 @@ impl ToolExecutor {
             }
             Err(e) => ToolRun::error(e.to_string(), true),
             Ok(out) => {
-                if let Some(data) = out.data.as_ref() {
-                    if let Some(list) = data.get("task_list") {
-                        emitter.say(SayKind::TaskList, list.to_string(), Some(list.clone()));
-                    }
-                    if let Some(todos) = data.get("todos") {
-                        emitter.say(SayKind::Todo, todos.to_string(), Some(todos.clone()));
-                    }
+                if let Some(update) = &out.update {
+                    say_update(emitter, update);
                 }
                 let changed_files = out.changed_files;
                 let mut run = match out.control {
@@ -359,6 +379,7 @@ impl ToolExecutor {
                     Some(control) => self.control(control, out.content, env).await,
                 };
                 run.changed_files = changed_files;
+                run.update = out.update;
                 run
             }
         };
@@ -457,8 +478,8 @@ impl ToolExecutor {
                 }
             }
             ToolControl::AskUser { question, options } => {
-                let data = json!({"options": options});
-                match ask_or_abort(env, AskKind::Followup, question, Some(data)).await {
+                let payload = AskPayload::Followup { options };
+                match ask_or_abort(env, AskKind::Followup, question, Some(payload)).await {
                     AskResponse::Reply { text } => {
                         ToolRun::ok(format!("The user answered:\n{text}"))
                     }
@@ -525,10 +546,10 @@ async fn ask_or_abort(
     env: &CallEnv<'_>,
     kind: AskKind,
     text: String,
-    data: Option<Value>,
+    payload: Option<AskPayload>,
 ) -> AskResponse {
     tokio::select! {
-        answer = env.emitter.ask(kind, text, data) => answer,
+        answer = env.emitter.ask(kind, text, payload) => answer,
         _ = env.ctx.cancel.cancelled() => AskResponse::Deny {
             feedback: Some("the task was aborted".to_string()),
         },
@@ -540,4 +561,27 @@ pub(crate) fn report_hook_warnings(emitter: &Emitter, warnings: &[String]) {
     for w in warnings {
         emitter.say(SayKind::Info, format!("hook warning: {w}"), None);
     }
+}
+
+/// Shows a change of session state. The text is the list as JSON with its
+/// keys sorted (what `kaji exec --json` has always printed); front ends
+/// render the payload.
+fn say_update(emitter: &Emitter, update: &StateUpdate) {
+    let (kind, text) = match update {
+        StateUpdate::TaskList { tasks } => (
+            SayKind::TaskList,
+            json_text(tasks),
+        ),
+        StateUpdate::Todo { items } => (
+            SayKind::Todo,
+            json_text(items),
+        ),
+    };
+    emitter.say(kind, text, Some(SayPayload::Update(update.clone())));
+}
+
+fn json_text<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .map(|v| v.to_string())
+        .unwrap_or_default()
 }

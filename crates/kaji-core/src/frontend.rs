@@ -6,11 +6,10 @@
 //! take as long as a person needs in `answer`.
 
 use async_trait::async_trait;
-use kaji_protocol::{AskKind, AskResponse, TaskEvent};
-use serde_json::Value;
+use kaji_protocol::{AskKind, AskPayload, AskResponse, SessionEvent};
 
-/// A question the task waits on. The matching [`TaskEvent::Ask`] has
-/// already been emitted when [`TaskFrontend::answer`] is called.
+/// A question the task waits on. The matching [`kaji_protocol::TaskEvent::Ask`]
+/// has already been emitted when [`TaskFrontend::answer`] is called.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AskRequest {
     /// Message id of the ask.
@@ -19,15 +18,17 @@ pub struct AskRequest {
     pub kind: AskKind,
     /// The question as text.
     pub text: String,
-    /// Structured detail (tool name and input, options, …).
-    pub data: Option<Value>,
+    /// Typed detail (the tool and its input, the options, …).
+    pub payload: Option<AskPayload>,
+    /// The agent asking: `main` or a sub-agent's name.
+    pub agent: String,
 }
 
-/// A front end of a task: a TUI, `kaji exec`, an editor bridge, a test.
+/// A front end of a session: a TUI, `kaji exec`, an editor bridge, a test.
 #[async_trait]
 pub trait TaskFrontend: Send + Sync {
-    /// Receives every event of the task, in order. Must not block.
-    fn emit(&self, event: TaskEvent);
+    /// Receives every event of the session, in order. Must not block.
+    fn emit(&self, event: SessionEvent);
 
     /// Answers an ask. Front ends that nobody can answer (`kaji exec`)
     /// deny, saying why in the feedback.

@@ -11,6 +11,7 @@
 
 pub mod checkpoints;
 pub mod config;
+pub mod emitter;
 pub mod executor;
 pub mod frontend;
 pub mod hooks;
@@ -26,3 +27,5 @@ pub use frontend::{AskRequest, TaskFrontend};
 pub use parser::ToolProtocol;
 pub use permissions::PermissionMode;
 pub use task::{AbortHandle, Task, TaskConfig, TaskOutcome};
+pub use session::{ResumeFrom, Session, SessionBuilder, SessionError, SessionOptions};
+pub use task::new_task_id;

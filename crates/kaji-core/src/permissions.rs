@@ -73,14 +73,36 @@ pub struct SessionApprovals {
 }
 
 impl SessionApprovals {
-    /// Remembers an "always allow" for this call.
-    pub fn remember(&mut self, tool: &str, access: &ToolAccess) {
+    /// Remembers an "always allow" for this call; returns the rule it
+    /// stored, in the permission-rule syntax (`Bash(cargo test:*)`, or the
+    /// tool's name), for the session file.
+    pub fn remember(&mut self, tool: &str, access: &ToolAccess) -> String {
         match access {
             ToolAccess::Execute { command } => {
-                self.command_prefixes.insert(command_prefix(command));
+                let prefix = command_prefix(command);
+                let rule = format!("Bash({prefix}:*)");
+                self.command_prefixes.insert(prefix);
+                rule
             }
             _ => {
                 self.tools.insert(tool.to_string());
+                tool.to_string()
+            }
+        }
+    }
+
+    /// Restores an approval from a rule that [`SessionApprovals::remember`]
+    /// returned (a resumed session).
+    pub fn restore(&mut self, rule: &str) {
+        match rule
+            .strip_prefix("Bash(")
+            .and_then(|r| r.strip_suffix(":*)"))
+        {
+            Some(prefix) => {
+                self.command_prefixes.insert(prefix.to_string());
+            }
+            None => {
+                self.tools.insert(rule.to_string());
             }
         }
     }
@@ -94,6 +116,9 @@ impl SessionApprovals {
         }
     }
 }
+
+/// The one approval memory of a session, shared by its Tasks' executors.
+pub type SharedApprovals = std::sync::Arc<std::sync::Mutex<SessionApprovals>>;
 
 /// The prefix "always allow" remembers for a command: its first word, and
 /// the second too when it is a subcommand (`git status`, `cargo test`).

@@ -23,20 +23,24 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kaji_llm::{LlmError, ModelProvider, ModelRequest};
 use kaji_protocol::{
-    AskKind, AskResponse, ContentBlock, Message, Role, SayKind, TaskEvent, TaskStatus, Usage,
+    AskKind, AskPayload, AskResponse, BackgroundTask, ContentBlock, Message, Role, SayKind,
+    SayPayload, StateUpdate, TaskEvent, TaskStatus, Usage,
 };
 use kaji_tools::ToolContext;
 use kaji_tools::todo::TodoState;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::checkpoints::CheckpointStore;
+use crate::emitter::Emitter;
 use crate::executor::{CallEnv, CheckpointGate, ToolExecutor, ToolRun, report_hook_warnings};
-use crate::frontend::{AskRequest, TaskFrontend};
+use crate::frontend::TaskFrontend;
 use crate::hooks::{HookEvent, HookPayload, HookRunner};
 use crate::parser::{BlockContent, ReplyAssembler, ToolCall, ToolProtocol, XmlToolGrammar};
-use crate::permissions::PermissionMode;
+use crate::permissions::{PermissionMode, SharedApprovals};
+use crate::session::record::SessionRecord;
+use crate::session::recorder::{Recorder, now_millis};
 use crate::prompt::{PromptInputs, system_prompt};
 
 /// How long the first request waits for MCP servers still connecting.
@@ -99,6 +103,22 @@ pub struct TaskConfig {
     /// Turns without touching the checklist or the task list, while items
     /// are open, before a reminder goes into the next request (default 10).
     pub todo_reminder_turns: u32,
+    /// The mode to return to when a plan is approved (the session's, when
+    /// it is in plan mode already).
+    pub mode_before_plan: Option<PermissionMode>,
+    /// The session's approval memory, shared by all its Tasks.
+    pub approvals: SharedApprovals,
+    /// Where the conversation is written as it happens.
+    pub recorder: Recorder,
+    /// The session's message counter, so ids never repeat across prompts.
+    pub message_ids: Arc<AtomicU64>,
+    /// Whose Task this is: `main`, or a sub-agent's name.
+    pub agent: String,
+    /// Set when this Task continues a session loaded from disk: the
+    /// TaskResume hook runs and the model gets this notice first.
+    pub resumed: Option<String>,
+    /// The Task's id (default: a new one).
+    pub task_id: Option<String>,
 }
 
 impl std::fmt::Debug for TaskConfig {
@@ -139,6 +159,13 @@ impl TaskConfig {
             checkpoints: None,
             todo: None,
             todo_reminder_turns: 10,
+            mode_before_plan: None,
+            approvals: SharedApprovals::default(),
+            recorder: Recorder::disabled(),
+            message_ids: Arc::new(AtomicU64::new(0)),
+            agent: "main".into(),
+            resumed: None,
+            task_id: None,
         }
     }
 }
@@ -158,6 +185,12 @@ pub struct TaskOutcome {
     pub history: Vec<Message>,
     /// How long the task ran.
     pub duration: Duration,
+    /// The permission mode at the end (plan mode entered or left).
+    pub mode: PermissionMode,
+    /// The mode a plan's approval returns to.
+    pub mode_before_plan: PermissionMode,
+    /// The working directory at the end (a worktree entered or left).
+    pub cwd: PathBuf,
 }
 
 /// Aborts a running task from anywhere (a signal handler, a UI key).
@@ -193,60 +226,6 @@ impl AbortHandle {
             self.cancel_hook.due.store(true, Ordering::SeqCst);
         }
         self.cancel.cancel();
-    }
-}
-
-/// Sends a task's events and asks to its front end, numbering messages.
-#[derive(Clone)]
-pub(crate) struct Emitter {
-    frontend: Arc<dyn TaskFrontend>,
-    next_id: Arc<AtomicU64>,
-}
-
-impl Emitter {
-    fn next(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    pub(crate) fn say(&self, kind: SayKind, text: impl Into<String>, data: Option<Value>) -> u64 {
-        let id = self.next();
-        self.frontend.emit(TaskEvent::Say {
-            id,
-            kind,
-            text: text.into(),
-            partial: false,
-            data,
-        });
-        id
-    }
-
-    fn emit(&self, event: TaskEvent) {
-        self.frontend.emit(event);
-    }
-
-    pub(crate) async fn ask(
-        &self,
-        kind: AskKind,
-        text: impl Into<String>,
-        data: Option<Value>,
-    ) -> AskResponse {
-        let id = self.next();
-        let text = text.into();
-        self.frontend.emit(TaskEvent::Ask {
-            id,
-            kind,
-            text: text.clone(),
-            partial: false,
-            data: data.clone(),
-        });
-        self.frontend
-            .answer(&AskRequest {
-                id,
-                kind,
-                text,
-                data,
-            })
-            .await
     }
 }
 
@@ -314,6 +293,16 @@ impl TaskState {
     }
 }
 
+/// What the outer loop does after a round.
+enum Next {
+    /// Send this as the next user content.
+    Content(Vec<ContentBlock>),
+    /// Send the same user content again.
+    Retry,
+    /// End the task.
+    End(TaskStatus, Option<String>),
+}
+
 /// What one round came to.
 enum RoundOutcome {
     /// Tools ran; their results are the next user content.
@@ -363,7 +352,7 @@ impl Task {
     ) -> Self {
         let state = TaskState {
             mode: config.permission_mode,
-            mode_before_plan: config.permission_mode,
+            mode_before_plan: config.mode_before_plan.unwrap_or(config.permission_mode),
             cwd: config
                 .start_dir
                 .clone()
@@ -373,6 +362,7 @@ impl Task {
             ..TaskState::default()
         };
         let mut executor = executor;
+        executor.set_approvals(Arc::clone(&config.approvals));
         if let Some(hooks) = &config.hooks {
             executor.set_hooks(hooks.clone());
         }
@@ -386,15 +376,20 @@ impl Task {
                 .is_some_and(|h| h.has_hooks(HookEvent::TaskCancel)),
             ..CancelHookGate::default()
         });
+        let task_id = config.task_id.clone().unwrap_or_else(new_task_id);
+        let emitter = Emitter::new(
+            frontend,
+            Arc::clone(&config.message_ids),
+            &config.session_id,
+            &task_id,
+            &config.agent,
+        );
         Self {
             cancel_hook,
-            task_id: new_task_id(),
+            task_id,
             config,
             executor: Arc::new(executor),
-            emitter: Emitter {
-                frontend,
-                next_id: Arc::new(AtomicU64::new(0)),
-            },
+            emitter,
             state: Arc::new(Mutex::new(state)),
             cancel: CancellationToken::new(),
         }
@@ -420,203 +415,233 @@ impl Task {
     /// Runs the task to its end: the outer loop.
     pub async fn run(self, prompt: String) -> TaskOutcome {
         let started = Instant::now();
+        self.config.recorder.record_synced(SessionRecord::TaskStarted {
+            task_id: self.task_id.clone(),
+            prompt: prompt.clone(),
+            at: now_millis(),
+        });
         self.emitter
             .say(SayKind::UserFeedback, prompt.clone(), None);
-        let mut user_content = vec![ContentBlock::text(prompt.clone())];
-        let mut empty_retries = 0u32;
+        let mut user_content = Vec::new();
+        if let Some(notice) = &self.config.resumed {
+            user_content.push(ContentBlock::text(notice.clone()));
+        }
+        user_content.push(ContentBlock::text(prompt.clone()));
         self.start_initial_checkpoint();
         let stopped_by_hook = self.start_hooks(&prompt, &mut user_content).await;
-        let (status, result) = if let Some(stop) = stopped_by_hook {
-            stop
-        } else {
-            loop {
-                if self.cancel.is_cancelled() {
-                    break (TaskStatus::Aborted, None);
-                }
-                // The mistake limit, checked before each request as in the seed.
-                let mistakes = self.lock().consecutive_mistakes;
-                if mistakes >= self.config.max_mistakes {
-                    let msg = format!(
-                        "The model made {mistakes} consecutive mistakes (the limit is {}).",
-                        self.config.max_mistakes
-                    );
-                    if self.lock().mode == PermissionMode::Yolo {
-                        self.emitter.say(SayKind::Error, msg.clone(), None);
-                        break (TaskStatus::MistakeLimit, Some(msg));
-                    }
-                    match self
-                        .ask_or_abort(
-                            AskKind::MistakeLimitReached,
-                            format!("{msg} Continue?"),
-                            None,
-                        )
-                        .await
-                    {
-                        Some(AskResponse::Approve | AskResponse::ApproveAlways) => {
-                            self.lock().consecutive_mistakes = 0;
-                        }
-                        Some(AskResponse::Reply { text }) => {
-                            self.lock().consecutive_mistakes = 0;
-                            user_content
-                                .push(ContentBlock::text(format!("The user says:\n{text}")));
-                        }
-                        Some(AskResponse::Deny { .. }) => {
-                            break (TaskStatus::MistakeLimit, Some(msg));
-                        }
-                        None => break (TaskStatus::Aborted, None),
-                    }
-                }
-                let turns = self.lock().turns;
-                if let Some(max) = self.config.max_turns
-                    && turns >= max
-                {
-                    let msg = format!("The turn limit of {max} was reached.");
-                    self.emitter.say(SayKind::Error, msg.clone(), None);
-                    break (TaskStatus::MaxTurns, Some(msg));
-                }
-
-                // An open checklist the model has not touched for a while.
-                if let Some(reminder) = self.todo_reminder() {
-                    user_content.push(ContentBlock::text(reminder));
-                }
-                // Background tasks that ended since the last request: the
-                // model learns of them without polling.
-                if let Some(runtime) = &self.config.runtime {
-                    for notice in runtime.take_finished_notices() {
-                        user_content.push(ContentBlock::text(notice.to_prompt_text()));
-                    }
-                }
-
-                match self.round(user_content.clone()).await {
-                    RoundOutcome::Continue(next) => {
-                        empty_retries = 0;
-                        user_content = next;
-                    }
-                    RoundOutcome::NoToolUsed => {
-                        empty_retries = 0;
-                        self.lock().consecutive_mistakes += 1;
-                        user_content = vec![ContentBlock::text(NO_TOOL_NUDGE)];
-                    }
-                    RoundOutcome::Empty => {
-                        if empty_retries < self.config.empty_reply_retries {
-                            empty_retries += 1;
-                            let delay =
-                                self.config.empty_reply_backoff * 2u32.pow(empty_retries - 1);
-                            self.emitter.say(
-                            SayKind::Error,
-                            format!(
-                                "The model sent an empty reply (no text, no tool call); retrying ({empty_retries}/{}) in {} ms.",
-                                self.config.empty_reply_retries,
-                                delay.as_millis()
-                            ),
-                            None,
-                        );
-                            if !self.sleep_or_abort(delay).await {
-                                break (TaskStatus::Aborted, None);
-                            }
-                            continue;
-                        }
-                        let msg = format!(
-                            "The model sent an empty reply {} times in a row.",
-                            empty_retries + 1
-                        );
-                        match self
-                            .ask_or_abort(AskKind::ApiReqFailed, format!("{msg} Retry?"), None)
-                            .await
-                        {
-                            Some(
-                                AskResponse::Approve
-                                | AskResponse::ApproveAlways
-                                | AskResponse::Reply { .. },
-                            ) => {
-                                empty_retries = 0;
-                            }
-                            Some(AskResponse::Deny { .. }) => {
-                                break (TaskStatus::Failed, Some(msg));
-                            }
-                            None => break (TaskStatus::Aborted, None),
-                        }
-                    }
-                    RoundOutcome::ApiFailed(err) => {
-                        self.emitter.say(SayKind::Error, err.clone(), None);
-                        match self
-                            .ask_or_abort(
-                                AskKind::ApiReqFailed,
-                                format!("The model request failed: {err}\nRetry?"),
-                                None,
-                            )
-                            .await
-                        {
-                            Some(
-                                AskResponse::Approve
-                                | AskResponse::ApproveAlways
-                                | AskResponse::Reply { .. },
-                            ) => {}
-                            Some(AskResponse::Deny { .. }) => {
-                                break (TaskStatus::Failed, Some(err));
-                            }
-                            None => break (TaskStatus::Aborted, None),
-                        }
-                    }
-                    RoundOutcome::Completed {
-                        result,
-                        tool_use_id,
-                        mut other_results,
-                    } => {
-                        self.emitter
-                            .say(SayKind::CompletionResult, result.clone(), None);
-                        let answer = self
-                            .ask_or_abort(AskKind::CompletionResult, result.clone(), None)
-                            .await;
-                        let (reply, end) = match answer {
-                            Some(AskResponse::Reply { text })
-                            | Some(AskResponse::Deny {
-                                feedback: Some(text),
-                            }) => (
-                                format!("The user has feedback on the result:\n{text}"),
-                                None,
-                            ),
-                            Some(_) => (
-                                "The user accepted the result.".to_string(),
-                                Some(TaskStatus::Completed),
-                            ),
-                            None => (
-                                "The task was aborted.".to_string(),
-                                Some(TaskStatus::Aborted),
-                            ),
-                        };
-                        other_results.push(self.result_block(
-                            &tool_use_id,
-                            "AttemptCompletion",
-                            &reply,
-                            false,
-                        ));
-                        match end {
-                            None => user_content = other_results,
-                            Some(status) => {
-                                // Keep the history resumable: every call answered.
-                                self.lock().history.push(Message {
-                                    role: Role::User,
-                                    content: other_results,
-                                });
-                                let result = (status == TaskStatus::Completed).then_some(result);
-                                break (status, result);
-                            }
-                        }
-                    }
-                    RoundOutcome::Aborted => break (TaskStatus::Aborted, None),
-                }
-            }
+        let (status, result) = match stopped_by_hook {
+            Some(stop) => stop,
+            None => self.outer_loop(user_content).await,
         };
-        if status == TaskStatus::Aborted {
-            // Everything the task started in the background dies with it
-            // (running hooks were killed by the abort flag), then the
-            // TaskCancel hook runs, if it was due when the abort came.
-            if let Some(runtime) = &self.config.runtime {
-                runtime.stop_all().await;
+        self.finish(status, result, started).await
+    }
+
+    /// Rounds until the task ends.
+    async fn outer_loop(&self, mut user_content: Vec<ContentBlock>) -> (TaskStatus, Option<String>) {
+        let mut empty_retries = 0u32;
+        loop {
+            if self.cancel.is_cancelled() {
+                return (TaskStatus::Aborted, None);
             }
+            if let Some(end) = self.check_limits(&mut user_content).await {
+                return end;
+            }
+            self.add_notices(&mut user_content);
+            let step = match self.round(user_content.clone()).await {
+                RoundOutcome::Continue(next) => {
+                    empty_retries = 0;
+                    Next::Content(next)
+                }
+                RoundOutcome::NoToolUsed => {
+                    empty_retries = 0;
+                    self.lock().consecutive_mistakes += 1;
+                    Next::Content(vec![ContentBlock::text(NO_TOOL_NUDGE)])
+                }
+                RoundOutcome::Empty => self.after_empty_reply(&mut empty_retries).await,
+                RoundOutcome::ApiFailed(err) => self.after_failed_request(err).await,
+                RoundOutcome::Completed {
+                    result,
+                    tool_use_id,
+                    other_results,
+                } => {
+                    self.after_completion(result, tool_use_id, other_results)
+                        .await
+                }
+                RoundOutcome::Aborted => Next::End(TaskStatus::Aborted, None),
+            };
+            match step {
+                Next::Content(next) => user_content = next,
+                Next::Retry => {}
+                Next::End(status, result) => return (status, result),
+            }
+        }
+    }
+
+    /// The mistake limit (checked before each request, as in the seed) and
+    /// the turn limit. `Some` ends the task.
+    async fn check_limits(
+        &self,
+        user_content: &mut Vec<ContentBlock>,
+    ) -> Option<(TaskStatus, Option<String>)> {
+        let mistakes = self.lock().consecutive_mistakes;
+        if mistakes >= self.config.max_mistakes {
+            let msg = format!(
+                "The model made {mistakes} consecutive mistakes (the limit is {}).",
+                self.config.max_mistakes
+            );
+            if self.lock().mode == PermissionMode::Yolo {
+                self.emitter.say(SayKind::Error, msg.clone(), None);
+                return Some((TaskStatus::MistakeLimit, Some(msg)));
+            }
+            let ask = format!("{msg} Continue?");
+            match self.ask_or_abort(AskKind::MistakeLimitReached, ask, None).await {
+                Some(AskResponse::Approve | AskResponse::ApproveAlways) => {
+                    self.lock().consecutive_mistakes = 0;
+                }
+                Some(AskResponse::Reply { text }) => {
+                    self.lock().consecutive_mistakes = 0;
+                    user_content.push(ContentBlock::text(format!("The user says:\n{text}")));
+                }
+                Some(AskResponse::Deny { .. }) => return Some((TaskStatus::MistakeLimit, Some(msg))),
+                None => return Some((TaskStatus::Aborted, None)),
+            }
+        }
+        let turns = self.lock().turns;
+        if let Some(max) = self.config.max_turns
+            && turns >= max
+        {
+            let msg = format!("The turn limit of {max} was reached.");
+            self.emitter.say(SayKind::Error, msg.clone(), None);
+            return Some((TaskStatus::MaxTurns, Some(msg)));
+        }
+        None
+    }
+
+    /// What the model learns of without asking: an open checklist left
+    /// alone for a while, and background tasks of this agent that ended.
+    fn add_notices(&self, user_content: &mut Vec<ContentBlock>) {
+        if let Some(reminder) = self.todo_reminder() {
+            user_content.push(ContentBlock::text(reminder));
+        }
+        if let Some(runtime) = &self.config.runtime {
+            for notice in runtime.take_finished_notices_for(&self.config.agent) {
+                user_content.push(ContentBlock::text(notice.to_prompt_text()));
+            }
+        }
+    }
+
+    /// An empty reply: retried with backoff, then the user is asked.
+    async fn after_empty_reply(&self, empty_retries: &mut u32) -> Next {
+        if *empty_retries < self.config.empty_reply_retries {
+            *empty_retries += 1;
+            let delay = self.config.empty_reply_backoff * 2u32.pow(*empty_retries - 1);
+            self.emitter.say(
+                SayKind::Error,
+                format!(
+                    "The model sent an empty reply (no text, no tool call); retrying ({}/{}) in {} ms.",
+                    empty_retries,
+                    self.config.empty_reply_retries,
+                    delay.as_millis()
+                ),
+                None,
+            );
+            if !self.sleep_or_abort(delay).await {
+                return Next::End(TaskStatus::Aborted, None);
+            }
+            return Next::Retry;
+        }
+        let msg = format!(
+            "The model sent an empty reply {} times in a row.",
+            *empty_retries + 1
+        );
+        match self
+            .ask_or_abort(AskKind::ApiReqFailed, format!("{msg} Retry?"), None)
+            .await
+        {
+            Some(AskResponse::Approve | AskResponse::ApproveAlways | AskResponse::Reply { .. }) => {
+                *empty_retries = 0;
+                Next::Retry
+            }
+            Some(AskResponse::Deny { .. }) => Next::End(TaskStatus::Failed, Some(msg)),
+            None => Next::End(TaskStatus::Aborted, None),
+        }
+    }
+
+    /// A request that failed as a whole: the user decides whether to retry.
+    async fn after_failed_request(&self, err: String) -> Next {
+        self.emitter.say(SayKind::Error, err.clone(), None);
+        let ask = format!("The model request failed: {err}\nRetry?");
+        match self.ask_or_abort(AskKind::ApiReqFailed, ask, None).await {
+            Some(AskResponse::Approve | AskResponse::ApproveAlways | AskResponse::Reply { .. }) => {
+                Next::Retry
+            }
+            Some(AskResponse::Deny { .. }) => Next::End(TaskStatus::Failed, Some(err)),
+            None => Next::End(TaskStatus::Aborted, None),
+        }
+    }
+
+    /// AttemptCompletion: the user accepts the result, or gives feedback
+    /// and the task goes on.
+    async fn after_completion(
+        &self,
+        result: String,
+        tool_use_id: String,
+        mut other_results: Vec<ContentBlock>,
+    ) -> Next {
+        self.emitter
+            .say(SayKind::CompletionResult, result.clone(), None);
+        let answer = self
+            .ask_or_abort(AskKind::CompletionResult, result.clone(), None)
+            .await;
+        let (reply, end) = match answer {
+            Some(AskResponse::Reply { text })
+            | Some(AskResponse::Deny {
+                feedback: Some(text),
+            }) => (format!("The user has feedback on the result:\n{text}"), None),
+            Some(_) => (
+                "The user accepted the result.".to_string(),
+                Some(TaskStatus::Completed),
+            ),
+            None => (
+                "The task was aborted.".to_string(),
+                Some(TaskStatus::Aborted),
+            ),
+        };
+        other_results.push(self.result_block(&tool_use_id, "AttemptCompletion", &reply, false));
+        match end {
+            None => Next::Content(other_results),
+            Some(status) => {
+                // Keep the history resumable: every call answered.
+                let message = Message {
+                    role: Role::User,
+                    content: other_results,
+                };
+                self.lock().history.push(message.clone());
+                self.config
+                    .recorder
+                    .record_synced(SessionRecord::Message { message });
+                let result = (status == TaskStatus::Completed).then_some(result);
+                Next::End(status, result)
+            }
+        }
+    }
+
+    /// The end of a task: hooks, the report of background work still
+    /// running after an abort, the record, and the outcome.
+    async fn finish(
+        &self,
+        status: TaskStatus,
+        result: Option<String>,
+        started: Instant,
+    ) -> TaskOutcome {
+        if status == TaskStatus::Aborted {
+            // Running hooks and the foreground command were killed by the
+            // abort flag. Background work belongs to the session and keeps
+            // running: say what is still going. Then the TaskCancel hook
+            // runs, if it was due when the abort came.
             self.emitter
                 .say(SayKind::Error, "The task was aborted.", None);
+            self.say_background_still_running();
             if self.cancel_hook.due.load(Ordering::SeqCst) {
                 self.run_task_hook(HookEvent::TaskCancel).await;
             }
@@ -624,6 +649,11 @@ impl Task {
             self.run_task_hook(HookEvent::TaskComplete).await;
         }
         let state = std::mem::take(&mut *self.lock());
+        self.config.recorder.record_synced(SessionRecord::TaskEnded {
+            task_id: self.task_id.clone(),
+            status: status.as_str().to_string(),
+            at: now_millis(),
+        });
         let outcome = TaskOutcome {
             status,
             turns: state.turns,
@@ -631,6 +661,9 @@ impl Task {
             result,
             history: state.history,
             duration: started.elapsed(),
+            mode: state.mode,
+            mode_before_plan: state.mode_before_plan,
+            cwd: state.cwd,
         };
         self.emitter.emit(TaskEvent::Finished {
             status,
@@ -641,15 +674,47 @@ impl Task {
         outcome
     }
 
+    /// After an abort: the background tasks that go on running.
+    fn say_background_still_running(&self) {
+        let Some(runtime) = &self.config.runtime else {
+            return;
+        };
+        let tasks: Vec<BackgroundTask> = runtime
+            .list()
+            .into_iter()
+            .filter(|t| !t.status.is_terminal())
+            .map(|t| BackgroundTask {
+                id: t.id.as_str().to_string(),
+                description: t.description.clone(),
+                status: t.status.as_str().to_string(),
+            })
+            .collect();
+        if tasks.is_empty() {
+            return;
+        }
+        let lines: Vec<String> = tasks
+            .iter()
+            .map(|t| format!("  {} {}", t.id, t.description))
+            .collect();
+        self.emitter.say(
+            SayKind::Info,
+            format!(
+                "Still running in the background (stop with TaskStop or `kaji ps`):\n{}",
+                lines.join("\n")
+            ),
+            Some(SayPayload::Background { tasks }),
+        );
+    }
+
     /// Asks, unless the task is aborted first (`None`).
     async fn ask_or_abort(
         &self,
         kind: AskKind,
         text: String,
-        data: Option<Value>,
+        payload: Option<AskPayload>,
     ) -> Option<AskResponse> {
         tokio::select! {
-            r = self.emitter.ask(kind, text, data) => Some(r),
+            r = self.emitter.ask(kind, text, payload) => Some(r),
             _ = self.cancel.cancelled() => None,
         }
     }
@@ -672,8 +737,15 @@ impl Task {
     ) -> Option<(TaskStatus, Option<String>)> {
         self.cancel_hook.started.store(true, Ordering::SeqCst);
         let hooks = self.config.hooks.as_ref()?;
+        // A Task that continues a session loaded from disk is a resumption
+        // (the seed's TaskResume); every other one starts.
+        let first = if self.config.resumed.is_some() {
+            (HookEvent::TaskResume, "the TaskResume hook stopped the task")
+        } else {
+            (HookEvent::TaskStart, "the TaskStart hook stopped the task")
+        };
         for (event, what) in [
-            (HookEvent::TaskStart, "the TaskStart hook stopped the task"),
+            first,
             (
                 HookEvent::UserPromptSubmit,
                 "a UserPromptSubmit hook refused the prompt",
@@ -740,10 +812,17 @@ impl Task {
         let label = format!("turn {turn}: {}", call.name);
         match store.commit(&label).await {
             Ok(Some(cp)) => {
+                self.config.recorder.record(SessionRecord::Checkpoint {
+                    id: cp.id.as_str().to_string(),
+                    label: label.clone(),
+                });
                 self.emitter.say(
                     SayKind::Info,
                     format!("checkpoint {} ({label})", cp.id.short()),
-                    Some(json!({"checkpoint": cp.id.as_str(), "label": label})),
+                    Some(SayPayload::Checkpoint {
+                        checkpoint: cp.id.as_str().to_string(),
+                        label: label.clone(),
+                    }),
                 );
             }
             Ok(None) => {}
@@ -797,6 +876,7 @@ impl Task {
             project_dir: self.config.cwd.clone(),
             cancel: self.cancel.child_token(),
             session_id: self.config.session_id.clone(),
+            agent: self.config.agent.clone(),
             kaji_home: self.config.kaji_home.clone(),
             task_list: self.config.task_list.clone(),
             runtime: self.config.runtime.clone(),
@@ -862,6 +942,7 @@ impl Task {
             }
         }
         let specs = self.executor.begin_round();
+        let recorded_user = user_content.clone();
         let turn = {
             let mut st = self.lock();
             st.push_user_content(user_content);
@@ -880,7 +961,10 @@ impl Task {
         self.emitter.say(
             SayKind::ApiReqStarted,
             format!("Turn {turn}: request to {}", self.config.model),
-            Some(json!({"turn": turn, "model": self.config.model})),
+            Some(SayPayload::ApiRequest {
+                turn,
+                model: self.config.model.clone(),
+            }),
         );
 
         // The stream reader: feeds the assembler under the lock and bumps
@@ -911,7 +995,7 @@ impl Task {
                             emitter.say(
                                 SayKind::ApiReqRetried,
                                 format!("Retrying (attempt {attempt}/{max_attempts}) in {delay_ms} ms: {reason}"),
-                                Some(json!({"attempt": attempt, "max_attempts": max_attempts, "delay_ms": delay_ms})),
+                                Some(SayPayload::Retry { attempt, max_attempts, delay_ms }),
                             );
                         }
                         Some(Ok(event)) => {
@@ -948,6 +1032,13 @@ impl Task {
             let a = st.assembler.take();
             let usage = a.as_ref().map(|a| a.usage()).unwrap_or_default();
             st.usage.add(&usage);
+            if usage != Usage::default() {
+                self.config.recorder.record(SessionRecord::Usage {
+                    turn: st.turns,
+                    usage,
+                    cost_usd: None,
+                });
+            }
             (a, st.stream_end.take(), st.stream_had_content)
         };
         let Some(assembler) = assembler else {
@@ -1009,10 +1100,23 @@ impl Task {
         }
         {
             let mut st = self.lock();
-            st.history.push(Message {
+            let reply = Message {
                 role: Role::Assistant,
                 content: assistant,
+            };
+            // The round's user content and the reply that answered it go to
+            // the session file together (a request that failed as a whole
+            // left no trace).
+            self.config.recorder.record(SessionRecord::Message {
+                message: Message {
+                    role: Role::User,
+                    content: recorded_user,
+                },
             });
+            self.config.recorder.record(SessionRecord::Message {
+                message: reply.clone(),
+            });
+            st.history.push(reply);
             let made_mistake = runs.iter().any(|(_, r)| r.mistake);
             if made_mistake {
                 st.consecutive_mistakes += runs.iter().filter(|(_, r)| r.mistake).count() as u32;
@@ -1022,13 +1126,27 @@ impl Task {
         }
         if aborted {
             if !results.is_empty() {
-                self.lock().history.push(Message {
+                let message = Message {
                     role: Role::User,
                     content: results,
-                });
+                };
+                self.lock().history.push(message.clone());
+                self.config
+                    .recorder
+                    .record(SessionRecord::Message { message });
             }
+            self.config.recorder.sync();
             return RoundOutcome::Aborted;
         }
+        // Each result, durable before the next request: a crash from here
+        // on loses nothing of this round.
+        for ((call, _), block) in runs.iter().zip(&results) {
+            self.config.recorder.record_synced(SessionRecord::ToolResult {
+                block: block.clone(),
+                tool_use_id: call.id.clone(),
+            });
+        }
+        self.config.recorder.sync();
         if let Some((call, run)) = runs.iter().find(|(_, r)| r.completion.is_some()) {
             // Results of calls made beside AttemptCompletion go back with
             // its own result, so every call stays answered.
@@ -1138,7 +1256,7 @@ impl Task {
                                     kind,
                                     text: delta.clone(),
                                     partial: true,
-                                    data: None,
+                                    payload: None,
                                 });
                                 streaming = Some((id, delta.len()));
                             }
@@ -1178,7 +1296,7 @@ impl Task {
                         kind,
                         text,
                         partial: false,
-                        data: None,
+                        payload: None,
                     });
                 }
                 Step::Tool(call) => {
@@ -1232,6 +1350,7 @@ impl Task {
             ctx: &ctx,
             emitter: &self.emitter,
             task_id: &self.task_id,
+            recorder: &self.config.recorder,
         };
         let run = self.executor.execute(call, &env).await;
         {
@@ -1241,9 +1360,20 @@ impl Task {
                     st.mode_before_plan = st.mode;
                 }
                 st.mode = new_mode;
+                self.config.recorder.record(SessionRecord::Mode {
+                    mode: new_mode.as_str().to_string(),
+                });
+            }
+            if let Some(StateUpdate::Todo { items }) = &run.update {
+                self.config.recorder.record(SessionRecord::Todo {
+                    items: items.clone(),
+                });
             }
             if let Some(cwd) = &run.new_cwd {
                 st.cwd = cwd.clone();
+                self.config
+                    .recorder
+                    .record(SessionRecord::Cwd { cwd: cwd.clone() });
                 // Entering or leaving a worktree: checkpoints follow the
                 // working directory.
                 if self.config.checkpoints.is_some() {
@@ -1294,6 +1424,7 @@ fn skipped(call: &ToolCall, why: &str) -> ToolRun {
         changed_files: false,
         new_mode: None,
         new_cwd: None,
+        update: None,
     }
 }
 
@@ -1312,7 +1443,8 @@ fn describe_llm_error(e: &LlmError) -> String {
 
 const NO_TOOL_NUDGE: &str = "[ERROR] You did not use a tool in your previous reply. Every reply must use a tool.\n\n- When the task is done, call AttemptCompletion with a summary of the result.\n- When you need information from the user, call AskUser with your question.\n- Otherwise, take the next step with the appropriate tool.";
 
-fn new_task_id() -> String {
+/// A new Task id.
+pub fn new_task_id() -> String {
     use std::time::{SystemTime, UNIX_EPOCH};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()

@@ -8,8 +8,7 @@
 //! text. Front ends replace the message with that id.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
+use crate::payload::{AskPayload, SayPayload};
 use crate::stream::Usage;
 
 /// One-way progress a task reports.
@@ -138,9 +137,9 @@ pub enum TaskEvent {
         text: String,
         /// More updates of this message follow.
         partial: bool,
-        /// Structured detail (tool input, exit code, …).
+        /// Typed detail (the tool and its input, a checkpoint, …).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        data: Option<Value>,
+        payload: Option<SayPayload>,
     },
     /// More text for the partial message `id` (a `say` or `ask` sent with
     /// `partial: true`): append it. Streaming text this way keeps the cost
@@ -162,9 +161,9 @@ pub enum TaskEvent {
         text: String,
         /// Still being streamed: not answerable yet.
         partial: bool,
-        /// Structured detail (tool name and input, options, …).
+        /// Typed detail (the tool and its input, the options, …).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        data: Option<Value>,
+        payload: Option<AskPayload>,
     },
     /// A tool call the task is about to execute (or refuse).
     ToolUse {
@@ -173,7 +172,7 @@ pub enum TaskEvent {
         /// Tool name.
         name: String,
         /// Arguments.
-        input: Value,
+        input: serde_json::Value,
     },
     /// The result of a tool call as sent back to the model.
     ToolResult {
@@ -198,4 +197,19 @@ pub enum TaskEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         result: Option<String>,
     },
+}
+
+/// An event with whose it is: the session, the prompt's Task, and the agent
+/// (`main`, or a sub-agent's runtime id) that emitted it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionEvent {
+    /// The session.
+    pub session_id: String,
+    /// The Task (one prompt) within it.
+    pub task_id: String,
+    /// The agent: `main` or a sub-agent's name.
+    pub agent: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub event: TaskEvent,
 }

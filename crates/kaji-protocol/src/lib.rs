@@ -9,10 +9,14 @@
 
 pub mod events;
 pub mod message;
+pub mod payload;
 pub mod stream;
 pub mod tool;
 
-pub use events::{AskKind, AskResponse, SayKind, TaskEvent, TaskStatus};
+pub use events::{AskKind, AskResponse, SayKind, SessionEvent, TaskEvent, TaskStatus};
 pub use message::{ContentBlock, Message, Role};
+pub use payload::{
+    AskPayload, BackgroundTask, SayPayload, StateUpdate, TaskListItem, TodoItem, TodoStatus,
+};
 pub use stream::{StopReason, StreamEvent, Usage};
 pub use tool::ToolSpec;

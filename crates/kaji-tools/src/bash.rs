@@ -181,6 +181,7 @@ impl BashTool {
                 ));
                 return Ok(ToolOutput {
                     content,
+                    update: None,
                     data: Some(json!({
                         "exit_code": status.and_then(|s| s.code()),
                         "signal": status.and_then(signal_of),
@@ -210,6 +211,7 @@ impl BashTool {
         }
         Ok(ToolOutput {
             content,
+            update: None,
             data: Some(json!({
                 "exit_code": status.code(),
                 "signal": signal_of(status),
@@ -240,7 +242,7 @@ impl BashTool {
             .filter(|d| !d.trim().is_empty())
             .unwrap_or_else(|| input.command.clone());
         let info = registry
-            .start_local_bash(&input.command, &description, &ctx.cwd, &ctx.session_id)
+            .start_local_bash(&input.command, &description, &ctx.cwd, &ctx.agent)
             .await
             .map_err(|e| ToolError::Refused(format!("Bash: {e}")))?;
         let content = format!(
@@ -251,6 +253,7 @@ impl BashTool {
         );
         Ok(ToolOutput {
             content,
+            update: None,
             data: Some(json!({
                 "task_id": info.id.as_str(),
                 "output_path": info.output_path,

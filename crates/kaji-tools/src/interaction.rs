@@ -97,6 +97,7 @@ answers are known, list them in options so the user can pick one (they may still
             .collect();
         Ok(ToolOutput {
             content: format!("Asked the user: {question}"),
+            update: None,
             data: Some(json!({"question": question, "options": options})),
             control: Some(ToolControl::AskUser { question, options }),
             changed_files: false,
@@ -160,6 +161,7 @@ question or an offer of more help. If you need information to go on, use AskUser
         )?;
         Ok(ToolOutput {
             content: "The task is marked as completed.".to_string(),
+            update: None,
             data: Some(json!({"result": result})),
             control: Some(ToolControl::Complete { result }),
             changed_files: false,

@@ -52,6 +52,9 @@ pub struct ToolContext {
     pub task_list: Option<kaji_tasks::TaskListStore>,
     /// The session's runtime task registry, when the session has one.
     pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
+    /// The agent making the call: `main`, or a sub-agent's name. It owns
+    /// the background tasks it starts and gets their finished notices.
+    pub agent: String,
 }
 
 impl ToolContext {
@@ -64,6 +67,7 @@ impl ToolContext {
             cwd,
             cancel: CancellationToken::new(),
             session_id: "local".to_string(),
+            agent: "main".to_string(),
             task_list: None,
             runtime: None,
         }
@@ -140,8 +144,12 @@ pub enum ToolControl {
 pub struct ToolOutput {
     /// The result text sent back to the model.
     pub content: String,
-    /// Structured detail for front ends (diff, exit code, …).
+    /// Structured detail of the call (diff, exit code, …), for tests and
+    /// tools that build on each other; front ends never see it.
     pub data: Option<Value>,
+    /// Session state the call changed (task list, todo), shown to the
+    /// user as a typed `say`.
+    pub update: Option<kaji_protocol::StateUpdate>,
     /// What the executor must do next, if anything.
     pub control: Option<ToolControl>,
     /// Whether the call changed files in the working directory (drives

@@ -172,6 +172,7 @@ with ExitPlanMode."
             content: "Plan mode is on. Investigate with read-only tools only; do not change \
 anything. When you have a plan, present it with ExitPlanMode for the user's approval."
                 .to_string(),
+            update: None,
             data: None,
             control: Some(ToolControl::EnterPlanMode),
             changed_files: false,
@@ -238,6 +239,7 @@ present it again."
         )?;
         Ok(ToolOutput {
             content: "The plan was presented to the user for approval.".to_string(),
+            update: None,
             data: Some(json!({ "plan": plan })),
             control: Some(ToolControl::ExitPlanMode { plan }),
             changed_files: false,

@@ -121,6 +121,7 @@ Task ids look like b9x4k2m1p; all-digit ids belong to the task list, not to this
         let task = &read.task;
         Ok(ToolOutput {
             content: read.to_prompt_text(),
+            update: None,
             data: Some(json!({
                 "task_id": task.id.as_str(),
                 "status": task.status.as_str(),
@@ -201,6 +202,7 @@ ids are refused."
         );
         Ok(ToolOutput {
             content,
+            update: None,
             data: Some(json!({
                 "task_id": info.id.as_str(),
                 "status": info.status.as_str(),

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kaji_protocol::ToolSpec;
+use kaji_protocol::{StateUpdate, TaskListItem, ToolSpec};
 use kaji_tasks::list::{
     ListSnapshot, NewTask, Task, TaskListError, TaskListErrorKind, TaskListStore, TaskPatch,
     TaskStatus,
@@ -108,23 +108,21 @@ fn tool_error(e: TaskListError) -> ToolError {
     }
 }
 
-/// One task in the `task_list` summary sent to the user interface.
-fn summary_json(snapshot: &ListSnapshot) -> Value {
-    let tasks: Vec<Value> = snapshot
+/// The whole list as the front ends show it after a change.
+fn summary(snapshot: &ListSnapshot) -> StateUpdate {
+    let tasks = snapshot
         .tasks
         .iter()
-        .map(|t| {
-            json!({
-                "id": t.id,
-                "subject": t.subject,
-                "status": t.status.as_str(),
-                "owner": t.owner,
-                "activeForm": t.active_form,
-                "blockedBy": snapshot.open_blockers(t),
-            })
+        .map(|t| TaskListItem {
+            id: t.id,
+            subject: t.subject.clone(),
+            status: t.status.as_str().to_string(),
+            owner: t.owner.clone(),
+            active_form: t.active_form.clone(),
+            blocked_by: snapshot.open_blockers(t),
         })
         .collect();
-    json!({ "task_list": tasks })
+    StateUpdate::TaskList { tasks }
 }
 
 /// `#1 [pending] Subject (owner: x) — blocked by #2, #3`
@@ -231,7 +229,7 @@ task's id."
         .await?;
         Ok(ToolOutput {
             content: format!("Task #{} created: {}", task.id, task.subject),
-            data: Some(summary_json(&snapshot)),
+            update: Some(summary(&snapshot)),
             ..ToolOutput::default()
         })
     }
@@ -399,7 +397,7 @@ finishing a task. Use TaskGet for a task's full description."
         }
         Ok(ToolOutput {
             content: lines.join("\n"),
-            data: Some(summary_json(&snapshot)),
+            update: Some(summary(&snapshot)),
             ..ToolOutput::default()
         })
     }
@@ -508,7 +506,7 @@ which tasks a completion unblocked."
             .await?;
             return Ok(ToolOutput {
                 content: format!("Task #{} deleted: {}", task.id, task.subject),
-                data: Some(summary_json(&snapshot)),
+                update: Some(summary(&snapshot)),
                 ..ToolOutput::default()
             });
         }
@@ -564,7 +562,7 @@ which tasks a completion unblocked."
         }
         Ok(ToolOutput {
             content,
-            data: Some(summary_json(&snapshot)),
+            update: Some(summary(&snapshot)),
             ..ToolOutput::default()
         })
     }
@@ -616,7 +614,7 @@ mod tests {
         .expect("create");
         assert_eq!(out.content, "Task #1 created: Write tests");
         assert_eq!(
-            out.data.as_ref().expect("data")["task_list"][0]["status"],
+            serde_json::to_value(out.update.as_ref().expect("update")).unwrap()["tasks"][0]["status"],
             "pending"
         );
         call(
@@ -683,7 +681,7 @@ mod tests {
         .await
         .expect("delete");
         assert_eq!(
-            out.data.expect("data")["task_list"]
+            serde_json::to_value(out.update.expect("update")).unwrap()["tasks"]
                 .as_array()
                 .map(Vec::len),
             Some(1)

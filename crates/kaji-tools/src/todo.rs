@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_input};
@@ -43,47 +43,7 @@ pub fn todo_tool(state: TodoState) -> Arc<dyn Tool> {
     Arc::new(TodoWriteTool { state })
 }
 
-/// Where a checklist item stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TodoStatus {
-    /// Not started.
-    Pending,
-    /// Being worked on now (at most one item at a time).
-    InProgress,
-    /// Done.
-    Completed,
-}
-
-impl TodoStatus {
-    /// `pending`, `in_progress` or `completed`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::InProgress => "in_progress",
-            Self::Completed => "completed",
-        }
-    }
-}
-
-/// One checklist item, as the model writes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TodoItem {
-    /// What is to be done, imperative ("Run the tests").
-    pub content: String,
-    /// Where it stands.
-    pub status: TodoStatus,
-    /// How it reads while in progress ("Running the tests").
-    #[serde(rename = "activeForm")]
-    pub active_form: String,
-}
-
-impl TodoItem {
-    /// Whether the item is not completed yet.
-    pub fn is_open(&self) -> bool {
-        self.status != TodoStatus::Completed
-    }
-}
+pub use kaji_protocol::{TodoItem, TodoStatus};
 
 /// One session's checklist. Cheap to clone; clones share the list.
 #[derive(Debug, Clone, Default)]
@@ -292,6 +252,7 @@ Go on with the work and keep the checklist current.",
         Ok(ToolOutput {
             content,
             data: Some(json!({ "todos": todos })),
+            update: Some(kaji_protocol::StateUpdate::Todo { items: todos }),
             control: None,
             changed_files: false,
         })

@@ -465,6 +465,7 @@ relative paths and Bash use it. Commit your changes there, then call ExitWorktre
                 wt.branch,
                 wt.cwd.display()
             ),
+            update: None,
             data: Some(json!({
                 "name": wt.name,
                 "branch": wt.branch,
@@ -565,6 +566,7 @@ commit what should be kept before removing."
                     root.display(),
                     ctx.project_dir.display()
                 ),
+                update: None,
                 data: Some(json!({"name": name, "branch": branch, "path": root, "action": "keep"})),
                 control: Some(back),
                 changed_files: false,
@@ -683,6 +685,7 @@ commit what should be kept before removing."
         }
         Ok(ToolOutput {
             content,
+            update: None,
             data: Some(json!({
                 "name": name,
                 "branch": branch,

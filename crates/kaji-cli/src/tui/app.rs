@@ -5,12 +5,11 @@
 //! event loop. It never draws and never touches the terminal or a task:
 //! every transition here is testable with plain values.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use kaji_core::AskRequest;
-use kaji_core::permissions::command_prefix;
-use kaji_protocol::{AskKind, AskResponse, SayKind, TaskEvent, TaskStatus};
+use kaji_protocol::{AskKind, AskPayload, AskResponse, SayKind, TaskEvent, TaskStatus};
 use tokio::sync::oneshot;
 
 use super::input::InputLine;
@@ -84,53 +83,6 @@ pub struct PendingAsk {
     pub stage: AskStage,
 }
 
-/// Approvals "for the rest of the session", kept here because each prompt
-/// runs in a new task (and so a new tool executor).
-#[derive(Debug, Default, Clone)]
-pub struct AlwaysAllowed {
-    tools: HashSet<String>,
-    command_prefixes: HashSet<String>,
-}
-
-impl AlwaysAllowed {
-    /// What an "always allow" of this ask covers: a command prefix for
-    /// shell commands, the tool name otherwise.
-    fn key(request: &AskRequest) -> Option<(bool, String)> {
-        let data = request.data.as_ref()?;
-        let tool = data.get("tool")?.as_str()?;
-        let command = data
-            .get("input")
-            .and_then(|i| i.get("command"))
-            .and_then(|c| c.as_str());
-        match (request.kind, command) {
-            (AskKind::Command, Some(command)) => Some((true, command_prefix(command))),
-            (AskKind::Command | AskKind::Tool, _) => Some((false, tool.to_string())),
-            _ => None,
-        }
-    }
-
-    /// Remembers an "always allow" for this ask.
-    pub fn remember(&mut self, request: &AskRequest) {
-        match Self::key(request) {
-            Some((true, prefix)) => {
-                self.command_prefixes.insert(prefix);
-            }
-            Some((false, tool)) => {
-                self.tools.insert(tool);
-            }
-            None => {}
-        }
-    }
-
-    /// Whether an earlier "always allow" covers this ask.
-    pub fn covers(&self, request: &AskRequest) -> bool {
-        match Self::key(request) {
-            Some((true, prefix)) => self.command_prefixes.contains(&prefix),
-            Some((false, tool)) => self.tools.contains(&tool),
-            None => false,
-        }
-    }
-}
 
 /// Facts shown in the status line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -172,8 +124,6 @@ pub struct App {
     pub input_tokens: u64,
     /// Output tokens over the session.
     pub output_tokens: u64,
-    /// Session-wide "always allow" approvals.
-    pub always: AlwaysAllowed,
     /// A short notice for the status area (cleared by the next key).
     pub notice: Option<String>,
     /// When the running task started.
@@ -209,6 +159,14 @@ impl App {
     fn push(&mut self, style: EntryStyle, text: String) -> usize {
         self.entries.push(Entry { style, text });
         self.entries.len() - 1
+    }
+
+    /// Shows a conversation loaded from disk, as it was shown live.
+    pub fn show_history(&mut self, history: &[kaji_protocol::Message]) {
+        for event in kaji_core::session::transcript::history_events(history) {
+            self.on_event(event);
+        }
+        self.push(EntryStyle::Note, "  (resumed: the conversation above was restored)".into());
     }
 
     /// Adds or replaces the entry of message `id`.
@@ -255,7 +213,7 @@ impl App {
                 kind,
                 text,
                 partial,
-                data,
+                payload,
             } => {
                 // Tool and command asks repeat the `⏺` line already shown;
                 // the completion ask repeats the result.
@@ -265,7 +223,7 @@ impl App {
                 match kind {
                     AskKind::Followup => {
                         let mut shown = format!("? {text}");
-                        for (i, option) in followup_options(data.as_ref()).iter().enumerate() {
+                        for (i, option) in followup_options(payload.as_ref()).iter().enumerate() {
                             shown.push_str(&format!("\n  {}. {option}", i + 1));
                         }
                         self.upsert(id, EntryStyle::Note, shown);
@@ -327,14 +285,9 @@ impl App {
         }
     }
 
-    /// The task asks something. Returns `true` when the ask was answered
-    /// at once from a session approval (nothing to show).
-    pub fn on_ask(&mut self, request: AskRequest, reply: oneshot::Sender<AskResponse>) -> bool {
-        if self.always.covers(&request) {
-            let _ = reply.send(AskResponse::ApproveAlways);
-            self.push(EntryStyle::Note, "  (allowed for this session)".into());
-            return true;
-        }
+    /// The task asks something. (What the session already allows never
+    /// gets here: the core's one approval memory answers it.)
+    pub fn on_ask(&mut self, request: AskRequest, reply: oneshot::Sender<AskResponse>) {
         let stage = match request.kind {
             AskKind::Followup | AskKind::CompletionResult => AskStage::Text,
             _ => AskStage::Choose,
@@ -346,7 +299,6 @@ impl App {
             reply: Some(reply),
             stage,
         });
-        false
     }
 
     /// Sends the answer to the pending ask and notes it in the transcript.
@@ -359,10 +311,7 @@ impl App {
                 AskKind::CompletionResult => None,
                 _ => Some("  ✓ approved".to_string()),
             },
-            AskResponse::ApproveAlways => {
-                self.always.remember(&pending.request);
-                Some("  ✓ approved for this session".to_string())
-            }
+            AskResponse::ApproveAlways => Some("  ✓ approved for this session".to_string()),
             AskResponse::Deny { feedback: None } => Some("  ✗ denied".to_string()),
             AskResponse::Deny { feedback: Some(f) } => Some(format!("  ✗ denied: {f}")),
             // The task echoes replies as user feedback itself when it uses
@@ -531,7 +480,7 @@ impl App {
                             let options = self
                                 .pending
                                 .as_ref()
-                                .map(|p| followup_options(p.request.data.as_ref()))
+                                .map(|p| followup_options(p.request.payload.as_ref()))
                                 .unwrap_or_default();
                             let picked = text
                                 .parse::<usize>()
@@ -573,7 +522,7 @@ impl App {
                 "Enter accepts the result · or type feedback + Enter to go on"
             }
             (AskStage::Text, AskKind::Followup)
-                if !followup_options(p.request.data.as_ref()).is_empty() =>
+                if !followup_options(p.request.payload.as_ref()).is_empty() =>
             {
                 "type your answer, or an option's number, + Enter"
             }
@@ -598,16 +547,12 @@ impl App {
     }
 }
 
-/// The options a followup question offers (`data.options`).
-fn followup_options(data: Option<&serde_json::Value>) -> Vec<String> {
-    data.and_then(|d| d.get("options"))
-        .and_then(|o| o.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|o| o.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+/// The options a followup question offers.
+fn followup_options(payload: Option<&AskPayload>) -> Vec<String> {
+    match payload {
+        Some(AskPayload::Followup { options }) => options.clone(),
+        _ => Vec::new(),
+    }
 }
 
 fn prefix_lines(prefix: &str, text: &str) -> String {
@@ -647,7 +592,7 @@ mod tests {
             kind,
             text: text.into(),
             partial,
-            data: None,
+            payload: None,
         }
     }
 
@@ -656,7 +601,12 @@ mod tests {
             id: 7,
             kind: AskKind::Command,
             text: format!("Bash: {command}"),
-            data: Some(json!({"tool": "Bash", "input": {"command": command}})),
+            payload: Some(AskPayload::ToolApproval {
+                tool: "Bash".into(),
+                input: json!({"command": command}),
+                preview: None,
+            }),
+            agent: "main".into(),
         }
     }
 
@@ -756,26 +706,6 @@ mod tests {
     }
 
     #[test]
-    fn a_approves_always_and_later_asks_with_the_same_prefix_answer_themselves() {
-        let mut app = App::new(StatusInfo::default());
-        app.task_started();
-        let (tx, mut rx) = oneshot::channel();
-        app.on_ask(command_ask("cargo test -p x"), tx);
-        app.on_key(key('a'));
-        assert_eq!(rx.try_recv().unwrap(), AskResponse::ApproveAlways);
-        // A new task, same session.
-        app.task_started();
-        let (tx, mut rx) = oneshot::channel();
-        assert!(app.on_ask(command_ask("cargo test --all"), tx));
-        assert_eq!(rx.try_recv().unwrap(), AskResponse::ApproveAlways);
-        assert!(app.pending.is_none());
-        // Another command still asks.
-        let (tx, mut rx) = oneshot::channel();
-        assert!(!app.on_ask(command_ask("rm -rf target"), tx));
-        assert!(rx.try_recv().is_err());
-    }
-
-    #[test]
     fn n_then_feedback_denies_with_the_feedback() {
         let mut app = App::new(StatusInfo::default());
         app.task_started();
@@ -809,7 +739,8 @@ mod tests {
                 id: 3,
                 kind: AskKind::Followup,
                 text: "Which file?".into(),
-                data: None,
+                payload: None,
+                agent: "main".into(),
             },
             tx,
         );
@@ -829,7 +760,8 @@ mod tests {
             id: 4,
             kind: AskKind::CompletionResult,
             text: "done".into(),
-            data: None,
+            payload: None,
+            agent: "main".into(),
         };
         let (tx, mut rx) = oneshot::channel();
         app.on_ask(completion.clone(), tx);
@@ -851,20 +783,23 @@ mod tests {
     fn followup_options_are_listed_and_picked_by_number() {
         let mut app = App::new(StatusInfo::default());
         app.task_started();
-        let data = json!({"options": ["red", "blue"]});
+        let payload = AskPayload::Followup {
+            options: vec!["red".into(), "blue".into()],
+        };
         app.on_event(TaskEvent::Ask {
             id: 2,
             kind: AskKind::Followup,
             text: "Which colour?".into(),
             partial: false,
-            data: Some(data.clone()),
+            payload: Some(payload.clone()),
         });
         assert_eq!(texts(&app), ["? Which colour?\n  1. red\n  2. blue"]);
         let request = AskRequest {
             id: 2,
             kind: AskKind::Followup,
             text: "Which colour?".into(),
-            data: Some(data),
+            payload: Some(payload),
+            agent: "main".into(),
         };
         let (tx, mut rx) = oneshot::channel();
         app.on_ask(request.clone(), tx);
@@ -897,7 +832,8 @@ mod tests {
                 id: 5,
                 kind: AskKind::MistakeLimitReached,
                 text: "Continue?".into(),
-                data: None,
+                payload: None,
+                agent: "main".into(),
             },
             tx,
         );

@@ -3,8 +3,9 @@
 //! One event loop selects over the terminal's key events, the events and
 //! asks of the running task, and termination signals, and redraws after
 //! each. State lives in [`app::App`], drawing in [`render`]; the loop only
-//! wires them to the terminal and to tasks. Each submitted prompt runs as
-//! a new `kaji_core::Task` with the same configuration.
+//! wires them to the terminal and to the session. Each submitted prompt
+//! runs as a new Task of the one `kaji_core::Session`, which keeps the
+//! conversation, the approvals and the background work between prompts.
 //!
 //! It must never leave the terminal in raw mode or the alternate screen
 //! (on exit, error or panic), and never leave background processes or MCP
@@ -20,11 +21,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use crossterm::event::{Event, EventStream};
 use futures::StreamExt;
-use kaji_core::{AbortHandle, AskRequest, Task, TaskFrontend, TaskOutcome, ToolExecutor};
-use kaji_protocol::{AskResponse, TaskEvent};
+use kaji_core::{AskRequest, ResumeFrom, Session, TaskFrontend, TaskOutcome};
+use kaji_protocol::{AskResponse, SessionEvent, TaskEvent};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::agent::{AgentArgs, AgentSetup, UsageError, new_session_id};
+use crate::agent::{AgentArgs, UsageError};
 use app::{Action, App, EntryStyle, StatusInfo};
 
 /// Arguments of `kaji tui`.
@@ -35,6 +36,22 @@ pub struct TuiArgs {
     /// A first prompt to run at once.
     #[arg(value_name = "PROMPT")]
     pub prompt: Option<String>,
+    /// Continue the most recent session of this directory.
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    pub continue_: bool,
+    /// Continue the saved session ID (or a unique prefix of it).
+    #[arg(short = 'r', long, value_name = "ID")]
+    pub resume: Option<String>,
+}
+
+impl TuiArgs {
+    fn resume_from(&self) -> Option<ResumeFrom> {
+        match (&self.resume, self.continue_) {
+            (Some(id), _) => Some(ResumeFrom::Id(id.clone())),
+            (None, true) => Some(ResumeFrom::Latest),
+            (None, false) => None,
+        }
+    }
 }
 
 /// What the task side sends to the UI loop.
@@ -54,8 +71,8 @@ struct TuiFrontend {
 
 #[async_trait]
 impl TaskFrontend for TuiFrontend {
-    fn emit(&self, event: TaskEvent) {
-        let _ = self.tx.send(UiMessage::Event(event));
+    fn emit(&self, event: SessionEvent) {
+        let _ = self.tx.send(UiMessage::Event(event.event));
     }
 
     async fn answer(&self, ask: &AskRequest) -> AskResponse {
@@ -80,8 +97,9 @@ pub async fn run(args: TuiArgs) -> i32 {
         );
         return 2;
     }
-    let session_id = new_session_id();
-    let setup = match args.agent.setup(&kaji_home, &session_id).await {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let frontend = Arc::new(TuiFrontend { tx: tx.clone() });
+    let (session, warnings) = match args.agent.build_session(args.resume_from(), frontend).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("kaji tui: {e:#}");
@@ -92,15 +110,13 @@ pub async fn run(args: TuiArgs) -> i32 {
             };
         }
     };
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut running = None;
     // ratatui's init also makes a panic restore the terminal first.
     let code = match ratatui::try_init() {
         Ok(terminal) => {
             // Pasted text arrives whole instead of as keys (an Enter in it
             // would send the prompt).
             let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
-            let code = event_loop(terminal, &setup, args.prompt, &tx, &mut rx, &mut running).await;
+            let code = event_loop(terminal, &session, warnings, args.prompt, &tx, &mut rx).await;
             restore_terminal();
             code
         }
@@ -109,23 +125,19 @@ pub async fn run(args: TuiArgs) -> i32 {
             Err(anyhow::anyhow!("cannot set up the terminal: {e}"))
         }
     };
-    // Leaving with a task still running (the terminal went away, an
+    // Leaving with a prompt still running (the terminal went away, an
     // error): abort it and let it kill its commands before going on.
-    if let Some(task) = running.take() {
-        task.abort.abort();
+    if session.is_busy() {
+        session.abort();
         while let Some(message) = rx.recv().await {
             if let UiMessage::Done(_) = message {
                 break;
             }
         }
     }
-    // No orphans: what the tasks left running stops with kaji.
-    if let Some(runtime) = &setup.config.runtime {
-        runtime.stop_all().await;
-    }
-    if let Some(mcp) = &setup.mcp {
-        mcp.shutdown().await;
-    }
+    // No orphans: what the session left running stops with kaji.
+    let _ = session.shutdown().await;
+    let _ = kaji_home;
     match code {
         Ok(()) => 0,
         Err(e) => {
@@ -149,66 +161,49 @@ fn restore_terminal() {
     );
 }
 
-/// A task in flight.
-struct Running {
-    abort: AbortHandle,
-}
-
-fn start_task(
-    setup: &AgentSetup,
-    frontend: &Arc<TuiFrontend>,
-    tx: &mpsc::UnboundedSender<UiMessage>,
-    prompt: String,
-    conversation: &[kaji_protocol::Message],
-) -> Running {
-    // A task owns its executor; each gets a fresh one over the same tools
-    // and MCP servers. "Always allow" lives in the App instead.
-    let mut executor = ToolExecutor::new(setup.executor.registry().clone());
-    if let Some(mcp) = &setup.mcp {
-        executor.set_mcp(mcp.clone());
-    }
-    // Each prompt is a task of its own that continues the conversation so
-    // far (every tool use in it already has its result).
-    let mut config = setup.config.clone();
-    config.history = conversation.to_vec();
-    let task = Task::new(config, executor, frontend.clone());
-    let abort = task.abort_handle();
+/// Runs one prompt of the session in the background; its end comes back
+/// as [`UiMessage::Done`].
+fn start_prompt(session: &Arc<Session>, tx: &mpsc::UnboundedSender<UiMessage>, prompt: String) {
+    let session = Arc::clone(session);
     let tx = tx.clone();
     tokio::spawn(async move {
-        let handle = tokio::spawn(task.run(prompt));
-        let outcome = handle.await.map_err(|e| e.to_string());
+        let handle = tokio::spawn(async move { session.submit(prompt).await });
+        let outcome = match handle.await {
+            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
         let _ = tx.send(UiMessage::Done(outcome));
     });
-    Running { abort }
 }
 
-/// Runs the UI until the user quits. `running` is the task in flight,
+/// Runs the UI until the user quits. A prompt still running when it
 /// left for the caller to abort when this returns early.
 async fn event_loop(
     mut terminal: ratatui::DefaultTerminal,
-    setup: &AgentSetup,
+    session: &Arc<Session>,
+    warnings: Vec<String>,
     first_prompt: Option<String>,
     tx: &mpsc::UnboundedSender<UiMessage>,
     rx: &mut mpsc::UnboundedReceiver<UiMessage>,
-    running: &mut Option<Running>,
 ) -> anyhow::Result<()> {
-    let frontend = Arc::new(TuiFrontend { tx: tx.clone() });
     let mut app = App::new(StatusInfo {
-        model: setup.provider_config.model.clone(),
-        permission_mode: setup.config.permission_mode.as_str().to_string(),
-        cwd: setup
-            .config
-            .start_dir
-            .as_ref()
-            .unwrap_or(&setup.config.cwd)
-            .display()
-            .to_string(),
+        model: session.provider_config().model.clone(),
+        permission_mode: session.permission_mode().as_str().to_string(),
+        cwd: session.cwd().display().to_string(),
     });
-    // The conversation so far: the history of the last task that ended.
-    let mut conversation: Vec<kaji_protocol::Message> = Vec::new();
+    for w in warnings {
+        app.entries.push(app::Entry {
+            style: EntryStyle::Error,
+            text: format!("! {w}"),
+        });
+    }
+    if session.is_resuming() {
+        app.show_history(&session.history());
+    }
     if let Some(prompt) = first_prompt.filter(|p| !p.trim().is_empty()) {
         app.task_started();
-        *running = Some(start_task(setup, &frontend, tx, prompt, &conversation));
+        start_prompt(session, tx, prompt);
     }
     let mut keys = EventStream::new();
     use tokio::signal::unix::{SignalKind, signal};
@@ -221,7 +216,7 @@ async fn event_loop(
     let mut quitting = false;
     loop {
         terminal.draw(|f| render::draw(f, &mut app))?;
-        if quitting && running.is_none() {
+        if quitting && !app.running {
             return Ok(());
         }
         tokio::select! {
@@ -230,20 +225,16 @@ async fn event_loop(
                     Action::None => {}
                     Action::Submit(prompt) => {
                         app.task_started();
-                        *running = Some(start_task(setup, &frontend, tx, prompt, &conversation));
+                        start_prompt(session, tx, prompt);
                     }
-                    Action::Clear => conversation.clear(),
+                    Action::Clear => session.clear(),
                     Action::Abort => {
-                        if let Some(r) = &running {
-                            r.abort.abort();
-                        }
+                        session.abort();
                         app.pending = None;
                     }
                     Action::Quit => {
                         quitting = true;
-                        if let Some(r) = &running {
-                            r.abort.abort();
-                        }
+                        session.abort();
                     }
                 },
                 Some(Ok(Event::Paste(text))) => app.on_paste(&text),
@@ -262,9 +253,6 @@ async fn event_loop(
                             app.on_ask(request, reply);
                         }
                         UiMessage::Done(outcome) => {
-                            if let Ok(outcome) = &outcome {
-                                conversation = outcome.history.clone();
-                            }
                             if let Err(e) = outcome {
                                 // A panic in the task ran ratatui's panic
                                 // hook, which restored the terminal: take
@@ -281,7 +269,6 @@ async fn event_loop(
                                     text: format!("! the task died: {e}"),
                                 });
                             }
-                            *running = None;
                             app.task_ended();
                         }
                     }
@@ -293,21 +280,15 @@ async fn event_loop(
             // outside: abort the task and quit.
             _ = term.recv() => {
                 quitting = true;
-                if let Some(r) = &running {
-                    r.abort.abort();
-                }
+                session.abort();
             }
             _ = hangup.recv() => {
                 quitting = true;
-                if let Some(r) = &running {
-                    r.abort.abort();
-                }
+                session.abort();
             }
             _ = interrupt.recv() => {
                 quitting = true;
-                if let Some(r) = &running {
-                    r.abort.abort();
-                }
+                session.abort();
             }
         }
     }

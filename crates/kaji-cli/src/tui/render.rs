@@ -196,7 +196,7 @@ mod tests {
                 id: 1,
                 kind: kaji_protocol::AskKind::Command,
                 text: format!("Bash: {}", "x ".repeat(800)),
-                data: None,
+                payload: None,
             },
             tx,
         );
@@ -220,7 +220,7 @@ mod tests {
                 kind: SayKind::Text,
                 text: format!("line {i}"),
                 partial: false,
-                data: None,
+                payload: None,
             });
         }
         let s = screen(&mut app, 60, 20);

@@ -1,10 +1,441 @@
 //! The Session: one conversation, and everything that lives as long as it.
 //!
 //! A session owns the services a conversation needs (provider, tools and
-//! MCP servers, task list, runtime registry, todo, hooks, rules,
-//! checkpoints), the permission mode, the working directory, the approvals
-//! granted so far, the history and the usage. It runs one main-agent
-//! [`crate::Task`] per prompt and writes itself to disk as it goes
-//! ([`record`]: what a session file holds).
+//! MCP servers, task list, runtime registry, todo, hooks, checkpoints), the
+//! permission mode, the working directory, the approvals granted so far,
+//! the history and the usage. It runs one main-agent [`crate::Task`] per
+//! prompt — created for the prompt, dropped when it ends, never two at once
+//! — and writes itself to disk as it goes ([`record`]: what a session file
+//! holds). Front ends build one with [`SessionBuilder`] and hold no agent
+//! state of their own. It never prints.
 
+pub mod builder;
+pub mod error;
+pub mod options;
+pub mod persist;
 pub mod record;
+pub mod recorder;
+pub mod transcript;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use kaji_llm::{ModelProvider, ProviderConfig};
+use kaji_protocol::{BackgroundTask, ContentBlock, Message, Role, Usage};
+use kaji_tools::ToolRegistry;
+use kaji_tools::todo::TodoState;
+
+use crate::frontend::TaskFrontend;
+use crate::hooks::HookRunner;
+use crate::parser::ToolProtocol;
+use crate::permissions::{PermissionMode, SharedApprovals};
+use crate::rules::RuleFiles;
+use crate::task::{AbortHandle, Task, TaskConfig, TaskOutcome};
+use crate::ToolExecutor;
+
+pub use builder::SessionBuilder;
+pub use error::SessionError;
+pub use options::{ResumeFrom, SessionOptions};
+pub use persist::{Restored, RestoredState, SessionFiles};
+use record::SessionRecord;
+use recorder::Recorder;
+
+/// What lives as long as the conversation and is shared by its Tasks.
+pub(crate) struct Services {
+    pub kaji_home: PathBuf,
+    /// The user's checkout, where the session started.
+    pub project_dir: PathBuf,
+    pub provider: Arc<dyn ModelProvider>,
+    pub provider_config: ProviderConfig,
+    pub tools: ToolRegistry,
+    pub mcp: Option<kaji_mcp::McpManager>,
+    pub task_list: kaji_tasks::TaskListStore,
+    pub list_id: String,
+    pub runtime: Arc<kaji_tasks::RuntimeTaskRegistry>,
+    pub todo: TodoState,
+    pub hooks: Option<HookRunner>,
+    /// Whether checkpoints are taken.
+    pub checkpoints: bool,
+    pub tool_protocol: ToolProtocol,
+    pub max_mistakes: u32,
+    pub max_turns: Option<u32>,
+}
+
+/// The conversation's state between prompts.
+#[derive(Debug, Default)]
+pub(crate) struct Conversation {
+    history: Vec<Message>,
+    mode: PermissionMode,
+    mode_before_plan: PermissionMode,
+    /// The working directory now (a worktree, maybe).
+    cwd: PathBuf,
+    usage: Usage,
+    turns: u32,
+    /// For the first prompt after a resume: the notice the model gets.
+    resume_notice: Option<String>,
+    approvals: Vec<String>,
+}
+
+impl Conversation {
+    pub(crate) fn new(history: Vec<Message>, mode: PermissionMode, cwd: PathBuf) -> Self {
+        Self {
+            history,
+            mode,
+            mode_before_plan: mode,
+            cwd,
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn restored(r: &Restored, mode: PermissionMode, cwd: PathBuf) -> Self {
+        Self {
+            history: merge_user_turns(r.state.history.clone()),
+            mode,
+            mode_before_plan: mode,
+            cwd: cwd.clone(),
+            usage: r.state.usage,
+            turns: r.state.turns,
+            resume_notice: Some(resumption_notice(&r.state, &cwd)),
+            approvals: r.state.approvals.clone(),
+        }
+    }
+}
+
+/// One conversation. Shared as `Arc<Session>` between a front end's loop
+/// (which aborts) and the prompt it runs.
+pub struct Session {
+    id: String,
+    services: Services,
+    state: Mutex<Conversation>,
+    approvals: SharedApprovals,
+    recorder: Recorder,
+    files: Option<SessionFiles>,
+    message_ids: Arc<AtomicU64>,
+    frontend: Arc<dyn TaskFrontend>,
+    busy: AtomicBool,
+    running: Mutex<Option<AbortHandle>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("project_dir", &self.services.project_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    pub(crate) fn assemble(
+        id: String,
+        services: Services,
+        conversation: Conversation,
+        files: Option<SessionFiles>,
+        frontend: Arc<dyn TaskFrontend>,
+    ) -> Arc<Self> {
+        let approvals = SharedApprovals::default();
+        {
+            let mut a = approvals.lock().unwrap_or_else(|e| e.into_inner());
+            for rule in &conversation.approvals {
+                a.restore(rule);
+            }
+        }
+        let recorder = files
+            .as_ref()
+            .map(|f| f.recorder.clone())
+            .unwrap_or_else(Recorder::disabled);
+        recorder.record(SessionRecord::TaskList {
+            id: services.list_id.clone(),
+        });
+        recorder.record_synced(SessionRecord::Mode {
+            mode: conversation.mode.as_str().to_string(),
+        });
+        Arc::new(Self {
+            id,
+            services,
+            state: Mutex::new(conversation),
+            approvals,
+            recorder,
+            files,
+            message_ids: Arc::new(AtomicU64::new(0)),
+            frontend,
+            busy: AtomicBool::new(false),
+            running: Mutex::new(None),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Conversation> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The provider's configuration (kind, model, base URL).
+    pub fn provider_config(&self) -> &ProviderConfig {
+        &self.services.provider_config
+    }
+
+    /// The user's checkout, where the session started.
+    pub fn project_dir(&self) -> &Path {
+        &self.services.project_dir
+    }
+
+    /// The working directory now (a worktree, maybe).
+    pub fn cwd(&self) -> PathBuf {
+        self.lock().cwd.clone()
+    }
+
+    /// The permission mode now.
+    pub fn permission_mode(&self) -> PermissionMode {
+        self.lock().mode
+    }
+
+    /// The conversation so far.
+    pub fn history(&self) -> Vec<Message> {
+        self.lock().history.clone()
+    }
+
+    /// Tokens used so far, over every prompt.
+    pub fn usage(&self) -> Usage {
+        self.lock().usage
+    }
+
+    /// Model turns so far, over every prompt.
+    pub fn turns(&self) -> u32 {
+        self.lock().turns
+    }
+
+    /// The task list's id.
+    pub fn task_list_id(&self) -> &str {
+        &self.services.list_id
+    }
+
+    /// The session file, when the session is saved.
+    pub fn session_file(&self) -> Option<&Path> {
+        self.files.as_ref().map(|f| f.path.as_path())
+    }
+
+    /// Whether the conversation was loaded from disk and its first prompt
+    /// has not run yet.
+    pub fn is_resuming(&self) -> bool {
+        self.lock().resume_notice.is_some()
+    }
+
+    /// The MCP servers, if any are configured.
+    pub fn mcp(&self) -> Option<&kaji_mcp::McpManager> {
+        self.services.mcp.as_ref()
+    }
+
+    /// Runs one prompt as a new main-agent Task that continues the
+    /// conversation, and keeps what it changed. Refused while another
+    /// prompt runs.
+    pub async fn submit(&self, prompt: String) -> Result<TaskOutcome, SessionError> {
+        self.submit_as(crate::task::new_task_id(), prompt).await
+    }
+
+    /// As [`Session::submit`], with the Task's id chosen by the caller
+    /// (who may announce it before the Task starts).
+    pub async fn submit_as(
+        &self,
+        task_id: String,
+        prompt: String,
+    ) -> Result<TaskOutcome, SessionError> {
+        if self.busy.swap(true, Ordering::SeqCst) {
+            return Err(SessionError::Busy);
+        }
+        let task = self.new_task(task_id);
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(task.abort_handle());
+        let outcome = task.run(prompt).await;
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        {
+            let mut st = self.lock();
+            st.history = outcome.history.clone();
+            st.mode = outcome.mode;
+            st.mode_before_plan = outcome.mode_before_plan;
+            st.cwd = outcome.cwd.clone();
+            st.usage.add(&outcome.usage);
+            st.turns += outcome.turns;
+        }
+        self.busy.store(false, Ordering::SeqCst);
+        Ok(outcome)
+    }
+
+    /// The Task for the next prompt: the session's services, the
+    /// conversation as it stands, the rule files as they are now.
+    fn new_task(&self, task_id: String) -> Task {
+        let s = &self.services;
+        let (history, mode, mode_before_plan, cwd, resumed) = {
+            let mut st = self.lock();
+            (
+                st.history.clone(),
+                st.mode,
+                st.mode_before_plan,
+                st.cwd.clone(),
+                st.resume_notice.take(),
+            )
+        };
+        let mut config = TaskConfig::new(
+            s.project_dir.clone(),
+            Arc::clone(&s.provider),
+            s.provider_config.model.clone(),
+        );
+        config.start_dir = (cwd != s.project_dir).then(|| cwd.clone());
+        config.tool_protocol = s.tool_protocol;
+        config.permission_mode = mode;
+        config.mode_before_plan = Some(mode_before_plan);
+        config.max_mistakes = s.max_mistakes;
+        config.max_turns = s.max_turns;
+        config.session_id = self.id.clone();
+        config.kaji_home = s.kaji_home.clone();
+        config.task_list = Some(s.task_list.clone());
+        config.runtime = Some(Arc::clone(&s.runtime));
+        config.hooks = s.hooks.clone();
+        config.todo = Some(s.todo.clone());
+        config.history = history;
+        config.approvals = Arc::clone(&self.approvals);
+        config.recorder = self.recorder.clone();
+        config.message_ids = Arc::clone(&self.message_ids);
+        config.resumed = resumed;
+        config.task_id = Some(task_id);
+        // Rule files are read for every prompt: an edited AGENTS.md applies
+        // from the next one.
+        let rules = RuleFiles::discover(&s.kaji_home, &cwd);
+        config.extra_system_sections = rules.to_system_section().into_iter().collect();
+        config.checkpoints = builder::open_checkpoints(s.checkpoints, &s.kaji_home, &cwd)
+            .ok()
+            .flatten();
+        let mut executor = ToolExecutor::new(s.tools.clone());
+        if let Some(mcp) = &s.mcp {
+            executor.set_mcp(mcp.clone());
+        }
+        Task::new(config, executor, Arc::clone(&self.frontend))
+    }
+
+    /// Aborts the running prompt, if any: its model request, its
+    /// foreground command and its hooks. Background work goes on.
+    pub fn abort(&self) {
+        if let Some(handle) = self
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            handle.abort();
+        }
+    }
+
+    /// Whether a prompt is running.
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::SeqCst)
+    }
+
+    /// Forgets the conversation (`/clear`); the session file records it.
+    pub fn clear(&self) {
+        self.lock().history.clear();
+        self.recorder
+            .record_synced(SessionRecord::HistoryReplaced {
+                history: Vec::new(),
+                reason: "clear".into(),
+                tokens_before: None,
+                tokens_after: None,
+            });
+    }
+
+    /// Changes the permission mode for the next prompt.
+    pub fn set_permission_mode(&self, mode: PermissionMode) {
+        {
+            let mut st = self.lock();
+            st.mode = mode;
+            st.mode_before_plan = mode;
+        }
+        self.recorder.record_synced(SessionRecord::Mode {
+            mode: mode.as_str().to_string(),
+        });
+    }
+
+    /// The background tasks (shells, agents) still running.
+    pub fn background_tasks(&self) -> Vec<BackgroundTask> {
+        running_background(&self.services.runtime)
+    }
+
+    /// The first error writing the session file, once.
+    pub fn take_persistence_error(&self) -> Option<String> {
+        self.recorder.take_error()
+    }
+
+    /// Ends the session: aborts a running prompt, stops every background
+    /// task and MCP server it started, and returns the background tasks
+    /// that were still running (so the front end can say they were
+    /// stopped).
+    pub async fn shutdown(&self) -> Vec<BackgroundTask> {
+        self.abort();
+        let stopped = running_background(&self.services.runtime);
+        self.services.runtime.stop_all().await;
+        if let Some(mcp) = &self.services.mcp {
+            mcp.shutdown().await;
+        }
+        self.recorder.sync();
+        stopped
+    }
+}
+
+fn running_background(runtime: &kaji_tasks::RuntimeTaskRegistry) -> Vec<BackgroundTask> {
+    runtime
+        .list()
+        .into_iter()
+        .filter(|t| !t.status.is_terminal())
+        .map(|t| BackgroundTask {
+            id: t.id.as_str().to_string(),
+            description: t.description.clone(),
+            status: t.status.as_str().to_string(),
+        })
+        .collect()
+}
+
+/// A history as the Task keeps it: a prompt that follows a finished
+/// prompt's last results joins that user message.
+fn merge_user_turns(history: Vec<Message>) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(history.len());
+    for message in history {
+        match out.last_mut() {
+            Some(last) if last.role == Role::User && message.role == Role::User => {
+                last.content.extend(message.content);
+            }
+            _ => out.push(message),
+        }
+    }
+    out
+}
+
+/// The model's first words after a resume (the seed's
+/// "[TASK RESUMPTION]").
+fn resumption_notice(state: &RestoredState, cwd: &Path) -> String {
+    let ago = recorder::now_millis().saturating_sub(state.stopped_at) / 1000;
+    let ago = match ago {
+        s if s < 120 => format!("{s} seconds"),
+        s if s < 7200 => format!("{} minutes", s / 60),
+        s if s < 172_800 => format!("{} hours", s / 3600),
+        s => format!("{} days", s / 86_400),
+    };
+    let interrupted = if state.last_round_interrupted {
+        " Its last round was interrupted before it finished: a reply or a tool call may not have completed, and calls marked as interrupted did not return."
+    } else {
+        ""
+    };
+    format!(
+        "[TASK RESUMPTION] This conversation is being resumed; it stopped {ago} ago.{interrupted} The project may have changed since then, so check the current state before relying on earlier results. The working directory is {}.",
+        cwd.display()
+    )
+}
+
+/// Text of a user message, for titles and transcripts.
+pub fn first_text(content: &[ContentBlock]) -> Option<&str> {
+    content.iter().find_map(|b| match b {
+        ContentBlock::Text { text } => Some(text.as_str()),
+        _ => None,
+    })
+}

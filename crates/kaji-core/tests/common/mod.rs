@@ -14,7 +14,7 @@ use kaji_core::{
     AskRequest, PermissionMode, Task, TaskConfig, TaskFrontend, ToolExecutor, ToolProtocol,
 };
 use kaji_llm::{ProviderConfig, ProviderKind};
-use kaji_protocol::{AskKind, AskResponse, TaskEvent};
+use kaji_protocol::{AskKind, AskResponse, SessionEvent, TaskEvent};
 use kaji_test_support::ScriptedModelServer;
 use tokio::sync::mpsc;
 
@@ -79,7 +79,8 @@ impl RecordingFrontend {
 
 #[async_trait]
 impl TaskFrontend for RecordingFrontend {
-    fn emit(&self, event: TaskEvent) {
+    fn emit(&self, event: SessionEvent) {
+        let event = event.event;
         self.events.lock().unwrap().push(event.clone());
         let _ = self.tx.send(event);
     }

@@ -332,6 +332,7 @@ fn write_result(
     };
     Ok(ToolOutput {
         content,
+        update: None,
         data: Some(json!({
             "path": path,
             "action": if created { "created" } else { "edited" },

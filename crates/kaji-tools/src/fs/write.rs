@@ -124,6 +124,7 @@ fn write(cwd: &std::path::Path, path: PathBuf, content: &str) -> Result<ToolOutp
     };
     Ok(ToolOutput {
         content: message,
+        update: None,
         data: Some(json!({
             "path": path,
             "action": action,

@@ -1,0 +1,287 @@
+//! SessionBuilder: settings and flags in, a Session out. This is the one
+//! place a conversation's services are assembled — provider, tools and MCP
+//! servers, task list, runtime registry, worktree, checkpoints, hooks,
+//! todo — so that no front end assembles anything itself.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kaji_llm::selection::{self, ConfigFile, SelectionFlags};
+use kaji_llm::{ModelProvider, ProviderConfig};
+use kaji_tools::todo::{TodoState, todo_tool};
+
+use crate::checkpoints::CheckpointStore;
+use crate::config::KajiConfig;
+use crate::frontend::TaskFrontend;
+use crate::hooks::HookRunner;
+use crate::permissions::PermissionMode;
+
+use super::error::SessionError;
+use super::options::SessionOptions;
+use super::persist::{self, Restored};
+use super::record::SessionKind;
+use super::{Conversation, Services, Session};
+
+/// Builds a [`Session`] from [`SessionOptions`].
+pub struct SessionBuilder {
+    kaji_home: PathBuf,
+    options: SessionOptions,
+    provider: Option<ProviderConfig>,
+    parent: Option<String>,
+    history: Vec<kaji_protocol::Message>,
+}
+
+impl SessionBuilder {
+    /// A builder over `$KAJI_HOME` (absolute).
+    pub fn new(kaji_home: impl Into<PathBuf>, options: SessionOptions) -> Self {
+        Self {
+            kaji_home: kaji_home.into(),
+            options,
+            provider: None,
+            parent: None,
+            history: Vec::new(),
+        }
+    }
+
+    /// Uses this provider instead of selecting one from flags, environment
+    /// and settings (`kaji demo`, tests).
+    pub fn provider(mut self, config: ProviderConfig) -> Self {
+        self.provider = Some(config);
+        self
+    }
+
+    /// Starts the new session with a copy of another's history (a fork).
+    pub fn forked_from(mut self, parent: &str, history: Vec<kaji_protocol::Message>) -> Self {
+        self.parent = Some(parent.to_string());
+        self.history = history;
+        self.options.kind = SessionKind::Fork;
+        self.options.resume = None;
+        self
+    }
+
+    /// Builds the session: loads settings, selects the provider, opens the
+    /// task list and the runtime registry, enters the worktree, starts the
+    /// MCP servers, and creates (or reopens, when resuming) the session
+    /// file. Warnings for the user come back beside it.
+    pub async fn build(
+        self,
+        frontend: Arc<dyn TaskFrontend>,
+    ) -> Result<(Arc<Session>, Vec<String>), SessionError> {
+        let mut warnings = Vec::new();
+        let cwd = working_dir(self.options.cwd.as_deref())?;
+        let restored = match &self.options.resume {
+            Some(from) => Some(persist::open_for_resume(&self.kaji_home, from, &cwd)?),
+            None => None,
+        };
+        if let Some(r) = &restored {
+            warnings.extend(r.warnings.iter().cloned());
+            if self.options.cwd.is_some() && r.project_dir != cwd {
+                return Err(SessionError::Usage(format!(
+                    "session {} belongs to {}, not {}: resume it from its own directory (or leave out -C)",
+                    r.session_id,
+                    r.project_dir.display(),
+                    cwd.display()
+                )));
+            }
+        }
+        // A resumed session continues in its own project directory.
+        let project_dir = match &restored {
+            Some(r) => r.project_dir.clone(),
+            None => cwd,
+        };
+        let settings = KajiConfig::load(&self.kaji_home, &project_dir)
+            .map_err(|e| SessionError::Usage(e.to_string()))?;
+        let provider_config = match self.provider.clone() {
+            Some(p) => p,
+            None => self.select_provider(&settings).await?,
+        };
+        let provider: Arc<dyn ModelProvider> = kaji_llm::build_provider(&provider_config)
+            .map_err(|e| SessionError::Usage(e.to_string()))?;
+
+        let session_id = match &restored {
+            Some(r) => r.session_id.clone(),
+            None => persist::new_session_id(),
+        };
+        let mode = self.mode(&settings, restored.as_ref());
+        let list_id = self.task_list_id(&session_id, restored.as_ref());
+        let task_list = kaji_tasks::TaskListStore::open(&self.kaji_home, &list_id)
+            .map_err(|e| SessionError::Usage(format!("--task-list {list_id:?}: {e}")))?;
+        let runtime = kaji_tasks::RuntimeTaskRegistry::new(
+            &self.kaji_home,
+            &session_id,
+            kaji_tasks::runtime::RuntimeConfig::default(),
+        )
+        .map_err(|e| {
+            SessionError::Setup(format!("cannot set up the session's runtime tasks: {e}"))
+        })?;
+
+        let work_dir = self
+            .work_dir(&project_dir, restored.as_ref(), &mut warnings)
+            .await?;
+        let checkpoints = !self.options.no_checkpoints && checkpoints_make_sense(&work_dir);
+        let todo = TodoState::new();
+        if let Some(r) = &restored
+            && let Err(e) = todo.replace(r.state.todo.clone())
+        {
+            warnings.push(format!("the saved todo list was not restored: {e}"));
+        }
+        let mut tools = kaji_tools::builtin_tools();
+        tools.register(todo_tool(todo.clone()));
+        let servers = settings.mcp_servers.clone();
+        let mcp = (!servers.is_empty()).then(|| kaji_mcp::McpManager::start(servers, &project_dir));
+        let hooks = (!settings.hooks.is_empty()).then(|| HookRunner::new(settings.hooks.clone()));
+
+        let services = Services {
+            kaji_home: self.kaji_home.clone(),
+            project_dir: project_dir.clone(),
+            provider,
+            provider_config,
+            tools,
+            mcp,
+            task_list,
+            list_id,
+            runtime: Arc::new(runtime),
+            todo,
+            hooks,
+            checkpoints,
+            tool_protocol: self.options.tool_protocol,
+            max_mistakes: self
+                .options
+                .max_mistakes
+                .or(settings.max_mistakes)
+                .unwrap_or(3)
+                .max(1),
+            max_turns: self.options.max_turns,
+        };
+        let (conversation, files) = match restored {
+            Some(r) => {
+                let conversation = Conversation::restored(&r, mode, work_dir);
+                (conversation, r.files)
+            }
+            None => {
+                let conversation = Conversation::new(self.history, mode, work_dir);
+                let files = if self.options.persist {
+                    Some(persist::create(
+                        &self.kaji_home,
+                        &session_id,
+                        self.options.kind,
+                        self.parent.as_deref(),
+                        &project_dir,
+                    )?)
+                } else {
+                    None
+                };
+                (conversation, files)
+            }
+        };
+        let session = Session::assemble(session_id, services, conversation, files, frontend);
+        Ok((session, warnings))
+    }
+
+    async fn select_provider(&self, settings: &KajiConfig) -> Result<ProviderConfig, SessionError> {
+        let file = ConfigFile {
+            path: settings.sources().last().cloned(),
+            provider: settings.provider.clone(),
+            model: settings.model.clone(),
+            base_url: settings.base_url.clone(),
+        };
+        let flags = SelectionFlags {
+            provider: self.options.provider.clone(),
+            model: self.options.model.clone(),
+            base_url: self.options.base_url.clone(),
+        };
+        let env = |k: &str| std::env::var(k).ok();
+        selection::select(flags, &env, file)
+            .await
+            .map_err(|e| SessionError::Usage(e.to_string()))
+    }
+
+    /// Flags win over the saved session, which wins over the settings.
+    fn mode(&self, settings: &KajiConfig, restored: Option<&Restored>) -> PermissionMode {
+        self.options
+            .permission_mode
+            .or_else(|| restored.and_then(|r| r.state.mode))
+            .or(settings.permission_mode)
+            .unwrap_or_default()
+    }
+
+    fn task_list_id(&self, session_id: &str, restored: Option<&Restored>) -> String {
+        self.options
+            .task_list
+            .clone()
+            .or_else(|| {
+                std::env::var("KAJI_TASK_LIST_ID")
+                    .ok()
+                    .filter(|v| !v.is_empty())
+            })
+            .or_else(|| restored.and_then(|r| r.state.task_list.clone()))
+            .unwrap_or_else(|| session_id.to_string())
+    }
+
+    /// Where the first Task works: `--worktree`, else the saved session's
+    /// directory (when it still exists), else the project directory.
+    async fn work_dir(
+        &self,
+        project_dir: &Path,
+        restored: Option<&Restored>,
+        warnings: &mut Vec<String>,
+    ) -> Result<PathBuf, SessionError> {
+        if let Some(name) = &self.options.worktree {
+            let worktree = kaji_tools::worktree::create_worktree(project_dir, Some(name))
+                .await
+                .map_err(|e| SessionError::Usage(format!("--worktree {name}: {e}")))?;
+            return Ok(worktree.cwd);
+        }
+        if let Some(saved) = restored.and_then(|r| r.state.cwd.clone()) {
+            if saved.is_dir() {
+                return Ok(saved);
+            }
+            warnings.push(format!(
+                "the session worked in {}, which no longer exists; continuing in {}",
+                saved.display(),
+                project_dir.display()
+            ));
+        }
+        Ok(project_dir.to_path_buf())
+    }
+}
+
+/// The canonical working directory.
+fn working_dir(cwd: Option<&Path>) -> Result<PathBuf, SessionError> {
+    let dir = match cwd {
+        Some(d) => d.to_path_buf(),
+        None => std::env::current_dir()
+            .map_err(|e| SessionError::Setup(format!("cannot read the current directory: {e}")))?,
+    };
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| SessionError::Usage(format!("working directory {}: {e}", dir.display())))?;
+    if !dir.is_dir() {
+        return Err(SessionError::Usage(format!(
+            "working directory {} is not a directory",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
+/// Checkpoints snapshot the whole working directory: not for `/` or the
+/// home directory itself.
+fn checkpoints_make_sense(dir: &Path) -> bool {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    dir.parent().is_some() && home.as_deref() != Some(dir)
+}
+
+/// Opens the checkpoint store of `dir`, if checkpoints are on.
+pub(crate) fn open_checkpoints(
+    enabled: bool,
+    kaji_home: &Path,
+    dir: &Path,
+) -> Result<Option<CheckpointStore>, String> {
+    if !enabled {
+        return Ok(None);
+    }
+    CheckpointStore::open(kaji_home, dir)
+        .map(Some)
+        .map_err(|e| format!("cannot set up checkpoints: {e}"))
+}

@@ -1,0 +1,76 @@
+//! What a front end asks of a new session: plain data from flags and
+//! settings, no I/O. The [`super::SessionBuilder`] turns it into a Session.
+
+use std::path::PathBuf;
+
+use crate::parser::ToolProtocol;
+use crate::permissions::PermissionMode;
+
+use super::record::SessionKind;
+
+/// Which saved session to continue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResumeFrom {
+    /// The session with this id or unique id prefix.
+    Id(String),
+    /// The most recently updated main session (or fork) of the working
+    /// directory.
+    Latest,
+}
+
+/// Everything a front end decides about a session.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// The working directory (default: the process's).
+    pub cwd: Option<PathBuf>,
+    /// `--provider`.
+    pub provider: Option<String>,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--base-url`.
+    pub base_url: Option<String>,
+    /// The permission mode; `None`: the settings', else default (or, when
+    /// resuming, the saved session's).
+    pub permission_mode: Option<PermissionMode>,
+    /// Consecutive mistakes before a Task stops or asks.
+    pub max_mistakes: Option<u32>,
+    /// Model turns per prompt.
+    pub max_turns: Option<u32>,
+    /// How the model calls tools.
+    pub tool_protocol: ToolProtocol,
+    /// Work in this git worktree (`.kaji/worktrees/NAME`).
+    pub worktree: Option<String>,
+    /// Take no checkpoints.
+    pub no_checkpoints: bool,
+    /// Share this task list (default: the session's own, or the saved
+    /// session's when resuming).
+    pub task_list: Option<String>,
+    /// Write the session to `$KAJI_HOME/sessions/` (false:
+    /// `--no-session-persistence`).
+    pub persist: bool,
+    /// Continue a saved session instead of starting a new one.
+    pub resume: Option<ResumeFrom>,
+    /// What the new session is (main, or a fork).
+    pub kind: SessionKind,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self {
+            cwd: None,
+            provider: None,
+            model: None,
+            base_url: None,
+            permission_mode: None,
+            max_mistakes: None,
+            max_turns: None,
+            tool_protocol: ToolProtocol::Native,
+            worktree: None,
+            no_checkpoints: false,
+            task_list: None,
+            persist: true,
+            resume: None,
+            kind: SessionKind::Main,
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! A saved conversation as the events a front end renders, so that a
+//! resumed session (the terminal UI) and `kaji sessions show` show history
+//! exactly as they show a live Task. Pure: history in, events out.
+
+use std::collections::HashMap;
+
+use kaji_protocol::{ContentBlock, Message, Role, SayKind, SayPayload, TaskEvent};
+
+/// The events that show `history`: the user's text as `user_feedback`,
+/// model text and reasoning, each tool call (`say tool`, `tool_use`) and
+/// its result. Notices kaji added to a user message (bracketed
+/// `[...]` texts) are left out.
+pub fn history_events(history: &[Message]) -> Vec<TaskEvent> {
+    let mut events = Vec::new();
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    let mut id = 0u64;
+    let mut next = || {
+        id += 1;
+        id
+    };
+    for message in history {
+        for block in &message.content {
+            match (message.role, block) {
+                (Role::User, ContentBlock::Text { text }) if !is_notice(text) => {
+                    events.push(say(next(), SayKind::UserFeedback, text, None));
+                }
+                (Role::Assistant, ContentBlock::Text { text }) if !text.trim().is_empty() => {
+                    events.push(say(next(), SayKind::Text, text, None));
+                }
+                (Role::Assistant, ContentBlock::Reasoning { text, .. }) => {
+                    events.push(say(next(), SayKind::Reasoning, text, None));
+                }
+                (Role::Assistant, ContentBlock::ToolUse { id: call, name, input }) => {
+                    names.insert(call, name);
+                    let payload = SayPayload::Tool {
+                        id: call.clone(),
+                        tool: name.clone(),
+                        input: input.clone(),
+                    };
+                    let text = crate::executor::describe_call(name, input);
+                    events.push(say(next(), SayKind::Tool, &text, Some(payload)));
+                    events.push(TaskEvent::ToolUse {
+                        id: call.clone(),
+                        name: name.clone(),
+                        input: input.clone(),
+                    });
+                }
+                (
+                    Role::User,
+                    ContentBlock::ToolResult {
+                        tool_use_id,
+                        content,
+                        is_error,
+                    },
+                ) => events.push(TaskEvent::ToolResult {
+                    id: tool_use_id.clone(),
+                    name: names.get(tool_use_id.as_str()).unwrap_or(&"").to_string(),
+                    is_error: *is_error,
+                    output: content.clone(),
+                }),
+                _ => {}
+            }
+        }
+    }
+    events
+}
+
+/// Texts kaji itself put into a user message: results in the xml protocol,
+/// hook context, reminders, notices.
+fn is_notice(text: &str) -> bool {
+    let t = text.trim_start();
+    t.starts_with('[')
+        || t.starts_with("The user accepted the result.")
+        || t.starts_with("The user has feedback on the result:")
+}
+
+fn say(id: u64, kind: SayKind, text: &str, payload: Option<SayPayload>) -> TaskEvent {
+    TaskEvent::Say {
+        id,
+        kind,
+        text: text.to_string(),
+        partial: false,
+        payload,
+    }
+}
