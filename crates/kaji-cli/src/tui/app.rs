@@ -695,7 +695,7 @@ mod tests {
         let mut app = App::new(StatusInfo::default());
         app.task_started();
         let (tx, mut rx) = oneshot::channel();
-        assert!(!app.on_ask(command_ask("ls -l"), tx));
+        app.on_ask(command_ask("ls -l"), tx);
         assert!(app.ask_prompt().unwrap().0.contains("Bash: ls -l"));
         // Other keys do nothing.
         app.on_key(key('x'));

@@ -197,6 +197,7 @@ mod tests {
                 kind: kaji_protocol::AskKind::Command,
                 text: format!("Bash: {}", "x ".repeat(800)),
                 payload: None,
+                agent: "main".into(),
             },
             tx,
         );
