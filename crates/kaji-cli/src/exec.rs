@@ -2,9 +2,10 @@
 //! and CI.
 //!
 //! Without `--json` it prints a readable transcript; with `--json` one JSON
-//! object per line (schema in docs/exec-json.md). Nobody can answer an ask
-//! here, so every ask but the final acceptance of the result is denied, and
-//! the model is told why.
+//! object per line, only ever an [`ExecLine`] (types in exec_events.rs,
+//! schema in docs/exec-json.md). Nobody can answer an ask here, so every
+//! ask but the final acceptance of the result is denied, and the model is
+//! told why.
 
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
@@ -14,9 +15,9 @@ use anyhow::Result;
 use async_trait::async_trait;
 use kaji_core::{AskRequest, Task, TaskFrontend};
 use kaji_protocol::{AskKind, AskResponse, SayKind, TaskEvent};
-use serde_json::json;
 
 use crate::agent::{AgentArgs, UsageError, new_session_id};
+use crate::exec_events::{self, ExecLine};
 
 /// Arguments of `kaji exec`.
 #[derive(Debug, clap::Args)]
@@ -71,16 +72,14 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
         Arc::new(ExecFrontend::new(args.json, mode.as_str()).approving_plans(args.approve_plan));
     let task = Task::new(setup.config.clone(), setup.executor, frontend.clone());
     if args.json {
-        frontend.line(&json!({
-            "type": "task_started",
-            "schema_version": 1,
-            "task_id": task.id(),
-            "session_id": session_id,
-            "model": setup.provider_config.model,
-            "provider": setup.provider_config.kind.as_str(),
-            "cwd": setup.config.cwd,
-            "permission_mode": mode.as_str(),
-        }));
+        frontend.line(&exec_events::task_started(
+            task.id(),
+            &session_id,
+            &setup.provider_config.model,
+            setup.provider_config.kind,
+            &setup.config.cwd,
+            mode,
+        ));
     }
     let abort = task.abort_handle();
     let signals = tokio::spawn(async move {
@@ -100,19 +99,7 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
     }
     let status = outcome.status;
     if args.json {
-        frontend.line(&json!({
-            "type": "result",
-            "status": status.as_str(),
-            "turns": outcome.turns,
-            "usage": {
-                "input_tokens": outcome.usage.input_tokens,
-                "output_tokens": outcome.usage.output_tokens,
-                "cache_read_input_tokens": outcome.usage.cache_read_input_tokens,
-                "cache_creation_input_tokens": outcome.usage.cache_creation_input_tokens,
-            },
-            "duration_ms": started.elapsed().as_millis() as u64,
-            "result": outcome.result,
-        }));
+        frontend.line(&exec_events::result(&outcome, started.elapsed()));
     } else {
         frontend.finish(&format!(
             "\n[{}] {} turn(s), {} input / {} output tokens, {:.1} s",
@@ -183,7 +170,9 @@ impl ExecFrontend {
         self
     }
 
-    fn line(&self, value: &serde_json::Value) {
+    /// Prints one line of `--json` output.
+    fn line(&self, line: &ExecLine) {
+        let value = line.to_json();
         let mut st = self.lock_state();
         let _ = writeln!(st.out, "{value}");
         let _ = st.out.flush();
@@ -302,16 +291,8 @@ fn indent(prefix: &str, text: &str) -> String {
 impl TaskFrontend for ExecFrontend {
     fn emit(&self, event: TaskEvent) {
         if self.json {
-            match &event {
-                TaskEvent::Say { partial: true, .. }
-                | TaskEvent::Ask { partial: true, .. }
-                | TaskEvent::Delta { .. } => {}
-                TaskEvent::Finished { .. } => {}
-                other => {
-                    if let Ok(v) = serde_json::to_value(other) {
-                        self.line(&v);
-                    }
-                }
+            if let Some(line) = exec_events::from_event(&event) {
+                self.line(&line);
             }
         } else {
             self.transcript(&event);
