@@ -60,6 +60,47 @@ impl Run {
         exit_code: i32,
     ) {
         let server = ScriptedModelServer::start(script).await;
+        let out = self
+            .command(&server, provider, flags, prompt)
+            .output()
+            .await
+            .unwrap();
+        self.compare(name, &server, out, exit_code);
+    }
+
+    /// Like [`Run::check`], but sends SIGTERM to kaji once something in the
+    /// task has written a line to the fifo `fifo` in the working directory.
+    async fn check_with_sigterm(
+        &self,
+        name: &str,
+        script: Script,
+        flags: &[&str],
+        prompt: &str,
+        fifo: &str,
+    ) {
+        let fifo = self.work.path().join(fifo);
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let server = ScriptedModelServer::start(script).await;
+        let child = self
+            .command(&server, Provider::Anthropic, flags, prompt)
+            .spawn()
+            .unwrap();
+        let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+        tokio::task::spawn_blocking(move || std::fs::read_to_string(fifo).unwrap())
+            .await
+            .unwrap();
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let out = child.wait_with_output().await.unwrap();
+        self.compare(name, &server, out, 130);
+    }
+
+    fn command(
+        &self,
+        server: &ScriptedModelServer,
+        provider: Provider,
+        flags: &[&str],
+        prompt: &str,
+    ) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -84,7 +125,16 @@ impl Run {
                 .arg(server.openai_base_url()),
         };
         cmd.args(["--model", "scripted"]).arg(prompt);
-        let out = cmd.output().await.unwrap();
+        cmd
+    }
+
+    fn compare(
+        &self,
+        name: &str,
+        server: &ScriptedModelServer,
+        out: std::process::Output,
+        exit_code: i32,
+    ) {
         let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
         assert_eq!(
             out.status.code(),
@@ -383,6 +433,71 @@ async fn hook_info_and_max_turns() {
         &["--max-turns", "1"],
         "read a.txt",
         1,
+    )
+    .await;
+}
+
+/// Tool calls written as XML in the reply text (`--tool-protocol xml`):
+/// kaji's own call ids, and the text around the calls.
+#[tokio::test]
+async fn xml_tool_protocol() {
+    let run = Run::new();
+    run.write("a.txt", "alpha\n");
+    run.check(
+        "xml_tool_protocol",
+        Provider::OpenAi,
+        script([
+            Turn::text("Reading it.\n<Read>\n<file_path>a.txt</file_path>\n</Read>"),
+            Turn::text(
+                "<AttemptCompletion>\n<result>It says alpha.</result>\n</AttemptCompletion>",
+            ),
+        ]),
+        &["--tool-protocol", "xml"],
+        "what does a.txt say?",
+        0,
+    )
+    .await;
+}
+
+/// A TaskStart hook that blocks (exit 2): the error say, no request, status
+/// failed.
+#[tokio::test]
+async fn hook_blocks_task_start() {
+    let run = Run::new();
+    run.write(
+        ".kaji/config.toml",
+        "[[hooks.TaskStart]]\ncommand = \"echo not today >&2; exit 2\"\n",
+    );
+    run.check(
+        "hook_blocks_task_start",
+        Provider::Anthropic,
+        script([Turn::text("never asked")]),
+        &[],
+        "start",
+        1,
+    )
+    .await;
+}
+
+/// SIGTERM while a command runs: the interrupted tool's result, the error
+/// say of the abort, status aborted (exit 130).
+///
+/// The turn sends no usage: the command runs before the rest of the reply
+/// (and its usage) is read, so whether the usage was read by the abort is
+/// a race.
+#[tokio::test]
+async fn aborted_by_sigterm() {
+    let run = Run::new();
+    run.check_with_sigterm(
+        "aborted_by_sigterm",
+        script([Turn::tool_call(
+            "Bash",
+            json!({"command": "echo started > started.fifo; sleep 1000"}),
+        )
+        .without_usage()]),
+        &["--yolo"],
+        "hang",
+        "started.fifo",
     )
     .await;
 }
