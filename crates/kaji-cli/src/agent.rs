@@ -74,7 +74,10 @@ impl AgentArgs {
         } else {
             self.permission_mode
                 .as_deref()
-                .map(|m| m.parse().map_err(|e: String| UsageError(format!("--permission-mode: {e}"))))
+                .map(|m| {
+                    m.parse()
+                        .map_err(|e: String| UsageError(format!("--permission-mode: {e}")))
+                })
                 .transpose()?
         };
         let tool_protocol: ToolProtocol = self

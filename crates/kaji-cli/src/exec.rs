@@ -2,9 +2,10 @@
 //! and CI.
 //!
 //! Without `--json` it prints a readable transcript; with `--json` one JSON
-//! object per line (schema in docs/exec-json.md). Nobody can answer an ask
-//! here, so every ask but the final acceptance of the result is denied, and
-//! the model is told why.
+//! object per line, only ever an [`ExecLine`] (types in exec_events.rs,
+//! schema in docs/exec-json.md). Nobody can answer an ask here, so every
+//! ask but the final acceptance of the result is denied, and the model is
+//! told why.
 
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
@@ -14,9 +15,9 @@ use anyhow::Result;
 use async_trait::async_trait;
 use kaji_core::{AskRequest, ResumeFrom, TaskFrontend};
 use kaji_protocol::{AskKind, AskResponse, BackgroundTask, SayKind, SessionEvent, TaskEvent};
-use serde_json::json;
 
 use crate::agent::{self, AgentArgs, UsageError};
+use crate::exec_events::{self, ExecLine};
 
 /// Arguments of `kaji exec`.
 #[derive(Debug, clap::Args)]
@@ -75,7 +76,8 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
         (None, true) => Some(ResumeFrom::Latest),
         (None, false) => None,
     };
-    let frontend = Arc::new(ExecFrontend::new(args.json, "default").approving_plans(args.approve_plan));
+    let frontend =
+        Arc::new(ExecFrontend::new(args.json, "default").approving_plans(args.approve_plan));
     let (session, warnings) = args.agent.build_session(resume, frontend.clone()).await?;
     for w in warnings {
         eprintln!("kaji exec: warning: {w}");
@@ -85,17 +87,15 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
     let task_id = kaji_core::new_task_id();
     if args.json {
         let provider = session.provider_config();
-        frontend.line(&json!({
-            "type": "task_started",
-            "schema_version": 1,
-            "task_id": task_id,
-            "session_id": session.id(),
-            "model": provider.model,
-            "provider": provider.kind.as_str(),
-            "cwd": session.project_dir(),
-            "permission_mode": mode.as_str(),
-            "resumed": session.is_resuming(),
-        }));
+        frontend.line(&exec_events::task_started(
+            &task_id,
+            session.id(),
+            &provider.model,
+            provider.kind,
+            session.project_dir(),
+            mode,
+            session.is_resuming(),
+        ));
     }
     let signals = {
         let session = Arc::clone(&session);
@@ -105,7 +105,10 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
         })
     };
     let started = Instant::now();
-    let outcome = session.submit_as(task_id, prompt).await.map_err(agent::session_error)?;
+    let outcome = session
+        .submit_as(task_id, prompt)
+        .await
+        .map_err(agent::session_error)?;
     signals.abort();
     // No orphans: whatever the task left running in the background stops
     // with kaji, and the user hears of it.
@@ -116,19 +119,7 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
     }
     let status = outcome.status;
     if args.json {
-        frontend.line(&json!({
-            "type": "result",
-            "status": status.as_str(),
-            "turns": outcome.turns,
-            "usage": {
-                "input_tokens": outcome.usage.input_tokens,
-                "output_tokens": outcome.usage.output_tokens,
-                "cache_read_input_tokens": outcome.usage.cache_read_input_tokens,
-                "cache_creation_input_tokens": outcome.usage.cache_creation_input_tokens,
-            },
-            "duration_ms": started.elapsed().as_millis() as u64,
-            "result": outcome.result,
-        }));
+        frontend.line(&exec_events::result(&outcome, started.elapsed()));
     } else {
         frontend.finish(&format!(
             "\n[{}] {} turn(s), {} input / {} output tokens, {:.1} s",
@@ -210,18 +201,23 @@ impl ExecFrontend {
             return;
         }
         if self.json {
-            self.line(&json!({"type": "background_stopped", "tasks": stopped}));
+            self.line(&exec_events::background_stopped(stopped));
         } else {
             for t in stopped {
                 self.print(
-                    &format!("! stopped background task {} ({}) as kaji exits", t.id, t.description),
+                    &format!(
+                        "! stopped background task {} ({}) as kaji exits",
+                        t.id, t.description
+                    ),
                     true,
                 );
             }
         }
     }
 
-    fn line(&self, value: &serde_json::Value) {
+    /// Prints one line of `--json` output.
+    fn line(&self, line: &ExecLine) {
+        let value = line.to_json();
         let mut st = self.lock_state();
         let _ = writeln!(st.out, "{value}");
         let _ = st.out.flush();
@@ -341,16 +337,8 @@ impl TaskFrontend for ExecFrontend {
     fn emit(&self, event: SessionEvent) {
         let event = event.event;
         if self.json {
-            match &event {
-                TaskEvent::Say { partial: true, .. }
-                | TaskEvent::Ask { partial: true, .. }
-                | TaskEvent::Delta { .. } => {}
-                TaskEvent::Finished { .. } => {}
-                other => {
-                    if let Ok(v) = serde_json::to_value(other) {
-                        self.line(&v);
-                    }
-                }
+            if let Some(line) = exec_events::from_event(&event) {
+                self.line(&line);
             }
         } else {
             self.transcript(&event);

@@ -11,6 +11,7 @@ mod agent;
 mod checkpoints_cmd;
 mod demo;
 mod exec;
+mod exec_events;
 mod mcp_cmd;
 mod paths;
 mod ps_cmd;

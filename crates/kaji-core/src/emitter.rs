@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kaji_protocol::{AskKind, AskPayload, AskResponse, SayKind, SayPayload, SessionEvent, TaskEvent};
+use kaji_protocol::{
+    AskKind, AskPayload, AskResponse, SayKind, SayPayload, SessionEvent, TaskEvent,
+};
 
 use crate::frontend::{AskRequest, TaskFrontend};
 

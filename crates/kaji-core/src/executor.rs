@@ -568,14 +568,8 @@ pub(crate) fn report_hook_warnings(emitter: &Emitter, warnings: &[String]) {
 /// render the payload.
 fn say_update(emitter: &Emitter, update: &StateUpdate) {
     let (kind, text) = match update {
-        StateUpdate::TaskList { tasks } => (
-            SayKind::TaskList,
-            json_text(tasks),
-        ),
-        StateUpdate::Todo { items } => (
-            SayKind::Todo,
-            json_text(items),
-        ),
+        StateUpdate::TaskList { tasks } => (SayKind::TaskList, json_text(tasks)),
+        StateUpdate::Todo { items } => (SayKind::Todo, json_text(items)),
     };
     emitter.say(kind, text, Some(SayPayload::Update(update.clone())));
 }

@@ -39,9 +39,9 @@ use crate::frontend::TaskFrontend;
 use crate::hooks::{HookEvent, HookPayload, HookRunner};
 use crate::parser::{BlockContent, ReplyAssembler, ToolCall, ToolProtocol, XmlToolGrammar};
 use crate::permissions::{PermissionMode, SharedApprovals};
+use crate::prompt::{PromptInputs, system_prompt};
 use crate::session::record::SessionRecord;
 use crate::session::recorder::{Recorder, now_millis};
-use crate::prompt::{PromptInputs, system_prompt};
 
 /// How long the first request waits for MCP servers still connecting.
 pub const MCP_CONNECT_WAIT: Duration = Duration::from_secs(10);
@@ -415,11 +415,13 @@ impl Task {
     /// Runs the task to its end: the outer loop.
     pub async fn run(self, prompt: String) -> TaskOutcome {
         let started = Instant::now();
-        self.config.recorder.record_synced(SessionRecord::TaskStarted {
-            task_id: self.task_id.clone(),
-            prompt: prompt.clone(),
-            at: now_millis(),
-        });
+        self.config
+            .recorder
+            .record_synced(SessionRecord::TaskStarted {
+                task_id: self.task_id.clone(),
+                prompt: prompt.clone(),
+                at: now_millis(),
+            });
         self.emitter
             .say(SayKind::UserFeedback, prompt.clone(), None);
         let mut user_content = Vec::new();
@@ -437,7 +439,10 @@ impl Task {
     }
 
     /// Rounds until the task ends.
-    async fn outer_loop(&self, mut user_content: Vec<ContentBlock>) -> (TaskStatus, Option<String>) {
+    async fn outer_loop(
+        &self,
+        mut user_content: Vec<ContentBlock>,
+    ) -> (TaskStatus, Option<String>) {
         let mut empty_retries = 0u32;
         loop {
             if self.cancel.is_cancelled() {
@@ -494,7 +499,10 @@ impl Task {
                 return Some((TaskStatus::MistakeLimit, Some(msg)));
             }
             let ask = format!("{msg} Continue?");
-            match self.ask_or_abort(AskKind::MistakeLimitReached, ask, None).await {
+            match self
+                .ask_or_abort(AskKind::MistakeLimitReached, ask, None)
+                .await
+            {
                 Some(AskResponse::Approve | AskResponse::ApproveAlways) => {
                     self.lock().consecutive_mistakes = 0;
                 }
@@ -502,7 +510,9 @@ impl Task {
                     self.lock().consecutive_mistakes = 0;
                     user_content.push(ContentBlock::text(format!("The user says:\n{text}")));
                 }
-                Some(AskResponse::Deny { .. }) => return Some((TaskStatus::MistakeLimit, Some(msg))),
+                Some(AskResponse::Deny { .. }) => {
+                    return Some((TaskStatus::MistakeLimit, Some(msg)));
+                }
                 None => return Some((TaskStatus::Aborted, None)),
             }
         }
@@ -597,7 +607,10 @@ impl Task {
             Some(AskResponse::Reply { text })
             | Some(AskResponse::Deny {
                 feedback: Some(text),
-            }) => (format!("The user has feedback on the result:\n{text}"), None),
+            }) => (
+                format!("The user has feedback on the result:\n{text}"),
+                None,
+            ),
             Some(_) => (
                 "The user accepted the result.".to_string(),
                 Some(TaskStatus::Completed),
@@ -649,11 +662,13 @@ impl Task {
             self.run_task_hook(HookEvent::TaskComplete).await;
         }
         let state = std::mem::take(&mut *self.lock());
-        self.config.recorder.record_synced(SessionRecord::TaskEnded {
-            task_id: self.task_id.clone(),
-            status: status.as_str().to_string(),
-            at: now_millis(),
-        });
+        self.config
+            .recorder
+            .record_synced(SessionRecord::TaskEnded {
+                task_id: self.task_id.clone(),
+                status: status.as_str().to_string(),
+                at: now_millis(),
+            });
         let outcome = TaskOutcome {
             status,
             turns: state.turns,
@@ -740,7 +755,10 @@ impl Task {
         // A Task that continues a session loaded from disk is a resumption
         // (the seed's TaskResume); every other one starts.
         let first = if self.config.resumed.is_some() {
-            (HookEvent::TaskResume, "the TaskResume hook stopped the task")
+            (
+                HookEvent::TaskResume,
+                "the TaskResume hook stopped the task",
+            )
         } else {
             (HookEvent::TaskStart, "the TaskStart hook stopped the task")
         };
@@ -1141,10 +1159,12 @@ impl Task {
         // Each result, durable before the next request: a crash from here
         // on loses nothing of this round.
         for ((call, _), block) in runs.iter().zip(&results) {
-            self.config.recorder.record_synced(SessionRecord::ToolResult {
-                block: block.clone(),
-                tool_use_id: call.id.clone(),
-            });
+            self.config
+                .recorder
+                .record_synced(SessionRecord::ToolResult {
+                    block: block.clone(),
+                    tool_use_id: call.id.clone(),
+                });
         }
         self.config.recorder.sync();
         if let Some((call, run)) = runs.iter().find(|(_, r)| r.completion.is_some()) {

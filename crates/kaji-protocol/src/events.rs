@@ -7,9 +7,9 @@
 //! `partial: false`; in between, [`TaskEvent::Delta`]s carry only the new
 //! text. Front ends replace the message with that id.
 
-use serde::{Deserialize, Serialize};
 use crate::payload::{AskPayload, SayPayload};
 use crate::stream::Usage;
+use serde::{Deserialize, Serialize};
 
 /// One-way progress a task reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

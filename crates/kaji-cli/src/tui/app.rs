@@ -83,7 +83,6 @@ pub struct PendingAsk {
     pub stage: AskStage,
 }
 
-
 /// Facts shown in the status line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StatusInfo {
@@ -166,7 +165,10 @@ impl App {
         for event in kaji_core::session::transcript::history_events(history) {
             self.on_event(event);
         }
-        self.push(EntryStyle::Note, "  (resumed: the conversation above was restored)".into());
+        self.push(
+            EntryStyle::Note,
+            "  (resumed: the conversation above was restored)".into(),
+        );
     }
 
     /// Adds or replaces the entry of message `id`.

@@ -26,13 +26,13 @@ use kaji_protocol::{BackgroundTask, ContentBlock, Message, Role, Usage};
 use kaji_tools::ToolRegistry;
 use kaji_tools::todo::TodoState;
 
+use crate::ToolExecutor;
 use crate::frontend::TaskFrontend;
 use crate::hooks::HookRunner;
 use crate::parser::ToolProtocol;
 use crate::permissions::{PermissionMode, SharedApprovals};
 use crate::rules::RuleFiles;
 use crate::task::{AbortHandle, Task, TaskConfig, TaskOutcome};
-use crate::ToolExecutor;
 
 pub use builder::SessionBuilder;
 pub use error::SessionError;
@@ -336,13 +336,12 @@ impl Session {
     /// Forgets the conversation (`/clear`); the session file records it.
     pub fn clear(&self) {
         self.lock().history.clear();
-        self.recorder
-            .record_synced(SessionRecord::HistoryReplaced {
-                history: Vec::new(),
-                reason: "clear".into(),
-                tokens_before: None,
-                tokens_after: None,
-            });
+        self.recorder.record_synced(SessionRecord::HistoryReplaced {
+            history: Vec::new(),
+            reason: "clear".into(),
+            tokens_before: None,
+            tokens_after: None,
+        });
     }
 
     /// Changes the permission mode for the next prompt.

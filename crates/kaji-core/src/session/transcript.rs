@@ -30,7 +30,14 @@ pub fn history_events(history: &[Message]) -> Vec<TaskEvent> {
                 (Role::Assistant, ContentBlock::Reasoning { text, .. }) => {
                     events.push(say(next(), SayKind::Reasoning, text, None));
                 }
-                (Role::Assistant, ContentBlock::ToolUse { id: call, name, input }) => {
+                (
+                    Role::Assistant,
+                    ContentBlock::ToolUse {
+                        id: call,
+                        name,
+                        input,
+                    },
+                ) => {
                     names.insert(call, name);
                     let payload = SayPayload::Tool {
                         id: call.clone(),
