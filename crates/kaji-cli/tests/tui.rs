@@ -259,8 +259,8 @@ async fn deny_with_feedback_abort_and_always_allow_across_prompts() {
     assert!(screen.contains("Enter sends"), "{screen}");
 
     // A new prompt is a new task that continues the conversation; the
-    // session approval still holds: the TUI answers the first `sh` command
-    // itself (the task's executor then remembers it for the second).
+    // session's approval still holds: the core runs both `sh` commands
+    // without asking.
     submit(&tmux, "second").await;
     server.wait_for_requests(3).await;
     let third = server.requests()[2].body.to_string();
@@ -272,7 +272,7 @@ async fn deny_with_feedback_abort_and_always_allow_across_prompts() {
         s.matches("sleep 30").count() == 2
     })
     .await;
-    let screen = tmux.wait_for("(allowed for this session)").await;
+    let screen = tmux.wait_for("[exit code 0").await;
     assert!(!screen.contains("Run this command?"), "{screen}");
     assert_eq!(
         std::fs::read_to_string(work.path().join("log.txt")).unwrap(),
@@ -283,6 +283,15 @@ async fn deny_with_feedback_abort_and_always_allow_across_prompts() {
         .wait_until("the second abort", |s| s.matches("[aborted]").count() == 2)
         .await;
     assert!(!screen.contains("Run this command?"), "{screen}");
+    // The second sleep ran (and was interrupted) rather than waiting on an
+    // approval that the abort then denied.
+    assert_eq!(
+        screen
+            .matches("the tool was interrupted because the task was aborted")
+            .count(),
+        2,
+        "{screen}"
+    );
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }
 
