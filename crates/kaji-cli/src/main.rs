@@ -61,6 +61,18 @@ enum Command {
     /// The interactive terminal UI: type prompts, watch the task, answer
     /// its questions.
     Tui(tui::TuiArgs),
+    /// Open the terminal UI on a saved session (no ID: pick one of this
+    /// directory's).
+    Resume(ResumeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ResumeArgs {
+    /// The session id, or a unique prefix of it.
+    #[arg(value_name = "ID")]
+    id: Option<String>,
+    #[command(flatten)]
+    agent: agent::AgentArgs,
 }
 
 fn main() -> ExitCode {
@@ -74,6 +86,12 @@ fn main() -> ExitCode {
         Some(Command::Rules(args)) => rules_cmd::run(args),
         Some(Command::Mcp(args)) => block_on(mcp_cmd::run(args)),
         Some(Command::Tui(args)) => block_on(tui::run(args)),
+        Some(Command::Resume(args)) => block_on(tui::run(tui::TuiArgs {
+            agent: args.agent,
+            prompt: None,
+            continue_: false,
+            resume: Some(args.id),
+        })),
         None => block_on(tui::run(cli.tui)),
     };
     ExitCode::from(code.clamp(0, 255) as u8)

@@ -379,3 +379,43 @@ async fn plain_kaji_with_a_prompt_opens_the_tui_and_runs_it_at_once() {
     tmux.wait_for("[completed] 1 turn(s)").await;
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }
+
+/// Esc aborts only the prompt: the session's runtime registry survives, so
+/// a background Bash of the next prompt starts and runs (it used to fail
+/// with "the session is shutting down").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_abort_the_next_prompt_can_start_background_work() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Bash", json!({"command": "sleep 30"})),
+        Turn::tool_call(
+            "Bash",
+            json!({"command": "echo bg-ok > bg.txt", "run_in_background": true}),
+        ),
+        Turn::tool_call("AttemptCompletion", json!({"result": "started it"})),
+    ]))
+    .await;
+    let tmux = launch_with("bg", home.path(), work.path(), &server, "tui", "--yolo");
+    tmux.wait_for("Enter sends").await;
+    submit(&tmux, "first").await;
+    tmux.wait_for("sleep 30").await;
+    tmux.send_key("Escape");
+    tmux.wait_for("[aborted]").await;
+
+    submit(&tmux, "second").await;
+    let screen = tmux.wait_for("Task complete").await;
+    assert!(!screen.contains("shutting down"), "{screen}");
+    let start = Instant::now();
+    while std::fs::read_to_string(work.path().join("bg.txt")).unwrap_or_default() != "bg-ok\n" {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the background command never ran:\n{}",
+            tmux.capture()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tmux.send_key("Enter");
+    tmux.wait_for("[completed]").await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}

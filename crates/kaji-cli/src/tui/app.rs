@@ -59,6 +59,13 @@ pub enum Action {
     Quit,
     /// Forget the conversation: the next prompt starts afresh.
     Clear,
+    /// `/sessions`: list this directory's saved sessions.
+    Sessions,
+    /// `/resume [ID|N]`: switch to a saved session (no argument: list them
+    /// to pick from).
+    Resume(Option<String>),
+    /// `/fork`: continue in a new session with a copy of this one's history.
+    Fork,
 }
 
 /// Where an unanswered ask stands.
@@ -158,6 +165,44 @@ impl App {
     fn push(&mut self, style: EntryStyle, text: String) -> usize {
         self.entries.push(Entry { style, text });
         self.entries.len() - 1
+    }
+
+    /// `/sessions`, `/resume [ID|N]`, `/fork`: handled by the event loop,
+    /// never sent to the model. Refused while a task runs.
+    fn session_command(&mut self, text: &str) -> Option<Action> {
+        let mut words = text.split_whitespace();
+        let action = match words.next()? {
+            "/sessions" => Action::Sessions,
+            "/resume" => Action::Resume(words.next().map(str::to_string)),
+            "/fork" => Action::Fork,
+            _ => return None,
+        };
+        if self.running {
+            self.notice = Some("a task is running: wait, or Esc to abort it".into());
+            return Some(Action::None);
+        }
+        self.input.clear();
+        Some(action)
+    }
+
+    /// Adds a note to the transcript.
+    pub fn note(&mut self, text: String) {
+        self.push(EntryStyle::Note, text);
+    }
+
+    /// Adds an error to the transcript.
+    pub fn error(&mut self, text: String) {
+        self.push(EntryStyle::Error, format!("! {text}"));
+    }
+
+    /// Starts over with another session's transcript (after `/resume`,
+    /// `/fork`).
+    pub fn switch_session(&mut self, status: StatusInfo, history: &[kaji_protocol::Message]) {
+        self.entries.clear();
+        self.status = status;
+        for event in kaji_core::session::transcript::history_events(history) {
+            self.on_event(event);
+        }
     }
 
     /// Shows a conversation loaded from disk, as it was shown live.
@@ -393,6 +438,9 @@ impl App {
                 }
                 if text == "/exit" || text == "/quit" {
                     return Action::Quit;
+                }
+                if let Some(action) = self.session_command(&text) {
+                    return action;
                 }
                 if text == "/clear" && !self.running {
                     self.input.clear();

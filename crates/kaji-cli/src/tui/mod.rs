@@ -39,17 +39,45 @@ pub struct TuiArgs {
     /// Continue the most recent session of this directory.
     #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
     pub continue_: bool,
-    /// Continue the saved session ID (or a unique prefix of it).
-    #[arg(short = 'r', long, value_name = "ID")]
-    pub resume: Option<String>,
+    /// Continue the saved session ID (or a unique prefix of it); without
+    /// ID, pick one of this directory's sessions.
+    #[arg(short = 'r', long, value_name = "ID", num_args = 0..=1)]
+    pub resume: Option<Option<String>>,
 }
 
 impl TuiArgs {
-    fn resume_from(&self) -> Option<ResumeFrom> {
-        match (&self.resume, self.continue_) {
-            (Some(id), _) => Some(ResumeFrom::Id(id.clone())),
+    /// Which session to continue; `Err` when the picker was left.
+    fn resume_from(&self) -> Result<Option<ResumeFrom>, String> {
+        Ok(match (&self.resume, self.continue_) {
+            (Some(Some(id)), _) => Some(ResumeFrom::Id(id.clone())),
+            (Some(None), _) => Some(ResumeFrom::Id(self.pick()?)),
             (None, true) => Some(ResumeFrom::Latest),
             (None, false) => None,
+        })
+    }
+
+    /// `kaji resume` without an id: a numbered list of this directory's
+    /// sessions, newest first, and a number read from the terminal.
+    fn pick(&self) -> Result<String, String> {
+        let dir = match &self.agent.cwd {
+            Some(d) => d.clone(),
+            None => std::env::current_dir().map_err(|e| e.to_string())?,
+        };
+        let dir = dir.canonicalize().map_err(|e| format!("{}: {e}", dir.display()))?;
+        let list = kaji_core::session::persist::list_for_dir(&crate::paths::kaji_home(), &dir)
+            .map_err(|e| e.to_string())?;
+        if list.is_empty() {
+            return Err(format!("no saved sessions in {}", dir.display()));
+        }
+        for (n, s) in list.iter().enumerate() {
+            eprintln!("{:>3}. {}  {} turns  {}", n + 1, &s.id[..s.id.len().min(8)], s.turns, s.title);
+        }
+        eprint!("Resume which session? [1-{}] ", list.len());
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map_err(|e| e.to_string())?;
+        match line.trim().parse::<usize>() {
+            Ok(n) if (1..=list.len()).contains(&n) => Ok(list[n - 1].id.clone()),
+            _ => Err(format!("no session picked ({:?})", line.trim())),
         }
     }
 }
@@ -97,9 +125,16 @@ pub async fn run(args: TuiArgs) -> i32 {
         );
         return 2;
     }
+    let resume = match args.resume_from() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kaji: {e}");
+            return 1;
+        }
+    };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let frontend = Arc::new(TuiFrontend { tx: tx.clone() });
-    let (session, warnings) = match args.agent.build_session(args.resume_from(), frontend).await {
+    let (mut session, warnings) = match args.agent.build_session(resume, frontend).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("kaji tui: {e:#}");
@@ -116,7 +151,16 @@ pub async fn run(args: TuiArgs) -> i32 {
             // Pasted text arrives whole instead of as keys (an Enter in it
             // would send the prompt).
             let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
-            let code = event_loop(terminal, &session, warnings, args.prompt, &tx, &mut rx).await;
+            let code = event_loop(
+                terminal,
+                &args.agent,
+                &mut session,
+                warnings,
+                args.prompt,
+                &tx,
+                &mut rx,
+            )
+            .await;
             restore_terminal();
             code
         }
@@ -161,6 +205,96 @@ fn restore_terminal() {
     );
 }
 
+fn status_info(session: &Session) -> StatusInfo {
+    StatusInfo {
+        model: session.provider_config().model.clone(),
+        permission_mode: session.permission_mode().as_str().to_string(),
+        cwd: session.cwd().display().to_string(),
+    }
+}
+
+/// `/sessions`: this directory's saved sessions, newest first, numbered.
+fn list_sessions(app: &mut App, session: &Session) -> Vec<String> {
+    let home = crate::paths::kaji_home();
+    match kaji_core::session::persist::list_for_dir(&home, session.project_dir()) {
+        Ok(list) if list.is_empty() => {
+            app.note("  no saved sessions in this directory".into());
+            Vec::new()
+        }
+        Ok(list) => {
+            let mut ids = Vec::new();
+            for (n, s) in list.iter().enumerate() {
+                let current = if s.id == session.id() { " (this one)" } else { "" };
+                app.note(format!(
+                    "  {:>2}. {}  {} turns  {}{current}",
+                    n + 1,
+                    &s.id[..s.id.len().min(8)],
+                    s.turns,
+                    s.title
+                ));
+                ids.push(s.id.clone());
+            }
+            ids
+        }
+        Err(e) => {
+            app.error(format!("cannot list the sessions: {e}"));
+            Vec::new()
+        }
+    }
+}
+
+enum Switch {
+    Resume(String),
+    Fork,
+}
+
+/// `/resume ID` and `/fork`: ends this session and continues in another,
+/// whose transcript replaces this one's on screen.
+async fn switch(
+    app: &mut App,
+    agent: &AgentArgs,
+    session: &mut Arc<Session>,
+    tx: &mpsc::UnboundedSender<UiMessage>,
+    to: Switch,
+) {
+    let frontend = Arc::new(TuiFrontend { tx: tx.clone() });
+    let built = match &to {
+        Switch::Resume(id) if id == session.id() => {
+            app.note("  this session is the one open".into());
+            return;
+        }
+        Switch::Resume(id) => {
+            agent
+                .build_session(Some(ResumeFrom::Id(id.clone())), frontend)
+                .await
+        }
+        Switch::Fork => match agent.session_options() {
+            Ok(options) => kaji_core::SessionBuilder::new(crate::paths::kaji_home(), options)
+                .forked_from(session.id(), session.history())
+                .build(frontend)
+                .await
+                .map_err(crate::agent::session_error),
+            Err(e) => Err(e.into()),
+        },
+    };
+    match built {
+        Ok((next, warnings)) => {
+            let old = std::mem::replace(session, next);
+            let _ = old.shutdown().await;
+            app.switch_session(status_info(session), &session.history());
+            for w in warnings {
+                app.error(w);
+            }
+            let what = match to {
+                Switch::Resume(_) => "resumed",
+                Switch::Fork => "forked into",
+            };
+            app.note(format!("  — {what} session {} —", session.id()));
+        }
+        Err(e) => app.error(format!("{e:#}")),
+    }
+}
+
 /// Runs one prompt of the session in the background; its end comes back
 /// as [`UiMessage::Done`].
 fn start_prompt(session: &Arc<Session>, tx: &mpsc::UnboundedSender<UiMessage>, prompt: String) {
@@ -179,19 +313,19 @@ fn start_prompt(session: &Arc<Session>, tx: &mpsc::UnboundedSender<UiMessage>, p
 
 /// Runs the UI until the user quits. A prompt still running when it
 /// left for the caller to abort when this returns early.
+#[allow(clippy::too_many_arguments)]
 async fn event_loop(
     mut terminal: ratatui::DefaultTerminal,
-    session: &Arc<Session>,
+    agent: &AgentArgs,
+    session: &mut Arc<Session>,
     warnings: Vec<String>,
     first_prompt: Option<String>,
     tx: &mpsc::UnboundedSender<UiMessage>,
     rx: &mut mpsc::UnboundedReceiver<UiMessage>,
 ) -> anyhow::Result<()> {
-    let mut app = App::new(StatusInfo {
-        model: session.provider_config().model.clone(),
-        permission_mode: session.permission_mode().as_str().to_string(),
-        cwd: session.cwd().display().to_string(),
-    });
+    let mut app = App::new(status_info(session));
+    // The ids of the last `/sessions` listing, for `/resume N`.
+    let mut listed: Vec<String> = Vec::new();
     for w in warnings {
         app.entries.push(app::Entry {
             style: EntryStyle::Error,
@@ -228,6 +362,19 @@ async fn event_loop(
                         start_prompt(session, tx, prompt);
                     }
                     Action::Clear => session.clear(),
+                    Action::Sessions => listed = list_sessions(&mut app, session),
+                    Action::Resume(None) => {
+                        listed = list_sessions(&mut app, session);
+                        app.note("  type /resume N (or an id) to continue one".into());
+                    }
+                    Action::Resume(Some(which)) => {
+                        let id = match which.parse::<usize>() {
+                            Ok(n) if (1..=listed.len()).contains(&n) => listed[n - 1].clone(),
+                            _ => which,
+                        };
+                        switch(&mut app, agent, session, tx, Switch::Resume(id)).await;
+                    }
+                    Action::Fork => switch(&mut app, agent, session, tx, Switch::Fork).await,
                     Action::Abort => {
                         session.abort();
                         app.pending = None;

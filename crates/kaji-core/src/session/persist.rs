@@ -159,3 +159,21 @@ impl RecordSink for FileSink {
             .sync_data()
     }
 }
+
+/// A saved session as listed.
+#[derive(Debug, Clone)]
+pub struct SessionSummary {
+    /// Its id.
+    pub id: String,
+    /// Its first prompt, cut.
+    pub title: String,
+    /// Model turns so far.
+    pub turns: u32,
+    /// When it was last written.
+    pub updated: u64,
+}
+
+/// The main sessions and forks of `dir`, newest first.
+pub fn list_for_dir(_kaji_home: &Path, _dir: &Path) -> Result<Vec<SessionSummary>, SessionError> {
+    Ok(Vec::new())
+}
