@@ -97,14 +97,24 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
             session.is_resuming(),
         ));
     }
+    let started = Instant::now();
     let signals = {
         let session = Arc::clone(&session);
+        let frontend = Arc::clone(&frontend);
         tokio::spawn(async move {
             wait_for_signal().await;
             session.abort();
+            // Stop always stops: a second signal, or a task that has not
+            // ended within the grace period (a tool or hook that will not
+            // let go), ends kaji at once; the watchdog takes its children.
+            tokio::select! {
+                _ = wait_for_signal() => {}
+                _ = tokio::time::sleep(exit_grace()) => {}
+            }
+            frontend.abandon(started.elapsed());
+            std::process::exit(130);
         })
     };
-    let started = Instant::now();
     let outcome = session
         .submit_as(task_id, prompt)
         .await
@@ -131,6 +141,16 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
         ));
     }
     Ok(status.exit_code())
+}
+
+/// How long an aborted task may take to end before kaji exits anyway
+/// (`KAJI_EXIT_GRACE_MS`, default 4 s: within the 5 s promised).
+fn exit_grace() -> std::time::Duration {
+    let ms = std::env::var("KAJI_EXIT_GRACE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4_000);
+    std::time::Duration::from_millis(ms)
 }
 
 async fn wait_for_signal() {
@@ -212,6 +232,19 @@ impl ExecFrontend {
                     true,
                 );
             }
+        }
+    }
+
+    /// The last words of a run abandoned after an abort: the `aborted`
+    /// result (JSON) or a note (transcript).
+    fn abandon(&self, elapsed: std::time::Duration) {
+        if self.json {
+            self.line(&exec_events::abandoned(elapsed));
+        } else {
+            self.print(
+                "! the task did not stop in time after the signal; kaji exits now",
+                true,
+            );
         }
     }
 

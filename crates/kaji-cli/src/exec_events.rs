@@ -391,7 +391,7 @@ pub enum ExecStatus {
 }
 
 /// The `usage` of the `result` line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ExecUsage {
     /// Input (prompt) tokens.
     pub input_tokens: u64,
@@ -510,6 +510,18 @@ pub fn from_event(event: &TaskEvent) -> Option<ExecLine> {
             output: output.clone(),
         })),
     }
+}
+
+/// The `result` of a run that kaji abandoned after a signal because the
+/// task did not end in time: `aborted`, with what is known.
+pub fn abandoned(duration: Duration) -> ExecLine {
+    ExecLine::Result(ResultLine {
+        status: ExecStatus::Aborted,
+        turns: 0,
+        usage: ExecUsage::default(),
+        duration_ms: duration.as_millis() as u64,
+        result: None,
+    })
 }
 
 /// `{"type":"background_stopped",…}`.

@@ -103,7 +103,13 @@ fn block_on<F: std::future::Future<Output = i32>>(future: F) -> i32 {
         .enable_all()
         .build()
     {
-        Ok(rt) => rt.block_on(future),
+        Ok(rt) => {
+            let code = rt.block_on(future);
+            // Blocking work that will not end (a read of a FIFO, a held
+            // lock) must not keep kaji alive once the command is done.
+            rt.shutdown_timeout(std::time::Duration::from_millis(500));
+            code
+        }
         Err(e) => {
             eprintln!("kaji: cannot start the async runtime: {e}");
             1

@@ -662,3 +662,57 @@ async fn plan_mode_in_exec_ends_with_the_plan_unless_approved() {
     );
     assert!(work.path().join(".kaji/plans").read_dir().unwrap().count() == 1);
 }
+
+/// Stop always stops: a TaskCancel hook that would take a minute does not
+/// keep `kaji exec` alive past its grace period after SIGTERM; it exits
+/// 130 with an `aborted` result line.
+#[tokio::test]
+async fn sigterm_exits_130_even_when_a_cancel_hook_hangs() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let kaji_home = home.path().join("kaji-home");
+    std::fs::create_dir_all(&kaji_home).unwrap();
+    std::fs::write(
+        kaji_home.join("config.toml"),
+        "[[hooks.TaskCancel]]\ncommand = \"sleep 120\"\ntimeout = 300\n",
+    )
+    .unwrap();
+    let fifo = work.path().join("started.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "Bash",
+        json!({"command": "echo go > started.fifo; sleep 1000"}),
+    )]))
+    .await;
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--yolo"],
+        "hang",
+    );
+    cmd.env("KAJI_EXIT_GRACE_MS", "200");
+    let child = cmd.spawn().unwrap();
+    let pid_of_kaji = child.id().unwrap() as i32;
+    tokio::task::spawn_blocking(move || std::fs::read_to_string(fifo).unwrap())
+        .await
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid_of_kaji),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("kaji exec still runs a minute after SIGTERM")
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = lines(&out.stdout).pop().unwrap();
+    assert_eq!(last["type"], "result");
+    assert_eq!(last["status"], "aborted");
+}

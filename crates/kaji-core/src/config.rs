@@ -49,6 +49,9 @@ pub struct KajiConfig {
     /// `max_mistakes`: consecutive mistakes before the mistake limit is
     /// reached.
     pub max_mistakes: Option<u32>,
+    /// `tool_result_max_chars`: the cap on every tool result the model
+    /// gets (default 50,000); the whole result is spilled to a file.
+    pub tool_result_max_chars: Option<usize>,
     /// `[[hooks.<Event>]]`: every hook, user hooks first.
     pub hooks: HooksConfig,
     /// `[mcp_servers.<name>]`: the MCP servers, checked when the file is
@@ -194,6 +197,7 @@ impl KajiConfig {
             base_url: file.base_url,
             permission_mode,
             max_mistakes: file.max_mistakes,
+            tool_result_max_chars: file.tool_result_max_chars,
             hooks,
             mcp_servers: file.mcp_servers,
             sources: vec![path.to_path_buf()],
@@ -213,6 +217,10 @@ impl KajiConfig {
         over(&mut self.base_url, project.base_url);
         over(&mut self.permission_mode, project.permission_mode);
         over(&mut self.max_mistakes, project.max_mistakes);
+        over(
+            &mut self.tool_result_max_chars,
+            project.tool_result_max_chars,
+        );
         self.hooks.extend(project.hooks);
         self.mcp_servers.extend(project.mcp_servers);
         self.sources.extend(project.sources);
@@ -362,6 +370,7 @@ struct ConfigFile {
     base_url: Option<String>,
     permission_mode: Option<Spanned<String>>,
     max_mistakes: Option<u32>,
+    tool_result_max_chars: Option<usize>,
     #[serde(default)]
     hooks: HooksFile,
     #[serde(default)]

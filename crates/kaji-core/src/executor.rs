@@ -81,6 +81,9 @@ impl CheckpointGate {
     }
 }
 
+/// The default of `tool_result_max_chars`.
+pub const DEFAULT_TOOL_RESULT_MAX_CHARS: usize = 50_000;
+
 /// How long a cancelled tool may take to clean up before it is dropped.
 const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -166,6 +169,9 @@ pub struct ToolExecutor {
     /// The built-in tools plus the MCP tools connected when the current
     /// round began.
     round_tools: Mutex<ToolRegistry>,
+    /// `tool_result_max_chars`: longer results are cut, the whole of them
+    /// spilled to a file the result names.
+    result_cap: usize,
 }
 
 impl std::fmt::Debug for ToolExecutor {
@@ -186,7 +192,14 @@ impl ToolExecutor {
             checkpoint_gate: None,
             hooks: None,
             mcp: None,
+            result_cap: DEFAULT_TOOL_RESULT_MAX_CHARS,
         }
+    }
+
+    /// Caps every tool result — built-in and MCP alike — at `chars`
+    /// characters (`tool_result_max_chars`).
+    pub fn set_result_cap(&mut self, chars: usize) {
+        self.result_cap = chars.max(1);
     }
 
     /// Shares the session's approval memory ("always allow"), so that
@@ -406,6 +419,12 @@ impl ToolExecutor {
             run.content.push_str("\n\n[hook] ");
             run.content.push_str(&extra);
         }
+        run.content = cap_result(
+            std::mem::take(&mut run.content),
+            self.result_cap,
+            ctx,
+            &call.id,
+        );
         run
     }
 
@@ -578,4 +597,47 @@ fn json_text<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_value(value)
         .map(|v| v.to_string())
         .unwrap_or_default()
+}
+
+/// A result of at most `cap` characters. A longer one is cut on a char
+/// boundary, and the whole of it goes to
+/// `$KAJI_HOME/runs/<session>/tool-results/<call id>.txt`, which the cut
+/// result names (or says could not be written).
+fn cap_result(content: String, cap: usize, ctx: &ToolContext, call_id: &str) -> String {
+    let Some((cut, _)) = content.char_indices().nth(cap) else {
+        return content;
+    };
+    let total = content.chars().count();
+    let dir = ctx
+        .kaji_home
+        .join("runs")
+        .join(&ctx.session_id)
+        .join("tool-results");
+    let safe_id: String = call_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let path = dir.join(format!("{safe_id}.txt"));
+    let saved = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, &content));
+    let note = match saved {
+        Ok(()) => format!(
+            "[The result was {total} characters; only the first {cap} are shown. The whole result is in {} (read it in parts with Read offset/limit or search it with Grep).]",
+            path.display()
+        ),
+        Err(e) => format!(
+            "[The result was {total} characters; only the first {cap} are shown. The whole result could not be saved to {}: {e}.]",
+            path.display()
+        ),
+    };
+    let mut out = content;
+    out.truncate(cut);
+    out.push_str("\n\n");
+    out.push_str(&note);
+    out
 }

@@ -1141,6 +1141,12 @@ impl Task {
             } else if runs.iter().any(|(_, r)| !r.is_error) {
                 st.consecutive_mistakes = 0;
             }
+            // A reply cut off by a broken stream is answered with "go on",
+            // which a stream that keeps breaking would repeat forever: each
+            // one counts toward the mistake limit.
+            if broken.is_some() {
+                st.consecutive_mistakes += 1;
+            }
         }
         if aborted {
             if !results.is_empty() {

@@ -63,18 +63,28 @@ impl TuiArgs {
             Some(d) => d.clone(),
             None => std::env::current_dir().map_err(|e| e.to_string())?,
         };
-        let dir = dir.canonicalize().map_err(|e| format!("{}: {e}", dir.display()))?;
+        let dir = dir
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
         let list = kaji_core::session::persist::list_for_dir(&crate::paths::kaji_home(), &dir)
             .map_err(|e| e.to_string())?;
         if list.is_empty() {
             return Err(format!("no saved sessions in {}", dir.display()));
         }
         for (n, s) in list.iter().enumerate() {
-            eprintln!("{:>3}. {}  {} turns  {}", n + 1, &s.id[..s.id.len().min(8)], s.turns, s.title);
+            eprintln!(
+                "{:>3}. {}  {} turns  {}",
+                n + 1,
+                &s.id[..s.id.len().min(8)],
+                s.turns,
+                s.title
+            );
         }
         eprint!("Resume which session? [1-{}] ", list.len());
         let mut line = String::new();
-        std::io::stdin().read_line(&mut line).map_err(|e| e.to_string())?;
+        std::io::stdin()
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
         match line.trim().parse::<usize>() {
             Ok(n) if (1..=list.len()).contains(&n) => Ok(list[n - 1].id.clone()),
             _ => Err(format!("no session picked ({:?})", line.trim())),
@@ -224,7 +234,11 @@ fn list_sessions(app: &mut App, session: &Session) -> Vec<String> {
         Ok(list) => {
             let mut ids = Vec::new();
             for (n, s) in list.iter().enumerate() {
-                let current = if s.id == session.id() { " (this one)" } else { "" };
+                let current = if s.id == session.id() {
+                    " (this one)"
+                } else {
+                    ""
+                };
                 app.note(format!(
                     "  {:>2}. {}  {} turns  {}{current}",
                     n + 1,

@@ -152,6 +152,9 @@ impl SessionBuilder {
                 .unwrap_or(3)
                 .max(1),
             max_turns: self.options.max_turns,
+            tool_result_max_chars: settings
+                .tool_result_max_chars
+                .unwrap_or(crate::executor::DEFAULT_TOOL_RESULT_MAX_CHARS),
         };
         let (conversation, files) = match restored {
             Some(r) => {

@@ -60,6 +60,7 @@ pub(crate) struct Services {
     pub tool_protocol: ToolProtocol,
     pub max_mistakes: u32,
     pub max_turns: Option<u32>,
+    pub tool_result_max_chars: usize,
 }
 
 /// The conversation's state between prompts.
@@ -309,6 +310,7 @@ impl Session {
             .ok()
             .flatten();
         let mut executor = ToolExecutor::new(s.tools.clone());
+        executor.set_result_cap(s.tool_result_max_chars);
         if let Some(mcp) = &s.mcp {
             executor.set_mcp(mcp.clone());
         }
