@@ -641,3 +641,26 @@ fn cap_result(content: String, cap: usize, ctx: &ToolContext, call_id: &str) -> 
     out.push_str(&note);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_result_is_cut_and_spilled_whole() {
+        let home = tempfile::tempdir().unwrap();
+        let mut ctx = ToolContext::new(home.path());
+        ctx.kaji_home = home.path().to_path_buf();
+        ctx.session_id = "s1".into();
+        let long = "é".repeat(120);
+        let out = cap_result(long.clone(), 100, &ctx, "call/1");
+        assert!(out.starts_with(&"é".repeat(100)), "{out}");
+        assert!(!out.starts_with(&"é".repeat(101)), "{out}");
+        let path = home.path().join("runs/s1/tool-results/call_1.txt");
+        assert!(out.contains(&path.display().to_string()), "{out}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), long);
+        // Short results are untouched and spill nothing.
+        assert_eq!(cap_result("ok".into(), 100, &ctx, "c2"), "ok");
+        assert!(!home.path().join("runs/s1/tool-results/c2.txt").exists());
+    }
+}
