@@ -368,6 +368,11 @@ fn indent(prefix: &str, text: &str) -> String {
 #[async_trait]
 impl TaskFrontend for ExecFrontend {
     fn emit(&self, event: SessionEvent) {
+        // The usage lines are the main agent's; sub-agents' usage reaches
+        // the result through the parent's totals.
+        if matches!(event.event, TaskEvent::Usage(_)) && event.agent != "main" {
+            return;
+        }
         let event = event.event;
         if self.json {
             if let Some(line) = exec_events::from_event(&event) {

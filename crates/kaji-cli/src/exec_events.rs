@@ -48,9 +48,35 @@ pub enum ExecLine {
     ToolResult(ToolResultLine),
     /// The last line: how the task ended.
     Result(ResultLine),
+    /// What one model request of the main agent used, after every round.
+    Usage(UsageLine),
     /// Background tasks that were still running when kaji exited and were
     /// stopped (before `result`; only when there were any).
     BackgroundStopped(BackgroundStoppedLine),
+}
+
+/// `{"type":"usage",…}`: one model request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UsageLine {
+    /// The task's turn (from 1).
+    pub turn: u32,
+    /// Input tokens not read from the cache.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache.
+    pub cache_read_input_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    pub cache_creation_input_tokens: u64,
+    /// The context the conversation fills after this round.
+    pub context_tokens: u64,
+    /// The model's context window, or null when unknown.
+    pub context_window: Option<u64>,
+    /// The request's cost in USD, or null when the model's prices are
+    /// unknown.
+    pub cost_usd: Option<f64>,
+    /// The counts are kaji's estimate (the server reported none).
+    pub estimated: bool,
 }
 
 /// `{"type":"background_stopped","tasks":[…]}`.
@@ -492,6 +518,17 @@ pub fn from_event(event: &TaskEvent) -> Option<ExecLine> {
             text: text.clone(),
             partial: false,
             data: payload.as_ref().map(ask_data),
+        })),
+        TaskEvent::Usage(r) => Some(ExecLine::Usage(UsageLine {
+            turn: r.turn,
+            input_tokens: r.usage.input_tokens,
+            output_tokens: r.usage.output_tokens,
+            cache_read_input_tokens: r.usage.cache_read_input_tokens,
+            cache_creation_input_tokens: r.usage.cache_creation_input_tokens,
+            context_tokens: r.context_tokens,
+            context_window: r.context_window,
+            cost_usd: r.cost_usd,
+            estimated: r.estimated,
         })),
         TaskEvent::ToolUse { id, name, input } => Some(ExecLine::ToolUse(ToolUseLine {
             id: id.clone(),

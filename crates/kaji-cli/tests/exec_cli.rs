@@ -716,3 +716,37 @@ async fn sigterm_exits_130_even_when_a_cancel_hook_hangs() {
     assert_eq!(last["type"], "result");
     assert_eq!(last["status"], "aborted");
 }
+
+/// A usage line after every round; a server that reports no usage gets an
+/// estimate marked as such, and the result's totals include it.
+#[tokio::test]
+async fn usage_lines_every_round_and_an_estimate_without_server_usage() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Read", json!({"file_path": "missing.txt"})).without_usage(),
+        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+    ]))
+    .await;
+    let mut cmd = exec_in(home.path(), work.path(), &server, &["--json"], "look");
+    let out = cmd.output().await.unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let lines = lines(&out.stdout);
+    let usage: Vec<&Value> = lines.iter().filter(|l| l["type"] == "usage").collect();
+    assert_eq!(usage.len(), 2, "{lines:?}");
+    assert_eq!(usage[0]["turn"], 1);
+    assert_eq!(usage[0]["estimated"], true);
+    let estimated_in = usage[0]["input_tokens"].as_u64().unwrap();
+    assert!(estimated_in > 0, "{:?}", usage[0]);
+    assert_eq!(
+        usage[0]["context_tokens"].as_u64().unwrap(),
+        estimated_in + usage[0]["output_tokens"].as_u64().unwrap()
+    );
+    assert_eq!(usage[1]["turn"], 2);
+    assert_eq!(usage[1]["estimated"], false);
+    let result = lines.last().unwrap();
+    assert_eq!(
+        result["usage"]["input_tokens"].as_u64().unwrap(),
+        estimated_in + usage[1]["input_tokens"].as_u64().unwrap()
+    );
+}

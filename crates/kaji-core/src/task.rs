@@ -24,7 +24,7 @@ use futures::StreamExt;
 use kaji_llm::{LlmError, ModelProvider, ModelRequest};
 use kaji_protocol::{
     AskKind, AskPayload, AskResponse, BackgroundTask, ContentBlock, Message, Role, SayKind,
-    SayPayload, StateUpdate, TaskEvent, TaskStatus, Usage,
+    SayPayload, StateUpdate, TaskEvent, TaskStatus, Usage, UsageReport,
 };
 use kaji_tools::ToolContext;
 use kaji_tools::todo::TodoState;
@@ -119,6 +119,11 @@ pub struct TaskConfig {
     pub resumed: Option<String>,
     /// The Task's id (default: a new one).
     pub task_id: Option<String>,
+    /// The model's context window, when known.
+    pub context_window: Option<u64>,
+    /// The cost of a request's usage in USD, when the model's prices are
+    /// known.
+    pub pricing: Option<Arc<dyn Fn(&Usage) -> f64 + Send + Sync>>,
 }
 
 impl std::fmt::Debug for TaskConfig {
@@ -166,6 +171,8 @@ impl TaskConfig {
             agent: "main".into(),
             resumed: None,
             task_id: None,
+            context_window: None,
+            pricing: None,
         }
     }
 }
@@ -976,6 +983,7 @@ impl Task {
             st.turns
         };
         let request = self.request(specs);
+        let request_bytes = request_size(&request);
         self.emitter.say(
             SayKind::ApiReqStarted,
             format!("Turn {turn}: request to {}", self.config.model),
@@ -1048,16 +1056,26 @@ impl Task {
         let (assembler, end, had_content) = {
             let mut st = self.lock();
             let a = st.assembler.take();
-            let usage = a.as_ref().map(|a| a.usage()).unwrap_or_default();
+            let reported = a.as_ref().map(|a| a.usage()).unwrap_or_default();
+            // A server that reports no usage gets an estimate; a reply kaji
+            // cut short itself (a rejection, an abort) may just not have
+            // reached its usage yet, and gets none.
+            let cut_by_us = presented.interrupted || self.cancel.is_cancelled();
+            let (usage, estimated) = match a.as_ref() {
+                Some(a) if reported == Usage::default() && st.stream_had_content && !cut_by_us => {
+                    (estimate_usage(request_bytes, a), true)
+                }
+                _ => (reported, false),
+            };
             st.usage.add(&usage);
+            let turn = st.turns;
+            let had_content = st.stream_had_content;
+            drop(st);
             if usage != Usage::default() {
-                self.config.recorder.record(SessionRecord::Usage {
-                    turn: st.turns,
-                    usage,
-                    cost_usd: None,
-                });
+                self.report_usage(turn, usage, estimated);
             }
-            (a, st.stream_end.take(), st.stream_had_content)
+            let mut st = self.lock();
+            (a, st.stream_end.take(), had_content)
         };
         let Some(assembler) = assembler else {
             return RoundOutcome::ApiFailed("internal error: the reply was lost".into());
@@ -1199,6 +1217,28 @@ impl Task {
             return RoundOutcome::NoToolUsed;
         }
         RoundOutcome::Continue(results)
+    }
+
+    /// Tells the front end and the session file what a request used.
+    fn report_usage(&self, turn: u32, usage: Usage, estimated: bool) {
+        let cost_usd = self.config.pricing.as_ref().map(|p| p(&usage));
+        self.config.recorder.record(SessionRecord::Usage {
+            turn,
+            usage,
+            cost_usd,
+        });
+        self.emitter.emit(TaskEvent::Usage(UsageReport {
+            turn,
+            usage,
+            context_tokens: usage
+                .input_tokens
+                .saturating_add(usage.cache_read_input_tokens)
+                .saturating_add(usage.cache_creation_input_tokens)
+                .saturating_add(usage.output_tokens),
+            context_window: self.config.context_window,
+            cost_usd,
+            estimated,
+        }));
     }
 
     /// The inner loop: walks the reply's blocks as they complete.
@@ -1483,4 +1523,23 @@ pub fn new_task_id() -> String {
         (nanos as u64) ^ (std::process::id() as u64) << 40,
         n & 0xffff
     )
+}
+
+/// Bytes of what a request sends (system prompt, messages, tools): the
+/// basis of a token estimate when the server reports no usage.
+fn request_size(request: &ModelRequest) -> usize {
+    let messages = serde_json::to_vec(&request.messages).map_or(0, |v| v.len());
+    let tools = serde_json::to_vec(&request.tools).map_or(0, |v| v.len());
+    request.system.len() + messages + tools
+}
+
+/// About four bytes a token: the estimate for servers that report no usage
+/// (llama.cpp's and others that ignore `stream_options.include_usage`).
+fn estimate_usage(request_bytes: usize, reply: &ReplyAssembler) -> Usage {
+    let reply_bytes = serde_json::to_vec(&reply.history_content()).map_or(0, |v| v.len());
+    Usage {
+        input_tokens: (request_bytes as u64).div_ceil(4),
+        output_tokens: (reply_bytes as u64).div_ceil(4),
+        ..Usage::default()
+    }
 }

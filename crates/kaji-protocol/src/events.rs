@@ -185,6 +185,8 @@ pub enum TaskEvent {
         /// The result text.
         output: String,
     },
+    /// What one model request used, after every round.
+    Usage(UsageReport),
     /// The task ended.
     Finished {
         /// How.
@@ -212,4 +214,23 @@ pub struct SessionEvent {
     /// What happened.
     #[serde(flatten)]
     pub event: TaskEvent,
+}
+
+/// What one model request used, and where the context stands.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct UsageReport {
+    /// The Task's turn number.
+    pub turn: u32,
+    /// The request's tokens (estimated when the server reported none).
+    pub usage: Usage,
+    /// The context the conversation fills after this round: the request's
+    /// input (cached or not) plus the reply.
+    pub context_tokens: u64,
+    /// The model's context window, when known.
+    pub context_window: Option<u64>,
+    /// The request's cost in USD, when the model's prices are known.
+    pub cost_usd: Option<f64>,
+    /// The counts are kaji's estimate from the sizes of the request and
+    /// the reply (the server reported no usage).
+    pub estimated: bool,
 }

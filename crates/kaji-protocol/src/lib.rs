@@ -13,7 +13,7 @@ pub mod payload;
 pub mod stream;
 pub mod tool;
 
-pub use events::{AskKind, AskResponse, SayKind, SessionEvent, TaskEvent, TaskStatus};
+pub use events::{AskKind, AskResponse, SayKind, SessionEvent, TaskEvent, TaskStatus, UsageReport};
 pub use message::{ContentBlock, Message, Role};
 pub use payload::{
     AskPayload, BackgroundTask, SayPayload, StateUpdate, TaskListItem, TodoItem, TodoStatus,

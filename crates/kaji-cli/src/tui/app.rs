@@ -301,6 +301,12 @@ impl App {
                 let first = first.replace('\t', "  ");
                 self.push(style, format!("  {mark}{first}{suffix}"));
             }
+            // The status line's counters move every round.
+            TaskEvent::Usage(report) => {
+                self.turns = report.turn;
+                self.input_tokens += report.usage.input_tokens;
+                self.output_tokens += report.usage.output_tokens;
+            }
             TaskEvent::Finished {
                 status,
                 turns,
@@ -308,8 +314,6 @@ impl App {
                 result,
             } => {
                 self.turns = turns;
-                self.input_tokens += usage.input_tokens;
-                self.output_tokens += usage.output_tokens;
                 let style = match status {
                     TaskStatus::Completed => EntryStyle::Note,
                     TaskStatus::Aborted => EntryStyle::Note,
@@ -710,6 +714,18 @@ mod tests {
         });
         app.on_event(say(3, SayKind::Error, "boom", false));
         app.on_event(say(4, SayKind::CompletionResult, "done", false));
+        app.on_event(TaskEvent::Usage(kaji_protocol::UsageReport {
+            turn: 2,
+            usage: Usage {
+                input_tokens: 10,
+                output_tokens: 5,
+                ..Usage::default()
+            },
+            context_tokens: 15,
+            context_window: None,
+            cost_usd: None,
+            estimated: false,
+        }));
         app.on_event(TaskEvent::Finished {
             status: TaskStatus::Completed,
             turns: 2,
