@@ -8,3 +8,8 @@
 //! ([`record`]: what a session file holds).
 
 pub mod record;
+pub mod error;
+pub mod index;
+pub mod lock;
+pub mod replay;
+pub mod store;
