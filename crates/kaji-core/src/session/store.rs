@@ -464,17 +464,91 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), SessionError> {
 mod tests {
     use super::*;
 
+    /// One record of every type (the match makes a new variant fail to
+    /// compile here until it is added, and to KNOWN_TYPES).
+    fn one_of_each() -> Vec<SessionRecord> {
+        use kaji_protocol::{ContentBlock, Message, Usage};
+        let samples = vec![
+            SessionRecord::Header(crate::session::record::SessionHeader {
+                format: 1,
+                session_id: "x".into(),
+                kind: crate::session::record::SessionKind::Main,
+                parent: None,
+                cwd: "/".into(),
+                created: 0,
+                kaji_version: "0".into(),
+            }),
+            SessionRecord::TaskStarted {
+                task_id: "t".into(),
+                prompt: "p".into(),
+                at: 0,
+            },
+            SessionRecord::Message {
+                message: Message::user_text("hi"),
+            },
+            SessionRecord::ToolResult {
+                block: ContentBlock::text("r"),
+                tool_use_id: "1".into(),
+            },
+            SessionRecord::HistoryReplaced {
+                history: vec![],
+                reason: "rewind".into(),
+                tokens_before: None,
+                tokens_after: None,
+            },
+            SessionRecord::Mode { mode: "plan".into() },
+            SessionRecord::Cwd { cwd: "/".into() },
+            SessionRecord::Approval { rule: "Read".into() },
+            SessionRecord::Todo { items: vec![] },
+            SessionRecord::TaskList { id: "l".into() },
+            SessionRecord::Checkpoint {
+                id: "c".into(),
+                label: "l".into(),
+            },
+            SessionRecord::Usage {
+                turn: 1,
+                usage: Usage::default(),
+                cost_usd: None,
+            },
+            SessionRecord::TaskEnded {
+                task_id: "t".into(),
+                status: "completed".into(),
+                at: 0,
+            },
+        ];
+        for s in &samples {
+            match s {
+                SessionRecord::Header(_)
+                | SessionRecord::TaskStarted { .. }
+                | SessionRecord::Message { .. }
+                | SessionRecord::ToolResult { .. }
+                | SessionRecord::HistoryReplaced { .. }
+                | SessionRecord::Mode { .. }
+                | SessionRecord::Cwd { .. }
+                | SessionRecord::Approval { .. }
+                | SessionRecord::Todo { .. }
+                | SessionRecord::TaskList { .. }
+                | SessionRecord::Checkpoint { .. }
+                | SessionRecord::Usage { .. }
+                | SessionRecord::TaskEnded { .. } => {}
+            }
+        }
+        samples
+    }
+
     #[test]
     fn known_types_are_exactly_the_record_types() {
-        // Each KNOWN_TYPES entry names a real variant: a record of that type
-        // with no fields fails as corrupt, not as unknown.
-        for t in KNOWN_TYPES {
-            let line = format!("{{\"type\":\"{t}\"}}");
-            let parsed = parse_record(line.as_bytes());
-            assert!(
-                !matches!(parsed, Err(LoadWarningKind::UnknownType { .. })),
-                "{t}"
-            );
+        let types: Vec<String> = one_of_each()
+            .iter()
+            .map(|r| {
+                let v = serde_json::to_value(r).unwrap();
+                v["type"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(types, KNOWN_TYPES);
+        for r in one_of_each() {
+            let line = serde_json::to_vec(&r).unwrap();
+            assert_eq!(parse_record(&line), Ok(r));
         }
         let line = br#"{"type":"from_the_future","x":1}"#;
         assert_eq!(
