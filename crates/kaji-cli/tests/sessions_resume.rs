@@ -91,7 +91,11 @@ async fn round_trip(wire: Wire) {
         .path()
         .join("kaji-home/sessions")
         .join(format!("{id}.jsonl"));
-    assert!(session_file.is_file(), "no session file {}", session_file.display());
+    assert!(
+        session_file.is_file(),
+        "no session file {}",
+        session_file.display()
+    );
 
     // A unique prefix is enough.
     let mut second = kaji(home.path(), work.path(), &server, wire);
@@ -200,8 +204,10 @@ async fn no_session_persistence_writes_nothing() {
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(
-        files.iter().all(|f| !f.to_string_lossy().ends_with(".jsonl")
-            || f.file_name().is_some_and(|n| n == "index.jsonl")),
+        files
+            .iter()
+            .all(|f| !f.to_string_lossy().ends_with(".jsonl")
+                || f.file_name().is_some_and(|n| n == "index.jsonl")),
         "{files:?}"
     );
 }
@@ -216,7 +222,10 @@ async fn a_second_process_cannot_open_a_session_in_use() {
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let server = ScriptedModelServer::start(Script::new([
         Turn::tool_call("AttemptCompletion", json!({"result": "one"})),
-        Turn::tool_call("Bash", json!({"command": "echo held > go.fifo; sleep 1000"})),
+        Turn::tool_call(
+            "Bash",
+            json!({"command": "echo held > go.fifo; sleep 1000"}),
+        ),
     ]))
     .await;
     let mut first = kaji(home.path(), work.path(), &server, Wire::Anthropic);
@@ -237,7 +246,10 @@ async fn a_second_process_cannot_open_a_session_in_use() {
     second.args(["--resume", &id, "me too"]);
     let (code, _, err) = run(second).await;
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains(&holder_pid.to_string()), "names the holder: {err}");
+    assert!(
+        err.contains(&holder_pid.to_string()),
+        "names the holder: {err}"
+    );
     holder.kill().await.unwrap();
 }
 
@@ -258,11 +270,21 @@ async fn kill_dash_nine_then_resume_loses_at_most_the_round_in_flight() {
     let mut turns: Vec<Turn> = (1..=STEPS)
         .map(|k| {
             Turn::text(format!("Step {k}: appending it now."))
-                .and_tool_call("Bash", json!({"command": format!("echo step-{k} >> log.txt")}))
+                .and_tool_call(
+                    "Bash",
+                    json!({"command": format!("echo step-{k} >> log.txt")}),
+                )
                 .with_chunk_size(7)
         })
         .collect();
-    turns.push(Turn::tool_call("AttemptCompletion", json!({"result": "all steps done"})));
+    // A kill after the completion call was recorded but before it was
+    // answered leaves it interrupted: the model completes again.
+    for _ in 0..8 {
+        turns.push(Turn::tool_call(
+            "AttemptCompletion",
+            json!({"result": "all steps done"}),
+        ));
+    }
     // The resume prompt adds no turn of its own: the server counts the
     // assistant messages of the history, so a resumed run asks for the
     // next step.
@@ -291,7 +313,11 @@ async fn kill_dash_nine_then_resume_loses_at_most_the_round_in_flight() {
         // Kill after a random number of lines (a line is printed mid-stream,
         // before and after tools, between rounds); the last attempts run
         // to the end.
-        let kill_after = if attempt < 8 { 1 + next_random(12) } else { u64::MAX };
+        let kill_after = if attempt < 8 {
+            1 + next_random(12)
+        } else {
+            u64::MAX
+        };
         let mut seen = 0u64;
         let mut result = None;
         while let Some(line) = reader.next_line().await.unwrap() {
@@ -339,7 +365,8 @@ async fn kill_dash_nine_then_resume_loses_at_most_the_round_in_flight() {
                     let id = block["id"].as_str().unwrap();
                     assert!(
                         text.contains(&format!("\"tool_use_id\":\"{id}\"")),
-                        "seed {seed}: request {n}: {id} has no result"
+                        "seed {seed}: request {n}: {id} has no result: {}",
+                        serde_json::to_string_pretty(&msgs).unwrap()
                     );
                 }
             }

@@ -51,6 +51,9 @@ pub const INTERRUPTED_BY_FEEDBACK: &str = "[Response interrupted by user feedbac
 /// The note recorded in the history when the task is aborted mid-reply.
 pub const INTERRUPTED_BY_ABORT: &str = "[Response interrupted by user]";
 
+/// The cost of a request's usage in USD.
+pub type Pricing = Arc<dyn Fn(&Usage) -> f64 + Send + Sync>;
+
 /// Everything a task needs, fixed when it is created.
 #[derive(Clone)]
 pub struct TaskConfig {
@@ -123,7 +126,7 @@ pub struct TaskConfig {
     pub context_window: Option<u64>,
     /// The cost of a request's usage in USD, when the model's prices are
     /// known.
-    pub pricing: Option<Arc<dyn Fn(&Usage) -> f64 + Send + Sync>>,
+    pub pricing: Option<Pricing>,
 }
 
 impl std::fmt::Debug for TaskConfig {

@@ -158,6 +158,18 @@ impl SessionBuilder {
         };
         let (conversation, files) = match restored {
             Some(r) => {
+                // The answer the replay built for calls cut off by a crash
+                // goes to the file first, so the next records follow a
+                // valid history.
+                if r.state.answer_built
+                    && let (Some(files), Some(message)) = (&r.files, r.state.history.last())
+                {
+                    files
+                        .recorder
+                        .record_synced(super::record::SessionRecord::Message {
+                            message: message.clone(),
+                        });
+                }
                 let conversation = Conversation::restored(&r, mode, work_dir);
                 (conversation, r.files)
             }

@@ -11,10 +11,15 @@
 
 pub mod builder;
 pub mod error;
+pub mod index;
+pub mod lock;
 pub mod options;
 pub mod persist;
 pub mod record;
 pub mod recorder;
+pub mod replay;
+pub mod store;
+pub mod store_error;
 pub mod transcript;
 
 use std::path::{Path, PathBuf};
@@ -250,7 +255,13 @@ impl Session {
         }
         let task = self.new_task(task_id);
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(task.abort_handle());
+        if let Some(files) = &self.files {
+            files.prompt_started(&prompt);
+        }
         let outcome = task.run(prompt).await;
+        if let Some(files) = &self.files {
+            files.prompt_ended(outcome.status.as_str(), outcome.turns, &outcome.usage);
+        }
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = None;
         {
             let mut st = self.lock();

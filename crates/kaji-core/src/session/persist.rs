@@ -12,24 +12,17 @@ use kaji_tools::todo::TodoItem;
 use crate::permissions::PermissionMode;
 
 use super::error::SessionError;
+use super::index::{IndexEntry, title_of};
 use super::options::ResumeFrom;
 use super::record::{SESSION_FORMAT_VERSION, SessionHeader, SessionKind, SessionRecord};
 use super::recorder::{RecordSink, Recorder, now_millis};
+use super::replay::replay;
+use super::store::{SessionStore, SessionWriter};
+use super::store_error::StoreError;
 
 /// A new session id.
 pub fn new_session_id() -> String {
-    use rand::Rng;
-    let mut rng = rand::rng();
-    let bytes: [u8; 16] = rng.random();
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    SessionStore::new_session_id()
 }
 
 /// The files of an open session: where records go, and its index entry.
@@ -39,6 +32,67 @@ pub struct SessionFiles {
     pub recorder: Recorder,
     /// The session file.
     pub path: PathBuf,
+    store: SessionStore,
+    entry: Arc<Mutex<IndexEntry>>,
+}
+
+impl SessionFiles {
+    fn new(store: SessionStore, writer: SessionWriter, entry: IndexEntry) -> Self {
+        let path = writer.path().to_path_buf();
+        Self {
+            recorder: Recorder::new(Arc::new(WriterSink(writer))),
+            path,
+            store,
+            entry: Arc::new(Mutex::new(entry)),
+        }
+    }
+
+    /// A prompt starts: the index gets its title (the first prompt) and
+    /// the time.
+    pub fn prompt_started(&self, prompt: &str) {
+        self.update(|e| {
+            if e.title.is_empty() {
+                e.title = title_of(prompt);
+            }
+        });
+    }
+
+    /// A prompt ended: the index gets its status and the totals.
+    pub fn prompt_ended(&self, status: &str, turns: u32, usage: &Usage) {
+        self.update(|e| {
+            e.status = status.to_string();
+            e.turns = e.turns.saturating_add(turns);
+            e.input_tokens = e.input_tokens.saturating_add(usage.input_tokens);
+            e.output_tokens = e.output_tokens.saturating_add(usage.output_tokens);
+        });
+    }
+
+    fn update(&self, change: impl FnOnce(&mut IndexEntry)) {
+        let entry = {
+            let mut e = self.entry.lock().unwrap_or_else(|e| e.into_inner());
+            change(&mut e);
+            e.updated = now_millis();
+            e.clone()
+        };
+        // A lost index line is rebuilt from the session files; the
+        // conversation itself is never at stake here.
+        if let Err(e) = self.store.upsert(&entry) {
+            tracing::warn!("cannot update the session index: {e}");
+        }
+    }
+}
+
+/// The recorder's sink: the session file, written while its lock is held.
+struct WriterSink(SessionWriter);
+
+impl RecordSink for WriterSink {
+    fn append(&self, record: &SessionRecord) -> std::io::Result<()> {
+        self.0.append(record).map_err(std::io::Error::other)
+    }
+
+    fn sync(&self) -> std::io::Result<()> {
+        self.0.sync().map_err(std::io::Error::other)
+    }
 }
 
 /// The state a saved session had when it stopped.
@@ -62,6 +116,9 @@ pub struct RestoredState {
     pub turns: u32,
     /// The last round was cut off (a crash, a kill).
     pub last_round_interrupted: bool,
+    /// The history's last message was built by the replay and must be
+    /// recorded before the session goes on.
+    pub answer_built: bool,
     /// When the session was last written to.
     pub stopped_at: u64,
 }
@@ -86,7 +143,7 @@ pub fn sessions_dir(kaji_home: &Path) -> PathBuf {
     kaji_home.join("sessions")
 }
 
-/// Creates the session file with its header.
+/// Creates the session file with its header, and its index entry.
 pub fn create(
     kaji_home: &Path,
     session_id: &str,
@@ -94,13 +151,8 @@ pub fn create(
     parent: Option<&str>,
     project_dir: &Path,
 ) -> Result<SessionFiles, SessionError> {
-    let dir = sessions_dir(kaji_home);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| SessionError::Store(format!("cannot create {}: {e}", dir.display())))?;
-    let path = dir.join(format!("{session_id}.jsonl"));
-    let sink = FileSink::create(&path)?;
-    let recorder = Recorder::new(Arc::new(sink));
-    recorder.record_synced(SessionRecord::Header(SessionHeader {
+    let store = SessionStore::new(kaji_home);
+    let header = SessionHeader {
         format: SESSION_FORMAT_VERSION,
         session_id: session_id.to_string(),
         kind,
@@ -108,56 +160,104 @@ pub fn create(
         cwd: project_dir.to_path_buf(),
         created: now_millis(),
         kaji_version: env!("CARGO_PKG_VERSION").to_string(),
-    }));
-    Ok(SessionFiles { recorder, path })
+    };
+    let writer = store.create(&header).map_err(store_error)?;
+    let entry = IndexEntry::new(&header);
+    let files = SessionFiles::new(store, writer, entry.clone());
+    if let Err(e) = files.store.upsert(&entry) {
+        tracing::warn!("cannot add the session to the index: {e}");
+    }
+    Ok(files)
 }
 
 /// Finds, locks, loads and replays a saved session.
 pub fn open_for_resume(
-    _kaji_home: &Path,
+    kaji_home: &Path,
     from: &ResumeFrom,
-    _cwd: &Path,
+    cwd: &Path,
 ) -> Result<Restored, SessionError> {
-    Err(SessionError::Store(format!(
-        "cannot resume {from:?}: the session store is not available in this build"
-    )))
+    let store = SessionStore::new(kaji_home);
+    let id = match from {
+        ResumeFrom::Id(prefix) => store.resolve(prefix).map_err(store_error)?,
+        ResumeFrom::Latest => latest_of(&store, cwd)?,
+    };
+    let mut warnings = Vec::new();
+    let path = store.path_of(&id);
+    if torn_tail(&path) {
+        warnings.push(format!(
+            "{}: the last line was cut off (kaji stopped mid-write); it is skipped",
+            path.display()
+        ));
+    }
+    // The lock first: a session is open in one process at a time.
+    let writer = store.open_for_append(&id).map_err(store_error)?;
+    let loaded = store.load(&id).map_err(store_error)?;
+    warnings.extend(loaded.warnings.iter().map(|w| w.to_string()));
+    let restored = replay(&loaded);
+    let entry = IndexEntry::from_restored(&loaded.header, &restored);
+    let mode = match restored.permission_mode.as_deref().map(str::parse) {
+        Some(Ok(mode)) => Some(mode),
+        Some(Err(e)) => {
+            warnings.push(format!("{}: {e}; the mode is not restored", path.display()));
+            None
+        }
+        None => None,
+    };
+    let state = RestoredState {
+        history: restored.history,
+        mode,
+        cwd: Some(restored.cwd),
+        todo: restored.todo,
+        approvals: restored.approvals,
+        task_list: restored.task_list_id,
+        usage: restored.usage,
+        turns: restored.turns,
+        last_round_interrupted: restored.last_round_interrupted,
+        answer_built: restored.answer_built,
+        stopped_at: restored.last_written,
+    };
+    Ok(Restored {
+        session_id: id,
+        project_dir: loaded.header.cwd.clone(),
+        state,
+        files: Some(SessionFiles::new(store, writer, entry)),
+        warnings,
+    })
 }
 
-/// Appends records to a session file: one write per record.
-struct FileSink {
-    file: Mutex<std::fs::File>,
-}
-
-impl FileSink {
-    fn create(path: &Path) -> Result<Self, SessionError> {
-        let file = std::fs::OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| SessionError::Store(format!("cannot create {}: {e}", path.display())))?;
-        Ok(Self {
-            file: Mutex::new(file),
+/// The most recently updated main session or fork of `cwd`.
+fn latest_of(store: &SessionStore, cwd: &Path) -> Result<String, SessionError> {
+    let list = store.list().map_err(store_error)?;
+    list.entries
+        .iter()
+        .find(|e| !e.removed && e.kind != SessionKind::Subagent && e.cwd == cwd)
+        .map(|e| e.id.clone())
+        .ok_or_else(|| {
+            SessionError::Store(format!(
+                "no saved session to continue in {} (see `kaji sessions list --all`)",
+                cwd.display()
+            ))
         })
-    }
 }
 
-impl RecordSink for FileSink {
-    fn append(&self, record: &SessionRecord) -> std::io::Result<()> {
-        use std::io::Write;
-        let mut line = serde_json::to_vec(record)?;
-        line.push(b'\n');
-        self.file
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .write_all(&line)
+/// Whether the file's last byte is not a newline (a write cut off).
+fn torn_tail(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let Ok(meta) = file.metadata() else {
+        return false;
+    };
+    if !meta.is_file() || meta.len() == 0 {
+        return false;
     }
+    let mut last = [0u8; 1];
+    file.seek(SeekFrom::End(-1)).is_ok() && file.read_exact(&mut last).is_ok() && last[0] != b'\n'
+}
 
-    fn sync(&self) -> std::io::Result<()> {
-        self.file
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .sync_data()
-    }
+fn store_error(e: StoreError) -> SessionError {
+    SessionError::Store(e.to_string())
 }
 
 /// A saved session as listed.
@@ -174,6 +274,17 @@ pub struct SessionSummary {
 }
 
 /// The main sessions and forks of `dir`, newest first.
-pub fn list_for_dir(_kaji_home: &Path, _dir: &Path) -> Result<Vec<SessionSummary>, SessionError> {
-    Ok(Vec::new())
+pub fn list_for_dir(kaji_home: &Path, dir: &Path) -> Result<Vec<SessionSummary>, SessionError> {
+    let list = SessionStore::new(kaji_home).list().map_err(store_error)?;
+    Ok(list
+        .entries
+        .into_iter()
+        .filter(|e| !e.removed && e.kind != SessionKind::Subagent && e.cwd == dir)
+        .map(|e| SessionSummary {
+            id: e.id,
+            title: e.title,
+            turns: e.turns,
+            updated: e.updated,
+        })
+        .collect())
 }
