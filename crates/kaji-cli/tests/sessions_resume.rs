@@ -373,3 +373,71 @@ async fn kill_dash_nine_then_resume_loses_at_most_the_round_in_flight() {
         }
     }
 }
+
+/// The TaskResume hook runs when a saved session is continued, not when a
+/// session starts.
+#[tokio::test]
+async fn the_task_resume_hook_runs_on_resume() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let kaji_home = home.path().join("kaji-home");
+    std::fs::create_dir_all(&kaji_home).unwrap();
+    let marker = home.path().join("resumed.txt");
+    std::fs::write(
+        kaji_home.join("config.toml"),
+        format!(
+            "[[hooks.TaskResume]]\ncommand = \"cat > {}\"\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("AttemptCompletion", json!({"result": "one"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "two"})),
+    ]))
+    .await;
+    let mut first = kaji(home.path(), work.path(), &server, Wire::Anthropic);
+    first.arg("first");
+    let (code, out, err) = run(first).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(!marker.exists(), "TaskResume ran for a new session");
+    let mut again = kaji(home.path(), work.path(), &server, Wire::Anthropic);
+    again.args(["--resume", &session_id(&out), "second"]);
+    let (code, _, err) = run(again).await;
+    assert_eq!(code, 0, "{err}");
+    let payload = std::fs::read_to_string(&marker).expect("TaskResume did not run");
+    assert!(payload.contains("TaskResume"), "{payload}");
+}
+
+/// A session whose directory is gone cannot be resumed, and says so.
+#[tokio::test]
+async fn a_session_whose_directory_is_gone_is_refused_clearly() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let gone = work.path().join("project");
+    std::fs::create_dir(&gone).unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "one"}),
+    )]))
+    .await;
+    let mut first = kaji(home.path(), &gone, &server, Wire::Anthropic);
+    first.arg("first");
+    let (code, out, err) = run(first).await;
+    assert_eq!(code, 0, "{err}");
+    std::fs::remove_dir_all(&gone).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("KAJI_HOME", home.path().join("kaji-home"))
+        .env("ANTHROPIC_API_KEY", "k")
+        .current_dir(work.path())
+        .args(["exec", "--provider", "anthropic", "--base-url"])
+        .arg(server.anthropic_base_url())
+        .args(["--resume", &session_id(&out), "again"]);
+    let out = cmd.output().await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no longer exists"), "{err}");
+}

@@ -75,6 +75,14 @@ impl SessionBuilder {
         };
         if let Some(r) = &restored {
             warnings.extend(r.warnings.iter().cloned());
+            if !r.project_dir.is_dir() {
+                return Err(SessionError::Store(format!(
+                    "session {} worked in {}, which no longer exists; nothing was changed (`kaji sessions show {}` still shows it)",
+                    r.session_id,
+                    r.project_dir.display(),
+                    r.session_id
+                )));
+            }
             if self.options.cwd.is_some() && r.project_dir != cwd {
                 return Err(SessionError::Usage(format!(
                     "session {} belongs to {}, not {}: resume it from its own directory (or leave out -C)",
