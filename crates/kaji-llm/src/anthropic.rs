@@ -6,8 +6,14 @@
 //! the API rejects them), redacted thinking as `redacted_thinking`, tool
 //! results as `tool_result` blocks. Reply: `message_start`,
 //! `content_block_start/delta/stop`, `message_delta`, `message_stop`,
-//! `ping` and `error` events. This module must never hold state across
-//! requests.
+//! `ping` and `error` events. Blocks of types kaji does not know
+//! (`server_tool_use`, `web_search_tool_result`, …) and their deltas are
+//! ignored, as are unknown fields. A tool call whose arguments are not
+//! complete JSON when its block stops gets its `ToolCallEnd` only if the
+//! reply did not stop at `max_tokens`: a call cut off by the output limit
+//! stays open, so the caller can tell the model. `stop_reason: "refusal"`
+//! carries `stop_details.category` and `.explanation`. This module must
+//! never hold state across requests.
 
 use std::collections::HashMap;
 
@@ -17,6 +23,7 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::json_scan::JsonScan;
 use crate::sse::SseEvent;
 use crate::transport::{
     EventError, HttpCall, ReplyDecoder, RetryPolicy, json_error_message, stream_reply,
@@ -183,6 +190,7 @@ enum Block {
         id: String,
         start_input: Option<String>,
         had_delta: bool,
+        scan: JsonScan,
     },
     Other,
 }
@@ -193,6 +201,9 @@ pub(crate) struct AnthropicDecoder {
     blocks: HashMap<u64, Block>,
     usage: Usage,
     stop: Option<StopReason>,
+    /// Tool calls whose block stopped with incomplete arguments: ended
+    /// once the stop reason is known, unless it is `max_tokens`.
+    cut: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -260,15 +271,30 @@ fn parse<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, EventError> {
     serde_json::from_str(data).map_err(|e| EventError::InvalidJson(e.to_string()))
 }
 
-fn stop_reason(s: &str) -> StopReason {
+fn stop_reason(s: &str, details: Option<StopDetails>) -> StopReason {
     match s {
         "end_turn" => StopReason::EndTurn,
         "tool_use" => StopReason::ToolUse,
         "max_tokens" => StopReason::MaxTokens,
         "stop_sequence" => StopReason::StopSequence,
-        "refusal" => StopReason::Refusal,
+        "refusal" => {
+            let details = details.unwrap_or_default();
+            StopReason::Refusal {
+                category: details.category.filter(|c| !c.is_empty()),
+                explanation: details.explanation.filter(|e| !e.is_empty()),
+            }
+        }
         other => StopReason::Other(other.to_string()),
     }
+}
+
+/// `stop_details` of a `message_delta` (refusals).
+#[derive(Deserialize, Default)]
+struct StopDetails {
+    #[serde(default)]
+    category: Option<String>,
+    #[serde(default)]
+    explanation: Option<String>,
 }
 
 impl ReplyDecoder for AnthropicDecoder {
@@ -309,19 +335,24 @@ impl ReplyDecoder for AnthropicDecoder {
                     }),
                     "input_json_delta" => {
                         let partial_json = partial_json.ok_or_else(|| missing("partial_json"))?;
-                        if let Some(Block::Tool { id, had_delta, .. }) = self.blocks.get_mut(&index)
-                        {
+                        match self.blocks.get_mut(&index) {
+                        Some(Block::Tool { id, had_delta, scan, .. }) => {
                             *had_delta = true;
+                            scan.feed(&partial_json);
                             if !partial_json.is_empty() {
                                 out.push(StreamEvent::ToolCallDelta {
                                     id: id.clone(),
                                     arguments: partial_json,
                                 });
                             }
-                        } else {
+                        }
+                        // A block kaji does not know (server_tool_use, …).
+                        Some(_) => {}
+                        None => {
                             return Err(EventError::InvalidJson(format!(
-                                "input_json_delta for content block {index}, which is not a tool_use block"
+                                "input_json_delta for content block {index}, which never started"
                             )));
+                        }
                         }
                     }
                     _ => {}
@@ -413,6 +444,7 @@ impl ReplyDecoder for AnthropicDecoder {
                             id: id.to_string(),
                             start_input,
                             had_delta: false,
+                            scan: JsonScan::default(),
                         }
                     }
                     _ => Block::Other,
@@ -421,19 +453,8 @@ impl ReplyDecoder for AnthropicDecoder {
             }
             "content_block_stop" => {
                 let StopEvent { index } = parse(data)?;
-                if let Some(Block::Tool {
-                    id,
-                    start_input,
-                    had_delta,
-                }) = self.blocks.remove(&index)
-                {
-                    if let (Some(input), false) = (start_input, had_delta) {
-                        out.push(StreamEvent::ToolCallDelta {
-                            id: id.clone(),
-                            arguments: input,
-                        });
-                    }
-                    out.push(StreamEvent::ToolCallEnd { id });
+                if let Some(block) = self.blocks.remove(&index) {
+                    self.close_block(block, out);
                 }
             }
             "message_delta" => {
@@ -447,10 +468,17 @@ impl ReplyDecoder for AnthropicDecoder {
                 #[derive(Deserialize)]
                 struct StopDelta {
                     stop_reason: Option<String>,
+                    #[serde(default)]
+                    stop_details: Option<StopDetails>,
                 }
                 let md: MessageDelta = parse(data)?;
-                if let Some(reason) = md.delta.and_then(|d| d.stop_reason) {
-                    self.stop = Some(stop_reason(&reason));
+                if let Some(StopDelta {
+                    stop_reason: Some(reason),
+                    stop_details,
+                }) = md.delta
+                {
+                    self.stop = Some(stop_reason(&reason, stop_details));
+                    self.end_cut_calls(out);
                 }
                 if let Some(usage) = md.usage {
                     self.merge_usage(&usage);
@@ -459,6 +487,7 @@ impl ReplyDecoder for AnthropicDecoder {
             }
             "message_stop" => {
                 self.finish_open_tools(out);
+                self.end_cut_calls(out);
                 out.push(StreamEvent::Stop {
                     reason: self.stop.take().unwrap_or(StopReason::EndTurn),
                 });
@@ -492,6 +521,10 @@ impl ReplyDecoder for AnthropicDecoder {
     fn on_eof(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), String> {
         Err("the stream ended before `message_stop`".to_string())
     }
+
+    fn is_keepalive(&self, event: &SseEvent) -> bool {
+        event.event == "ping" || event.data.starts_with(r#"{"type":"ping""#)
+    }
 }
 
 impl AnthropicDecoder {
@@ -499,21 +532,46 @@ impl AnthropicDecoder {
         let mut open: Vec<(u64, Block)> = self.blocks.drain().collect();
         open.sort_by_key(|(i, _)| *i);
         for (_, block) in open {
-            if let Block::Tool {
-                id,
-                start_input,
-                had_delta,
-            } = block
-            {
-                if let (Some(input), false) = (start_input, had_delta) {
-                    out.push(StreamEvent::ToolCallDelta {
-                        id: id.clone(),
-                        arguments: input,
-                    });
-                }
-                out.push(StreamEvent::ToolCallEnd { id });
-            }
+            self.close_block(block, out);
         }
+    }
+
+    /// A block stopped: a tool call with complete (or no) arguments ends;
+    /// one with incomplete arguments waits for the stop reason.
+    fn close_block(&mut self, block: Block, out: &mut Vec<StreamEvent>) {
+        let Block::Tool {
+            id,
+            start_input,
+            had_delta,
+            scan,
+        } = block
+        else {
+            return;
+        };
+        if let (Some(input), false) = (start_input, had_delta) {
+            out.push(StreamEvent::ToolCallDelta {
+                id: id.clone(),
+                arguments: input,
+            });
+        } else if had_delta && !scan.is_empty() && !scan.is_complete() {
+            self.cut.push(id);
+            return;
+        }
+        out.push(StreamEvent::ToolCallEnd { id });
+    }
+
+    /// Once the stop reason is known: calls cut off by `max_tokens` stay
+    /// open (never run); any other incomplete call ends (its arguments then
+    /// fail to parse, as they should).
+    fn end_cut_calls(&mut self, out: &mut Vec<StreamEvent>) {
+        if self.stop.is_none() {
+            return;
+        }
+        let cut = std::mem::take(&mut self.cut);
+        if self.stop == Some(StopReason::MaxTokens) {
+            return;
+        }
+        out.extend(cut.into_iter().map(|id| StreamEvent::ToolCallEnd { id }));
     }
 }
 
