@@ -1,7 +1,10 @@
 //! The Anthropic Messages API: `POST {base}/v1/messages` with
 //! `stream: true`.
 //!
-//! Request: the system prompt goes in `system`; thinking blocks that carry a
+//! Request: the system prompt goes in `system` (one text block); prompt
+//! cache breakpoints (`cache_control: {"type": "ephemeral"}`) go on the
+//! last tool, the system prompt, and the last block of the last message and
+//! of the user message before it (at most 4); thinking blocks that carry a
 //! signature are sent back as `thinking` blocks (unsigned ones are dropped:
 //! the API rejects them), redacted thinking as `redacted_thinking`, tool
 //! results as `tool_result` blocks. Reply: `message_start`,
@@ -111,26 +114,67 @@ pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
     } else {
         &request.model
     };
+    let mut messages: Vec<Value> = request.messages.iter().filter_map(message_json).collect();
     let mut body = json!({
         "model": model,
         "max_tokens": request.max_tokens,
         "stream": true,
-        "messages": request.messages.iter().filter_map(message_json).collect::<Vec<_>>(),
     });
-    if !request.system.is_empty() {
-        body["system"] = json!(request.system);
-    }
     if !request.tools.is_empty() {
-        body["tools"] = request
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
             .collect();
+        if let Some(last) = tools.last_mut() {
+            last["cache_control"] = ephemeral();
+        }
+        body["tools"] = Value::Array(tools);
     }
+    if !request.system.is_empty() {
+        body["system"] =
+            json!([{"type": "text", "text": request.system, "cache_control": ephemeral()}]);
+    }
+    mark_conversation_end(&mut messages);
+    body["messages"] = Value::Array(messages);
     if let Some(t) = request.temperature {
         body["temperature"] = json!(crate::temperature_json(t));
     }
     body
+}
+
+/// A prompt-cache breakpoint.
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Puts breakpoints on the last cacheable block of the last message and of
+/// the user message before it, so that each round reads the previous
+/// round's prefix from the cache. With the tools' and the system prompt's
+/// that makes at most 4, the API's limit. Thinking blocks cannot carry one.
+fn mark_conversation_end(messages: &mut [Value]) {
+    let mut marked = 0;
+    for message in messages.iter_mut().rev() {
+        if marked == 2 {
+            break;
+        }
+        let is_user = message["role"] == "user";
+        if marked == 1 && !is_user {
+            continue;
+        }
+        let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) else {
+            continue;
+        };
+        if let Some(block) = blocks.iter_mut().rev().find(|b| {
+            !matches!(
+                b.get("type").and_then(Value::as_str),
+                Some("thinking" | "redacted_thinking")
+            )
+        }) {
+            block["cache_control"] = ephemeral();
+            marked += 1;
+        }
+    }
 }
 
 fn message_json(message: &Message) -> Option<Value> {
@@ -336,23 +380,28 @@ impl ReplyDecoder for AnthropicDecoder {
                     "input_json_delta" => {
                         let partial_json = partial_json.ok_or_else(|| missing("partial_json"))?;
                         match self.blocks.get_mut(&index) {
-                        Some(Block::Tool { id, had_delta, scan, .. }) => {
-                            *had_delta = true;
-                            scan.feed(&partial_json);
-                            if !partial_json.is_empty() {
-                                out.push(StreamEvent::ToolCallDelta {
-                                    id: id.clone(),
-                                    arguments: partial_json,
-                                });
+                            Some(Block::Tool {
+                                id,
+                                had_delta,
+                                scan,
+                                ..
+                            }) => {
+                                *had_delta = true;
+                                scan.feed(&partial_json);
+                                if !partial_json.is_empty() {
+                                    out.push(StreamEvent::ToolCallDelta {
+                                        id: id.clone(),
+                                        arguments: partial_json,
+                                    });
+                                }
                             }
-                        }
-                        // A block kaji does not know (server_tool_use, …).
-                        Some(_) => {}
-                        None => {
-                            return Err(EventError::InvalidJson(format!(
-                                "input_json_delta for content block {index}, which never started"
-                            )));
-                        }
+                            // A block kaji does not know (server_tool_use, …).
+                            Some(_) => {}
+                            None => {
+                                return Err(EventError::InvalidJson(format!(
+                                    "input_json_delta for content block {index}, which never started"
+                                )));
+                            }
                         }
                     }
                     _ => {}
@@ -802,17 +851,17 @@ mod tests {
                 "model": "claude-x",
                 "max_tokens": 100,
                 "stream": true,
-                "system": "sys",
+                "system": [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}],
                 "temperature": 0.5,
-                "tools": [{"name": "Read", "description": "d", "input_schema": {"type": "object"}}],
+                "tools": [{"name": "Read", "description": "d", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}],
                 "messages": [
-                    {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                    {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]},
                     {"role": "assistant", "content": [
                         {"type": "thinking", "thinking": "t", "signature": "s"},
                         {"type": "redacted_thinking", "data": "d"},
                         {"type": "tool_use", "id": "c1", "name": "Read", "input": {"p": 1}},
                     ]},
-                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "out", "is_error": true}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "out", "is_error": true, "cache_control": {"type": "ephemeral"}}]},
                 ],
             })
         );

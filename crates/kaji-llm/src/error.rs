@@ -147,7 +147,9 @@ pub enum LlmError {
     /// `prompt is too long`, OpenAI's `context_length_exceeded`, and the
     /// messages of Ollama, vLLM, llama.cpp and LM Studio. Never retried as
     /// it is: the caller must make the request smaller.
-    #[error("{provider}: the request to {url} is too long for the model's context window: {message}")]
+    #[error(
+        "{provider}: the request to {url} is too long for the model's context window: {message}"
+    )]
     ContextOverflow {
         /// Provider name.
         provider: &'static str,

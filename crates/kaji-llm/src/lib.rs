@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 mod json_scan;
 pub mod openai;
+pub mod pricing;
 pub mod selection;
 pub mod sse;
 mod transport;
@@ -27,6 +28,7 @@ pub use anthropic::AnthropicProvider;
 pub use config::{ProviderConfig, ProviderKind, UnknownProvider};
 pub use error::LlmError;
 pub use openai::OpenAiProvider;
+pub use pricing::{ModelInfo, ModelOverride, ModelOverrides, Prices, cost_usd, model_info};
 
 /// One request to a model.
 #[derive(Debug, Clone, PartialEq)]

@@ -389,7 +389,8 @@ impl OpenAiDecoder {
         if let Some(&pos) = self.by_index.get(&index) {
             let call = &self.calls[pos];
             let other_id = matches!(id, Some(id) if call.id_given && id != call.id);
-            if !other_id && !(call.closed && has_name) {
+            let begins_anew = other_id || (call.closed && has_name);
+            if !begins_anew {
                 return pos;
             }
         }
@@ -532,13 +533,17 @@ impl ReplyDecoder for OpenAiDecoder {
             }
         }
         if let Some(usage) = chunk.usage {
+            // OpenAI's prompt_tokens include the cached ones; kaji's
+            // input_tokens never do (as Anthropic counts).
+            let cached = usage
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0)
+                .min(usage.prompt_tokens);
             out.push(StreamEvent::Usage(Usage {
-                input_tokens: usage.prompt_tokens,
+                input_tokens: usage.prompt_tokens - cached,
                 output_tokens: usage.completion_tokens,
-                cache_read_input_tokens: usage
-                    .prompt_tokens_details
-                    .and_then(|d| d.cached_tokens)
-                    .unwrap_or(0),
+                cache_read_input_tokens: cached,
                 cache_creation_input_tokens: 0,
             }));
         }
@@ -633,7 +638,7 @@ mod tests {
                 },
                 StreamEvent::ToolCallEnd { id: "b".into() },
                 StreamEvent::Usage(Usage {
-                    input_tokens: 7,
+                    input_tokens: 5,
                     output_tokens: 3,
                     cache_read_input_tokens: 2,
                     cache_creation_input_tokens: 0
@@ -707,7 +712,9 @@ mod tests {
             r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"Read","arguments":"{}"}}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#,
         ]);
-        assert!(matches!(last, Err(EventError::InvalidJson(ref m)) if m.contains("continue after")));
+        assert!(
+            matches!(last, Err(EventError::InvalidJson(ref m)) if m.contains("continue after"))
+        );
     }
 
     #[test]
@@ -717,8 +724,16 @@ mod tests {
             r#"{"choices":[{"delta":{},"finish_reason":"length"}]}"#,
             "[DONE]",
         ]);
-        assert!(!out.iter().any(|e| matches!(e, StreamEvent::ToolCallEnd { .. })));
-        assert_eq!(out.last(), Some(&StreamEvent::Stop { reason: StopReason::MaxTokens }));
+        assert!(
+            !out.iter()
+                .any(|e| matches!(e, StreamEvent::ToolCallEnd { .. }))
+        );
+        assert_eq!(
+            out.last(),
+            Some(&StreamEvent::Stop {
+                reason: StopReason::MaxTokens
+            })
+        );
         let (out, _) = run(&[
             r#"{"choices":[{"delta":{"refusal":"I can't "}}]}"#,
             r#"{"choices":[{"delta":{"refusal":"help with that."},"finish_reason":"stop"}]}"#,

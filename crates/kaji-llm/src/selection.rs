@@ -323,19 +323,20 @@ fn apply_limits_from_env(
     cfg: &mut ProviderConfig,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), SelectionError> {
-    let positive = |var: &'static str, expected: &'static str| -> Result<Option<u64>, SelectionError> {
-        match env(var) {
-            None => Ok(None),
-            Some(value) => match value.trim().parse::<u64>() {
-                Ok(n) if n > 0 => Ok(Some(n)),
-                _ => Err(SelectionError::InvalidEnv {
-                    var,
-                    value,
-                    expected,
-                }),
-            },
-        }
-    };
+    let positive =
+        |var: &'static str, expected: &'static str| -> Result<Option<u64>, SelectionError> {
+            match env(var) {
+                None => Ok(None),
+                Some(value) => match value.trim().parse::<u64>() {
+                    Ok(n) if n > 0 => Ok(Some(n)),
+                    _ => Err(SelectionError::InvalidEnv {
+                        var,
+                        value,
+                        expected,
+                    }),
+                },
+            }
+        };
     if let Some(ms) = positive(
         "KAJI_IDLE_TIMEOUT_MS",
         "expected the idle timeout in milliseconds, a whole number of at least 1",

@@ -25,12 +25,12 @@ async fn guarded<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
 
 async fn event_of_many_data_lines_is_capped(kind: ProviderKind) {
     // 2,000 lines of 100 bytes: every line is small, the event is not.
-    let server = ScriptedModelServer::start(
-        Turn::text("never reached").with_fault(Fault::ManyDataLines {
+    let server = ScriptedModelServer::start(Turn::text("never reached").with_fault(
+        Fault::ManyDataLines {
             lines: 2000,
             line_bytes: 100,
-        }),
-    )
+        },
+    ))
     .await;
     let mut cfg = config(kind, &server);
     cfg.max_event_bytes = 64 * 1024;
@@ -43,17 +43,20 @@ async fn event_of_many_data_lines_is_capped(kind: ProviderKind) {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(server.requests().len(), 1, "an oversized event is not retried");
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "an oversized event is not retried"
+    );
 }
 
 async fn event_of_many_data_lines_under_the_cap_is_fine(kind: ProviderKind) {
-    let server = ScriptedModelServer::start(Turn::text("still here").with_fault(
-        Fault::ManyDataLines {
+    let server =
+        ScriptedModelServer::start(Turn::text("still here").with_fault(Fault::ManyDataLines {
             lines: 100,
             line_bytes: 100,
-        },
-    ))
-    .await;
+        }))
+        .await;
     let mut cfg = config(kind, &server);
     cfg.max_event_bytes = 64 * 1024;
     let provider = build_provider(&cfg).unwrap();
@@ -63,8 +66,7 @@ async fn event_of_many_data_lines_under_the_cap_is_fine(kind: ProviderKind) {
 }
 
 async fn endless_reply_hits_the_reply_cap(kind: ProviderKind) {
-    let server =
-        ScriptedModelServer::start(Turn::text("x").with_fault(Fault::Endless)).await;
+    let server = ScriptedModelServer::start(Turn::text("x").with_fault(Fault::Endless)).await;
     let mut cfg = config(kind, &server);
     cfg.max_reply_bytes = 256 * 1024;
     let provider = build_provider(&cfg).unwrap();
@@ -82,10 +84,9 @@ async fn endless_reply_hits_the_reply_cap(kind: ProviderKind) {
 }
 
 async fn pings_only_time_out(kind: ProviderKind) {
-    let server = ScriptedModelServer::start(
-        Turn::text("x").with_fault(Fault::PingsOnly { interval_ms: 5 }),
-    )
-    .await;
+    let server =
+        ScriptedModelServer::start(Turn::text("x").with_fault(Fault::PingsOnly { interval_ms: 5 }))
+            .await;
     let mut cfg = config(kind, &server);
     cfg.idle_timeout = Duration::from_millis(300);
     cfg.max_attempts = 1;

@@ -67,8 +67,8 @@ async fn two_calls_then_a_stall(kind: ProviderKind) {
 }
 
 async fn one_complete_call_then_a_stall(kind: ProviderKind) {
-    let turn = Turn::tool_call("Write", json!({"file_path": "a.txt", "content": "{[\"}"}))
-        .and_hold();
+    let turn =
+        Turn::tool_call("Write", json!({"file_path": "a.txt", "content": "{[\"}"})).and_hold();
     let server = ScriptedModelServer::start(turn).await;
     let provider = build_provider(&config(kind, &server)).unwrap();
     let mut stream = provider.stream(request("x"));
@@ -141,8 +141,7 @@ async fn max_tokens_mid_call_leaves_the_call_open(kind: ProviderKind) {
     assert_eq!(args, r#"{"file_path": "b.rs", "content": "fn ma"#);
 
     // The fixture builder gives the same.
-    let server =
-        ScriptedModelServer::start(Turn::cut_off_in_tool_call("Write", r#"{"a": "#)).await;
+    let server = ScriptedModelServer::start(Turn::cut_off_in_tool_call("Write", r#"{"a": "#)).await;
     let provider = build_provider(&config(kind, &server)).unwrap();
     let reply = collect(provider.stream(request("x"))).await;
     assert_eq!(reply.stop, Some(StopReason::MaxTokens));
@@ -172,7 +171,10 @@ async fn out_of_order_blocks(kind: ProviderKind) {
         .collect();
     assert_eq!(
         calls,
-        vec![("t1", json!({"file_path": "a"})), ("t2", json!({"pattern": "b"}))]
+        vec![
+            ("t1", json!({"file_path": "a"})),
+            ("t2", json!({"pattern": "b"}))
+        ]
     );
 }
 

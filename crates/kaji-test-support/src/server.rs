@@ -26,8 +26,8 @@ use tokio::sync::watch;
 
 use crate::script::{Fault, Script, Turn};
 use crate::wire::{
-    RenderContext, WireFormat, context_length_error, error_body, error_kind,
-    first_content_frame, render,
+    RenderContext, WireFormat, context_length_error, error_body, error_kind, first_content_frame,
+    render,
 };
 
 /// Headers whose values are replaced by `[redacted]` in recordings.
@@ -638,7 +638,10 @@ fn many_data_lines(
     line_bytes: usize,
 ) -> Response {
     let (open, close): (&[u8], &[u8]) = match format {
-        WireFormat::Anthropic => (b"event: ping\ndata: {\"type\": \"ping\",\n", b"data: \"kaji\": 1}\n\n"),
+        WireFormat::Anthropic => (
+            b"event: ping\ndata: {\"type\": \"ping\",\n",
+            b"data: \"kaji\": 1}\n\n",
+        ),
         WireFormat::OpenAi => (b"data: {\"choices\": [],\n", b"data: \"kaji\": 1}\n\n"),
     };
     let mut padding = b"data: ".to_vec();
@@ -703,10 +706,12 @@ fn pings_only(
         ],
     };
     let interval = Duration::from_millis(interval_ms);
-    let pings = futures::stream::iter(pings).cycle().then(move |ping| async move {
-        tokio::time::sleep(interval).await;
-        ping
-    });
+    let pings = futures::stream::iter(pings)
+        .cycle()
+        .then(move |ping| async move {
+            tokio::time::sleep(interval).await;
+            ping
+        });
     let body = futures::stream::iter(head).chain(pings);
     stream_response(shared, body.boxed(), None, Ending::Hang)
 }

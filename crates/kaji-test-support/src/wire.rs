@@ -437,9 +437,10 @@ fn render_openai(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
     frames.push(chunk(json!({}), json!(finish)));
     if ctx.include_usage && !turn.omit_usage {
         let mut u = json!({
-            "prompt_tokens": usage.input_tokens,
+            // As OpenAI counts: the prompt includes its cached part.
+            "prompt_tokens": usage.input_tokens + usage.cache_read_input_tokens,
             "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.input_tokens + usage.output_tokens,
+            "total_tokens": usage.input_tokens + usage.cache_read_input_tokens + usage.output_tokens,
         });
         if usage.cache_read_input_tokens > 0 {
             u["prompt_tokens_details"] = json!({"cached_tokens": usage.cache_read_input_tokens});

@@ -280,22 +280,51 @@ async fn fixtures_on_the_wire() {
             .out_of_order(),
     ])
     .await;
-    let (_, text) = http(server.addr(), "POST", "/v1/messages", &[], &anthropic_body(0)).await;
+    let (_, text) = http(
+        server.addr(),
+        "POST",
+        "/v1/messages",
+        &[],
+        &anthropic_body(0),
+    )
+    .await;
     let data = data_lines(&text);
     assert!(data.len() > 5);
     for line in &data {
         assert!(line.contains("kaji_unknown_field"), "{line}");
     }
     assert!(text.contains(r#""delta":{"kaji_unknown_field""#), "{text}");
-    let (_, text) = http(server.addr(), "POST", "/v1/messages", &[], &anthropic_body(1)).await;
+    let (_, text) = http(
+        server.addr(),
+        "POST",
+        "/v1/messages",
+        &[],
+        &anthropic_body(1),
+    )
+    .await;
     assert!(
-        text.contains(r#""stop_details":{"category":"cyber","explanation":"Not this.","type":"refusal"}"#),
+        text.contains(
+            r#""stop_details":{"category":"cyber","explanation":"Not this.","type":"refusal"}"#
+        ),
         "{text}"
     );
-    let (_, text) = http(server.addr(), "POST", "/v1/messages", &[], &anthropic_body(2)).await;
+    let (_, text) = http(
+        server.addr(),
+        "POST",
+        "/v1/messages",
+        &[],
+        &anthropic_body(2),
+    )
+    .await;
     assert!(text.contains(r#""type":"server_tool_use""#), "{text}");
-    assert!(text.contains(r#""type":"web_search_tool_result""#), "{text}");
-    assert!(!text.contains(r#""index":0"#), "out of order starts above 0: {text}");
+    assert!(
+        text.contains(r#""type":"web_search_tool_result""#),
+        "{text}"
+    );
+    assert!(
+        !text.contains(r#""index":0"#),
+        "out of order starts above 0: {text}"
+    );
     let (_, text) = http(
         server.addr(),
         "POST",
@@ -315,9 +344,19 @@ async fn faults_on_every_request_and_context_limits() {
         .with_max_request_bytes(400);
     let server = ScriptedModelServer::start(script).await;
     // Past the last turn: still the fault, not "script exhausted".
-    let (status, text) = http(server.addr(), "POST", "/v1/messages", &[], &anthropic_body(3)).await;
+    let (status, text) = http(
+        server.addr(),
+        "POST",
+        "/v1/messages",
+        &[],
+        &anthropic_body(3),
+    )
+    .await;
     assert_eq!(status, 200, "{text}");
-    assert!(text.contains("text_delta") && !text.contains("message_stop"), "{text}");
+    assert!(
+        text.contains("text_delta") && !text.contains("message_stop"),
+        "{text}"
+    );
     let big = json!({"model": "m", "messages": [{"role": "user", "content": "y".repeat(1000)}]});
     let (status, text) = http(server.addr(), "POST", "/v1/messages", &[], &big.to_string()).await;
     assert_eq!(status, 400);
@@ -339,11 +378,13 @@ async fn faults_on_every_request_and_context_limits() {
 
 #[tokio::test]
 async fn a_hold_waits_for_release() {
-    let server = ScriptedModelServer::start(Turn::text("before").and_hold().and_text("after")).await;
+    let server =
+        ScriptedModelServer::start(Turn::text("before").and_hold().and_text("after")).await;
     let addr = server.addr();
-    let reader = tokio::spawn(async move {
-        http(addr, "POST", "/v1/messages", &[], &anthropic_body(0)).await
-    });
+    let reader =
+        tokio::spawn(
+            async move { http(addr, "POST", "/v1/messages", &[], &anthropic_body(0)).await },
+        );
     server.wait_for_holds(1).await;
     assert!(!reader.is_finished());
     server.release();
