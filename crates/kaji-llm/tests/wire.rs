@@ -207,6 +207,19 @@ async fn extra_fields_are_ignored(kind: ProviderKind) {
     assert_eq!(reply.events, plain.events);
 }
 
+#[tokio::test]
+async fn openai_reasoning_in_either_field() {
+    for field in ["reasoning_content", "reasoning"] {
+        let mut turn = Turn::reasoning("Let me think.").and_text("Done.");
+        turn.reasoning_field = Some(field.into());
+        let server = ScriptedModelServer::start(turn).await;
+        let provider = build_provider(&config(ProviderKind::OpenAi, &server)).unwrap();
+        let reply = collect(provider.stream(request("x"))).await;
+        assert_eq!(reply.reasoning, "Let me think.", "{field}");
+        assert_eq!(reply.text, "Done.", "{field}");
+    }
+}
+
 both_providers! {
     two_calls_then_a_stall => two_calls_then_a_stall;
     one_complete_call_then_a_stall => one_complete_call_then_a_stall;

@@ -159,6 +159,9 @@ pub struct Turn {
     /// Every event carries fields no API defines (at the top level and in
     /// `message`, `content_block`, `delta` and `choices[]`).
     pub extra_fields: bool,
+    /// OpenAI: the delta field reasoning goes in, `reasoning_content`
+    /// (DeepSeek, vLLM; the default) or `reasoning` (Ollama, OpenRouter).
+    pub reasoning_field: Option<String>,
 }
 
 impl Default for Turn {
@@ -174,6 +177,7 @@ impl Default for Turn {
             refusal_category: None,
             out_of_order: false,
             extra_fields: false,
+            reasoning_field: None,
         }
     }
 }

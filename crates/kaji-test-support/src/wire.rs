@@ -385,7 +385,11 @@ fn render_openai(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
             }
             Part::Reasoning { text } => {
                 for piece in chunks(text, turn.chunk_size) {
-                    frames.push(chunk(json!({"reasoning_content": piece}), Value::Null));
+                    let field = turn
+                        .reasoning_field
+                        .as_deref()
+                        .unwrap_or("reasoning_content");
+                    frames.push(chunk(json!({ field: piece }), Value::Null));
                 }
             }
             Part::RedactedReasoning { .. } => {}
