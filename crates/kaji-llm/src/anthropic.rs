@@ -527,7 +527,6 @@ impl ReplyDecoder for AnthropicDecoder {
                 }) = md.delta
                 {
                     self.stop = Some(stop_reason(&reason, stop_details));
-                    self.end_cut_calls(out);
                 }
                 if let Some(usage) = md.usage {
                     self.merge_usage(&usage);
@@ -609,13 +608,10 @@ impl AnthropicDecoder {
         out.push(StreamEvent::ToolCallEnd { id });
     }
 
-    /// Once the stop reason is known: calls cut off by `max_tokens` stay
-    /// open (never run); any other incomplete call ends (its arguments then
-    /// fail to parse, as they should).
+    /// At `message_stop`, once the stop reason is known: calls cut off by
+    /// `max_tokens` stay open (never run); any other incomplete call ends
+    /// (its arguments then fail to parse, as they should).
     fn end_cut_calls(&mut self, out: &mut Vec<StreamEvent>) {
-        if self.stop.is_none() {
-            return;
-        }
         let cut = std::mem::take(&mut self.cut);
         if self.stop == Some(StopReason::MaxTokens) {
             return;
@@ -643,6 +639,52 @@ mod tests {
             }
         }
         (out, None)
+    }
+
+    fn cut_reply(stop: Option<&str>) -> Vec<StreamEvent> {
+        let delta = match stop {
+            Some(reason) => {
+                format!(r#"{{"type":"message_delta","delta":{{"stop_reason":"{reason}"}}}}"#)
+            }
+            None => r#"{"type":"message_delta","delta":{}}"#.to_string(),
+        };
+        let (out, err) = run(&[
+            (
+                "content_block_start",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"Write","input":{}}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\": \"b"}}"#,
+            ),
+            (
+                "content_block_stop",
+                r#"{"type":"content_block_stop","index":0}"#,
+            ),
+            ("message_delta", &delta),
+            ("message_stop", r#"{"type":"message_stop"}"#),
+        ]);
+        assert!(err.is_none());
+        out
+    }
+
+    #[test]
+    fn an_incomplete_call_ends_unless_max_tokens_cut_it() {
+        let ended = |out: &[StreamEvent]| {
+            out.iter()
+                .any(|e| matches!(e, StreamEvent::ToolCallEnd { id } if id == "t"))
+        };
+        assert!(!ended(&cut_reply(Some("max_tokens"))));
+        assert!(ended(&cut_reply(Some("tool_use"))));
+        assert!(ended(&cut_reply(None)));
+        let out = cut_reply(Some("refusal"));
+        assert!(ended(&out));
+        assert_eq!(
+            out.last(),
+            Some(&StreamEvent::Stop {
+                reason: StopReason::refusal()
+            })
+        );
     }
 
     #[test]
