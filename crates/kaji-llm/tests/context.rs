@@ -193,6 +193,84 @@ async fn anthropic_requests_carry_cache_breakpoints() {
     );
 }
 
+/// The units the Anthropic cache prefix is made of, in order: each tool,
+/// each system block, each message's blocks (with the role).
+fn cache_units(body: &Value) -> Vec<(String, bool)> {
+    let mut units = Vec::new();
+    let mut push = |v: &Value, prefix: &str| {
+        let mut v = v.clone();
+        let marked = v
+            .as_object_mut()
+            .and_then(|o| o.remove("cache_control"))
+            .is_some();
+        units.push((format!("{prefix}{v}"), marked));
+    };
+    for tool in body["tools"].as_array().into_iter().flatten() {
+        push(tool, "tool:");
+    }
+    for block in body["system"].as_array().into_iter().flatten() {
+        push(block, "system:");
+    }
+    for message in body["messages"].as_array().into_iter().flatten() {
+        for block in message["content"].as_array().into_iter().flatten() {
+            push(block, &format!("{}:", message["role"]));
+        }
+    }
+    units
+}
+
+#[tokio::test]
+async fn each_round_reads_the_previous_rounds_prefix_from_the_cache() {
+    let rounds = 6;
+    let turns: Vec<Turn> = (0..rounds)
+        .map(|i| Turn::tool_call("Read", json!({"file_path": format!("f{i}")})))
+        .collect();
+    let server = ScriptedModelServer::start(turns).await;
+    let provider = build_provider(&config(ProviderKind::Anthropic, &server)).unwrap();
+    let mut req = request("read every file");
+    req.tools = tools();
+    for i in 0..rounds {
+        let reply = collect(provider.stream(req.clone())).await;
+        assert!(reply.error.is_none(), "{:?}", reply.error);
+        let id = reply.tool_calls[0].0.clone();
+        req.messages.push(Message {
+            role: Role::Assistant,
+            content: vec![
+                ContentBlock::text(format!("Reading f{i}.")),
+                ContentBlock::ToolUse {
+                    id: id.clone(),
+                    name: "Read".into(),
+                    input: json!({"file_path": format!("f{i}")}),
+                },
+            ],
+        });
+        req.messages.push(Message {
+            role: Role::User,
+            content: vec![ContentBlock::tool_result(
+                id,
+                format!("contents of f{i}"),
+                false,
+            )],
+        });
+    }
+    let requests = server.requests();
+    for pair in requests.windows(2) {
+        let (before, after) = (cache_units(&pair[0].body), cache_units(&pair[1].body));
+        // The previous request's last breakpoint (the end of its
+        // conversation) is a byte-identical prefix of this request, and
+        // this request has a breakpoint at exactly that unit: a cache hit.
+        let last = before.iter().rposition(|(_, marked)| *marked).unwrap();
+        assert_eq!(last, before.len() - 1);
+        // (Where the other breakpoints sit is not part of the cached bytes.)
+        let text = |units: &[(String, bool)]| units.iter().map(|u| u.0.clone()).collect::<Vec<_>>();
+        assert_eq!(text(&before[..=last]), text(&after[..=last]));
+        assert!(
+            after[last].1,
+            "no breakpoint where the previous round ended"
+        );
+    }
+}
+
 async fn system_and_tools_are_byte_stable(kind: ProviderKind) {
     let server = ScriptedModelServer::start([Turn::text("a"), Turn::text("b")]).await;
     let provider = build_provider(&config(kind, &server)).unwrap();
