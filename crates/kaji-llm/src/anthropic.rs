@@ -1,13 +1,22 @@
 //! The Anthropic Messages API: `POST {base}/v1/messages` with
 //! `stream: true`.
 //!
-//! Request: the system prompt goes in `system`; thinking blocks that carry a
+//! Request: the system prompt goes in `system` (one text block); prompt
+//! cache breakpoints (`cache_control: {"type": "ephemeral"}`) go on the
+//! last tool, the system prompt, and the last block of the last message and
+//! of the user message before it (at most 4); thinking blocks that carry a
 //! signature are sent back as `thinking` blocks (unsigned ones are dropped:
 //! the API rejects them), redacted thinking as `redacted_thinking`, tool
 //! results as `tool_result` blocks. Reply: `message_start`,
 //! `content_block_start/delta/stop`, `message_delta`, `message_stop`,
-//! `ping` and `error` events. This module must never hold state across
-//! requests.
+//! `ping` and `error` events. Blocks of types kaji does not know
+//! (`server_tool_use`, `web_search_tool_result`, …) and their deltas are
+//! ignored, as are unknown fields. A tool call whose arguments are not
+//! complete JSON when its block stops gets its `ToolCallEnd` only if the
+//! reply did not stop at `max_tokens`: a call cut off by the output limit
+//! stays open, so the caller can tell the model. `stop_reason: "refusal"`
+//! carries `stop_details.category` and `.explanation`. This module must
+//! never hold state across requests.
 
 use std::collections::HashMap;
 
@@ -17,6 +26,7 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::json_scan::JsonScan;
 use crate::sse::SseEvent;
 use crate::transport::{
     EventError, HttpCall, ReplyDecoder, RetryPolicy, json_error_message, stream_reply,
@@ -104,26 +114,67 @@ pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
     } else {
         &request.model
     };
+    let mut messages: Vec<Value> = request.messages.iter().filter_map(message_json).collect();
     let mut body = json!({
         "model": model,
         "max_tokens": request.max_tokens,
         "stream": true,
-        "messages": request.messages.iter().filter_map(message_json).collect::<Vec<_>>(),
     });
-    if !request.system.is_empty() {
-        body["system"] = json!(request.system);
-    }
     if !request.tools.is_empty() {
-        body["tools"] = request
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
             .collect();
+        if let Some(last) = tools.last_mut() {
+            last["cache_control"] = ephemeral();
+        }
+        body["tools"] = Value::Array(tools);
     }
+    if !request.system.is_empty() {
+        body["system"] =
+            json!([{"type": "text", "text": request.system, "cache_control": ephemeral()}]);
+    }
+    mark_conversation_end(&mut messages);
+    body["messages"] = Value::Array(messages);
     if let Some(t) = request.temperature {
         body["temperature"] = json!(crate::temperature_json(t));
     }
     body
+}
+
+/// A prompt-cache breakpoint.
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Puts breakpoints on the last cacheable block of the last message and of
+/// the user message before it, so that each round reads the previous
+/// round's prefix from the cache. With the tools' and the system prompt's
+/// that makes at most 4, the API's limit. Thinking blocks cannot carry one.
+fn mark_conversation_end(messages: &mut [Value]) {
+    let mut marked = 0;
+    for message in messages.iter_mut().rev() {
+        if marked == 2 {
+            break;
+        }
+        let is_user = message["role"] == "user";
+        if marked == 1 && !is_user {
+            continue;
+        }
+        let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) else {
+            continue;
+        };
+        if let Some(block) = blocks.iter_mut().rev().find(|b| {
+            !matches!(
+                b.get("type").and_then(Value::as_str),
+                Some("thinking" | "redacted_thinking")
+            )
+        }) {
+            block["cache_control"] = ephemeral();
+            marked += 1;
+        }
+    }
 }
 
 fn message_json(message: &Message) -> Option<Value> {
@@ -183,6 +234,7 @@ enum Block {
         id: String,
         start_input: Option<String>,
         had_delta: bool,
+        scan: JsonScan,
     },
     Other,
 }
@@ -193,6 +245,9 @@ pub(crate) struct AnthropicDecoder {
     blocks: HashMap<u64, Block>,
     usage: Usage,
     stop: Option<StopReason>,
+    /// Tool calls whose block stopped with incomplete arguments: ended
+    /// once the stop reason is known, unless it is `max_tokens`.
+    cut: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -260,15 +315,30 @@ fn parse<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, EventError> {
     serde_json::from_str(data).map_err(|e| EventError::InvalidJson(e.to_string()))
 }
 
-fn stop_reason(s: &str) -> StopReason {
+fn stop_reason(s: &str, details: Option<StopDetails>) -> StopReason {
     match s {
         "end_turn" => StopReason::EndTurn,
         "tool_use" => StopReason::ToolUse,
         "max_tokens" => StopReason::MaxTokens,
         "stop_sequence" => StopReason::StopSequence,
-        "refusal" => StopReason::Refusal,
+        "refusal" => {
+            let details = details.unwrap_or_default();
+            StopReason::Refusal {
+                category: details.category.filter(|c| !c.is_empty()),
+                explanation: details.explanation.filter(|e| !e.is_empty()),
+            }
+        }
         other => StopReason::Other(other.to_string()),
     }
+}
+
+/// `stop_details` of a `message_delta` (refusals).
+#[derive(Deserialize, Default)]
+struct StopDetails {
+    #[serde(default)]
+    category: Option<String>,
+    #[serde(default)]
+    explanation: Option<String>,
 }
 
 impl ReplyDecoder for AnthropicDecoder {
@@ -309,19 +379,29 @@ impl ReplyDecoder for AnthropicDecoder {
                     }),
                     "input_json_delta" => {
                         let partial_json = partial_json.ok_or_else(|| missing("partial_json"))?;
-                        if let Some(Block::Tool { id, had_delta, .. }) = self.blocks.get_mut(&index)
-                        {
-                            *had_delta = true;
-                            if !partial_json.is_empty() {
-                                out.push(StreamEvent::ToolCallDelta {
-                                    id: id.clone(),
-                                    arguments: partial_json,
-                                });
+                        match self.blocks.get_mut(&index) {
+                            Some(Block::Tool {
+                                id,
+                                had_delta,
+                                scan,
+                                ..
+                            }) => {
+                                *had_delta = true;
+                                scan.feed(&partial_json);
+                                if !partial_json.is_empty() {
+                                    out.push(StreamEvent::ToolCallDelta {
+                                        id: id.clone(),
+                                        arguments: partial_json,
+                                    });
+                                }
                             }
-                        } else {
-                            return Err(EventError::InvalidJson(format!(
-                                "input_json_delta for content block {index}, which is not a tool_use block"
-                            )));
+                            // A block kaji does not know (server_tool_use, …).
+                            Some(_) => {}
+                            None => {
+                                return Err(EventError::InvalidJson(format!(
+                                    "input_json_delta for content block {index}, which never started"
+                                )));
+                            }
                         }
                     }
                     _ => {}
@@ -413,6 +493,7 @@ impl ReplyDecoder for AnthropicDecoder {
                             id: id.to_string(),
                             start_input,
                             had_delta: false,
+                            scan: JsonScan::default(),
                         }
                     }
                     _ => Block::Other,
@@ -421,19 +502,8 @@ impl ReplyDecoder for AnthropicDecoder {
             }
             "content_block_stop" => {
                 let StopEvent { index } = parse(data)?;
-                if let Some(Block::Tool {
-                    id,
-                    start_input,
-                    had_delta,
-                }) = self.blocks.remove(&index)
-                {
-                    if let (Some(input), false) = (start_input, had_delta) {
-                        out.push(StreamEvent::ToolCallDelta {
-                            id: id.clone(),
-                            arguments: input,
-                        });
-                    }
-                    out.push(StreamEvent::ToolCallEnd { id });
+                if let Some(block) = self.blocks.remove(&index) {
+                    self.close_block(block, out);
                 }
             }
             "message_delta" => {
@@ -447,10 +517,16 @@ impl ReplyDecoder for AnthropicDecoder {
                 #[derive(Deserialize)]
                 struct StopDelta {
                     stop_reason: Option<String>,
+                    #[serde(default)]
+                    stop_details: Option<StopDetails>,
                 }
                 let md: MessageDelta = parse(data)?;
-                if let Some(reason) = md.delta.and_then(|d| d.stop_reason) {
-                    self.stop = Some(stop_reason(&reason));
+                if let Some(StopDelta {
+                    stop_reason: Some(reason),
+                    stop_details,
+                }) = md.delta
+                {
+                    self.stop = Some(stop_reason(&reason, stop_details));
                 }
                 if let Some(usage) = md.usage {
                     self.merge_usage(&usage);
@@ -459,6 +535,7 @@ impl ReplyDecoder for AnthropicDecoder {
             }
             "message_stop" => {
                 self.finish_open_tools(out);
+                self.end_cut_calls(out);
                 out.push(StreamEvent::Stop {
                     reason: self.stop.take().unwrap_or(StopReason::EndTurn),
                 });
@@ -492,6 +569,10 @@ impl ReplyDecoder for AnthropicDecoder {
     fn on_eof(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), String> {
         Err("the stream ended before `message_stop`".to_string())
     }
+
+    fn is_keepalive(&self, event: &SseEvent) -> bool {
+        event.event == "ping" || event.data.starts_with(r#"{"type":"ping""#)
+    }
 }
 
 impl AnthropicDecoder {
@@ -499,21 +580,43 @@ impl AnthropicDecoder {
         let mut open: Vec<(u64, Block)> = self.blocks.drain().collect();
         open.sort_by_key(|(i, _)| *i);
         for (_, block) in open {
-            if let Block::Tool {
-                id,
-                start_input,
-                had_delta,
-            } = block
-            {
-                if let (Some(input), false) = (start_input, had_delta) {
-                    out.push(StreamEvent::ToolCallDelta {
-                        id: id.clone(),
-                        arguments: input,
-                    });
-                }
-                out.push(StreamEvent::ToolCallEnd { id });
-            }
+            self.close_block(block, out);
         }
+    }
+
+    /// A block stopped: a tool call with complete (or no) arguments ends;
+    /// one with incomplete arguments waits for the stop reason.
+    fn close_block(&mut self, block: Block, out: &mut Vec<StreamEvent>) {
+        let Block::Tool {
+            id,
+            start_input,
+            had_delta,
+            scan,
+        } = block
+        else {
+            return;
+        };
+        if let (Some(input), false) = (start_input, had_delta) {
+            out.push(StreamEvent::ToolCallDelta {
+                id: id.clone(),
+                arguments: input,
+            });
+        } else if had_delta && !scan.is_empty() && !scan.is_complete() {
+            self.cut.push(id);
+            return;
+        }
+        out.push(StreamEvent::ToolCallEnd { id });
+    }
+
+    /// At `message_stop`, once the stop reason is known: calls cut off by
+    /// `max_tokens` stay open (never run); any other incomplete call ends
+    /// (its arguments then fail to parse, as they should).
+    fn end_cut_calls(&mut self, out: &mut Vec<StreamEvent>) {
+        let cut = std::mem::take(&mut self.cut);
+        if self.stop == Some(StopReason::MaxTokens) {
+            return;
+        }
+        out.extend(cut.into_iter().map(|id| StreamEvent::ToolCallEnd { id }));
     }
 }
 
@@ -536,6 +639,52 @@ mod tests {
             }
         }
         (out, None)
+    }
+
+    fn cut_reply(stop: Option<&str>) -> Vec<StreamEvent> {
+        let delta = match stop {
+            Some(reason) => {
+                format!(r#"{{"type":"message_delta","delta":{{"stop_reason":"{reason}"}}}}"#)
+            }
+            None => r#"{"type":"message_delta","delta":{}}"#.to_string(),
+        };
+        let (out, err) = run(&[
+            (
+                "content_block_start",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"Write","input":{}}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\": \"b"}}"#,
+            ),
+            (
+                "content_block_stop",
+                r#"{"type":"content_block_stop","index":0}"#,
+            ),
+            ("message_delta", &delta),
+            ("message_stop", r#"{"type":"message_stop"}"#),
+        ]);
+        assert!(err.is_none());
+        out
+    }
+
+    #[test]
+    fn an_incomplete_call_ends_unless_max_tokens_cut_it() {
+        let ended = |out: &[StreamEvent]| {
+            out.iter()
+                .any(|e| matches!(e, StreamEvent::ToolCallEnd { id } if id == "t"))
+        };
+        assert!(!ended(&cut_reply(Some("max_tokens"))));
+        assert!(ended(&cut_reply(Some("tool_use"))));
+        assert!(ended(&cut_reply(None)));
+        let out = cut_reply(Some("refusal"));
+        assert!(ended(&out));
+        assert_eq!(
+            out.last(),
+            Some(&StreamEvent::Stop {
+                reason: StopReason::refusal()
+            })
+        );
     }
 
     #[test]
@@ -744,17 +893,17 @@ mod tests {
                 "model": "claude-x",
                 "max_tokens": 100,
                 "stream": true,
-                "system": "sys",
+                "system": [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}],
                 "temperature": 0.5,
-                "tools": [{"name": "Read", "description": "d", "input_schema": {"type": "object"}}],
+                "tools": [{"name": "Read", "description": "d", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}],
                 "messages": [
-                    {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                    {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]},
                     {"role": "assistant", "content": [
                         {"type": "thinking", "thinking": "t", "signature": "s"},
                         {"type": "redacted_thinking", "data": "d"},
                         {"type": "tool_use", "id": "c1", "name": "Read", "input": {"p": 1}},
                     ]},
-                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "out", "is_error": true}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "out", "is_error": true, "cache_control": {"type": "ephemeral"}}]},
                 ],
             })
         );

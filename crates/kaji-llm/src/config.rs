@@ -31,6 +31,13 @@ pub const DEFAULT_RETRY_MAX_DELAY: Duration = Duration::from_secs(60);
 /// How long establishing a connection may take unless configured.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The reply size cap unless configured: 32 MiB of content (text,
+/// reasoning and tool arguments) in one reply, far above any model's output
+/// limit.
+pub const DEFAULT_MAX_REPLY_BYTES: u64 = 32 * 1024 * 1024;
+/// The largest server-sent event unless configured (16 MiB).
+pub const DEFAULT_MAX_EVENT_BYTES: usize = crate::sse::MAX_EVENT_BYTES;
+
 /// Which wire format a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -119,6 +126,13 @@ pub struct ProviderConfig {
     pub retry_max_delay: Duration,
     /// Limit on establishing a TCP/TLS connection.
     pub connect_timeout: Duration,
+    /// Reply size cap: bytes of content (text, reasoning, signatures, tool
+    /// arguments) one reply may carry before the stream ends with
+    /// [`crate::LlmError::ReplyTooLarge`].
+    pub max_reply_bytes: u64,
+    /// Largest server-sent event (all its `data:` lines together) before
+    /// the stream ends with [`crate::LlmError::EventTooLarge`].
+    pub max_event_bytes: usize,
 }
 
 impl ProviderConfig {
@@ -136,6 +150,8 @@ impl ProviderConfig {
             retry_base_delay: DEFAULT_RETRY_BASE_DELAY,
             retry_max_delay: DEFAULT_RETRY_MAX_DELAY,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
         }
     }
 }
@@ -154,6 +170,8 @@ impl fmt::Debug for ProviderConfig {
             .field("retry_base_delay", &self.retry_base_delay)
             .field("retry_max_delay", &self.retry_max_delay)
             .field("connect_timeout", &self.connect_timeout)
+            .field("max_reply_bytes", &self.max_reply_bytes)
+            .field("max_event_bytes", &self.max_event_bytes)
             .finish()
     }
 }

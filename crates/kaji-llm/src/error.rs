@@ -112,6 +112,55 @@ pub enum LlmError {
         message: String,
     },
 
+    /// One server-sent event grew past the event size limit (all its
+    /// `data:` lines together). Never retried.
+    #[error(
+        "{provider}: the reply from {url} has an event larger than {limit} bytes at byte {offset}; the stream was stopped"
+    )]
+    EventTooLarge {
+        /// Provider name.
+        provider: &'static str,
+        /// The request URL.
+        url: String,
+        /// Byte offset of the event in the reply body.
+        offset: u64,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+
+    /// The reply's content (text, reasoning, tool arguments) grew past the
+    /// reply size cap ([`crate::ProviderConfig::max_reply_bytes`],
+    /// `KAJI_MAX_REPLY_BYTES`). Never retried.
+    #[error(
+        "{provider}: the reply from {url} passed the reply size cap of {limit} bytes of content; the stream was stopped (raise it with KAJI_MAX_REPLY_BYTES)"
+    )]
+    ReplyTooLarge {
+        /// Provider name.
+        provider: &'static str,
+        /// The request URL.
+        url: String,
+        /// The cap, in bytes of content.
+        limit: u64,
+    },
+
+    /// The request does not fit the model's context window: Anthropic's
+    /// `prompt is too long`, OpenAI's `context_length_exceeded`, and the
+    /// messages of Ollama, vLLM, llama.cpp and LM Studio. Never retried as
+    /// it is: the caller must make the request smaller.
+    #[error(
+        "{provider}: the request to {url} is too long for the model's context window: {message}"
+    )]
+    ContextOverflow {
+        /// Provider name.
+        provider: &'static str,
+        /// The request URL.
+        url: String,
+        /// The HTTP status it came with (200 for an error in a stream).
+        status: u16,
+        /// The server's own message.
+        message: String,
+    },
+
     /// Every allowed attempt failed with a retryable error.
     #[error("{provider}: gave up on {url} after {attempts} attempts; last error: {last}")]
     RetriesExhausted {
@@ -156,9 +205,81 @@ impl LlmError {
     /// [`LlmError::RetriesExhausted`]).
     pub fn status(&self) -> Option<u16> {
         match self {
-            LlmError::Http { status, .. } => Some(*status),
+            LlmError::Http { status, .. } | LlmError::ContextOverflow { status, .. } => {
+                Some(*status)
+            }
             LlmError::RetriesExhausted { last, .. } => last.status(),
             _ => None,
+        }
+    }
+
+    /// Whether this is a context overflow (also inside
+    /// [`LlmError::RetriesExhausted`]).
+    pub fn is_context_overflow(&self) -> bool {
+        match self {
+            LlmError::ContextOverflow { .. } => true,
+            LlmError::RetriesExhausted { last, .. } => last.is_context_overflow(),
+            _ => false,
+        }
+    }
+}
+
+/// Whether an error body or message says that the request is longer than
+/// the model's context window, in the words of the servers kaji talks to:
+///
+/// - Anthropic: `prompt is too long: 208310 tokens > 200000 maximum`
+/// - OpenAI: code `context_length_exceeded`; `This model's maximum context
+///   length is 128000 tokens…` (vLLM uses the same sentence)
+/// - vLLM: `The prompt (total length 25938) is too long to fit into the
+///   model (context length 4096)`, `… is longer than the maximum model length`
+/// - llama.cpp: type `exceed_context_size_error`, `the request exceeds the
+///   available context size`
+/// - Ollama: `the input length exceeds the context length`
+/// - LM Studio: `Trying to keep the first 10136 tokens when context the
+///   overflows. However, the model is loaded with context length of only
+///   7866 tokens…`, `Reached context length of 4096 tokens…`
+pub fn is_context_overflow_text(text: &str) -> bool {
+    const PATTERNS: &[&str] = &[
+        "prompt is too long",
+        "context_length_exceeded",
+        "maximum context length",
+        "too long to fit into the model",
+        "longer than the maximum model length",
+        "exceed_context_size_error",
+        "exceeds the available context size",
+        "exceeds the context length",
+        "input length exceeds context length",
+        "when context the overflows",
+        "context length of only",
+        "reached context length of",
+    ];
+    let lower = text.to_ascii_lowercase();
+    PATTERNS.iter().any(|p| lower.contains(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_overflow_wordings() {
+        for text in [
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208310 tokens > 200000 maximum"}}"#,
+            r#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+            r#"{"object":"error","message":"This model's maximum context length is 16384 tokens. However, you requested 122946 tokens (112946 in the messages, 10000 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}"#,
+            "The prompt (total length 25938) is too long to fit into the model (context length 4096).",
+            r#"{"error":{"code":400,"message":"request (4476 tokens) exceeds the available context size (4096 tokens)","type":"exceed_context_size_error","n_prompt_tokens":4476,"n_ctx":4096}}"#,
+            r#"{"error":{"message":"the input length exceeds the context length","type":"api_error"}}"#,
+            r#"{"error":"Trying to keep the first 10136 tokens when context the overflows. However, the model is loaded with context length of only 7866 tokens, which is not enough."}"#,
+        ] {
+            assert!(is_context_overflow_text(text), "{text}");
+        }
+        for text in [
+            r#"{"error":{"message":"Rate limit reached","code":"rate_limit_exceeded"}}"#,
+            "max_tokens: 99999 > 64000, which is the maximum allowed number of output tokens",
+            "invalid x-api-key",
+        ] {
+            assert!(!is_context_overflow_text(text), "{text}");
         }
     }
 }

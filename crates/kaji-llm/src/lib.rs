@@ -11,7 +11,9 @@
 pub mod anthropic;
 pub mod config;
 pub mod error;
+mod json_scan;
 pub mod openai;
+pub mod pricing;
 pub mod selection;
 pub mod sse;
 mod transport;
@@ -26,6 +28,7 @@ pub use anthropic::AnthropicProvider;
 pub use config::{ProviderConfig, ProviderKind, UnknownProvider};
 pub use error::LlmError;
 pub use openai::OpenAiProvider;
+pub use pricing::{ModelInfo, ModelOverride, ModelOverrides, Prices, cost_usd, model_info};
 
 /// One request to a model.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,6 +94,8 @@ pub fn build_provider(cfg: &ProviderConfig) -> Result<Arc<dyn ModelProvider>, Ll
         idle_timeout: cfg.idle_timeout,
         base_delay: cfg.retry_base_delay,
         max_delay: cfg.retry_max_delay,
+        max_reply_bytes: cfg.max_reply_bytes.max(1),
+        max_event_bytes: cfg.max_event_bytes.max(1),
     };
     let cfg = ProviderConfig {
         base_url: base.to_string(),
@@ -125,12 +130,7 @@ fn decode_body<D: transport::ReplyDecoder>(
     let mut events = Vec::new();
     let mut out = Vec::new();
     sse.decode(body, &mut events)
-        .map_err(|e| LlmError::MalformedSse {
-            provider,
-            url: url.clone(),
-            offset: e.offset,
-            message: e.message,
-        })?;
+        .map_err(|e| transport::sse_error(provider, &url, e))?;
     for event in &events {
         match decoder.on_event(event, &mut out) {
             Ok(false) => {}

@@ -9,11 +9,18 @@
 //! `delta.reasoning_content` or `delta.reasoning`, and a `finish_reason` of
 //! `stop` on a reply that called tools means the tools should run.
 //!
+//! Tool calls are closed (`ToolCallEnd`) as soon as the next call begins or
+//! their arguments form a complete JSON object, so tools can start before
+//! the reply ends. A call is told apart by its `index` and, for servers that
+//! send every call with `index: 0`, by its `id`. After `finish_reason:
+//! "length"` a call with incomplete arguments stays open (cut off by the
+//! output limit). `content_filter` and `delta.refusal` are refusals.
+//!
 //! Request: reasoning blocks are dropped (the API has no way to send them
 //! back), tool results become `role: "tool"` messages with `tool_call_id`
 //! (an error result's content is prefixed with `Error: `).
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use bytes::Bytes;
 use kaji_protocol::{ContentBlock, Message, Role, StopReason, StreamEvent, Usage};
@@ -21,6 +28,7 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::json_scan::JsonScan;
 use crate::sse::SseEvent;
 use crate::transport::{
     EventError, HttpCall, ReplyDecoder, RetryPolicy, json_error_message, stream_reply,
@@ -222,6 +230,8 @@ struct ChunkDelta {
     #[serde(default)]
     reasoning: Option<String>,
     #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
     tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
@@ -262,103 +272,214 @@ struct PromptDetails {
 /// A tool call being streamed.
 struct OpenCall {
     id: String,
+    /// The id came from the server (not made up).
+    id_given: bool,
     name: String,
     /// Arguments received before the name (sent once it is known).
     pending_args: String,
     started: bool,
+    /// Its `ToolCallEnd` has been sent.
+    closed: bool,
+    scan: JsonScan,
 }
 
 /// Maps chat completion chunks to [`StreamEvent`]s.
 #[derive(Default)]
 pub(crate) struct OpenAiDecoder {
-    calls: BTreeMap<u64, OpenCall>,
+    /// Every call of the reply, in the order they began.
+    calls: Vec<OpenCall>,
+    /// `index` → position in `calls` of the call that index stands for now.
+    by_index: HashMap<u64, usize>,
     any_tool_call: bool,
     finish: Option<String>,
+    /// `delta.refusal` text (OpenAI's refusal message).
+    refusal: String,
 }
 
 impl OpenAiDecoder {
-    fn end_calls(&mut self, out: &mut Vec<StreamEvent>) {
-        for (_, call) in std::mem::take(&mut self.calls) {
-            if !call.started {
-                // A call whose name never came: still report it, so the
-                // caller can answer it with an error.
-                out.push(StreamEvent::ToolCallStart {
+    /// Ends call `pos`: a call whose name never came is still reported, so
+    /// the caller can answer it with an error.
+    fn close(&mut self, pos: usize, out: &mut Vec<StreamEvent>) {
+        let call = &mut self.calls[pos];
+        if call.closed {
+            return;
+        }
+        if !call.started {
+            call.started = true;
+            out.push(StreamEvent::ToolCallStart {
+                id: call.id.clone(),
+                name: call.name.clone(),
+            });
+            if !call.pending_args.is_empty() {
+                out.push(StreamEvent::ToolCallDelta {
                     id: call.id.clone(),
-                    name: call.name,
+                    arguments: std::mem::take(&mut call.pending_args),
                 });
-                if !call.pending_args.is_empty() {
-                    out.push(StreamEvent::ToolCallDelta {
-                        id: call.id.clone(),
-                        arguments: call.pending_args,
-                    });
-                }
             }
-            out.push(StreamEvent::ToolCallEnd { id: call.id });
+        }
+        call.closed = true;
+        out.push(StreamEvent::ToolCallEnd {
+            id: call.id.clone(),
+        });
+    }
+
+    /// At the finish: every open call ends, except after `length`, where a
+    /// call with incomplete arguments stays open (it was cut off and must
+    /// not run).
+    fn end_calls(&mut self, cut_off: bool, out: &mut Vec<StreamEvent>) {
+        for pos in 0..self.calls.len() {
+            if cut_off {
+                let call = &mut self.calls[pos];
+                if !call.closed && !call.started {
+                    call.started = true;
+                    out.push(StreamEvent::ToolCallStart {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                    });
+                    if !call.pending_args.is_empty() {
+                        out.push(StreamEvent::ToolCallDelta {
+                            id: call.id.clone(),
+                            arguments: std::mem::take(&mut call.pending_args),
+                        });
+                    }
+                }
+                if !call.closed && (call.scan.is_empty() && call.pending_args.is_empty()) {
+                    self.close(pos, out);
+                }
+                continue;
+            }
+            self.close(pos, out);
         }
     }
 
     fn stop(&mut self, out: &mut Vec<StreamEvent>) {
-        self.end_calls(out);
-        let reason = match self.finish.take().as_deref() {
+        let finish = self.finish.take();
+        self.end_calls(finish.as_deref() == Some("length"), out);
+        let refusal = std::mem::take(&mut self.refusal);
+        let reason = match finish.as_deref() {
+            Some("content_filter") => StopReason::Refusal {
+                category: None,
+                explanation: Some(refusal).filter(|r| !r.is_empty()),
+            },
+            _ if !refusal.is_empty() => StopReason::Refusal {
+                category: None,
+                explanation: Some(refusal),
+            },
             Some("tool_calls") | Some("function_call") => StopReason::ToolUse,
             Some("stop") | None if self.any_tool_call => StopReason::ToolUse,
             Some("stop") | None => StopReason::EndTurn,
             Some("length") => StopReason::MaxTokens,
-            Some("content_filter") => StopReason::Refusal,
             Some(other) => StopReason::Other(other.to_string()),
         };
         out.push(StreamEvent::Stop { reason });
     }
 
-    fn tool_delta(&mut self, delta: ToolCallDelta, position: usize, out: &mut Vec<StreamEvent>) {
+    /// The position of the call a delta belongs to, starting a new one when
+    /// the delta begins a call: a new `index`, a different server-given id
+    /// at the same index (servers that send every call with `index: 0`), or
+    /// a name after the index's call was closed. Starting a call closes
+    /// every earlier one.
+    fn call_for(
+        &mut self,
+        index: u64,
+        id: Option<&str>,
+        has_name: bool,
+        out: &mut Vec<StreamEvent>,
+    ) -> usize {
+        if let Some(&pos) = self.by_index.get(&index) {
+            let call = &self.calls[pos];
+            let other_id = matches!(id, Some(id) if call.id_given && id != call.id);
+            let begins_anew = other_id || (call.closed && has_name);
+            if !begins_anew {
+                return pos;
+            }
+        }
+        for pos in 0..self.calls.len() {
+            self.close(pos, out);
+        }
+        let pos = self.calls.len();
+        let (id, id_given) = match id {
+            Some(id) => (id.to_string(), true),
+            None => (format!("call_{pos}"), false),
+        };
+        self.calls.push(OpenCall {
+            id,
+            id_given,
+            name: String::new(),
+            pending_args: String::new(),
+            started: false,
+            closed: false,
+            scan: JsonScan::default(),
+        });
+        self.by_index.insert(index, pos);
+        pos
+    }
+
+    fn tool_delta(
+        &mut self,
+        delta: ToolCallDelta,
+        position: usize,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), EventError> {
         let index = delta.index.unwrap_or(position as u64);
         let function = delta.function.unwrap_or(FunctionDelta {
             name: None,
             arguments: None,
         });
-        let call = self.calls.entry(index).or_insert_with(|| OpenCall {
-            id: String::new(),
-            name: String::new(),
-            pending_args: String::new(),
-            started: false,
-        });
-        if !call.started {
-            if let Some(id) = delta.id.filter(|id| !id.is_empty()) {
-                call.id = id;
+        let id = delta.id.filter(|id| !id.is_empty());
+        let name = function.name.filter(|n| !n.is_empty());
+        let pos = self.call_for(index, id.as_deref(), name.is_some(), out);
+        let call = &mut self.calls[pos];
+        let args = function.arguments.unwrap_or_default();
+        if call.closed {
+            if !args.trim().is_empty() {
+                return Err(EventError::InvalidJson(format!(
+                    "the arguments of tool call {} continue after a complete JSON object: {}",
+                    call.id,
+                    crate::sse::excerpt(args.as_bytes())
+                )));
             }
-            if let Some(name) = function.name.as_ref().filter(|n| !n.is_empty()) {
+            return Ok(());
+        }
+        if !call.started {
+            if let Some(id) = id
+                && !call.id_given
+            {
+                call.id = id;
+                call.id_given = true;
+            }
+            if let Some(name) = &name {
                 call.name.push_str(name);
             }
-            if let Some(args) = &function.arguments {
-                call.pending_args.push_str(args);
+            call.pending_args.push_str(&args);
+            if call.name.is_empty() {
+                return Ok(());
             }
-            if !call.name.is_empty() {
-                if call.id.is_empty() {
-                    call.id = format!("call_{index}");
-                }
-                call.started = true;
-                self.any_tool_call = true;
-                out.push(StreamEvent::ToolCallStart {
+            call.started = true;
+            self.any_tool_call = true;
+            out.push(StreamEvent::ToolCallStart {
+                id: call.id.clone(),
+                name: call.name.clone(),
+            });
+            let pending = std::mem::take(&mut call.pending_args);
+            call.scan.feed(&pending);
+            if !pending.is_empty() {
+                out.push(StreamEvent::ToolCallDelta {
                     id: call.id.clone(),
-                    name: call.name.clone(),
+                    arguments: pending,
                 });
-                if !call.pending_args.is_empty() {
-                    out.push(StreamEvent::ToolCallDelta {
-                        id: call.id.clone(),
-                        arguments: std::mem::take(&mut call.pending_args),
-                    });
-                }
-            } else if call.id.is_empty() {
-                call.id = format!("call_{index}");
             }
-            return;
-        }
-        if let Some(args) = function.arguments.filter(|a| !a.is_empty()) {
+        } else if !args.is_empty() {
+            call.scan.feed(&args);
             out.push(StreamEvent::ToolCallDelta {
                 id: call.id.clone(),
                 arguments: args,
             });
         }
+        if call.scan.is_complete() {
+            self.close(pos, out);
+        }
+        Ok(())
     }
 }
 
@@ -398,28 +519,39 @@ impl ReplyDecoder for OpenAiDecoder {
                 if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
                     out.push(StreamEvent::TextDelta { text });
                 }
+                if let Some(text) = delta.refusal.filter(|t| !t.is_empty()) {
+                    self.refusal.push_str(&text);
+                }
                 for (position, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate()
                 {
-                    self.tool_delta(call, position, out);
+                    self.tool_delta(call, position, out)?;
                 }
             }
             if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
-                self.end_calls(out);
+                self.end_calls(reason == "length", out);
                 self.finish = Some(reason);
             }
         }
         if let Some(usage) = chunk.usage {
+            // OpenAI's prompt_tokens include the cached ones; kaji's
+            // input_tokens never do (as Anthropic counts).
+            let cached = usage
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0)
+                .min(usage.prompt_tokens);
             out.push(StreamEvent::Usage(Usage {
-                input_tokens: usage.prompt_tokens,
+                input_tokens: usage.prompt_tokens - cached,
                 output_tokens: usage.completion_tokens,
-                cache_read_input_tokens: usage
-                    .prompt_tokens_details
-                    .and_then(|d| d.cached_tokens)
-                    .unwrap_or(0),
+                cache_read_input_tokens: cached,
                 cache_creation_input_tokens: 0,
             }));
         }
         Ok(false)
+    }
+
+    fn is_keepalive(&self, event: &SseEvent) -> bool {
+        event.data.trim().is_empty()
     }
 
     fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), String> {
@@ -464,8 +596,8 @@ mod tests {
             r#"{"choices":[{"index":0,"delta":{"content":"Hello"}}]}"#,
             r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"Read","arguments":""}}]}}]}"#,
             r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"x\":"}}]}}]}"#,
-            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"Glob","arguments":"{}"}}]}}]}"#,
             r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"Glob","arguments":"{}"}}]}}]}"#,
             r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
             r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":2}}}"#,
             "[DONE]",
@@ -491,6 +623,11 @@ mod tests {
                     id: "a".into(),
                     arguments: "{\"x\":".into()
                 },
+                StreamEvent::ToolCallDelta {
+                    id: "a".into(),
+                    arguments: "1}".into()
+                },
+                StreamEvent::ToolCallEnd { id: "a".into() },
                 StreamEvent::ToolCallStart {
                     id: "b".into(),
                     name: "Glob".into()
@@ -499,14 +636,9 @@ mod tests {
                     id: "b".into(),
                     arguments: "{}".into()
                 },
-                StreamEvent::ToolCallDelta {
-                    id: "a".into(),
-                    arguments: "1}".into()
-                },
-                StreamEvent::ToolCallEnd { id: "a".into() },
                 StreamEvent::ToolCallEnd { id: "b".into() },
                 StreamEvent::Usage(Usage {
-                    input_tokens: 7,
+                    input_tokens: 5,
                     output_tokens: 3,
                     cache_read_input_tokens: 2,
                     cache_creation_input_tokens: 0
@@ -554,6 +686,67 @@ mod tests {
                     reason: StopReason::ToolUse
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn calls_close_early_and_index_zero_calls_stay_apart() {
+        let (out, last) = run(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"Read","arguments":"{\"p\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"Glob","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"q\":2}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"  "}}]}}]}"#,
+        ]);
+        assert!(matches!(last, Ok(false)));
+        let ends: Vec<_> = out
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::ToolCallEnd { id } => Some(id.as_str()),
+                _ => None,
+            })
+            .collect();
+        // `a` ends when `b` begins (its arguments incomplete), `b` once its
+        // arguments are a complete object; both before any finish_reason.
+        assert_eq!(ends, vec!["a", "b"]);
+        let (_, last) = run(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"Read","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#,
+        ]);
+        assert!(
+            matches!(last, Err(EventError::InvalidJson(ref m)) if m.contains("continue after"))
+        );
+    }
+
+    #[test]
+    fn length_leaves_a_cut_call_open_and_refusals_explain() {
+        let (out, _) = run(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"Write","arguments":"{\"content\":\"hel"}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"length"}]}"#,
+            "[DONE]",
+        ]);
+        assert!(
+            !out.iter()
+                .any(|e| matches!(e, StreamEvent::ToolCallEnd { .. }))
+        );
+        assert_eq!(
+            out.last(),
+            Some(&StreamEvent::Stop {
+                reason: StopReason::MaxTokens
+            })
+        );
+        let (out, _) = run(&[
+            r#"{"choices":[{"delta":{"refusal":"I can't "}}]}"#,
+            r#"{"choices":[{"delta":{"refusal":"help with that."},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(
+            out.last(),
+            Some(&StreamEvent::Stop {
+                reason: StopReason::Refusal {
+                    category: None,
+                    explanation: Some("I can't help with that.".into())
+                }
+            })
         );
     }
 

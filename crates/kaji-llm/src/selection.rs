@@ -110,6 +110,16 @@ pub enum SelectionError {
         "a local Ollama answers on 127.0.0.1:11434 but has no model: run `ollama pull MODEL`, or set KAJI_MODEL / --model"
     )]
     OllamaWithoutModels,
+    /// An environment variable holds a value that is not what it needs.
+    #[error("{var} is {value:?}: {expected}")]
+    InvalidEnv {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What it must be.
+        expected: &'static str,
+    },
     /// The config file could not be read or parsed.
     #[error("{path}: {message}")]
     ConfigFile {
@@ -243,6 +253,7 @@ pub fn resolve(inputs: &SelectionInputs<'_>) -> Result<ProviderConfig, Selection
         }
         ProviderKind::OpenAi => cfg.api_key = env("OPENAI_API_KEY"),
     }
+    apply_limits_from_env(&mut cfg, &env)?;
     // The public APIs always need a key; a local or proxy server may not.
     let is_public_default = base_url.trim_end_matches('/') == kind.default_base_url();
     if cfg.api_key.is_none() && cfg.auth_token.is_none() && is_public_default {
@@ -303,6 +314,42 @@ pub async fn select(
             probe_local_ollama(LOCAL_OLLAMA_URL, LOCAL_OLLAMA_PROBE_TIMEOUT).await;
     }
     resolve(&inputs)
+}
+
+/// `KAJI_IDLE_TIMEOUT_MS` (milliseconds, at least 1) and
+/// `KAJI_MAX_REPLY_BYTES` (bytes, at least 1) override the idle timeout and
+/// the reply size cap.
+fn apply_limits_from_env(
+    cfg: &mut ProviderConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), SelectionError> {
+    let positive =
+        |var: &'static str, expected: &'static str| -> Result<Option<u64>, SelectionError> {
+            match env(var) {
+                None => Ok(None),
+                Some(value) => match value.trim().parse::<u64>() {
+                    Ok(n) if n > 0 => Ok(Some(n)),
+                    _ => Err(SelectionError::InvalidEnv {
+                        var,
+                        value,
+                        expected,
+                    }),
+                },
+            }
+        };
+    if let Some(ms) = positive(
+        "KAJI_IDLE_TIMEOUT_MS",
+        "expected the idle timeout in milliseconds, a whole number of at least 1",
+    )? {
+        cfg.idle_timeout = Duration::from_millis(ms);
+    }
+    if let Some(bytes) = positive(
+        "KAJI_MAX_REPLY_BYTES",
+        "expected the reply size cap in bytes, a whole number of at least 1",
+    )? {
+        cfg.max_reply_bytes = bytes;
+    }
+    Ok(())
 }
 
 fn lookup(env: &dyn Fn(&str) -> Option<String>, key: &str) -> Option<String> {

@@ -6,14 +6,20 @@
 //! in `\n`, `\r\n` or `\r`; `data` lines of one event are joined with `\n`;
 //! an empty line dispatches the event; lines starting with `:` are comments)
 //! and is strict where a model API never deviates: a line whose field is not
-//! `event`, `data`, `id` or `retry`, bytes that are not UTF-8, and a line
-//! longer than [`MAX_LINE_BYTES`] are errors that say at which byte offset
-//! they were found. It must never allocate without bound or panic on input.
+//! `event`, `data`, `id` or `retry`, bytes that are not UTF-8, a line
+//! longer than [`MAX_LINE_BYTES`] and an event (all its `data:` lines
+//! together) larger than [`MAX_EVENT_BYTES`] are errors that say at which
+//! byte offset they were found. It must never allocate without bound or
+//! panic on input.
 
 use memchr::memchr2;
 
 /// The longest line the decoder buffers before giving up (16 MiB).
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The largest event (its `event:` name and all its `data:` lines joined)
+/// the decoder assembles before giving up (16 MiB).
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -37,6 +43,21 @@ pub struct SseError {
     pub offset: u64,
     /// What is wrong, with a short excerpt of the line.
     pub message: String,
+    /// Which kind of error it is.
+    pub kind: SseErrorKind,
+}
+
+/// The kinds of [`SseError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SseErrorKind {
+    /// The bytes are not server-sent events (bad field, bad UTF-8, a line
+    /// over [`MAX_LINE_BYTES`]).
+    Malformed,
+    /// One event grew past the decoder's event limit.
+    EventTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
 }
 
 /// Incremental server-sent-events decoder. See the module docs.
@@ -55,6 +76,8 @@ pub struct SseDecoder {
     data: String,
     has_data: bool,
     event_offset: Option<u64>,
+    /// The event size limit; 0 means [`MAX_EVENT_BYTES`].
+    max_event_bytes: usize,
 }
 
 impl SseDecoder {
@@ -63,6 +86,22 @@ impl SseDecoder {
         Self {
             at_start: true,
             ..Self::default()
+        }
+    }
+
+    /// A decoder whose events may be at most `limit` bytes (at least 1).
+    pub fn with_max_event_bytes(limit: usize) -> Self {
+        Self {
+            max_event_bytes: limit.max(1),
+            ..Self::new()
+        }
+    }
+
+    fn event_limit(&self) -> usize {
+        if self.max_event_bytes == 0 {
+            MAX_EVENT_BYTES
+        } else {
+            self.max_event_bytes
         }
     }
 
@@ -143,6 +182,7 @@ impl SseDecoder {
                 return Err(SseError {
                     offset: self.line_offset,
                     message: format!("a line is longer than {MAX_LINE_BYTES} bytes"),
+                    kind: SseErrorKind::Malformed,
                 });
             }
             self.partial.extend_from_slice(chunk);
@@ -180,7 +220,20 @@ impl SseDecoder {
         let value = std::str::from_utf8(value).map_err(|e| SseError {
             offset: self.line_offset + (line.len() - value.len() + e.valid_up_to()) as u64,
             message: "the line is not valid UTF-8".to_string(),
+            kind: SseErrorKind::Malformed,
         })?;
+        if matches!(name, b"data" | b"event")
+            && self.data.len() + self.event.len() + value.len() + 1 > self.event_limit()
+        {
+            let limit = self.event_limit();
+            return Err(SseError {
+                offset: self.event_offset.unwrap_or(self.line_offset),
+                message: format!(
+                    "one event is larger than {limit} bytes (its `data:` lines together)"
+                ),
+                kind: SseErrorKind::EventTooLarge { limit },
+            });
+        }
         match name {
             b"data" => {
                 if self.has_data {
@@ -201,6 +254,7 @@ impl SseDecoder {
                         "expected an `event:`, `data:` or `:` comment line, found {}",
                         excerpt(line)
                     ),
+                    kind: SseErrorKind::Malformed,
                 });
             }
         }
@@ -328,6 +382,30 @@ mod tests {
     fn event_without_data_is_not_dispatched() {
         let events = decode_all(&[b"event: ping\n\ndata: x\n\n"]).unwrap();
         assert_eq!(strip(events), vec![ev("", "x")]);
+    }
+
+    #[test]
+    fn an_event_of_many_data_lines_is_capped_as_a_whole() {
+        let mut decoder = SseDecoder::with_max_event_bytes(1000);
+        let mut out = Vec::new();
+        decoder.decode(b"data: ok\n\n", &mut out).unwrap();
+        let line = format!("data: {}\n", "x".repeat(99));
+        let mut result = Ok(());
+        for _ in 0..11 {
+            result = decoder.decode(line.as_bytes(), &mut out);
+            if result.is_err() {
+                break;
+            }
+        }
+        let err = result.unwrap_err();
+        assert_eq!(err.kind, SseErrorKind::EventTooLarge { limit: 1000 });
+        assert_eq!(err.offset, 10, "{err}");
+        assert_eq!(out.len(), 1);
+        // Many small events of the same total are fine.
+        let mut decoder = SseDecoder::with_max_event_bytes(1000);
+        for _ in 0..50 {
+            decoder.decode(b"data: 0123456789\n\n", &mut out).unwrap();
+        }
     }
 
     #[test]

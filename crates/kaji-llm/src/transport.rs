@@ -9,6 +9,13 @@
 //! failure after content has been yielded ends the stream with an error.
 //! This module must never retry after content, and never hold a connection
 //! once the stream is dropped (everything lives inside the stream itself).
+//!
+//! Bounds: the idle timeout counts content, not keep-alives (pings, SSE
+//! comments, empty events), so a server that only pings still times out;
+//! each event is capped as a whole ([`RetryPolicy::max_event_bytes`]); the
+//! reply's content is capped ([`RetryPolicy::max_reply_bytes`]). A request
+//! the server rejects as too long for the context window is a
+//! [`LlmError::ContextOverflow`], never retried.
 
 use std::time::Duration;
 
@@ -18,7 +25,8 @@ use kaji_protocol::StreamEvent;
 use rand::Rng;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 
-use crate::sse::{SseDecoder, SseEvent, excerpt};
+use crate::error::is_context_overflow_text;
+use crate::sse::{SseDecoder, SseError, SseErrorKind, SseEvent, excerpt};
 use crate::{LlmError, ModelStream};
 
 /// Limit on how much of an error body is read.
@@ -37,6 +45,12 @@ pub(crate) trait ReplyDecoder: Send + 'static {
     /// The body ended without a terminal event: push whatever completes the
     /// reply, or say why it is incomplete.
     fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), String>;
+
+    /// Whether `event` only keeps the connection alive (it does not reset
+    /// the idle timeout).
+    fn is_keepalive(&self, _event: &SseEvent) -> bool {
+        false
+    }
 }
 
 /// Why a decoder rejected an event.
@@ -62,6 +76,8 @@ pub(crate) struct RetryPolicy {
     pub idle_timeout: Duration,
     pub base_delay: Duration,
     pub max_delay: Duration,
+    pub max_reply_bytes: u64,
+    pub max_event_bytes: usize,
 }
 
 impl RetryPolicy {
@@ -158,10 +174,13 @@ where
                     let retry_after = retry_after(response.headers());
                     let code = status.as_u16();
                     let retryable = matches!(code, 408 | 409 | 429 | 500..=599);
-                    let message = match read_error_body(response, idle).await {
-                        Ok(body) => body_message(&body, &content_type),
-                        Err(e) => format!("(the error body could not be read: {e})"),
+                    let (message, overflow) = match read_error_body(response, idle).await {
+                        Ok(body) => (body_message(&body, &content_type), is_context_overflow_text(&body)),
+                        Err(e) => (format!("(the error body could not be read: {e})"), false),
                     };
+                    if overflow {
+                        break 'attempt Failure::fatal(LlmError::ContextOverflow { provider, url: url.clone(), status: code, message });
+                    }
                     break 'attempt Failure {
                         error: LlmError::Http { provider, url: url.clone(), status: code, message },
                         retryable,
@@ -180,6 +199,15 @@ where
                     } else {
                         format!("answered 200 with `{content_type}` instead of an event stream")
                     };
+                    if is_context_overflow_text(&body) {
+                        // LM Studio answers an overflow with 200 and an error body.
+                        break 'attempt Failure::fatal(LlmError::ContextOverflow {
+                            provider,
+                            url: url.clone(),
+                            status: status.as_u16(),
+                            message: body_message(&body, &content_type),
+                        });
+                    }
                     break 'attempt Failure::fatal(LlmError::ServerError {
                         provider,
                         url: url.clone(),
@@ -189,17 +217,19 @@ where
                 }
 
                 let mut body_stream = response.bytes_stream();
-                let mut sse = SseDecoder::new();
+                let mut sse = SseDecoder::with_max_event_bytes(policy.max_event_bytes);
                 let mut decoder = new_decoder();
                 let mut events: Vec<SseEvent> = Vec::new();
                 let mut out: Vec<StreamEvent> = Vec::new();
+                let mut content_bytes: u64 = 0;
+                let mut deadline = tokio::time::Instant::now() + idle;
                 loop {
-                    let chunk = match tokio::time::timeout(idle, body_stream.next()).await {
+                    let chunk = match tokio::time::timeout_at(deadline, body_stream.next()).await {
                         Err(_) => break 'attempt Failure::retryable(LlmError::IdleTimeout {
                             provider,
                             url: url.clone(),
                             idle,
-                            phase: format!("after {} bytes of the reply", sse.offset()),
+                            phase: format!("without content, after {} bytes of the reply", sse.offset()),
                         }),
                         Ok(Some(Err(e))) => break 'attempt Failure::retryable(LlmError::StreamBroken {
                             provider,
@@ -226,16 +256,22 @@ where
                         Ok(Some(Ok(chunk))) => chunk,
                     };
                     if let Err(e) = sse.decode(&chunk, &mut events) {
-                        break 'attempt Failure::fatal(LlmError::MalformedSse {
-                            provider,
-                            url: url.clone(),
-                            offset: e.offset,
-                            message: e.message,
-                        });
+                        break 'attempt Failure::fatal(sse_error(provider, &url, e));
                     }
                     for event in events.drain(..) {
+                        if !decoder.is_keepalive(&event) {
+                            deadline = tokio::time::Instant::now() + idle;
+                        }
                         let result = decoder.on_event(&event, &mut out);
                         for item in out.drain(..) {
+                            content_bytes = content_bytes.saturating_add(content_len(&item));
+                            if content_bytes > policy.max_reply_bytes {
+                                break 'attempt Failure::fatal(LlmError::ReplyTooLarge {
+                                    provider,
+                                    url: url.clone(),
+                                    limit: policy.max_reply_bytes,
+                                });
+                            }
                             yielded = true;
                             yield Ok(item);
                         }
@@ -253,6 +289,9 @@ where
                                 });
                             }
                             Err(EventError::Server { what, message, retryable }) => {
+                                if is_context_overflow_text(&message) {
+                                    break 'attempt Failure::fatal(LlmError::ContextOverflow { provider, url: url.clone(), status: 200, message });
+                                }
                                 let error = LlmError::ServerError { provider, url: url.clone(), what, message };
                                 break 'attempt Failure { error, retryable, retry_after: None };
                             }
@@ -287,6 +326,37 @@ where
             return;
         }
     })
+}
+
+/// The typed error of an SSE decoding failure.
+pub(crate) fn sse_error(provider: &'static str, url: &str, e: SseError) -> LlmError {
+    match e.kind {
+        SseErrorKind::EventTooLarge { limit } => LlmError::EventTooLarge {
+            provider,
+            url: url.to_string(),
+            offset: e.offset,
+            limit,
+        },
+        SseErrorKind::Malformed => LlmError::MalformedSse {
+            provider,
+            url: url.to_string(),
+            offset: e.offset,
+            message: e.message,
+        },
+    }
+}
+
+/// The bytes of content an event carries, counted against the reply cap.
+fn content_len(event: &StreamEvent) -> u64 {
+    let n = match event {
+        StreamEvent::TextDelta { text } | StreamEvent::ReasoningDelta { text } => text.len(),
+        StreamEvent::ReasoningSignature { signature } => signature.len(),
+        StreamEvent::RedactedReasoning { data } => data.len(),
+        StreamEvent::ToolCallStart { id, name } => id.len() + name.len(),
+        StreamEvent::ToolCallDelta { arguments, .. } => arguments.len(),
+        _ => 0,
+    };
+    n as u64
 }
 
 /// The server's `retry-after-ms` or `retry-after` (seconds) header.
@@ -427,6 +497,8 @@ mod tests {
             idle_timeout: Duration::from_secs(1),
             base_delay: Duration::from_millis(100),
             max_delay: Duration::from_millis(300),
+            max_reply_bytes: 1,
+            max_event_bytes: 1,
         };
         for _ in 0..50 {
             let d1 = policy.delay(1, None);

@@ -60,11 +60,14 @@ async fn text_reply(kind: ProviderKind) {
             assert_eq!(r.header("x-api-key"), Some("[redacted]"));
             assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
             assert_eq!(r.header("authorization"), None);
-            assert_eq!(r.body["system"], json!("You are a test."));
+            assert_eq!(
+                r.body["system"],
+                json!([{"type": "text", "text": "You are a test.", "cache_control": {"type": "ephemeral"}}])
+            );
             assert_eq!(r.body["max_tokens"], json!(1024));
             assert_eq!(
                 r.body["messages"],
-                json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+                json!([{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}])
             );
         }
         ProviderKind::OpenAi => {
@@ -245,7 +248,7 @@ async fn history_is_sent_back(kind: ProviderKind) {
             );
             assert_eq!(
                 messages[2],
-                json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "file contents"}]})
+                json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "file contents", "cache_control": {"type": "ephemeral"}}]})
             );
         }
         ProviderKind::OpenAi => {

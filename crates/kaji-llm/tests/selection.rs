@@ -379,3 +379,31 @@ async fn probe_reads_model_names() {
     let request = server.await.unwrap();
     assert!(request.starts_with("GET /api/tags "), "{request}");
 }
+
+#[test]
+fn idle_timeout_and_reply_cap_from_the_environment() {
+    let cfg = Case::new().env("ANTHROPIC_API_KEY", "k").run().unwrap();
+    assert_eq!(cfg.max_reply_bytes, 32 * 1024 * 1024);
+    let cfg = Case::new()
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("KAJI_IDLE_TIMEOUT_MS", "250")
+        .env("KAJI_MAX_REPLY_BYTES", " 4096 ")
+        .run()
+        .unwrap();
+    assert_eq!(cfg.idle_timeout, Duration::from_millis(250));
+    assert_eq!(cfg.max_reply_bytes, 4096);
+    for (var, value) in [
+        ("KAJI_IDLE_TIMEOUT_MS", "soon"),
+        ("KAJI_IDLE_TIMEOUT_MS", "0"),
+        ("KAJI_MAX_REPLY_BYTES", "-1"),
+    ] {
+        let err = Case::new()
+            .env("OPENAI_API_KEY", "k")
+            .env(var, value)
+            .run()
+            .unwrap_err();
+        assert!(matches!(err, SelectionError::InvalidEnv { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains(var) && text.contains(value), "{text}");
+    }
+}

@@ -88,12 +88,17 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Adds another request's usage to this total.
+    /// Adds another request's usage to this total. Saturates at
+    /// `u64::MAX` instead of wrapping (a server may report anything).
     pub fn add(&mut self, other: &Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cache_read_input_tokens += other.cache_read_input_tokens;
-        self.cache_creation_input_tokens += other.cache_creation_input_tokens;
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cache_read_input_tokens = self
+            .cache_read_input_tokens
+            .saturating_add(other.cache_read_input_tokens);
+        self.cache_creation_input_tokens = self
+            .cache_creation_input_tokens
+            .saturating_add(other.cache_creation_input_tokens);
     }
 }
 
@@ -105,12 +110,84 @@ pub enum StopReason {
     EndTurn,
     /// The model stopped to have tools run.
     ToolUse,
-    /// The output token limit was reached.
+    /// The output token limit was reached. A tool call the limit cut off
+    /// has a [`StreamEvent::ToolCallStart`] but no
+    /// [`StreamEvent::ToolCallEnd`]: its arguments are incomplete and it
+    /// must not be run.
     MaxTokens,
     /// A stop sequence matched.
     StopSequence,
-    /// The provider refused or filtered the content.
-    Refusal,
+    /// The provider refused or filtered the content (Anthropic
+    /// `stop_reason: "refusal"`, OpenAI `finish_reason: "content_filter"`
+    /// or a `refusal` message). Retrying the same request is pointless.
+    Refusal {
+        /// The provider's category, when it gives one (Anthropic
+        /// `stop_details.category`, e.g. `cyber`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        category: Option<String>,
+        /// The provider's explanation, when it gives one (Anthropic
+        /// `stop_details.explanation`, OpenAI `delta.refusal`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        explanation: Option<String>,
+    },
     /// Anything else, as the provider named it.
     Other(String),
+}
+
+impl StopReason {
+    /// A refusal without category or explanation.
+    pub fn refusal() -> Self {
+        StopReason::Refusal {
+            category: None,
+            explanation: None,
+        }
+    }
+
+    /// The reason's name as written in JSON lines: `end_turn`, `tool_use`,
+    /// `max_tokens`, `stop_sequence`, `refusal`, or the provider's own word.
+    pub fn as_str(&self) -> &str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::ToolUse => "tool_use",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::StopSequence => "stop_sequence",
+            StopReason::Refusal { .. } => "refusal",
+            StopReason::Other(other) => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_add_saturates() {
+        let mut total = Usage {
+            input_tokens: u64::MAX - 1,
+            output_tokens: 5,
+            cache_read_input_tokens: u64::MAX,
+            cache_creation_input_tokens: 1,
+        };
+        total.add(&Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            cache_read_input_tokens: 1,
+            cache_creation_input_tokens: u64::MAX,
+        });
+        assert_eq!(total.input_tokens, u64::MAX);
+        assert_eq!(total.output_tokens, 10);
+        assert_eq!(total.cache_read_input_tokens, u64::MAX);
+        assert_eq!(total.cache_creation_input_tokens, u64::MAX);
+    }
+
+    #[test]
+    fn stop_reason_names() {
+        assert_eq!(StopReason::refusal().as_str(), "refusal");
+        assert_eq!(StopReason::MaxTokens.as_str(), "max_tokens");
+        assert_eq!(
+            serde_json::to_value(StopReason::EndTurn).unwrap(),
+            serde_json::json!("end_turn")
+        );
+    }
 }

@@ -23,6 +23,18 @@ pub struct Script {
     /// The replies, in order.
     #[serde(default)]
     pub turns: Vec<Turn>,
+    /// A fault served to every request, whatever its turn and attempt
+    /// (instead of the turns' own faults). A request past the last turn is
+    /// then answered from the last turn, so the fault never runs out: e.g.
+    /// [`Fault::BreakAfterFirstContent`] makes a stream that always breaks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_request: Option<Fault>,
+    /// Requests whose body is larger than this many bytes are rejected with
+    /// the provider's real context-length error (HTTP 400; Anthropic
+    /// `prompt is too long: N tokens > M maximum`, OpenAI
+    /// `context_length_exceeded`), counting 4 bytes as a token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_bytes: Option<usize>,
 }
 
 /// Why a script could not be loaded.
@@ -55,7 +67,21 @@ impl Script {
     pub fn new(turns: impl IntoIterator<Item = Turn>) -> Self {
         Self {
             turns: turns.into_iter().collect(),
+            ..Self::default()
         }
+    }
+
+    /// Serves `fault` to every request (see [`Script::every_request`]).
+    pub fn with_fault_on_every_request(mut self, fault: Fault) -> Self {
+        self.every_request = Some(fault);
+        self
+    }
+
+    /// Rejects requests larger than `bytes` with the provider's real
+    /// context-length error (see [`Script::max_request_bytes`]).
+    pub fn with_max_request_bytes(mut self, bytes: usize) -> Self {
+        self.max_request_bytes = Some(bytes);
+        self
     }
 
     /// Parses a script from JSON text.
@@ -84,13 +110,13 @@ impl Script {
 
 impl From<Vec<Turn>> for Script {
     fn from(turns: Vec<Turn>) -> Self {
-        Self { turns }
+        Self::new(turns)
     }
 }
 
 impl From<Turn> for Script {
     fn from(turn: Turn) -> Self {
-        Self { turns: vec![turn] }
+        Self::new([turn])
     }
 }
 
@@ -118,10 +144,24 @@ pub struct Turn {
     /// Send no usage at all (a server that ignores `stream_options`).
     pub omit_usage: bool,
     /// Stop reason in Anthropic's words (`end_turn`, `tool_use`,
-    /// `max_tokens`, `stop_sequence`); when unset, `tool_use` if the turn
-    /// calls a tool, else `end_turn`. For OpenAI it is translated
-    /// (`stop`, `tool_calls`, `length`).
+    /// `max_tokens`, `stop_sequence`, `refusal`); when unset, `tool_use` if
+    /// the turn calls a tool, else `end_turn`. For OpenAI it is translated
+    /// (`stop`, `tool_calls`, `length`, `content_filter`).
     pub stop_reason: Option<String>,
+    /// With `stop_reason: "refusal"`: Anthropic sends it as
+    /// `stop_details.explanation`, OpenAI as `delta.refusal` text.
+    pub refusal_explanation: Option<String>,
+    /// With `stop_reason: "refusal"`: Anthropic's `stop_details.category`.
+    pub refusal_category: Option<String>,
+    /// Anthropic: content blocks are numbered from the last down (never
+    /// from 0); OpenAI: tool calls are indexed from the last down.
+    pub out_of_order: bool,
+    /// Every event carries fields no API defines (at the top level and in
+    /// `message`, `content_block`, `delta` and `choices[]`).
+    pub extra_fields: bool,
+    /// OpenAI: the delta field reasoning goes in, `reasoning_content`
+    /// (DeepSeek, vLLM; the default) or `reasoning` (Ollama, OpenRouter).
+    pub reasoning_field: Option<String>,
 }
 
 impl Default for Turn {
@@ -133,6 +173,11 @@ impl Default for Turn {
             usage: None,
             omit_usage: false,
             stop_reason: None,
+            refusal_explanation: None,
+            refusal_category: None,
+            out_of_order: false,
+            extra_fields: false,
+            reasoning_field: None,
         }
     }
 }
@@ -216,6 +261,60 @@ impl Turn {
             name: name.into(),
             arguments: arguments.into(),
         });
+        self
+    }
+
+    /// A turn the provider refuses: `stop_reason: "refusal"` with this
+    /// explanation (see [`Turn::refusal_explanation`]).
+    pub fn refusal(explanation: impl Into<String>) -> Self {
+        let mut turn = Self::new().with_stop_reason("refusal");
+        turn.refusal_explanation = Some(explanation.into());
+        turn
+    }
+
+    /// A turn cut off by the output limit in the middle of a tool call: a
+    /// call to `name` whose arguments are `partial_arguments` (incomplete
+    /// JSON), then `stop_reason: "max_tokens"` (OpenAI `length`).
+    pub fn cut_off_in_tool_call(
+        name: impl Into<String>,
+        partial_arguments: impl Into<String>,
+    ) -> Self {
+        let mut turn = Self::new().with_stop_reason("max_tokens");
+        turn.parts.push(Part::RawToolCall {
+            id: None,
+            name: name.into(),
+            arguments: partial_arguments.into(),
+        });
+        turn
+    }
+
+    /// Adds a server-side tool use the client must ignore: Anthropic
+    /// `server_tool_use` and `web_search_tool_result` blocks, OpenAI an
+    /// `annotations` delta.
+    pub fn and_server_tool_use(mut self, name: impl Into<String>, input: Value) -> Self {
+        self.parts.push(Part::ServerToolUse {
+            name: name.into(),
+            input,
+        });
+        self
+    }
+
+    /// Holds the stream at this point until the test calls
+    /// [`crate::ScriptedModelServer::release`].
+    pub fn and_hold(mut self) -> Self {
+        self.parts.push(Part::Hold);
+        self
+    }
+
+    /// Numbers blocks and tool calls out of order (see [`Turn::out_of_order`]).
+    pub fn out_of_order(mut self) -> Self {
+        self.out_of_order = true;
+        self
+    }
+
+    /// Adds unknown fields to every event (see [`Turn::extra_fields`]).
+    pub fn with_extra_fields(mut self) -> Self {
+        self.extra_fields = true;
         self
     }
 
@@ -305,6 +404,19 @@ pub enum Part {
         /// Raw argument text.
         arguments: String,
     },
+    /// A tool the provider runs itself (web search), which a client must
+    /// ignore: Anthropic `server_tool_use` (with `input_json_delta`s) and
+    /// `web_search_tool_result` blocks; OpenAI a `delta.annotations` chunk.
+    ServerToolUse {
+        /// Tool name, e.g. `web_search`.
+        name: String,
+        /// Its input.
+        #[serde(default = "empty_object")]
+        input: Value,
+    },
+    /// The stream stops here until the test calls
+    /// [`crate::ScriptedModelServer::release`]; then it goes on.
+    Hold,
 }
 
 fn empty_object() -> Value {
@@ -362,6 +474,46 @@ pub enum Fault {
     /// Anthropic: an `overloaded_error` event after `message_start`;
     /// OpenAI: HTTP 503.
     Overloaded,
+    /// The reply up to and including its first content event (text,
+    /// reasoning or tool call), then the connection is aborted. With
+    /// [`Script::with_fault_on_every_request`], a stream that always breaks.
+    BreakAfterFirstContent,
+    /// The first event, then one event spread over `lines` `data:` lines of
+    /// `line_bytes` bytes each (valid JSON padded with whitespace), then the
+    /// rest of the reply.
+    ManyDataLines {
+        /// `data:` lines in the event.
+        lines: usize,
+        /// Bytes per line.
+        line_bytes: usize,
+    },
+    /// The reply starts and its text never ends: text deltas of
+    /// `chunk_size` bytes, for ever, until the client goes away.
+    Endless,
+    /// The first event, then only keep-alives for ever: Anthropic `ping`
+    /// events and SSE comments; OpenAI SSE comments. One every
+    /// `interval_ms` (default 5).
+    PingsOnly {
+        /// Pause between keep-alives.
+        #[serde(default = "default_ping_interval")]
+        interval_ms: u64,
+    },
+    /// The normal reply, but OpenAI sends every tool call with `index: 0`
+    /// (each with its own id), as some compatible servers do. Anthropic is
+    /// unchanged.
+    ToolCallsIndexZero,
+    /// HTTP 400 with a real server's context-length error. `server` is one
+    /// of `anthropic`, `openai`, `vllm`, `llama.cpp`, `ollama`,
+    /// `lmstudio`; by default the request's own provider.
+    ContextLengthExceeded {
+        /// Whose wording.
+        #[serde(default)]
+        server: Option<String>,
+    },
+}
+
+fn default_ping_interval() -> u64 {
+    5
 }
 
 impl Fault {

@@ -25,7 +25,10 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::script::{Fault, Script, Turn};
-use crate::wire::{RenderContext, WireFormat, error_body, error_kind, render};
+use crate::wire::{
+    RenderContext, WireFormat, context_length_error, error_body, error_kind, first_content_frame,
+    render,
+};
 
 /// Headers whose values are replaced by `[redacted]` in recordings.
 const SECRET_HEADERS: &[&str] = &[
@@ -79,6 +82,10 @@ struct Shared {
     state: Mutex<ServerState>,
     requests_seen: watch::Sender<usize>,
     streams_aborted: watch::Sender<usize>,
+    /// How many streams have reached a [`crate::Part::Hold`].
+    holds_reached: watch::Sender<usize>,
+    /// How many times the test released held streams.
+    releases: watch::Sender<usize>,
 }
 
 #[derive(Default)]
@@ -126,6 +133,8 @@ impl ScriptedModelServer {
             state: Mutex::new(ServerState::default()),
             requests_seen: watch::channel(0).0,
             streams_aborted: watch::channel(0).0,
+            holds_reached: watch::channel(0).0,
+            releases: watch::channel(0).0,
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let task = tokio::spawn(async move {
@@ -186,6 +195,26 @@ impl ScriptedModelServer {
     pub async fn wait_for_aborted_streams(&self, n: usize) {
         let mut rx = self.shared.streams_aborted.subscribe();
         let _ = rx.wait_for(|aborted| *aborted >= n).await;
+    }
+}
+
+impl ScriptedModelServer {
+    /// Lets the next held stream go on: the `k`-th [`crate::Part::Hold`]
+    /// any stream reaches waits until `release` has been called `k` times
+    /// (a release before the hold is reached is kept for it).
+    pub fn release(&self) {
+        self.shared.releases.send_modify(|n| *n += 1);
+    }
+
+    /// How many streams have reached a hold so far.
+    pub fn holds_reached(&self) -> usize {
+        *self.shared.holds_reached.borrow()
+    }
+
+    /// Waits until at least `n` holds have been reached.
+    pub async fn wait_for_holds(&self, n: usize) {
+        let mut rx = self.shared.holds_reached.subscribe();
+        let _ = rx.wait_for(|held| *held >= n).await;
     }
 }
 
@@ -266,12 +295,17 @@ async fn handle(
             include_usage,
         } => {
             let turn = &shared.script.turns[turn_index];
-            let fault = turn.faults.get(attempt - 1).cloned();
+            let fault = shared
+                .script
+                .every_request
+                .clone()
+                .or_else(|| turn.faults.get(attempt - 1).cloned());
             let ctx = RenderContext {
                 turn_index,
                 model: &model,
                 request_bytes: body.len(),
                 include_usage,
+                index_zero: fault == Some(Fault::ToolCallsIndexZero),
             };
             serve(&shared, format, turn, fault, &ctx)
         }
@@ -328,11 +362,26 @@ fn decide(
             ),
         );
     };
-    let turn_index = messages
+    if let Some(max) = shared.script.max_request_bytes
+        && record_len(record) > max
+    {
+        let server = match format {
+            WireFormat::Anthropic => "anthropic",
+            WireFormat::OpenAi => "openai",
+        };
+        return Decision::Error(
+            StatusCode::BAD_REQUEST,
+            context_length_error(server, record_len(record) / 4, max / 4),
+        );
+    }
+    let mut turn_index = messages
         .iter()
         .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
         .count();
     let turns = shared.script.turns.len();
+    if shared.script.every_request.is_some() && turns > 0 {
+        turn_index = turn_index.min(turns - 1);
+    }
     if turn_index >= turns {
         let message = format!(
             "script exhausted: the script has {turns} turn(s) but the request already holds {turn_index} assistant message(s), so it asks for turn {}",
@@ -367,6 +416,14 @@ fn decide(
         attempt,
         model,
         include_usage,
+    }
+}
+
+/// The size of a recorded request's body in bytes, as sent.
+fn record_len(record: &RecordedRequest) -> usize {
+    match &record.body {
+        Value::String(raw) => raw.len(),
+        body => body.to_string().len(),
     }
 }
 
@@ -486,6 +543,29 @@ fn serve(
                 "scripted fault: an error body with status 200",
             ),
         ),
+        Some(Fault::ToolCallsIndexZero) => sse_response(shared, frames(), None, Ending::Complete),
+        Some(Fault::BreakAfterFirstContent) => {
+            let mut out = frames();
+            let first = first_content_frame(format, &out);
+            out.truncate(first + 1);
+            sse_response(shared, out, None, Ending::Abort)
+        }
+        Some(Fault::ManyDataLines { lines, line_bytes }) => {
+            many_data_lines(shared, format, frames(), lines, line_bytes)
+        }
+        Some(Fault::Endless) => endless(shared, format, ctx),
+        Some(Fault::PingsOnly { interval_ms }) => pings_only(shared, format, frames(), interval_ms),
+        Some(Fault::ContextLengthExceeded { server }) => {
+            let server = server.unwrap_or_else(|| match format {
+                WireFormat::Anthropic => "anthropic".into(),
+                WireFormat::OpenAi => "openai".into(),
+            });
+            let tokens = (ctx.request_bytes / 4).max(2);
+            json_response(
+                StatusCode::BAD_REQUEST,
+                &context_length_error(&server, tokens, tokens / 2),
+            )
+        }
         Some(Fault::Overloaded) => match format {
             WireFormat::Anthropic => {
                 let mut out = frames().into_iter().take(1).collect::<Vec<_>>();
@@ -545,43 +625,157 @@ fn sse_response(
     delay: Option<Duration>,
     ending: Ending,
 ) -> Response {
+    stream_response(shared, futures::stream::iter(frames).boxed(), delay, ending)
+}
+
+/// The first frame, one event spread over `lines` `data:` lines (valid JSON
+/// padded with whitespace, produced lazily), then the rest of the reply.
+fn many_data_lines(
+    shared: &Arc<Shared>,
+    format: WireFormat,
+    frames: Vec<Bytes>,
+    lines: usize,
+    line_bytes: usize,
+) -> Response {
+    let (open, close): (&[u8], &[u8]) = match format {
+        WireFormat::Anthropic => (
+            b"event: ping\ndata: {\"type\": \"ping\",\n",
+            b"data: \"kaji\": 1}\n\n",
+        ),
+        WireFormat::OpenAi => (b"data: {\"choices\": [],\n", b"data: \"kaji\": 1}\n\n"),
+    };
+    let mut padding = b"data: ".to_vec();
+    padding.resize(6 + line_bytes.max(1), b' ');
+    padding.push(b'\n');
+    let padding = Bytes::from(padding);
+    let mut frames = frames.into_iter();
+    let head: Vec<Bytes> = frames.next().into_iter().collect();
+    let body = futures::stream::iter(
+        head.into_iter()
+            .chain(std::iter::once(Bytes::from_static(open)))
+            .chain(std::iter::repeat_n(padding, lines.saturating_sub(2)))
+            .chain(std::iter::once(Bytes::from_static(close)))
+            .chain(frames),
+    );
+    stream_response(shared, body.boxed(), None, Ending::Complete)
+}
+
+/// A reply whose text never ends: 4096-byte text deltas for ever.
+fn endless(shared: &Arc<Shared>, format: WireFormat, ctx: &RenderContext<'_>) -> Response {
+    let start = Turn::text("x");
+    let mut head = render(format, &start, ctx);
+    let piece = "endless ".repeat(512);
+    let frame = match format {
+        WireFormat::Anthropic => {
+            // message_start, ping, content_block_start of the text block.
+            head.truncate(3);
+            Bytes::from(format!(
+                "event: content_block_delta\ndata: {}\n\n",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}})
+            ))
+        }
+        WireFormat::OpenAi => {
+            head.truncate(1);
+            Bytes::from(format!(
+                "data: {}\n\n",
+                json!({"id": "chatcmpl-endless", "object": "chat.completion.chunk", "created": 0, "model": ctx.model,
+                       "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]})
+            ))
+        }
+    };
+    let body = futures::stream::iter(head).chain(futures::stream::repeat(frame));
+    stream_response(shared, body.boxed(), None, Ending::Hang)
+}
+
+/// The first event, then keep-alives for ever, one every `interval_ms`.
+fn pings_only(
+    shared: &Arc<Shared>,
+    format: WireFormat,
+    frames: Vec<Bytes>,
+    interval_ms: u64,
+) -> Response {
+    let head: Vec<Bytes> = frames.into_iter().take(1).collect();
+    let pings: Vec<Bytes> = match format {
+        WireFormat::Anthropic => vec![
+            Bytes::from_static(b"event: ping\ndata: {\"type\": \"ping\"}\n\n"),
+            Bytes::from_static(b": keep-alive\n\n"),
+        ],
+        WireFormat::OpenAi => vec![
+            Bytes::from_static(b": OPENROUTER PROCESSING\n\n"),
+            Bytes::from_static(b": ping\n\n"),
+        ],
+    };
+    let interval = Duration::from_millis(interval_ms);
+    let pings = futures::stream::iter(pings)
+        .cycle()
+        .then(move |ping| async move {
+            tokio::time::sleep(interval).await;
+            ping
+        });
+    let body = futures::stream::iter(head).chain(pings);
+    stream_response(shared, body.boxed(), None, Ending::Hang)
+}
+
+/// Waits at a hold until the test has released it.
+async fn hold(shared: &Shared) {
+    let mut reached = 0;
+    shared.holds_reached.send_modify(|n| {
+        *n += 1;
+        reached = *n;
+    });
+    let mut rx = shared.releases.subscribe();
+    let _ = rx.wait_for(|released| *released >= reached).await;
+}
+
+fn stream_response(
+    shared: &Arc<Shared>,
+    frames: futures::stream::BoxStream<'static, Bytes>,
+    delay: Option<Duration>,
+    ending: Ending,
+) -> Response {
     let guard = AbortGuard {
         shared: shared.clone(),
         completed: false,
     };
-    let state = (frames.into_iter(), guard, false);
+    let state = (frames, guard, false);
     let stream =
         futures::stream::unfold(state, move |(mut frames, mut guard, finished)| async move {
             if finished {
                 return None;
             }
-            if let Some(delay) = delay {
-                tokio::time::sleep(delay).await;
+            loop {
+                if let Some(delay) = delay {
+                    tokio::time::sleep(delay).await;
+                }
+                match frames.next().await {
+                    Some(frame) if frame.is_empty() => hold(&guard.shared).await,
+                    Some(frame) => {
+                        return Some((Ok::<Bytes, std::io::Error>(frame), (frames, guard, false)));
+                    }
+                    None => break,
+                }
             }
-            match frames.next() {
-                Some(frame) => Some((Ok::<Bytes, std::io::Error>(frame), (frames, guard, false))),
-                None => match ending {
-                    Ending::Complete => {
-                        guard.disarm();
-                        None
-                    }
-                    Ending::Abort => {
-                        guard.disarm();
-                        // Let hyper flush what was sent before the abort: it
-                        // flushes when the body is pending, and discards its
-                        // buffer when the body fails.
-                        tokio::task::yield_now().await;
-                        let error = std::io::Error::new(
-                            std::io::ErrorKind::ConnectionAborted,
-                            "scripted fault: connection dropped mid-stream",
-                        );
-                        Some((Err(error), (frames, guard, true)))
-                    }
-                    Ending::Hang => {
-                        futures::future::pending::<()>().await;
-                        None
-                    }
-                },
+            match ending {
+                Ending::Complete => {
+                    guard.disarm();
+                    None
+                }
+                Ending::Abort => {
+                    guard.disarm();
+                    // Let hyper flush what was sent before the abort: it
+                    // flushes when the body is pending, and discards its
+                    // buffer when the body fails.
+                    tokio::task::yield_now().await;
+                    let error = std::io::Error::new(
+                        std::io::ErrorKind::ConnectionAborted,
+                        "scripted fault: connection dropped mid-stream",
+                    );
+                    Some((Err(error), (frames, guard, true)))
+                }
+                Ending::Hang => {
+                    futures::future::pending::<()>().await;
+                    None
+                }
             }
         });
     let mut response = Response::new(Body::from_stream(

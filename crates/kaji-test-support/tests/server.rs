@@ -258,3 +258,155 @@ fn standalone_binary_rejects_a_bad_script() {
         "{stderr}"
     );
 }
+
+fn anthropic_body(assistant_turns: usize) -> String {
+    let mut messages = vec![json!({"role": "user", "content": "x"})];
+    for _ in 0..assistant_turns {
+        messages.push(json!({"role": "assistant", "content": "a"}));
+        messages.push(json!({"role": "user", "content": "u"}));
+    }
+    json!({"model": "m", "stream": true, "messages": messages}).to_string()
+}
+
+#[tokio::test]
+async fn fixtures_on_the_wire() {
+    let mut refusal = Turn::refusal("Not this.");
+    refusal.refusal_category = Some("cyber".into());
+    let server = ScriptedModelServer::start([
+        Turn::text("hi").with_extra_fields(),
+        refusal,
+        Turn::text("a")
+            .and_server_tool_use("web_search", json!({"q": 1}))
+            .out_of_order(),
+    ])
+    .await;
+    let (_, text) = http(
+        server.addr(),
+        "POST",
+        "/v1/messages",
+        &[],
+        &anthropic_body(0),
+    )
+    .await;
+    let data = data_lines(&text);
+    assert!(data.len() > 5);
+    for line in &data {
+        assert!(line.contains("kaji_unknown_field"), "{line}");
+    }
+    assert!(text.contains(r#""delta":{"kaji_unknown_field""#), "{text}");
+    let (_, text) = http(
+        server.addr(),
+        "POST",
+        "/v1/messages",
+        &[],
+        &anthropic_body(1),
+    )
+    .await;
+    assert!(
+        text.contains(
+            r#""stop_details":{"category":"cyber","explanation":"Not this.","type":"refusal"}"#
+        ),
+        "{text}"
+    );
+    let (_, text) = http(
+        server.addr(),
+        "POST",
+        "/v1/messages",
+        &[],
+        &anthropic_body(2),
+    )
+    .await;
+    assert!(text.contains(r#""type":"server_tool_use""#), "{text}");
+    assert!(
+        text.contains(r#""type":"web_search_tool_result""#),
+        "{text}"
+    );
+    assert!(
+        !text.contains(r#""index":0"#),
+        "out of order starts above 0: {text}"
+    );
+    let (_, text) = http(
+        server.addr(),
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        &anthropic_body(1),
+    )
+    .await;
+    assert!(text.contains(r#""refusal":"Not this""#), "{text}");
+    assert!(text.contains(r#""finish_reason":"stop""#), "{text}");
+}
+
+#[tokio::test]
+async fn faults_on_every_request_and_context_limits() {
+    let script = Script::new([Turn::text("only turn")])
+        .with_fault_on_every_request(Fault::BreakAfterFirstContent)
+        .with_max_request_bytes(400);
+    let server = ScriptedModelServer::start(script).await;
+    // Past the last turn: still the fault, not "script exhausted".
+    let (status, text) = http(
+        server.addr(),
+        "POST",
+        "/v1/messages",
+        &[],
+        &anthropic_body(3),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        text.contains("text_delta") && !text.contains("message_stop"),
+        "{text}"
+    );
+    let big = json!({"model": "m", "messages": [{"role": "user", "content": "y".repeat(1000)}]});
+    let (status, text) = http(server.addr(), "POST", "/v1/messages", &[], &big.to_string()).await;
+    assert_eq!(status, 400);
+    assert!(text.contains("prompt is too long: 2"), "{text}");
+    assert!(text.contains("tokens > 100 maximum"), "{text}");
+    let (status, text) = http(
+        server.addr(),
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        &big.to_string(),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(text.contains("context_length_exceeded"), "{text}");
+    assert_eq!(server.requests().len(), 3);
+    assert_eq!(server.requests()[2].turn, None);
+}
+
+#[tokio::test]
+async fn a_hold_waits_for_release() {
+    let server =
+        ScriptedModelServer::start(Turn::text("before").and_hold().and_text("after")).await;
+    let addr = server.addr();
+    let reader =
+        tokio::spawn(
+            async move { http(addr, "POST", "/v1/messages", &[], &anthropic_body(0)).await },
+        );
+    server.wait_for_holds(1).await;
+    assert!(!reader.is_finished());
+    server.release();
+    let (_, text) = reader.await.unwrap();
+    assert!(text.contains("before") && text.contains("after") && text.contains("message_stop"));
+}
+
+#[tokio::test]
+async fn many_data_lines_make_one_event() {
+    let server = ScriptedModelServer::start(Turn::text("x").with_fault(Fault::ManyDataLines {
+        lines: 50,
+        line_bytes: 10,
+    }))
+    .await;
+    let (_, text) = http(
+        server.addr(),
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        &anthropic_body(0),
+    )
+    .await;
+    assert_eq!(text.matches("\ndata: ").count(), 50 + 4, "{text}");
+    assert!(text.contains("data: {\"choices\": [],\n"));
+}
