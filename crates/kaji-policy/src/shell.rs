@@ -225,6 +225,14 @@ impl Walker<'_> {
                 self.bad(format!("changes shell variables (`{}`)", text(node, src)))
             }
             "c_style_for_statement" => self.bad("has a C-style for loop"),
+            "arithmetic_expansion" if text(node, src).contains(is_name_char) => self.bad(format!(
+                "has arithmetic on variables (`{}`), which can run code",
+                text(node, src)
+            )),
+            "test_command" if is_arithmetic_test(&text(node, src)) => self.bad(format!(
+                "compares variables arithmetically (`{}`), which can run code",
+                text(node, src)
+            )),
             "for_statement" => {
                 let var = node
                     .child_by_field_name("variable")
@@ -279,10 +287,30 @@ impl Walker<'_> {
             }
         }
         if let Some(body) = body {
-            self.walk(body, src, writes);
+            self.redirected_body(body, src, redirected, writes);
         }
         for part in later {
             self.walk(part, src, false);
+        }
+    }
+
+    /// tree-sitter-bash hangs a trailing redirection on a whole list or
+    /// pipeline (`a && b > f`), where bash applies it to the last command
+    /// only; this puts it back there.
+    fn redirected_body(&mut self, body: Node, src: &[u8], outer: bool, writes: bool) {
+        if !matches!(body.kind(), "list" | "pipeline") {
+            return self.walk(body, src, writes);
+        }
+        let mut cursor = body.walk();
+        let kids: Vec<Node> = body
+            .children(&mut cursor)
+            .filter(|c| (c.is_named() && c.kind() != "comment") || c.is_error() || c.is_missing())
+            .collect();
+        if let Some((last, init)) = kids.split_last() {
+            for kid in init {
+                self.walk(*kid, src, outer);
+            }
+            self.redirected_body(*last, src, outer, writes);
         }
     }
 
@@ -352,7 +380,7 @@ impl Walker<'_> {
         let mut saw_c = false;
         for word in args.by_ref() {
             match word.literal() {
-                Some(w) if w.starts_with('-') && !w.starts_with("--") && w.len() > 1 => {
+                Some(w) if w.len() > 1 && !w.starts_with("--") && w.starts_with('-') => {
                     if w.contains('c') {
                         saw_c = true;
                         break;
@@ -360,14 +388,13 @@ impl Walker<'_> {
                 }
                 Some(w) if w.starts_with("--") => {}
                 Some(_) => return false,
-                None if !saw_c => {
+                None => {
                     self.bad(format!(
                         "runs a shell with an expansion (`{}`)",
                         command.text
                     ));
                     return true;
                 }
-                None => {}
             }
         }
         if !saw_c {
@@ -428,6 +455,33 @@ impl Walker<'_> {
         true
     }
 
+    /// A word made of parts (`a'b'"c"`): literal when every part is and
+    /// the parts cover the whole word.
+    fn concatenation(&mut self, node: Node, src: &[u8], raw: String) -> Word {
+        let mut cursor = node.walk();
+        let kids: Vec<Node> = node.children(&mut cursor).collect();
+        let mut joined = Some(String::new());
+        let mut end = node.start_byte();
+        for kid in kids {
+            let part = if kid.is_named() {
+                self.word(kid, src)
+            } else if text(kid, src) == "$" {
+                Word::Literal("$".into())
+            } else {
+                Word::Dynamic(text(kid, src))
+            };
+            if kid.start_byte() != end {
+                joined = None;
+            }
+            end = kid.end_byte();
+            joined = joined.zip(part.literal()).map(|(j, p)| j + p);
+        }
+        match joined {
+            Some(s) if end == node.end_byte() => Word::Literal(s),
+            _ => Word::Dynamic(raw),
+        }
+    }
+
     /// The word `node` stands for; walks any command substitution in it.
     fn word(&mut self, node: Node, src: &[u8]) -> Word {
         let raw = text(node, src);
@@ -457,22 +511,26 @@ impl Walker<'_> {
                     Word::Dynamic(raw)
                 }
             }
-            "concatenation" => {
-                let mut cursor = node.walk();
-                let kids: Vec<Node> = node.named_children(&mut cursor).collect();
-                let parts: Vec<Word> = kids.into_iter().map(|c| self.word(c, src)).collect();
-                let joined: Option<String> = parts.iter().map(Word::literal).collect();
-                match joined {
-                    Some(s) if !raw.contains('$') => Word::Literal(s),
-                    _ => Word::Dynamic(raw),
-                }
-            }
+            "concatenation" => self.concatenation(node, src, raw),
             _ => {
-                self.children(node, src, false);
+                self.walk(node, src, false);
                 Word::Dynamic(raw)
             }
         }
     }
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_' || c == '$' || c == '`'
+}
+
+/// Whether a `[[ … ]]` or `(( … ))` test evaluates its operands as
+/// arithmetic (where a variable's value `a[$(cmd)]` runs `cmd`).
+fn is_arithmetic_test(test: &str) -> bool {
+    test.starts_with("((")
+        || test
+            .split_whitespace()
+            .any(|w| matches!(w, "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge"))
 }
 
 fn text(node: Node, src: &[u8]) -> String {
@@ -482,12 +540,10 @@ fn text(node: Node, src: &[u8]) -> String {
 /// The operator of a redirection: its first anonymous token.
 fn operator(node: Node, src: &[u8]) -> String {
     let mut cursor = node.walk();
-    let op = node
-        .children(&mut cursor)
+    node.children(&mut cursor)
         .find(|c| !c.is_named())
         .map(|c| text(c, src))
-        .unwrap_or_default();
-    op
+        .unwrap_or_default()
 }
 
 fn has_glob(word: &str) -> bool {
@@ -614,6 +670,12 @@ mod tests {
         assert!(matches!(words[4], Word::Dynamic(_)));
         assert!(matches!(words[5], Word::Dynamic(_)));
         assert!(matches!(words[6], Word::Dynamic(_)));
+        let b = analyse(r#"echo a'b'"c" '$x' x\'y a$"#, &ctx());
+        let words = &b.commands[0].words;
+        assert_eq!(words[1], Word::Literal("abc".into()));
+        assert_eq!(words[2], Word::Literal("$x".into()));
+        assert_eq!(words[3], Word::Literal("x'y".into()));
+        assert_eq!(words[4], Word::Literal("a$".into()));
     }
 
     #[test]
@@ -639,6 +701,8 @@ mod tests {
             "ls && (",
             "for PATH in /tmp; do ls; done",
             "cd sub && echo x > f",
+            "echo $((x + 1))",
+            "[[ $n -gt 1 ]] && ls",
         ] {
             why(command);
         }
@@ -659,5 +723,11 @@ mod tests {
         assert!(!a.commands[1].writes_file);
         let b = analyse("{ ls; pwd; } > listing", &ctx());
         assert!(b.commands.iter().all(|c| c.writes_file));
+        let c = analyse("ls && cargo test > out | wc > x", &ctx());
+        let writes: Vec<bool> = c.commands.iter().map(|c| c.writes_file).collect();
+        assert_eq!(writes, [false, true, true], "{c:?}");
+        let d = analyse("ls | cargo test > out", &ctx());
+        let writes: Vec<bool> = d.commands.iter().map(|c| c.writes_file).collect();
+        assert_eq!(writes, [false, true], "{d:?}");
     }
 }
