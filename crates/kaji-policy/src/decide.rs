@@ -350,7 +350,8 @@ fn decide_command(rules: &RuleSet, command: &str, ctx: &Context) -> PolicyDecisi
         let hit = analysis
             .commands
             .iter()
-            .find_map(|cmd| rules.first(kind, |r| r.matches_command(cmd)))
+            .flat_map(unwrapped)
+            .find_map(|cmd| rules.first(kind, |r| r.matches_command(&cmd)))
             .or_else(|| rules.first(kind, |r| *r == bash));
         if let Some(entry) = hit {
             return PolicyDecision::by(entry);
@@ -383,6 +384,44 @@ fn decide_command(rules: &RuleSet, command: &str, ctx: &Context) -> PolicyDecisi
         Some(entry) => PolicyDecision::by(entry),
         None => PolicyDecision::new(Decision::Allow, Reason::ReadOnly),
     }
+}
+
+/// `cmd` and, when it starts with wrappers that run the rest of their
+/// words (`sudo`, `timeout 5`, `nice -n 5`, `xargs -0`, …), the command
+/// they run: deny and ask rules are matched against each, so `Bash(rm:*)`
+/// also denies `sudo rm -rf x`. Never used for allow rules.
+fn unwrapped(cmd: &SimpleCommand) -> Vec<SimpleCommand> {
+    const STRIP: &[&str] = &[
+        "sudo", "doas", "nohup", "time", "nice", "timeout", "xargs", "stdbuf", "ionice", "setsid",
+    ];
+    let mut out = vec![cmd.clone()];
+    let mut words = cmd.words.as_slice();
+    while let Some(program) = words.first().and_then(|w| w.literal()) {
+        if !STRIP.contains(&program) {
+            break;
+        }
+        let mut rest = &words[1..];
+        while rest
+            .first()
+            .is_some_and(|w| w.literal().is_none_or(|w| w.starts_with('-')))
+        {
+            let takes_value = matches!(rest[0].literal(), Some("-n" | "-u" | "-I" | "-s" | "-k"));
+            rest = &rest[if takes_value { 2 } else { 1 }.min(rest.len())..];
+        }
+        if program == "timeout" && !rest.is_empty() {
+            rest = &rest[1..];
+        }
+        if rest.is_empty() || rest.len() == words.len() {
+            break;
+        }
+        words = rest;
+        out.push(SimpleCommand {
+            words: words.to_vec(),
+            text: cmd.text.clone(),
+            writes_file: cmd.writes_file,
+        });
+    }
+    out
 }
 
 /// Whether every simple command of `command` is a known read-only command
@@ -671,6 +710,9 @@ mod tests {
         assert_eq!(bash(&set, "eval x; rm -rf /"), Decision::Deny);
         assert_eq!(bash(&set, "echo $(rm x)"), Decision::Deny);
         assert_eq!(bash(&set, "eval x"), Decision::Ask);
+        assert_eq!(bash(&set, "sudo rm -rf /"), Decision::Deny);
+        assert_eq!(bash(&set, "timeout 5 nice -n 3 rm x"), Decision::Deny);
+        assert_eq!(bash(&set, "find . | xargs -0 rm"), Decision::Deny);
     }
 
     #[test]

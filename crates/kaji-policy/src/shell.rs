@@ -225,7 +225,7 @@ impl Walker<'_> {
                 self.bad(format!("changes shell variables (`{}`)", text(node, src)))
             }
             "c_style_for_statement" => self.bad("has a C-style for loop"),
-            "arithmetic_expansion" if text(node, src).contains(is_name_char) => self.bad(format!(
+            "arithmetic_expansion" if arithmetic_on_names(&text(node, src)) => self.bad(format!(
                 "has arithmetic on variables (`{}`), which can run code",
                 text(node, src)
             )),
@@ -461,8 +461,14 @@ impl Walker<'_> {
         let mut cursor = node.walk();
         let kids: Vec<Node> = node.children(&mut cursor).collect();
         let mut joined = Some(String::new());
+        let mut unquoted = String::new();
         let mut end = node.start_byte();
         for kid in kids {
+            if kid.kind() == "word" {
+                unquoted.push_str(&text(kid, src));
+            } else {
+                unquoted.push('\0');
+            }
             let part = if kid.is_named() {
                 self.word(kid, src)
             } else if text(kid, src) == "$" {
@@ -477,7 +483,9 @@ impl Walker<'_> {
             joined = joined.zip(part.literal()).map(|(j, p)| j + p);
         }
         match joined {
-            Some(s) if end == node.end_byte() => Word::Literal(s),
+            Some(s) if end == node.end_byte() && !has_brace_expansion(&unquoted) => {
+                Word::Literal(s)
+            }
             _ => Word::Dynamic(raw),
         }
     }
@@ -520,8 +528,14 @@ impl Walker<'_> {
     }
 }
 
-fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphabetic() || c == '_' || c == '$' || c == '`'
+/// Whether the arithmetic `$(( … ))` names a variable (or expands
+/// anything): plain numbers and operators are harmless.
+fn arithmetic_on_names(expansion: &str) -> bool {
+    let inner = expansion
+        .strip_prefix("$((")
+        .or_else(|| expansion.strip_prefix("$["))
+        .unwrap_or(expansion);
+    inner.contains(|c: char| c.is_ascii_alphabetic() || matches!(c, '_' | '$' | '`'))
 }
 
 /// Whether a `[[ … ]]` or `(( … ))` test evaluates its operands as
@@ -553,11 +567,23 @@ fn has_glob(word: &str) -> bool {
             escaped = false;
         } else if c == '\\' {
             escaped = true;
-        } else if matches!(c, '*' | '?' | '[' | '{' | '$' | '`') {
+        } else if matches!(c, '*' | '?' | '[' | '$' | '`') {
             return true;
         }
     }
-    false
+    has_brace_expansion(word)
+}
+
+/// Whether `word` has a brace expansion (`{a,b}`, `{1..3}`); `{}` alone
+/// (as in `find -exec … {}`) is literal.
+fn has_brace_expansion(word: &str) -> bool {
+    let Some(open) = word.find('{') else {
+        return false;
+    };
+    word[open..].find('}').is_some_and(|close| {
+        let inside = &word[open + 1..open + close];
+        inside.contains(',') || inside.contains("..")
+    })
 }
 
 fn strip_quotes(raw: &str, quote: char) -> String {
@@ -676,6 +702,10 @@ mod tests {
         assert_eq!(words[2], Word::Literal("$x".into()));
         assert_eq!(words[3], Word::Literal("x'y".into()));
         assert_eq!(words[4], Word::Literal("a$".into()));
+        let c = analyse("find . -exec grep x {} ; echo {a,b} $((1 + 2))", &ctx());
+        assert!(c.is_analysable(), "{c:?}");
+        assert_eq!(c.commands[0].words[5], Word::Literal("{}".into()));
+        assert!(matches!(c.commands[1].words[1], Word::Dynamic(_)), "{c:?}");
     }
 
     #[test]
