@@ -145,6 +145,7 @@ impl Place {
         ctx.home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from);
+        ctx.protected_paths = trust::git_protected_patterns(&self.project);
         ctx
     }
 

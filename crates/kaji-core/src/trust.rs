@@ -184,6 +184,45 @@ pub fn is_trusted(kaji_home: &Path, dir: &Path) -> Result<bool, TrustError> {
     Ok(store.get(&project).is_some_and(|e| e.trusted))
 }
 
+/// The git directories outside `root/.git/` that git reads for the
+/// checkout at `root`: when `root/.git` is a file (a worktree or a
+/// submodule) its `gitdir:` target, and that directory's `commondir` (the
+/// main repository's `.git`, where `config` and `hooks/` live). Missing or
+/// unreadable files give nothing.
+pub fn linked_git_dirs(root: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(root.join(".git")) else {
+        return Vec::new();
+    };
+    let Some(target) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
+        return Vec::new();
+    };
+    let gitdir = root.join(target.trim());
+    let gitdir = gitdir.canonicalize().unwrap_or(gitdir);
+    let mut dirs = vec![gitdir.clone()];
+    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
+        let common = gitdir.join(common.trim());
+        dirs.push(common.canonicalize().unwrap_or(common));
+    }
+    dirs
+}
+
+/// [`linked_git_dirs`] as extra protected-path patterns for
+/// `kaji_policy::Context::protected_paths`: each directory's `config` and
+/// `hooks/**`, as absolute (`//…`) patterns.
+pub fn git_protected_patterns(root: &Path) -> Vec<String> {
+    linked_git_dirs(root)
+        .iter()
+        .flat_map(|dir| {
+            let dir = kaji_policy::paths::escape(&dir.to_string_lossy());
+            let dir = dir
+                .trim_start_matches('/')
+                .trim_end_matches('/')
+                .to_string();
+            [format!("//{dir}/config"), format!("//{dir}/hooks/**")]
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,6 +253,39 @@ mod tests {
         store.save().expect("save");
         assert!(!is_trusted(&home, &repo).expect("check"));
         assert_eq!(TrustStore::load(&home).expect("load").entries().len(), 1);
+    }
+
+    #[test]
+    fn a_worktree_protects_its_gitdir_and_the_common_dir() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let main = tmp.path().join("main");
+        let gitdir = main.join(".git/worktrees/w");
+        let wt = tmp.path().join("w");
+        std::fs::create_dir_all(&gitdir).expect("mkdir");
+        std::fs::create_dir_all(&wt).expect("mkdir");
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", gitdir.display())).expect("write");
+        std::fs::write(gitdir.join("commondir"), "../..\n").expect("write");
+        let patterns = git_protected_patterns(&wt);
+        let main_git = main.join(".git").canonicalize().expect("canonical");
+        assert!(
+            patterns.contains(&format!("/{}/config", main_git.display())),
+            "{patterns:?}"
+        );
+        let mut ctx = kaji_policy::Context::new(&wt, true);
+        ctx.protected_paths = patterns;
+        assert!(kaji_policy::paths::is_protected(
+            &main_git.join("config"),
+            &ctx
+        ));
+        assert!(kaji_policy::paths::is_protected(
+            &main_git.join("hooks/pre-commit"),
+            &ctx
+        ));
+        assert!(!kaji_policy::paths::is_protected(
+            &main_git.join("HEAD"),
+            &ctx
+        ));
+        assert!(git_protected_patterns(&main).is_empty());
     }
 
     #[test]

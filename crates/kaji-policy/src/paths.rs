@@ -14,7 +14,9 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use globset::{GlobBuilder, GlobMatcher};
+use std::sync::OnceLock;
+
+use globset::{GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 
 use crate::Context;
 
@@ -50,19 +52,49 @@ pub fn normalise(path: &Path) -> PathBuf {
 
 /// Whether the absolute, normalised `path` is one of the protected paths
 /// of the project (the built-in ones and `ctx.protected_paths`).
+///
+/// Extra patterns starting with `//` are absolute (`//repo/.git/worktrees/x/config`
+/// for a worktree's `gitdir:` target) and apply anywhere; the others are
+/// relative to the project root, at any depth.
 pub fn is_protected(path: &Path, ctx: &Context) -> bool {
-    if !path.starts_with(&ctx.project_root) {
-        return false;
+    let inside = path.strip_prefix(&ctx.project_root).ok();
+    if inside.is_some_and(|rel| builtin_protected().is_match(rel)) {
+        return true;
     }
-    PROTECTED_PATHS
+    let inside = inside.is_some();
+    ctx.protected_paths
         .iter()
-        .copied()
-        .chain(ctx.protected_paths.iter().map(String::as_str))
+        .map(String::as_str)
         .any(|pattern| {
-            let pattern = pattern.trim_start_matches('/');
-            let anchored = format!("{}/**/{pattern}", glob_dir(&ctx.project_root));
+            let anchored = match pattern.strip_prefix("//") {
+                Some(abs) => format!("/{abs}"),
+                None if inside => {
+                    let rel = pattern.trim_start_matches('/');
+                    format!("{}/**/{rel}", glob_dir(&ctx.project_root))
+                }
+                None => return false,
+            };
             compile(&anchored).is_some_and(|m| m.is_match(path))
         })
+}
+
+/// [`PROTECTED_PATHS`] at any depth, compiled once, matched against a path
+/// relative to the project root.
+fn builtin_protected() -> &'static GlobSet {
+    static SET: OnceLock<GlobSet> = OnceLock::new();
+    SET.get_or_init(|| {
+        let mut builder = GlobSetBuilder::new();
+        for pattern in PROTECTED_PATHS {
+            let glob = GlobBuilder::new(&format!("**/{pattern}"))
+                .literal_separator(true)
+                .build();
+            // The built-in patterns are constants known to be valid.
+            if let Ok(glob) = glob {
+                builder.add(glob);
+            }
+        }
+        builder.build().unwrap_or_else(|_| GlobSet::empty())
+    })
 }
 
 /// Whether the rule pattern `pattern` covers the absolute, normalised
@@ -175,6 +207,24 @@ mod tests {
         assert!(!p("/proj/.kaji/worktrees/alice/src/main.rs"));
         assert!(!p("/proj/src/main.rs"));
         assert!(!p("/proj/.git/HEAD"));
+        assert!(!p("/elsewhere/.git/config"));
+
+        let mut extra = ctx.clone();
+        extra.protected_paths = vec!["secrets/**".into(), "//main/.git/worktrees/w/config".into()];
+        assert!(is_protected(Path::new("/proj/a/secrets/k"), &extra));
+        assert!(is_protected(
+            Path::new("/main/.git/worktrees/w/config"),
+            &extra
+        ));
+        assert!(!is_protected(
+            Path::new("/main/.git/worktrees/w/HEAD"),
+            &extra
+        ));
+    }
+
+    #[test]
+    fn every_builtin_protected_pattern_compiles() {
+        assert_eq!(builtin_protected().len(), PROTECTED_PATHS.len());
     }
 
     #[test]

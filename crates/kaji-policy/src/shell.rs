@@ -194,6 +194,10 @@ impl Walker<'_> {
         let Some(tree) = parser.parse(text, None) else {
             return self.bad("cannot be parsed");
         };
+        if tree.root_node().has_error() {
+            // Still walked, so that a deny rule sees the commands it can.
+            self.bad("does not parse as a shell command");
+        }
         self.depth += 1;
         self.walk(tree.root_node(), text.as_bytes(), false);
         self.depth -= 1;
@@ -425,7 +429,7 @@ impl Walker<'_> {
             && word
                 .literal()
                 .is_some_and(|w| w == "-" || w.chars().all(|c| c.is_ascii_digit()));
-        if op == "<" || op == "<<<" || is_dup || op.is_empty() && word.literal().is_some() {
+        if op == "<" || op == "<<<" || is_dup {
             return false;
         }
         match word {
@@ -729,6 +733,8 @@ mod tests {
             "echo hi > $OUT",
             "echo x >> .git/config",
             "ls && (",
+            "if ls; then cat x",
+            "echo \"unterminated",
             "for PATH in /tmp; do ls; done",
             "cd sub && echo x > f",
             "echo $((x + 1))",
