@@ -14,6 +14,7 @@ mod exec;
 mod exec_events;
 mod mcp_cmd;
 mod paths;
+mod permissions_cmd;
 mod ps_cmd;
 mod rules_cmd;
 mod tasks_cmd;
@@ -55,6 +56,12 @@ enum Command {
     /// Show which rule files (AGENTS.md, CLAUDE.md, .clinerules, global
     /// rules) would go into the system prompt, and from where.
     Rules(rules_cmd::RulesArgs),
+    /// List, add, remove and check permission rules (`Bash(cargo test:*)`,
+    /// `Edit(src/**)`, …) and where they come from.
+    Permissions(permissions_cmd::PermissionsArgs),
+    /// Trust a project, so its settings that run code or widen permissions
+    /// take effect (`--revoke` to stop trusting it).
+    Trust(permissions_cmd::TrustArgs),
     /// List the runtime tasks (background shells and agents) of every
     /// running kaji session on this machine.
     Ps(ps_cmd::PsArgs),
@@ -84,6 +91,8 @@ fn main() -> ExitCode {
         Some(Command::Tasks(args)) => tasks_cmd::run(args),
         Some(Command::Ps(args)) => ps_cmd::run(args),
         Some(Command::Rules(args)) => rules_cmd::run(args),
+        Some(Command::Permissions(args)) => permissions_cmd::run(args),
+        Some(Command::Trust(args)) => permissions_cmd::run_trust(args),
         Some(Command::Mcp(args)) => block_on(mcp_cmd::run(args)),
         Some(Command::Tui(args)) => block_on(tui::run(args)),
         Some(Command::Resume(args)) => block_on(tui::run(tui::TuiArgs {

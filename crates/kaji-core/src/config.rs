@@ -1,17 +1,20 @@
 //! kaji's settings files: what they may contain, where they are found, and
 //! how the user's and the project's settings combine.
 //!
-//! Two files are read, both optional:
+//! Three files are read, all optional:
 //!
 //! 1. the user's: `$KAJI_HOME/config.toml`;
 //! 2. the project's: the nearest `.kaji/config.toml` walking up from the
 //!    working directory to the repository root (the first directory that
-//!    holds `.git`); outside a repository only the working directory's.
+//!    holds `.git`); outside a repository only the working directory's;
+//! 3. the project-local one (not committed): the nearest
+//!    `.kaji/config.local.toml`, found the same way.
 //!
-//! Project settings add to user settings: scalar keys from the project win,
-//! hook lists are concatenated (user hooks run first), and `mcp_servers`
-//! tables merge by server name with the project's table replacing the
-//! user's. Every key is documented in `docs/configuration.md`.
+//! Later files add to earlier ones (user < project < project-local):
+//! scalar keys from the later file win, hook lists and `[permissions]`
+//! rule lists are concatenated (user entries first), and `mcp_servers`
+//! tables merge by server name with the later table replacing the
+//! earlier. Every key is documented in `docs/configuration.md`.
 //!
 //! A file that is not valid TOML, has a key kaji does not know, or a value
 //! of the wrong type is an error naming the file, the line and the key
@@ -25,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kaji_mcp::McpServerConfig;
+use kaji_policy::{Decision, Rule, RuleSource};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -33,6 +37,21 @@ use crate::hooks::{DEFAULT_HOOK_TIMEOUT, HookEvent, HookSpec, HooksConfig, ToolM
 
 /// The settings file's name, in `$KAJI_HOME` and in a project's `.kaji/`.
 pub const CONFIG_FILE_NAME: &str = "config.toml";
+
+/// The project-local settings file's name in a project's `.kaji/` (not
+/// committed).
+pub const LOCAL_CONFIG_FILE_NAME: &str = "config.local.toml";
+
+/// One rule of a `[permissions]` list, with the file it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionRule {
+    /// The list it is in: `allow`, `ask` or `deny`.
+    pub kind: Decision,
+    /// The rule.
+    pub rule: Rule,
+    /// The settings file, tagged user, project or local.
+    pub source: RuleSource,
+}
 
 /// The settings kaji runs with: the user's file, then the project's, merged.
 #[derive(Debug, Clone, Default)]
@@ -57,6 +76,9 @@ pub struct KajiConfig {
     /// `[mcp_servers.<name>]`: the MCP servers, checked when the file is
     /// read (unknown keys, both or neither of `command` and `url`).
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// `[permissions]`: the `allow`, `ask` and `deny` rules of every file,
+    /// user rules first, each checked when the file is read.
+    pub permissions: Vec<PermissionRule>,
     sources: Vec<PathBuf>,
 }
 
@@ -67,11 +89,23 @@ impl KajiConfig {
     pub fn load(kaji_home: &Path, cwd: &Path) -> Result<Self, ConfigError> {
         let user_path = Self::user_path(kaji_home);
         let mut config = Self::load_file(&user_path)?.unwrap_or_default();
-        if let Some(project_path) = Self::project_path(cwd)
-            && !same_file(&project_path, &user_path)
-            && let Some(project) = Self::load_file(&project_path)?
-        {
-            config.merge(project);
+        let project_files = [
+            (
+                Self::project_path(cwd),
+                RuleSource::Project as fn(PathBuf) -> _,
+            ),
+            (Self::local_path(cwd), RuleSource::Local),
+        ];
+        for (path, tag) in project_files {
+            if let Some(path) = path
+                && !same_file(&path, &user_path)
+                && let Some(mut project) = Self::load_file(&path)?
+            {
+                for rule in &mut project.permissions {
+                    rule.source = tag(path.clone());
+                }
+                config.merge(project);
+            }
         }
         Ok(config)
     }
@@ -86,17 +120,14 @@ impl KajiConfig {
     /// nearest directory holding `.git`), or `None`. Outside a repository
     /// only `cwd` itself is looked at.
     pub fn project_path(cwd: &Path) -> Option<PathBuf> {
-        let in_repo = repository_root(cwd).is_some();
-        for dir in cwd.ancestors() {
-            let candidate = dir.join(".kaji").join(CONFIG_FILE_NAME);
-            if candidate.is_file() {
-                return Some(candidate);
-            }
-            if !in_repo || dir.join(".git").exists() {
-                break;
-            }
-        }
-        None
+        find_up(cwd, CONFIG_FILE_NAME)
+    }
+
+    /// The project-local settings file for `cwd`: the nearest existing
+    /// `.kaji/config.local.toml`, looked for as [`KajiConfig::project_path`]
+    /// looks for `.kaji/config.toml`, or `None`.
+    pub fn local_path(cwd: &Path) -> Option<PathBuf> {
+        find_up(cwd, LOCAL_CONFIG_FILE_NAME)
     }
 
     /// Reads one settings file; `Ok(None)` when it does not exist.
@@ -191,6 +222,7 @@ impl KajiConfig {
                 );
             }
         }
+        let permissions = file.permissions.rules(path, &invalid)?;
         Ok(Self {
             provider: file.provider,
             model: file.model,
@@ -200,6 +232,7 @@ impl KajiConfig {
             tool_result_max_chars: file.tool_result_max_chars,
             hooks,
             mcp_servers: file.mcp_servers,
+            permissions,
             sources: vec![path.to_path_buf()],
         })
     }
@@ -223,6 +256,7 @@ impl KajiConfig {
         );
         self.hooks.extend(project.hooks);
         self.mcp_servers.extend(project.mcp_servers);
+        self.permissions.extend(project.permissions);
         self.sources.extend(project.sources);
     }
 
@@ -230,6 +264,22 @@ impl KajiConfig {
     pub fn sources(&self) -> &[PathBuf] {
         &self.sources
     }
+}
+
+/// The nearest `.kaji/<name>` from `cwd` up to the repository root (only
+/// `cwd` outside a repository).
+fn find_up(cwd: &Path, name: &str) -> Option<PathBuf> {
+    let in_repo = repository_root(cwd).is_some();
+    for dir in cwd.ancestors() {
+        let candidate = dir.join(".kaji").join(name);
+        if candidate.is_file() {
+            return Some(candidate);
+        }
+        if !in_repo || dir.join(".git").exists() {
+            break;
+        }
+    }
+    None
 }
 
 /// The nearest directory from `cwd` upwards that holds `.git` (a directory
@@ -375,6 +425,54 @@ struct ConfigFile {
     hooks: HooksFile,
     #[serde(default)]
     mcp_servers: BTreeMap<String, McpServerConfig>,
+    #[serde(default)]
+    permissions: PermissionsFile,
+}
+
+/// `[permissions]`: lists of rule strings.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PermissionsFile {
+    #[serde(default)]
+    allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    ask: Vec<Spanned<String>>,
+    #[serde(default)]
+    deny: Vec<Spanned<String>>,
+}
+
+impl PermissionsFile {
+    /// Parses every rule (tagged as the user's; [`KajiConfig::load`]
+    /// re-tags project files), or the first bad one as an error.
+    fn rules(
+        self,
+        path: &Path,
+        invalid: &dyn Fn(std::ops::Range<usize>, &str, String) -> ConfigError,
+    ) -> Result<Vec<PermissionRule>, ConfigError> {
+        let mut rules = Vec::new();
+        let lists = [
+            (Decision::Allow, "allow", self.allow),
+            (Decision::Ask, "ask", self.ask),
+            (Decision::Deny, "deny", self.deny),
+        ];
+        for (kind, name, list) in lists {
+            for (index, text) in list.into_iter().enumerate() {
+                let rule = text.get_ref().parse::<Rule>().map_err(|e| {
+                    invalid(
+                        text.span(),
+                        &format!("permissions.{name}[{index}]"),
+                        e.to_string(),
+                    )
+                })?;
+                rules.push(PermissionRule {
+                    kind,
+                    rule,
+                    source: RuleSource::User(path.to_path_buf()),
+                });
+            }
+        }
+        Ok(rules)
+    }
 }
 
 /// `[hooks]`: one array of tables per event.

@@ -21,6 +21,7 @@ pub mod prompt;
 pub mod rules;
 pub mod session;
 pub mod task;
+pub mod trust;
 
 pub use executor::{CheckpointGate, ToolExecutor, ToolRun};
 pub use frontend::{AskRequest, TaskFrontend};

@@ -1,0 +1,497 @@
+//! `kaji permissions`: list, add, remove and check permission rules, and
+//! `kaji trust`: trust (or stop trusting) a project.
+//!
+//! A thin layer over `kaji_policy` (the rules and the decision),
+//! `kaji_core::config` (where rules are read from) and `kaji_core::trust`
+//! (`$KAJI_HOME/trusted.toml`). `add` and `rm` edit one settings file with
+//! `toml_edit`, keeping everything else in it as it was, and never write a
+//! file that would not load. Nothing here runs a command: `check` only
+//! says what kaji would decide.
+//!
+//! Exit codes: 0 done (for `check`, whatever the decision); 1 `rm` found
+//! no such rule; 2 bad arguments, an invalid rule or a settings file that
+//! cannot be read or written.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::{Subcommand, ValueEnum};
+use kaji_core::config::{CONFIG_FILE_NAME, KajiConfig, LOCAL_CONFIG_FILE_NAME};
+use kaji_core::trust::{self, TrustStore};
+use kaji_policy::{
+    Context, Decision, PathTool, PermissionRequest, PolicyDecision, Rule, RuleSet, RuleSource,
+};
+use serde_json::{Value, json};
+
+/// Arguments of `kaji permissions`.
+#[derive(Debug, clap::Args)]
+pub struct PermissionsArgs {
+    /// The working directory (default: the current one).
+    #[arg(short = 'C', value_name = "DIR", global = true)]
+    pub dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: PermissionsCommand,
+}
+
+/// `kaji permissions` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PermissionsCommand {
+    /// Every rule from every settings file, and whether it counts.
+    List {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a rule (to the allow list unless --ask or --deny).
+    Add {
+        /// The rule, e.g. 'Bash(cargo test:*)'.
+        rule: String,
+        /// Which settings file: local (.kaji/config.local.toml), project
+        /// (.kaji/config.toml) or user ($KAJI_HOME/config.toml).
+        #[arg(long, value_enum, default_value_t = Scope::Local)]
+        scope: Scope,
+        /// Add it to the ask list.
+        #[arg(long, conflicts_with = "deny")]
+        ask: bool,
+        /// Add it to the deny list.
+        #[arg(long)]
+        deny: bool,
+    },
+    /// Remove a rule from every list of the settings files (or of one).
+    Rm {
+        /// The rule, as added.
+        rule: String,
+        /// Only this settings file.
+        #[arg(long, value_enum)]
+        scope: Option<Scope>,
+    },
+    /// What kaji would decide for a command (or, with --tool, another
+    /// request), and which rule decided.
+    Check {
+        /// The command line (a path for Edit, Write and Read; a URL for
+        /// WebFetch).
+        request: String,
+        /// The tool asked for: Bash (default), Edit, Write, Read,
+        /// WebFetch or any other tool name.
+        #[arg(long, default_value = "Bash")]
+        tool: String,
+        /// Print {decision, rule, source, …} as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Which settings file a rule goes into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scope {
+    /// `.kaji/config.local.toml` (not committed).
+    Local,
+    /// `.kaji/config.toml`.
+    Project,
+    /// `$KAJI_HOME/config.toml`.
+    User,
+}
+
+/// Arguments of `kaji trust`.
+#[derive(Debug, clap::Args)]
+pub struct TrustArgs {
+    /// The project directory (default: the current one).
+    pub dir: Option<PathBuf>,
+    /// Stop trusting it.
+    #[arg(long)]
+    pub revoke: bool,
+}
+
+/// Where kaji is working: the directories and the trust answer.
+struct Place {
+    cwd: PathBuf,
+    kaji_home: PathBuf,
+    project: PathBuf,
+    trusted: bool,
+}
+
+impl Place {
+    fn find(dir: Option<PathBuf>) -> anyhow::Result<Self> {
+        let dir = match dir {
+            Some(dir) => dir,
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        let cwd = dir
+            .canonicalize()
+            .with_context(|| format!("{}: no such directory", dir.display()))?;
+        let kaji_home = crate::paths::kaji_home();
+        let project = trust::project_dir(&cwd)?;
+        let trusted = trust::is_trusted(&kaji_home, &cwd)?;
+        Ok(Self {
+            cwd,
+            kaji_home,
+            project,
+            trusted,
+        })
+    }
+
+    fn file(&self, scope: Scope) -> PathBuf {
+        match scope {
+            Scope::Local => self.project.join(".kaji").join(LOCAL_CONFIG_FILE_NAME),
+            Scope::Project => self.project.join(".kaji").join(CONFIG_FILE_NAME),
+            Scope::User => KajiConfig::user_path(&self.kaji_home),
+        }
+    }
+
+    fn context(&self) -> Context {
+        let mut ctx = Context::new(&self.project, self.trusted);
+        ctx.cwd = self.cwd.clone();
+        ctx.home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from);
+        ctx.protected_paths = trust::git_protected_patterns(&self.project);
+        ctx
+    }
+
+    fn rules(&self) -> anyhow::Result<RuleSet> {
+        let config = KajiConfig::load(&self.kaji_home, &self.cwd)?;
+        let mut set = RuleSet::new();
+        for r in config.permissions {
+            let trusted = matches!(r.source, RuleSource::User(_)) || self.trusted;
+            set.push(r.kind, r.rule, r.source, trusted);
+        }
+        Ok(set)
+    }
+}
+
+/// Runs `kaji permissions`; returns the exit code.
+pub fn run(args: PermissionsArgs) -> i32 {
+    let result = Place::find(args.dir).and_then(|place| match args.command {
+        PermissionsCommand::List { json } => list(&place, json),
+        PermissionsCommand::Add {
+            rule,
+            scope,
+            ask,
+            deny,
+        } => {
+            let kind = if deny {
+                Decision::Deny
+            } else if ask {
+                Decision::Ask
+            } else {
+                Decision::Allow
+            };
+            add(&place, &rule, scope, kind)
+        }
+        PermissionsCommand::Rm { rule, scope } => rm(&place, &rule, scope),
+        PermissionsCommand::Check {
+            request,
+            tool,
+            json,
+        } => check(&place, &request, &tool, json),
+    });
+    finish("kaji permissions", result)
+}
+
+/// Runs `kaji trust`; returns the exit code.
+pub fn run_trust(args: TrustArgs) -> i32 {
+    let result = (|| {
+        let place = Place::find(args.dir)?;
+        let mut store = TrustStore::load(&place.kaji_home)?;
+        let at = time::OffsetDateTime::now_utc()
+            .replace_nanosecond(0)
+            .unwrap_or_else(|_| time::OffsetDateTime::now_utc())
+            .format(&time::format_description::well_known::Rfc3339)
+            .context("cannot format the time")?;
+        store.set(&place.project, !args.revoke, at);
+        store.save()?;
+        let verb = if args.revoke {
+            "No longer trusting"
+        } else {
+            "Trusting"
+        };
+        println!("{verb} {}", place.project.display());
+        println!("(recorded in {})", store.path().display());
+        Ok(0)
+    })();
+    finish("kaji trust", result)
+}
+
+fn finish(name: &str, result: anyhow::Result<i32>) -> i32 {
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{name}: {e:#}");
+            2
+        }
+    }
+}
+
+fn ignored_note(source: &RuleSource, trusted: bool, kind: Decision) -> Option<&'static str> {
+    let from_project = matches!(source, RuleSource::Project(_) | RuleSource::Local(_));
+    (from_project && !trusted && kind == Decision::Allow)
+        .then_some("ignored: the project is not trusted; `kaji trust` trusts it")
+}
+
+fn list(place: &Place, json: bool) -> anyhow::Result<i32> {
+    let rules = place.rules()?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        let entries: Vec<Value> = rules
+            .entries()
+            .iter()
+            .map(|e| {
+                json!({
+                    "kind": e.kind.as_str(),
+                    "rule": e.rule.to_string(),
+                    "scope": e.source.scope(),
+                    "source": e.source.to_string(),
+                    "ignored": ignored_note(&e.source, place.trusted, e.kind).is_some(),
+                })
+            })
+            .collect();
+        let value = json!({
+            "project": place.project,
+            "trusted": place.trusted,
+            "rules": entries,
+        });
+        writeln!(out, "{value:#}")?;
+        return Ok(0);
+    }
+    let trust = if place.trusted {
+        "trusted"
+    } else {
+        "not trusted"
+    };
+    writeln!(out, "Project {} ({trust})", place.project.display())?;
+    if rules.entries().is_empty() {
+        writeln!(out, "No permission rules.")?;
+    }
+    for e in rules.entries() {
+        let note = ignored_note(&e.source, place.trusted, e.kind)
+            .map(|n| format!("  ({n})"))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{:<5}  {:<32}  {:<7}  {}{note}",
+            e.kind.as_str(),
+            e.rule.to_string(),
+            e.source.scope(),
+            e.source
+        )?;
+    }
+    Ok(0)
+}
+
+fn request_for(tool: &str, request: &str) -> PermissionRequest {
+    let path = |tool| PermissionRequest::Path {
+        tool,
+        path: PathBuf::from(request),
+    };
+    match tool {
+        "Bash" => PermissionRequest::Bash {
+            command: request.to_string(),
+        },
+        "Edit" => path(PathTool::Edit),
+        "Write" => path(PathTool::Write),
+        "Read" => path(PathTool::Read),
+        "WebFetch" => PermissionRequest::WebFetch {
+            url: request.to_string(),
+        },
+        other => PermissionRequest::Tool {
+            name: other.to_string(),
+        },
+    }
+}
+
+fn check(place: &Place, request: &str, tool: &str, json: bool) -> anyhow::Result<i32> {
+    let rules = place.rules()?;
+    let ctx = place.context();
+    let decision = kaji_policy::decide(&rules, &request_for(tool, request), &ctx);
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", check_json(&decision, place.trusted))?;
+        return Ok(0);
+    }
+    writeln!(out, "{}", decision.decision)?;
+    match &decision.rule {
+        Some((rule, source)) => writeln!(out, "rule:   {rule} (from {source})")?,
+        None => writeln!(out, "rule:   none")?,
+    }
+    writeln!(out, "reason: {}", decision.reason)?;
+    for (rule, source) in &decision.ignored {
+        writeln!(
+            out,
+            "ignored: {rule} (from {source}): the project is not trusted; `kaji trust` trusts it"
+        )?;
+    }
+    Ok(0)
+}
+
+fn check_json(decision: &PolicyDecision, trusted: bool) -> Value {
+    let (rule, source, scope) = match &decision.rule {
+        Some((rule, source)) => (
+            json!(rule.to_string()),
+            json!(source.to_string()),
+            json!(source.scope()),
+        ),
+        None => (Value::Null, Value::Null, Value::Null),
+    };
+    let ignored: Vec<Value> = decision
+        .ignored
+        .iter()
+        .map(|(rule, source)| json!({"rule": rule.to_string(), "source": source.to_string()}))
+        .collect();
+    json!({
+        "decision": decision.decision.as_str(),
+        "rule": rule,
+        "source": source,
+        "scope": scope,
+        "reason": decision.reason.to_string(),
+        "trusted": trusted,
+        "ignored": ignored,
+    })
+}
+
+fn parse_rule(text: &str) -> anyhow::Result<Rule> {
+    text.parse::<Rule>().map_err(anyhow::Error::from)
+}
+
+fn add(place: &Place, text: &str, scope: Scope, kind: Decision) -> anyhow::Result<i32> {
+    let rule = parse_rule(text)?;
+    let path = place.file(scope);
+    let added = edit_file(&path, |doc| add_to(doc, kind, &rule))?;
+    if added {
+        println!("Added {rule} to {} in {}", kind.as_str(), path.display());
+    } else {
+        println!(
+            "{rule} is already in {} in {}",
+            kind.as_str(),
+            path.display()
+        );
+    }
+    Ok(0)
+}
+
+fn rm(place: &Place, text: &str, scope: Option<Scope>) -> anyhow::Result<i32> {
+    let rule = parse_rule(text)?;
+    let scopes = match scope {
+        Some(scope) => vec![scope],
+        None => vec![Scope::Local, Scope::Project, Scope::User],
+    };
+    let mut removed = 0;
+    for scope in scopes {
+        let path = place.file(scope);
+        if !path.is_file() {
+            continue;
+        }
+        let n = edit_file(&path, |doc| remove_from(doc, &rule))?;
+        if n > 0 {
+            println!("Removed {rule} from {}", path.display());
+        }
+        removed += n;
+    }
+    if removed == 0 {
+        eprintln!("kaji permissions: {rule} is in no settings file");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// Applies `change` to the settings file at `path` (a missing file is
+/// empty) and writes it back when the result changed and still loads.
+fn edit_file<T: Changed>(
+    path: &Path,
+    change: impl FnOnce(&mut toml_edit::DocumentMut) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("{}: cannot read", path.display())),
+    };
+    KajiConfig::from_toml_str(&text, path)?;
+    let mut doc: toml_edit::DocumentMut = text
+        .parse()
+        .with_context(|| format!("{}: not valid TOML", path.display()))?;
+    let result = change(&mut doc)?;
+    if !result.changed() {
+        return Ok(result);
+    }
+    let new_text = doc.to_string();
+    KajiConfig::from_toml_str(&new_text, path)?;
+    write_atomically(path, &new_text)?;
+    Ok(result)
+}
+
+/// Whether an edit changed anything.
+trait Changed {
+    fn changed(&self) -> bool;
+}
+
+impl Changed for bool {
+    fn changed(&self) -> bool {
+        *self
+    }
+}
+
+impl Changed for usize {
+    fn changed(&self) -> bool {
+        *self > 0
+    }
+}
+
+fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("{}: cannot create", dir.display()))?;
+    }
+    let tmp = path.with_extension(format!("toml.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, text).with_context(|| format!("{}: cannot write", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("{}: cannot write", path.display())
+    })
+}
+
+fn list_name(kind: Decision) -> &'static str {
+    kind.as_str()
+}
+
+fn add_to(doc: &mut toml_edit::DocumentMut, kind: Decision, rule: &Rule) -> anyhow::Result<bool> {
+    let table = doc
+        .entry("permissions")
+        .or_insert_with(toml_edit::table)
+        .as_table_like_mut()
+        .context("`permissions` is not a table")?;
+    let list = table
+        .entry(list_name(kind))
+        .or_insert(toml_edit::value(toml_edit::Array::new()))
+        .as_array_mut()
+        .with_context(|| format!("`permissions.{}` is not an array", list_name(kind)))?;
+    let present = list
+        .iter()
+        .any(|v| v.as_str().and_then(|s| s.parse::<Rule>().ok()).as_ref() == Some(rule));
+    if present {
+        return Ok(false);
+    }
+    list.push(rule.to_string());
+    Ok(true)
+}
+
+fn remove_from(doc: &mut toml_edit::DocumentMut, rule: &Rule) -> anyhow::Result<usize> {
+    let Some(table) = doc
+        .get_mut("permissions")
+        .and_then(|p| p.as_table_like_mut())
+    else {
+        return Ok(0);
+    };
+    let mut removed = 0;
+    for kind in [Decision::Allow, Decision::Ask, Decision::Deny] {
+        let Some(list) = table
+            .get_mut(list_name(kind))
+            .and_then(|l| l.as_array_mut())
+        else {
+            continue;
+        };
+        let before = list.len();
+        list.retain(|v| v.as_str().and_then(|s| s.parse::<Rule>().ok()).as_ref() != Some(rule));
+        removed += before - list.len();
+    }
+    Ok(removed)
+}

@@ -1,0 +1,769 @@
+//! Shell analysis: a command line split into the simple commands a shell
+//! would run, each as argv words, with everything that cannot be known
+//! before it runs flagged as unanalysable.
+//!
+//! The command is parsed with tree-sitter-bash (a real bash grammar, the
+//! one codex uses): lists (`;`, `&&`, `||`, `&`, newlines), pipelines,
+//! subshells, `{ …; }`, `if`/`while`/`for`/`case`, `$(…)`, backticks,
+//! process substitution and heredoc bodies are all walked, and every
+//! simple command found anywhere is reported. A word is
+//! [`Word::Literal`] when its value is known (quotes and backslashes
+//! resolved), else [`Word::Dynamic`].
+//!
+//! This module never runs anything and never reads a file: redirection
+//! targets are judged lexically against the [`Context`]'s directories.
+//! It must never report a command as analysable when a shell could run
+//! something that is not in [`Analysis::commands`].
+
+use std::path::Path;
+
+use tree_sitter::{Node, Parser};
+
+use crate::Context;
+use crate::paths;
+
+/// One word of a simple command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Word {
+    /// A word whose value is known: quotes and escapes resolved.
+    Literal(String),
+    /// A word with an expansion, a glob or a `~`: its value (and even its
+    /// number of words) is only known when the shell runs it. Holds the
+    /// source text.
+    Dynamic(String),
+}
+
+impl Word {
+    /// The value, when it is known.
+    pub fn literal(&self) -> Option<&str> {
+        match self {
+            Word::Literal(s) => Some(s),
+            Word::Dynamic(_) => None,
+        }
+    }
+}
+
+/// One simple command: a program and its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimpleCommand {
+    /// argv: the program first.
+    pub words: Vec<Word>,
+    /// The command's source text (without the redirections of an
+    /// enclosing statement).
+    pub text: String,
+    /// Whether its output goes to a file (a `>`, `>>`, `&>`, … to
+    /// anything other than `/dev/null`, `/dev/stdout`, `/dev/stderr`),
+    /// on the command itself or on a statement around it.
+    pub writes_file: bool,
+}
+
+impl SimpleCommand {
+    /// The program's name, when it is literal.
+    pub fn program(&self) -> Option<&str> {
+        self.words.first().and_then(Word::literal)
+    }
+
+    /// All words, when every one is literal.
+    pub fn literal_words(&self) -> Option<Vec<String>> {
+        self.words
+            .iter()
+            .map(|w| w.literal().map(str::to_string))
+            .collect()
+    }
+}
+
+/// What a command line would run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Analysis {
+    /// Every simple command found, in source order (inner commands of a
+    /// `$(…)` come before the command they are an argument of).
+    pub commands: Vec<SimpleCommand>,
+    /// Why the command cannot be fully analysed; empty when it can.
+    pub unanalysable: Vec<String>,
+}
+
+impl Analysis {
+    /// Whether every part of the command is known.
+    pub fn is_analysable(&self) -> bool {
+        self.unanalysable.is_empty()
+    }
+}
+
+/// Builtins that run code or change how later commands run, so nothing
+/// after them can be judged from the text.
+const OPAQUE_BUILTINS: &[&str] = &[
+    "eval",
+    "source",
+    ".",
+    "exec",
+    "alias",
+    "unalias",
+    "set",
+    "shopt",
+    "enable",
+    "hash",
+    "trap",
+    "declare",
+    "typeset",
+    "export",
+    "local",
+    "readonly",
+    "unset",
+    "let",
+    "read",
+    "mapfile",
+    "readarray",
+    "builtin",
+    "command",
+    "env",
+    "coproc",
+    "fc",
+];
+
+/// Shells whose `-c SCRIPT` is analysed as a command line of its own.
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"];
+
+/// How many `bash -c` scripts may nest inside each other.
+const MAX_DEPTH: usize = 16;
+/// How deep the syntax tree may nest before the walk gives up.
+const MAX_NESTING: usize = 400;
+
+/// Analyses `command` for the project in `ctx` (redirections are judged
+/// relative to `ctx.cwd`).
+pub fn analyse(command: &str, ctx: &Context) -> Analysis {
+    let mut walker = Walker {
+        ctx,
+        out: Analysis::default(),
+        changes_dir: false,
+        relative_write: false,
+        depth: 0,
+        nesting: 0,
+    };
+    walker.script(command);
+    if walker.changes_dir && walker.relative_write {
+        walker
+            .out
+            .unanalysable
+            .push("changes directory and then writes to a relative path".into());
+    }
+    walker.out
+}
+
+/// The words of `text` when it is exactly one simple command of literal
+/// words with no redirection; else why not. Used for `Bash(…)` rules.
+pub fn literal_words(text: &str) -> Result<Vec<String>, String> {
+    let ctx = Context::new("/", true);
+    let analysis = analyse(text, &ctx);
+    if let Some(why) = analysis.unanalysable.first() {
+        return Err(format!("the command {why}"));
+    }
+    match analysis.commands.as_slice() {
+        [one] if !one.writes_file => one
+            .literal_words()
+            .ok_or_else(|| "the command has a word with an expansion, a glob or a `~`".into()),
+        [] => Err("there is no command".into()),
+        _ => Err("a rule names one simple command, without `;`, `&&`, `|` or a redirection".into()),
+    }
+}
+
+struct Walker<'a> {
+    ctx: &'a Context,
+    out: Analysis,
+    changes_dir: bool,
+    relative_write: bool,
+    depth: usize,
+    nesting: usize,
+}
+
+impl Walker<'_> {
+    fn bad(&mut self, why: impl Into<String>) {
+        self.out.unanalysable.push(why.into());
+    }
+
+    fn script(&mut self, text: &str) {
+        if self.depth >= MAX_DEPTH {
+            return self.bad("is nested too deeply to analyse");
+        }
+        let mut parser = Parser::new();
+        if parser
+            .set_language(&tree_sitter_bash::LANGUAGE.into())
+            .is_err()
+        {
+            return self.bad("cannot be parsed: the bash grammar failed to load");
+        }
+        let Some(tree) = parser.parse(text, None) else {
+            return self.bad("cannot be parsed");
+        };
+        if tree.root_node().has_error() {
+            // Still walked, so that a deny rule sees the commands it can.
+            self.bad("does not parse as a shell command");
+        }
+        self.depth += 1;
+        self.walk(tree.root_node(), text.as_bytes(), false);
+        self.depth -= 1;
+    }
+
+    fn walk(&mut self, node: Node, src: &[u8], redirected: bool) {
+        if node.is_error() || node.is_missing() {
+            let near = text(node, src);
+            return self.bad(format!("does not parse as a shell command (near `{near}`)"));
+        }
+        if self.nesting >= MAX_NESTING {
+            return self.bad("is nested too deeply to analyse");
+        }
+        self.nesting += 1;
+        self.walk_node(node, src, redirected);
+        self.nesting -= 1;
+    }
+
+    fn walk_node(&mut self, node: Node, src: &[u8], redirected: bool) {
+        match node.kind() {
+            "comment" => {}
+            "command" => self.command(node, src, redirected),
+            "redirected_statement" => self.redirected(node, src, redirected),
+            "function_definition" => self.bad("defines a function"),
+            "variable_assignment" | "variable_assignments" => {
+                self.bad(format!("assigns a variable (`{}`)", text(node, src)))
+            }
+            "declaration_command" | "unset_command" => {
+                self.bad(format!("changes shell variables (`{}`)", text(node, src)))
+            }
+            "c_style_for_statement" => self.bad("has a C-style for loop"),
+            "arithmetic_expansion" if arithmetic_on_names(&text(node, src)) => self.bad(format!(
+                "has arithmetic on variables (`{}`), which can run code",
+                text(node, src)
+            )),
+            "test_command" if is_arithmetic_test(&text(node, src)) => self.bad(format!(
+                "compares variables arithmetically (`{}`), which can run code",
+                text(node, src)
+            )),
+            "for_statement" => {
+                let var = node
+                    .child_by_field_name("variable")
+                    .map(|v| text(v, src))
+                    .unwrap_or_default();
+                if var.chars().any(|c| c.is_ascii_uppercase()) {
+                    self.bad(format!("assigns the variable `{var}` in a for loop"));
+                }
+                self.children(node, src, redirected);
+            }
+            "file_redirect" => {
+                self.redirect(node, src);
+            }
+            _ => self.children(node, src, redirected),
+        }
+    }
+
+    fn children(&mut self, node: Node, src: &[u8], redirected: bool) {
+        let mut cursor = node.walk();
+        let kids: Vec<Node> = node.children(&mut cursor).collect();
+        for child in kids {
+            if child.is_named() || child.is_error() || child.is_missing() {
+                self.walk(child, src, redirected);
+            }
+        }
+    }
+
+    fn redirected(&mut self, node: Node, src: &[u8], redirected: bool) {
+        let mut writes = redirected;
+        let body = node.child_by_field_name("body");
+        let mut cursor = node.walk();
+        let kids: Vec<Node> = node.named_children(&mut cursor).collect();
+        let mut later = Vec::new();
+        for child in kids {
+            if Some(child) == body {
+                continue;
+            }
+            match child.kind() {
+                "file_redirect" => writes |= self.redirect(child, src),
+                "heredoc_redirect" => {
+                    let mut c = child.walk();
+                    let parts: Vec<Node> = child.named_children(&mut c).collect();
+                    for part in parts {
+                        match part.kind() {
+                            "file_redirect" => writes |= self.redirect(part, src),
+                            "heredoc_start" | "heredoc_end" => {}
+                            _ => later.push(part),
+                        }
+                    }
+                }
+                _ => later.push(child),
+            }
+        }
+        if let Some(body) = body {
+            self.redirected_body(body, src, redirected, writes);
+        }
+        for part in later {
+            self.walk(part, src, false);
+        }
+    }
+
+    /// tree-sitter-bash hangs a trailing redirection on a whole list or
+    /// pipeline (`a && b > f`), where bash applies it to the last command
+    /// only; this puts it back there.
+    fn redirected_body(&mut self, body: Node, src: &[u8], outer: bool, writes: bool) {
+        if !matches!(body.kind(), "list" | "pipeline") {
+            return self.walk(body, src, writes);
+        }
+        let mut cursor = body.walk();
+        let kids: Vec<Node> = body
+            .children(&mut cursor)
+            .filter(|c| (c.is_named() && c.kind() != "comment") || c.is_error() || c.is_missing())
+            .collect();
+        if let Some((last, init)) = kids.split_last() {
+            for kid in init {
+                self.walk(*kid, src, outer);
+            }
+            self.redirected_body(*last, src, outer, writes);
+        }
+    }
+
+    fn command(&mut self, node: Node, src: &[u8], redirected: bool) {
+        let mut words = Vec::new();
+        let mut writes = redirected;
+        let mut cursor = node.walk();
+        let kids: Vec<Node> = node.named_children(&mut cursor).collect();
+        for child in kids {
+            match child.kind() {
+                "variable_assignment" => self.bad(format!(
+                    "sets a variable for a command (`{}`)",
+                    text(child, src)
+                )),
+                "file_redirect" => writes |= self.redirect(child, src),
+                "herestring_redirect" | "subshell" => self.children(child, src, false),
+                "command_name" => match child.named_child(0) {
+                    Some(name) => words.push(self.word(name, src)),
+                    None => words.push(Word::Dynamic(text(child, src))),
+                },
+                "comment" => {}
+                _ => words.push(self.word(child, src)),
+            }
+        }
+        let command = SimpleCommand {
+            words,
+            text: text(node, src),
+            writes_file: writes,
+        };
+        self.simple(command);
+    }
+
+    fn simple(&mut self, command: SimpleCommand) {
+        let Some(first) = command.words.first() else {
+            if command.writes_file {
+                self.bad("redirects output without a command");
+            }
+            return;
+        };
+        let Some(program) = first.literal().map(str::to_string) else {
+            return self.bad(format!(
+                "runs a command whose name is an expansion (`{}`)",
+                command.text
+            ));
+        };
+        if OPAQUE_BUILTINS.contains(&program.as_str()) {
+            return self.bad(format!(
+                "uses `{program}`, which runs or changes code the text does not show"
+            ));
+        }
+        if program == "printf" && command.words.iter().any(|w| w.literal() == Some("-v")) {
+            return self.bad("uses `printf -v`, which sets a shell variable");
+        }
+        if matches!(program.as_str(), "cd" | "pushd" | "popd") {
+            self.changes_dir = true;
+        }
+        if SHELLS.contains(&program.as_str()) && self.shell_script(&command) {
+            return;
+        }
+        self.out.commands.push(command);
+    }
+
+    /// `bash -c SCRIPT`: analyses SCRIPT in place of the shell and returns
+    /// true; false when there is no `-c` (then it is an ordinary command).
+    fn shell_script(&mut self, command: &SimpleCommand) -> bool {
+        let mut args = command.words.iter().skip(1);
+        let mut saw_c = false;
+        for word in args.by_ref() {
+            match word.literal() {
+                Some(w) if w.len() > 1 && !w.starts_with("--") && w.starts_with('-') => {
+                    if w.contains('c') {
+                        saw_c = true;
+                        break;
+                    }
+                }
+                Some(w) if w.starts_with("--") => {}
+                Some(_) => return false,
+                None => {
+                    self.bad(format!(
+                        "runs a shell with an expansion (`{}`)",
+                        command.text
+                    ));
+                    return true;
+                }
+            }
+        }
+        if !saw_c {
+            return false;
+        }
+        match args.next() {
+            Some(Word::Literal(script)) => {
+                let script = script.clone();
+                self.script(&script);
+            }
+            _ => self.bad(format!(
+                "runs a shell script that is not literal text (`{}`)",
+                command.text
+            )),
+        }
+        true
+    }
+
+    /// Checks one `file_redirect`; returns whether it writes to a file.
+    fn redirect(&mut self, node: Node, src: &[u8]) -> bool {
+        let op = operator(node, src);
+        let dest = node.child_by_field_name("destination");
+        let Some(dest) = dest else {
+            return false;
+        };
+        let word = self.word(dest, src);
+        let is_dup = matches!(op.as_str(), ">&" | "<&" | ">&-" | "<&-")
+            && word
+                .literal()
+                .is_some_and(|w| w == "-" || w.chars().all(|c| c.is_ascii_digit()));
+        if op == "<" || op == "<<<" || is_dup {
+            return false;
+        }
+        match word {
+            Word::Dynamic(t) => {
+                self.bad(format!(
+                    "redirects to `{t}`, which is only known when it runs"
+                ));
+                true
+            }
+            Word::Literal(target) => self.write_target(&target),
+        }
+    }
+
+    fn write_target(&mut self, target: &str) -> bool {
+        if matches!(target, "/dev/null" | "/dev/stdout" | "/dev/stderr") {
+            return false;
+        }
+        let path = paths::normalise(&self.ctx.cwd.join(target));
+        if !path.starts_with(&self.ctx.project_root) {
+            self.bad(format!("writes outside the project (`{target}`)"));
+        } else if paths::is_protected(&path, self.ctx) {
+            self.bad(format!("writes to the protected path `{target}`"));
+        }
+        if Path::new(target).is_relative() {
+            self.relative_write = true;
+        }
+        true
+    }
+
+    /// A word made of parts (`a'b'"c"`): literal when every part is and
+    /// the parts cover the whole word.
+    fn concatenation(&mut self, node: Node, src: &[u8], raw: String) -> Word {
+        let mut cursor = node.walk();
+        let kids: Vec<Node> = node.children(&mut cursor).collect();
+        let mut joined = Some(String::new());
+        let mut unquoted = String::new();
+        let mut end = node.start_byte();
+        for kid in kids {
+            if kid.kind() == "word" {
+                unquoted.push_str(&text(kid, src));
+            } else {
+                unquoted.push('\0');
+            }
+            let part = if kid.is_named() {
+                self.word(kid, src)
+            } else if text(kid, src) == "$" {
+                Word::Literal("$".into())
+            } else {
+                Word::Dynamic(text(kid, src))
+            };
+            if kid.start_byte() != end {
+                joined = None;
+            }
+            end = kid.end_byte();
+            joined = joined.zip(part.literal()).map(|(j, p)| j + p);
+        }
+        match joined {
+            Some(s) if end == node.end_byte() && !has_brace_expansion(&unquoted) => {
+                Word::Literal(s)
+            }
+            _ => Word::Dynamic(raw),
+        }
+    }
+
+    /// The word `node` stands for; walks any command substitution in it.
+    fn word(&mut self, node: Node, src: &[u8]) -> Word {
+        let raw = text(node, src);
+        match node.kind() {
+            "word" => {
+                if raw.starts_with('~') || has_glob(&raw) {
+                    Word::Dynamic(raw)
+                } else {
+                    Word::Literal(unescape(&raw))
+                }
+            }
+            "number" => Word::Literal(raw),
+            "raw_string" => Word::Literal(strip_quotes(&raw, '\'')),
+            "string" => {
+                let mut cursor = node.walk();
+                let kids: Vec<Node> = node.named_children(&mut cursor).collect();
+                let mut literal = true;
+                for child in kids {
+                    if child.kind() != "string_content" {
+                        literal = false;
+                        self.walk(child, src, false);
+                    }
+                }
+                if literal {
+                    Word::Literal(unescape_double(&strip_quotes(&raw, '"')))
+                } else {
+                    Word::Dynamic(raw)
+                }
+            }
+            "concatenation" => self.concatenation(node, src, raw),
+            _ => {
+                self.walk(node, src, false);
+                Word::Dynamic(raw)
+            }
+        }
+    }
+}
+
+/// Whether the arithmetic `$(( … ))` names a variable (or expands
+/// anything): plain numbers and operators are harmless.
+fn arithmetic_on_names(expansion: &str) -> bool {
+    let inner = expansion
+        .strip_prefix("$((")
+        .or_else(|| expansion.strip_prefix("$["))
+        .unwrap_or(expansion);
+    inner.contains(|c: char| c.is_ascii_alphabetic() || matches!(c, '_' | '$' | '`'))
+}
+
+/// Whether a `[[ … ]]` or `(( … ))` test evaluates its operands as
+/// arithmetic (where a variable's value `a[$(cmd)]` runs `cmd`).
+fn is_arithmetic_test(test: &str) -> bool {
+    test.starts_with("((")
+        || test
+            .split_whitespace()
+            .any(|w| matches!(w, "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge"))
+}
+
+fn text(node: Node, src: &[u8]) -> String {
+    String::from_utf8_lossy(&src[node.byte_range()]).into_owned()
+}
+
+/// The operator of a redirection: its first anonymous token.
+fn operator(node: Node, src: &[u8]) -> String {
+    let mut cursor = node.walk();
+    node.children(&mut cursor)
+        .find(|c| !c.is_named())
+        .map(|c| text(c, src))
+        .unwrap_or_default()
+}
+
+fn has_glob(word: &str) -> bool {
+    let mut escaped = false;
+    for c in word.chars() {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if matches!(c, '*' | '?' | '[' | '$' | '`') {
+            return true;
+        }
+    }
+    has_brace_expansion(word)
+}
+
+/// Whether `word` has a brace expansion (`{a,b}`, `{1..3}`); `{}` alone
+/// (as in `find -exec … {}`) is literal.
+fn has_brace_expansion(word: &str) -> bool {
+    let Some(open) = word.find('{') else {
+        return false;
+    };
+    word[open..].find('}').is_some_and(|close| {
+        let inside = &word[open + 1..open + close];
+        inside.contains(',') || inside.contains("..")
+    })
+}
+
+fn strip_quotes(raw: &str, quote: char) -> String {
+    raw.strip_prefix(quote)
+        .and_then(|s| s.strip_suffix(quote))
+        .unwrap_or(raw)
+        .to_string()
+}
+
+fn unescape(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('\n') | None => {}
+                Some(next) => out.push(next),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn unescape_double(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.peek() {
+                Some(&n) if matches!(n, '"' | '\\' | '$' | '`') => {
+                    out.push(n);
+                    chars.next();
+                }
+                Some('\n') => {
+                    chars.next();
+                }
+                _ => out.push('\\'),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> Context {
+        Context::new("/proj", true)
+    }
+
+    fn programs(command: &str) -> Vec<String> {
+        let a = analyse(command, &ctx());
+        assert!(a.is_analysable(), "{command}: {:?}", a.unanalysable);
+        a.commands
+            .iter()
+            .map(|c| c.literal_words().unwrap_or_default().join(" "))
+            .collect()
+    }
+
+    fn why(command: &str) -> Vec<String> {
+        let a = analyse(command, &ctx());
+        assert!(!a.is_analysable(), "{command} was analysable: {a:?}");
+        a.unanalysable
+    }
+
+    #[test]
+    fn splits_every_kind_of_list() {
+        assert_eq!(
+            programs("a 1; b && c || d | e & f\ng"),
+            ["a 1", "b", "c", "d", "e", "f", "g"]
+        );
+        assert_eq!(programs("(a; b) && { c; }"), ["a", "b", "c"]);
+        assert_eq!(programs("if a; then b; else c; fi"), ["a", "b", "c"]);
+        assert_eq!(programs("while a; do b; done"), ["a", "b"]);
+        assert_eq!(programs("for f in x y; do b; done"), ["b"]);
+        assert_eq!(programs("case x in y) a;; esac"), ["a"]);
+        assert_eq!(programs("! a"), ["a"]);
+    }
+
+    #[test]
+    fn finds_commands_inside_words() {
+        let a = analyse("echo $(rm x) `touch y` <(mk z) \"$(in q)\"", &ctx());
+        let names: Vec<_> = a.commands.iter().filter_map(|c| c.program()).collect();
+        for name in ["rm", "touch", "mk", "in", "echo"] {
+            assert!(names.contains(&name), "{name} missing from {names:?}");
+        }
+        let heredoc = analyse("cat <<EOF\n$(rm -rf x)\nEOF\n", &ctx());
+        let names: Vec<_> = heredoc
+            .commands
+            .iter()
+            .filter_map(|c| c.program())
+            .collect();
+        assert_eq!(names, ["cat", "rm"]);
+        let quoted = analyse("cat <<'EOF'\n$(rm -rf x)\nEOF\n", &ctx());
+        assert_eq!(quoted.commands.len(), 1);
+    }
+
+    #[test]
+    fn resolves_quotes_and_marks_expansions() {
+        let a = analyse(r#"grep 'a b' "c d" e\ f "$HOME" *.rs ~/x"#, &ctx());
+        let words = &a.commands[0].words;
+        assert_eq!(words[1], Word::Literal("a b".into()));
+        assert_eq!(words[2], Word::Literal("c d".into()));
+        assert_eq!(words[3], Word::Literal("e f".into()));
+        assert!(matches!(words[4], Word::Dynamic(_)));
+        assert!(matches!(words[5], Word::Dynamic(_)));
+        assert!(matches!(words[6], Word::Dynamic(_)));
+        let b = analyse(r#"echo a'b'"c" '$x' x\'y a$"#, &ctx());
+        let words = &b.commands[0].words;
+        assert_eq!(words[1], Word::Literal("abc".into()));
+        assert_eq!(words[2], Word::Literal("$x".into()));
+        assert_eq!(words[3], Word::Literal("x'y".into()));
+        assert_eq!(words[4], Word::Literal("a$".into()));
+        let c = analyse("find . -exec grep x {} ; echo {a,b} $((1 + 2))", &ctx());
+        assert!(c.is_analysable(), "{c:?}");
+        assert_eq!(c.commands[0].words[5], Word::Literal("{}".into()));
+        assert!(matches!(c.commands[1].words[1], Word::Dynamic(_)), "{c:?}");
+    }
+
+    #[test]
+    fn unanalysable_constructs_are_flagged() {
+        for command in [
+            "eval ls",
+            "sh -c \"$x\"",
+            "bash -c $(cat f)",
+            "source x.sh",
+            ". x.sh",
+            "$CMD arg",
+            "$(which ls) x",
+            "PAGER=x git log",
+            "env X=1 git log",
+            "exec ls",
+            "f() { ls; }",
+            "X=1",
+            "export X=1",
+            "echo hi > /etc/passwd",
+            "echo hi > ../outside",
+            "echo hi > $OUT",
+            "echo x >> .git/config",
+            "ls && (",
+            "if ls; then cat x",
+            "echo \"unterminated",
+            "for PATH in /tmp; do ls; done",
+            "cd sub && echo x > f",
+            "echo $((x + 1))",
+            "[[ $n -gt 1 ]] && ls",
+        ] {
+            why(command);
+        }
+    }
+
+    #[test]
+    fn shell_c_with_literal_script_is_analysed() {
+        assert_eq!(programs("bash -c 'ls; cargo test'"), ["ls", "cargo test"]);
+        assert_eq!(programs("sh -ec \"git status\""), ["git status"]);
+        assert_eq!(programs("bash script.sh"), ["bash script.sh"]);
+    }
+
+    #[test]
+    fn redirections_inside_the_project_are_writes() {
+        let a = analyse("cargo test > out.txt 2>&1; ls 2>/dev/null", &ctx());
+        assert!(a.is_analysable(), "{a:?}");
+        assert!(a.commands[0].writes_file);
+        assert!(!a.commands[1].writes_file);
+        let b = analyse("{ ls; pwd; } > listing", &ctx());
+        assert!(b.commands.iter().all(|c| c.writes_file));
+        let c = analyse("ls && cargo test > out | wc > x", &ctx());
+        let writes: Vec<bool> = c.commands.iter().map(|c| c.writes_file).collect();
+        assert_eq!(writes, [false, true, true], "{c:?}");
+        let d = analyse("ls | cargo test > out", &ctx());
+        let writes: Vec<bool> = d.commands.iter().map(|c| c.writes_file).collect();
+        assert_eq!(writes, [false, true], "{d:?}");
+    }
+}
