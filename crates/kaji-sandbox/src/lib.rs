@@ -227,15 +227,19 @@ pub fn probe() -> SandboxSupport {
     }
 }
 
-/// The phrases an error message carries when the kernel refused an access.
+/// The phrases an error message carries when the kernel refused an access
+/// (`EBUSY` is what replacing a read-only bind-mounted file by a rename
+/// gives, as `git config` does).
 const DENIAL_PHRASES: &[&str] = &[
     "Permission denied",
+    "Device or resource busy",
     "Operation not permitted",
     "Read-only file system",
 ];
 
 /// When a sandboxed command failed, the first line of its output that looks
-/// like the kernel refused an access (`EACCES`, `EPERM`, `EROFS`), if any.
+/// like the kernel refused an access (`EACCES`, `EPERM`, `EROFS`,
+/// `EBUSY`), if any.
 pub fn denial_line(output: &str) -> Option<&str> {
     output
         .lines()

@@ -52,6 +52,9 @@ pub struct ToolContext {
     pub task_list: Option<kaji_tasks::TaskListStore>,
     /// The session's runtime task registry, when the session has one.
     pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
+    /// The sandbox `Bash` commands (foreground and background) run in;
+    /// `None` runs them unconfined. Nothing else a tool starts is confined.
+    pub sandbox: Option<Arc<kaji_sandbox::SandboxPolicy>>,
 }
 
 impl ToolContext {
@@ -66,6 +69,7 @@ impl ToolContext {
             session_id: "local".to_string(),
             task_list: None,
             runtime: None,
+            sandbox: None,
         }
     }
 
