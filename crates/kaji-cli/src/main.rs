@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod agent;
 mod checkpoints_cmd;
 mod demo;
+mod doctor_cmd;
 mod exec;
 mod mcp_cmd;
 mod paths;
@@ -57,6 +58,9 @@ enum Command {
     /// List the runtime tasks (background shells and agents) of every
     /// running kaji session on this machine.
     Ps(ps_cmd::PsArgs),
+    /// Check what this machine gives kaji: sandbox support (Landlock, user
+    /// namespaces, seccomp), settings files, provider keys, git.
+    Doctor(doctor_cmd::DoctorArgs),
     /// The interactive terminal UI: type prompts, watch the task, answer
     /// its questions.
     Tui(tui::TuiArgs),
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
         Some(Command::Checkpoints(args)) => block_on(checkpoints_cmd::run(args)),
         Some(Command::Tasks(args)) => tasks_cmd::run(args),
         Some(Command::Ps(args)) => ps_cmd::run(args),
+        Some(Command::Doctor(args)) => block_on(doctor_cmd::run(args)),
         Some(Command::Rules(args)) => rules_cmd::run(args),
         Some(Command::Mcp(args)) => block_on(mcp_cmd::run(args)),
         Some(Command::Tui(args)) => block_on(tui::run(args)),

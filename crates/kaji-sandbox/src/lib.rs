@@ -36,7 +36,10 @@ mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::PreparedSandbox;
 
-pub use paths::{default_deny_read, kaji_working_space, protected_paths_in, worktree_git_dirs};
+pub use paths::{
+    create_protectable_dirs, default_deny_read, kaji_working_space, protected_paths_in,
+    worktree_git_dirs,
+};
 
 /// How much a sandboxed command may write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -131,16 +134,26 @@ impl SandboxPolicy {
     /// read-only, `~/.ssh`, `~/.aws` and `~/.gnupg` unreadable, no network.
     /// Add kaji's run dir to `writable_roots` and kaji's settings dir to
     /// `deny_read` (see [`default_deny_read`]).
+    ///
+    /// Creates an empty `.kaji/` in `cwd` (and `.git/hooks/` in a
+    /// repository) when missing, so that a command cannot create them (see
+    /// [`create_protectable_dirs`]); [`SandboxPolicy::preview`] does not.
     pub fn workspace(mode: SandboxMode, cwd: &Path) -> Self {
+        let _ = paths::create_protectable_dirs(cwd);
+        Self::preview(mode, cwd)
+    }
+
+    /// The policy [`SandboxPolicy::workspace`] would build, without
+    /// creating anything (for `kaji doctor`).
+    pub fn preview(mode: SandboxMode, cwd: &Path) -> Self {
         let mut writable_roots = vec![cwd.to_path_buf(), std::env::temp_dir()];
         writable_roots.extend(paths::worktree_git_dirs(cwd));
-        let protected_paths = protected_paths_in(cwd);
         writable_roots.extend(paths::kaji_working_space(cwd));
         let home = std::env::var_os("HOME").map(PathBuf::from);
         Self {
             mode,
             writable_roots,
-            protected_paths,
+            protected_paths: protected_paths_in(cwd),
             deny_read: default_deny_read(home.as_deref(), None),
             network: false,
         }

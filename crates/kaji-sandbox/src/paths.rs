@@ -20,15 +20,10 @@ fn is_kaji_setting(name: &str) -> bool {
 /// made writable again through [`kaji_working_space`]), `.kajiignore` and
 /// `.claude/`.
 ///
-/// Creates an empty `.kaji/` (and `.git/hooks/` in a repository) when
-/// missing: a path must exist to be protected, and git shows no empty
-/// directory.
+/// A path that does not exist cannot be protected (a command could create
+/// it): see [`create_protectable_dirs`].
 pub fn protected_paths_in(root: &Path) -> Vec<PathBuf> {
     let dot_git = root.join(".git");
-    if dot_git.is_dir() {
-        let _ = std::fs::create_dir_all(dot_git.join("hooks"));
-    }
-    let _ = std::fs::create_dir_all(root.join(".kaji"));
     let mut found = Vec::new();
     if dot_git.is_dir() {
         found.push(dot_git.join("config"));
@@ -44,6 +39,22 @@ pub fn protected_paths_in(root: &Path) -> Vec<PathBuf> {
     }
     found.retain(|p| p.symlink_metadata().is_ok());
     found
+}
+
+/// Creates an empty `root/.kaji/` and the `hooks/` directory of `root`'s
+/// git directory (`root/.git/`, or a worktree's common git directory) when
+/// missing, so that they can be protected: a path must exist to be
+/// bind-mounted read-only, and git shows no empty directory.
+pub fn create_protectable_dirs(root: &Path) -> std::io::Result<()> {
+    let dot_git = root.join(".git");
+    if dot_git.is_dir() {
+        std::fs::create_dir_all(dot_git.join("hooks"))?;
+    }
+    let git_dirs = worktree_git_dirs(root);
+    if let [_, common] = git_dirs.as_slice() {
+        std::fs::create_dir_all(common.join("hooks"))?;
+    }
+    std::fs::create_dir_all(root.join(".kaji"))
 }
 
 /// The existing entries of `root/.kaji/` that are working space rather than
@@ -127,6 +138,7 @@ mod tests {
         std::fs::create_dir_all(root.join(".claude")).unwrap();
         std::fs::create_dir_all(root.join(".kaji/worktrees/a")).unwrap();
         std::fs::write(root.join(".kaji/config.toml"), "").unwrap();
+        create_protectable_dirs(root).unwrap();
         let found = protected_paths_in(root);
         for p in [".git/config", ".git/hooks", ".kaji", ".claude"] {
             assert!(found.contains(&root.join(p)), "{p} missing from {found:?}");
