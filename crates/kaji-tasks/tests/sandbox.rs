@@ -272,3 +272,28 @@ async fn background_tasks_run_in_the_sandbox() {
     assert!(f.ws.join("bg-inside").exists());
     assert!(!f.outside.join("bg-outside").exists());
 }
+
+#[tokio::test]
+async fn cargo_test_of_a_tiny_crate_runs_in_the_default_policy() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    std::fs::write(
+        f.ws.join("Cargo.toml"),
+        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .expect("manifest");
+    std::fs::create_dir_all(f.ws.join("src")).expect("mkdir");
+    std::fs::write(
+        f.ws.join("src/lib.rs"),
+        "#[test]\nfn adds() { assert_eq!(1 + 1, 2); }\n",
+    )
+    .expect("lib");
+    // The default policy: the workspace and the temp dir writable.
+    let mut p = SandboxPolicy::workspace(SandboxMode::WorkspaceWrite, &f.ws);
+    p.deny_read = default_deny_read(Some(&f.home), None);
+    let (code, out) = run(Some(&p), &f.ws, "cargo test -q --offline 2>&1").await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("1 passed"), "{out}");
+}
