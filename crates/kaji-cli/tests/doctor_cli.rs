@@ -25,22 +25,37 @@ fn doctor_json_reports_the_sandbox_settings_and_key_names_only() {
 
     let support = kaji_sandbox::probe();
     assert_eq!(report["sandbox"]["landlock_abi"], support.landlock_abi);
-    assert_eq!(report["sandbox"]["user_namespaces"], support.user_namespaces);
+    assert_eq!(
+        report["sandbox"]["user_namespaces"],
+        support.user_namespaces
+    );
     assert_eq!(report["sandbox"]["seccomp"], support.seccomp);
     assert_eq!(report["ok"], support.is_complete());
-    assert_eq!(out.status.code(), Some(if support.is_complete() { 0 } else { 1 }));
+    assert_eq!(
+        out.status.code(),
+        Some(if support.is_complete() { 0 } else { 1 })
+    );
 
     let keys = report["provider_keys"].as_array().expect("provider_keys");
-    assert!(keys.iter().any(|k| k == "KAJI_DOCTOR_TEST_API_KEY"), "{keys:?}");
+    assert!(
+        keys.iter().any(|k| k == "KAJI_DOCTOR_TEST_API_KEY"),
+        "{keys:?}"
+    );
     let files = report["settings_files"].as_array().expect("settings_files");
     let user = home.path().join("config.toml").display().to_string();
     assert!(
-        files.iter().any(|f| f["path"] == user.as_str() && f["found"] == true),
+        files
+            .iter()
+            .any(|f| f["path"] == user.as_str() && f["found"] == true),
         "{files:?}"
     );
     assert_eq!(report["would_enforce"]["mode"], "workspace-write");
     assert_eq!(report["would_enforce"]["network"], false);
-    assert!(report["git_version"].as_str().is_some_and(|v| v.starts_with("git version")));
+    assert!(
+        report["git_version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("git version"))
+    );
     assert_eq!(report["stdout_is_terminal"], false);
     // Looking changes nothing: no .kaji/ appears in the working directory.
     assert!(!work.path().join(".kaji").exists());

@@ -65,8 +65,9 @@ struct Namespace {
 /// One mount in the child's mount namespace, in the order given.
 #[derive(Debug)]
 enum MountOp {
-    /// Bind a directory onto itself, writable (a hole in a read-only bind
-    /// made after it).
+    /// Bind a directory onto itself, recursively and writable: a hole in a
+    /// read-only bind made after it, or a mount point that cannot be
+    /// renamed away.
     SelfBind(CString),
     /// Bind a path onto itself and remount it read-only, keeping the
     /// `nosuid`/`nodev`/`noexec`/atime flags the kernel locks.
@@ -141,7 +142,7 @@ impl MountOp {
                 Some(path.as_c_str()),
                 path.as_c_str(),
                 none,
-                MsFlags::MS_BIND,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
                 none,
             )
             .map_err(errno),
@@ -292,10 +293,9 @@ fn c_path(path: &Path) -> Result<CString, SandboxError> {
 fn namespace_for(policy: &SandboxPolicy, writable: &[PathBuf]) -> Result<Namespace, SandboxError> {
     let protected = existing_canonical(&policy.protected_paths);
     let mut mounts = Vec::new();
-    for root in writable {
-        if root.is_dir() && protected.iter().any(|p| root.starts_with(p) && root != p) {
-            mounts.push(MountOp::SelfBind(c_path(root)?));
-        }
+    // Parents before children (a bind hides what was mounted below it).
+    for dir in self_binds(&protected, writable) {
+        mounts.push(MountOp::SelfBind(c_path(&dir)?));
     }
     for path in &protected {
         mounts.push(MountOp::ReadOnly {
@@ -326,6 +326,37 @@ fn namespace_for(policy: &SandboxPolicy, writable: &[PathBuf]) -> Result<Namespa
         mounts,
         chdir: None,
     })
+}
+
+/// The directories to bind onto themselves (writable) before the
+/// protected paths are made read-only, parents first:
+///
+/// - every directory from a writable root down to a protected path's
+///   parent (`ROOT`, `ROOT/.git`): a mount point cannot be renamed or
+///   removed, so `mv .git .git-old && mkdir .git` cannot swap the
+///   protected files for unprotected copies;
+/// - every writable root strictly inside a protected directory (such as
+///   `.kaji/worktrees` inside `.kaji`): a writable hole in it.
+fn self_binds(protected: &[PathBuf], writable: &[PathBuf]) -> std::collections::BTreeSet<PathBuf> {
+    let mut dirs = std::collections::BTreeSet::new();
+    for path in protected {
+        let root = writable
+            .iter()
+            .filter(|w| path.starts_with(w) && *w != path)
+            .max_by_key(|w| w.as_os_str().len());
+        let Some(root) = root else { continue };
+        let mut dir = path.parent();
+        while let Some(d) = dir.filter(|d| d.starts_with(root)) {
+            dirs.insert(d.to_path_buf());
+            dir = d.parent();
+        }
+    }
+    for root in writable {
+        if root.is_dir() && protected.iter().any(|p| root.starts_with(p) && root != p) {
+            dirs.insert(root.clone());
+        }
+    }
+    dirs
 }
 
 /// The mount flags of the mount holding `path` that a user namespace may

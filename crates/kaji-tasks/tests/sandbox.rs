@@ -163,6 +163,17 @@ async fn git_config_and_hooks_stay_read_only_inside_the_workspace() {
     );
     assert!(!f.ws.join(".kaji/config.toml").exists());
 
+    // Nor can the protected files be swapped for copies by moving their
+    // directories away.
+    let swap = "mv .git .git-old && mkdir .git && cp -a .git-old/. .git/ \
+                && git config core.fsmonitor 'touch PWN'";
+    let (code, out) = run(Some(&p), &f.ws, swap).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(kaji_sandbox::denial_note(p.mode, &out).is_some(), "{out}");
+    let (code, out) = run(Some(&p), &f.ws, "mv .kaji .kaji-old").await;
+    assert_ne!(code, 0, "{out}");
+    assert!(f.ws.join(".git/HEAD").exists() && f.ws.join(".kaji").is_dir());
+
     // Other writes to .git still work, and a following (unconfined) git
     // call runs no planted command.
     let (code, out) = run(Some(&p), &f.ws, "echo hi > a && git add a").await;
