@@ -159,6 +159,32 @@ impl SandboxPolicy {
         }
     }
 
+    /// The policy for a session's `Bash` commands, from its settings:
+    /// [`SandboxPolicy::workspace`] for `cwd`, plus the session's run dir
+    /// (`$KAJI_HOME/runs/<session>`) writable, `kaji_home` and
+    /// `sandbox_deny_read` (`~/` is the home directory) unreadable, and
+    /// `sandbox_network`.
+    pub fn for_session(
+        mode: SandboxMode,
+        cwd: &Path,
+        kaji_home: &Path,
+        run_dir: Option<&Path>,
+        sandbox_deny_read: &[String],
+        sandbox_network: bool,
+    ) -> Self {
+        let mut policy = Self::workspace(mode, cwd);
+        policy.writable_roots.extend(run_dir.map(Path::to_path_buf));
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        policy.deny_read.push(kaji_home.to_path_buf());
+        policy.deny_read.extend(
+            sandbox_deny_read
+                .iter()
+                .map(|p| expand_home(p, home.as_deref())),
+        );
+        policy.network = sandbox_network;
+        policy
+    }
+
     /// Whether this policy confines anything (its mode is not `off`).
     pub fn is_enabled(&self) -> bool {
         self.mode != SandboxMode::Off
@@ -177,6 +203,16 @@ impl SandboxPolicy {
     #[cfg(not(target_os = "linux"))]
     pub fn prepare(&self, _cwd: Option<&Path>) -> Result<PreparedSandbox, SandboxError> {
         Err(SandboxError::Unsupported)
+    }
+}
+
+/// `path` with a leading `~/` (or a lone `~`) replaced by `home`; other
+/// paths, and every path when `home` is unknown, as they are.
+pub fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
+    match (path.strip_prefix('~'), home) {
+        (Some(""), Some(home)) => home.to_path_buf(),
+        (Some(rest), Some(home)) if rest.starts_with('/') => home.join(&rest[1..]),
+        _ => PathBuf::from(path),
     }
 }
 
@@ -284,6 +320,41 @@ mod tests {
         }
         let err = "rw".parse::<SandboxMode>().unwrap_err();
         assert!(err.to_string().contains("\"rw\""), "{err}");
+    }
+
+    #[test]
+    fn home_is_expanded_in_deny_paths() {
+        let home = Path::new("/home/u");
+        assert_eq!(expand_home("~/.kube", Some(home)), home.join(".kube"));
+        assert_eq!(expand_home("~", Some(home)), home.to_path_buf());
+        assert_eq!(expand_home("~bob/x", Some(home)), PathBuf::from("~bob/x"));
+        assert_eq!(expand_home("/etc/x", Some(home)), PathBuf::from("/etc/x"));
+        assert_eq!(expand_home("~/x", None), PathBuf::from("~/x"));
+    }
+
+    #[test]
+    fn a_session_policy_adds_run_dir_kaji_home_and_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, kaji) = (dir.path().join("ws"), dir.path().join("kaji"));
+        std::fs::create_dir_all(&ws).unwrap();
+        let run = kaji.join("runs/s1");
+        let deny = vec!["/srv/secrets".to_string()];
+        let p = SandboxPolicy::for_session(
+            SandboxMode::WorkspaceWrite,
+            &ws,
+            &kaji,
+            Some(&run),
+            &deny,
+            true,
+        );
+        assert!(p.writable_roots.contains(&ws) && p.writable_roots.contains(&run));
+        assert!(p.deny_read.contains(&kaji));
+        assert!(p.deny_read.contains(&PathBuf::from("/srv/secrets")));
+        assert!(p.network);
+        assert!(
+            ws.join(".kaji").is_dir(),
+            "the workspace's .kaji/ exists to be protected"
+        );
     }
 
     #[test]

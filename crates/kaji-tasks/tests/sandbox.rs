@@ -308,3 +308,37 @@ async fn cargo_test_of_a_tiny_crate_runs_in_the_default_policy() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("1 passed"), "{out}");
 }
+
+#[tokio::test]
+async fn kaji_settings_are_unreadable_but_the_run_dir_is_writable() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    let kaji_home = f.home.join(".kaji");
+    let run_dir = kaji_home.join("runs/s1");
+    std::fs::create_dir_all(&run_dir).expect("mkdir");
+    std::fs::write(kaji_home.join("config.toml"), "SETTINGS-CONTENT\n").expect("settings");
+    let mut p = SandboxPolicy::for_session(
+        SandboxMode::WorkspaceWrite,
+        &f.ws,
+        &kaji_home,
+        Some(&run_dir),
+        &[f.outside.display().to_string()],
+        false,
+    );
+    p.writable_roots
+        .retain(|r| r.starts_with(&f.ws) || r.starts_with(&run_dir));
+    std::fs::write(f.outside.join("denied.txt"), "DENIED-CONTENT\n").expect("plant");
+    let script = format!(
+        "echo ok > {run}/note && cat {run}/note; cat {home}/config.toml; cat {out}/denied.txt; true",
+        run = run_dir.display(),
+        home = kaji_home.display(),
+        out = f.outside.display(),
+    );
+    let (_, out) = run(Some(&p), &f.ws, &script).await;
+    assert!(out.starts_with("ok\n"), "{out}");
+    assert!(!out.contains("SETTINGS-CONTENT"), "{out}");
+    assert!(!out.contains("DENIED-CONTENT"), "{out}");
+    assert!(run_dir.join("note").exists());
+}
