@@ -55,7 +55,6 @@ pub struct PreparedSandbox {
 /// The user and mount namespace part.
 #[derive(Debug)]
 struct Namespace {
-    deny_setgroups: bool,
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
     mounts: Vec<MountOp>,
@@ -105,9 +104,7 @@ impl PreparedSandbox {
 impl Namespace {
     fn enter(&self) -> io::Result<()> {
         unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS).map_err(errno)?;
-        if self.deny_setgroups {
-            write_proc(c"/proc/self/setgroups", b"deny")?;
-        }
+        write_proc(c"/proc/self/setgroups", b"deny")?;
         write_proc(c"/proc/self/uid_map", &self.uid_map)?;
         write_proc(c"/proc/self/gid_map", &self.gid_map)?;
         let none: Option<&CStr> = None;
@@ -320,7 +317,6 @@ fn namespace_for(policy: &SandboxPolicy, writable: &[PathBuf]) -> Result<Namespa
     // SAFETY: geteuid/getegid cannot fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     Ok(Namespace {
-        deny_setgroups: true,
         uid_map: format!("{uid} {uid} 1\n").into_bytes(),
         gid_map: format!("{gid} {gid} 1\n").into_bytes(),
         mounts,
