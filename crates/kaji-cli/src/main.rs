@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod agent;
 mod checkpoints_cmd;
 mod demo;
+mod doctor_cmd;
 mod exec;
 mod exec_events;
 mod mcp_cmd;
@@ -65,6 +66,9 @@ enum Command {
     /// List the runtime tasks (background shells and agents) of every
     /// running kaji session on this machine.
     Ps(ps_cmd::PsArgs),
+    /// Check what this machine gives kaji: sandbox support (Landlock, user
+    /// namespaces, seccomp), settings files, provider keys, git.
+    Doctor(doctor_cmd::DoctorArgs),
     /// The interactive terminal UI: type prompts, watch the task, answer
     /// its questions.
     Tui(tui::TuiArgs),
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
         Some(Command::Checkpoints(args)) => block_on(checkpoints_cmd::run(args)),
         Some(Command::Tasks(args)) => tasks_cmd::run(args),
         Some(Command::Ps(args)) => ps_cmd::run(args),
+        Some(Command::Doctor(args)) => block_on(doctor_cmd::run(args)),
         Some(Command::Rules(args)) => rules_cmd::run(args),
         Some(Command::Permissions(args)) => permissions_cmd::run(args),
         Some(Command::Trust(args)) => permissions_cmd::run_trust(args),

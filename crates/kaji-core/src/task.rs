@@ -908,6 +908,7 @@ impl Task {
             kaji_home: self.config.kaji_home.clone(),
             task_list: self.config.task_list.clone(),
             runtime: self.config.runtime.clone(),
+            sandbox: None,
         }
     }
 

@@ -1,6 +1,8 @@
 //! The shared vocabulary of kaji: conversation messages and their content
 //! blocks, the chunks a model stream yields, tool specifications, the
-//! `ask`/`say` events a task emits to its front ends, and ids.
+//! `ask`/`say` events a task emits to its front ends, and ids; and the
+//! pure text functions every front end needs: secret redaction
+//! ([`redact`]) and terminal sanitising ([`terminal`]).
 //!
 //! Every other kaji crate speaks these types, so they stay plain data: this
 //! crate must never do I/O, spawn tasks, read the environment or depend on
@@ -10,7 +12,9 @@
 pub mod events;
 pub mod message;
 pub mod payload;
+pub mod redact;
 pub mod stream;
+pub mod terminal;
 pub mod tool;
 
 pub use events::{AskKind, AskResponse, SayKind, SessionEvent, TaskEvent, TaskStatus, UsageReport};

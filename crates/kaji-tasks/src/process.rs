@@ -32,13 +32,22 @@
 //! This module must never block a runtime thread for long, never send a
 //! signal to a group it did not create, and never leave a group it created
 //! running once its handle is gone.
+//!
+//! Two more rules hold for every spawn here ([`spawn_in_group_with`] is the
+//! one function that applies them): a child never inherits a variable that
+//! looks like a secret ([`scrub_secret_env`], configured once with
+//! [`set_env_policy`]), and a child given a sandbox in its [`SpawnOptions`]
+//! is confined before it runs (the model's Bash commands; hooks, MCP
+//! servers and kaji's own git calls are spawned without one).
 
 use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
+
+use kaji_sandbox::SandboxPolicy;
 
 use tokio::process::{Child, Command};
 
@@ -83,7 +92,38 @@ pub fn shell_command(command_line: &str) -> Command {
     cmd
 }
 
+/// Spawns `cmd` as the leader of a new process group, unconfined, with the
+/// secret variables removed from its environment: [`spawn_in_group_with`]
+/// with the default [`SpawnOptions`].
+pub fn spawn_in_group(cmd: Command) -> io::Result<GroupChild> {
+    spawn_in_group_with(cmd, &SpawnOptions::default())
+}
+
+/// How a child is started beyond what its [`Command`] says.
+#[derive(Debug, Clone, Default)]
+pub struct SpawnOptions {
+    /// Confine the child, and everything it starts, in this sandbox
+    /// (prepared afresh for this spawn). `None`, or a policy whose mode is
+    /// `off`, runs it unconfined.
+    pub sandbox: Option<Arc<SandboxPolicy>>,
+    /// Which variables count as secrets for this spawn; `None` uses the
+    /// process-wide policy ([`set_env_policy`]).
+    pub env: Option<Arc<EnvPolicy>>,
+}
+
+impl SpawnOptions {
+    /// Options that confine the child in `sandbox` (when given).
+    pub fn sandboxed(sandbox: Option<Arc<SandboxPolicy>>) -> Self {
+        Self { sandbox, env: None }
+    }
+}
+
 /// Spawns `cmd` as the leader of a new process group.
+///
+/// This is the one function every spawn in kaji goes through. Before the
+/// spawn it removes secret variables the child would inherit
+/// ([`scrub_secret_env`]) and, when `options` carry an enabled sandbox,
+/// prepares it and confines the child in it between `fork` and `exec`.
 ///
 /// The command is taken by value: a [`Command`] keeps the file descriptors
 /// given to it as stdio until it is dropped, which would keep pipes open
@@ -92,9 +132,26 @@ pub fn shell_command(command_line: &str) -> Command {
 /// [`GroupChild::shutdown`] or [`GroupChild::kill_now`] confirmed it empty.
 ///
 /// Must be called within a Tokio runtime.
-pub fn spawn_in_group(mut cmd: Command) -> io::Result<GroupChild> {
+pub fn spawn_in_group_with(mut cmd: Command, options: &SpawnOptions) -> io::Result<GroupChild> {
+    match &options.env {
+        Some(policy) => scrub_secret_env(&mut cmd, policy),
+        None => scrub_secret_env(&mut cmd, &env_policy()),
+    }
     cmd.process_group(0).kill_on_drop(true);
-    let child = cmd.spawn()?;
+    let sandboxed = match options.sandbox.as_deref().filter(|p| p.is_enabled()) {
+        Some(policy) => Some(confine(&mut cmd, policy)?),
+        None => None,
+    };
+    let child = cmd.spawn().map_err(|e| match sandboxed {
+        Some(mode) => io::Error::new(
+            e.kind(),
+            format!(
+                "{e} (starting it in the {mode} sandbox; `kaji doctor` shows what this kernel \
+                 supports)"
+            ),
+        ),
+        None => e,
+    })?;
     drop(cmd);
     let pid = child
         .id()
@@ -108,6 +165,84 @@ pub fn spawn_in_group(mut cmd: Command) -> io::Result<GroupChild> {
     })
 }
 
+/// Prepares `policy` for `cmd` and makes the child apply it before `exec`.
+/// Returns the mode, for error messages.
+#[cfg(target_os = "linux")]
+fn confine(cmd: &mut Command, policy: &SandboxPolicy) -> io::Result<kaji_sandbox::SandboxMode> {
+    let cwd = match cmd.as_std().get_current_dir() {
+        Some(dir) => Some(dir.to_path_buf()),
+        None => std::env::current_dir().ok(),
+    };
+    let prepared = policy
+        .prepare(cwd.as_deref())
+        .map_err(|e| io::Error::other(format!("could not prepare the sandbox: {e}")))?;
+    // SAFETY: apply_in_child only makes async-signal-safe system calls on
+    // data prepared above.
+    unsafe {
+        cmd.pre_exec(move || prepared.apply_in_child());
+    }
+    Ok(policy.mode)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn confine(_cmd: &mut Command, policy: &SandboxPolicy) -> io::Result<kaji_sandbox::SandboxMode> {
+    Err(io::Error::other(format!(
+        "could not prepare the sandbox ({}): {}",
+        policy.mode,
+        kaji_sandbox::SandboxError::Unsupported
+    )))
+}
+
+/// Which environment variables children must not inherit, beyond the
+/// built-in secret names (see [`kaji_protocol::redact::is_secret_env_name`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvPolicy {
+    /// More names that are secrets (the `secret_env` setting).
+    pub secret_env: Vec<String>,
+    /// Names children inherit even though they look like secrets (the
+    /// `env_passthrough` setting).
+    pub env_passthrough: Vec<String>,
+}
+
+static ENV_POLICY: RwLock<Option<Arc<EnvPolicy>>> = RwLock::new(None);
+
+/// Sets the process-wide [`EnvPolicy`] every later spawn uses (unless its
+/// [`SpawnOptions`] carry one). Call it once the settings are loaded.
+pub fn set_env_policy(policy: EnvPolicy) {
+    let mut slot = ENV_POLICY.write().unwrap_or_else(|e| e.into_inner());
+    *slot = Some(Arc::new(policy));
+}
+
+/// The process-wide [`EnvPolicy`] (empty lists until [`set_env_policy`]).
+pub fn env_policy() -> Arc<EnvPolicy> {
+    let slot = ENV_POLICY.read().unwrap_or_else(|e| e.into_inner());
+    slot.clone().unwrap_or_default()
+}
+
+/// Removes from `cmd`'s environment every variable it would inherit from
+/// kaji whose name is a secret under `policy`. Variables the caller set on
+/// `cmd` explicitly (an MCP server's configured `env`) are kept.
+pub fn scrub_secret_env(cmd: &mut Command, policy: &EnvPolicy) {
+    let explicit: Vec<std::ffi::OsString> = cmd
+        .as_std()
+        .get_envs()
+        .filter(|(_, v)| v.is_some())
+        .map(|(k, _)| k.to_os_string())
+        .collect();
+    for (name, _) in std::env::vars_os() {
+        let secret = name.to_str().is_some_and(|n| {
+            kaji_protocol::redact::is_secret_env_name(
+                n,
+                &policy.secret_env,
+                &policy.env_passthrough,
+            )
+        });
+        if secret && !explicit.contains(&name) {
+            cmd.env_remove(&name);
+        }
+    }
+}
+
 /// Spawns `cmd` in a new process group (as [`spawn_in_group`]) with its
 /// stdout and stderr both connected to one pipe, so the output reads in
 /// the order it was written (like `2>&1`). Returns the read end of the
@@ -115,11 +250,19 @@ pub fn spawn_in_group(mut cmd: Command) -> io::Result<GroupChild> {
 ///
 /// The read end gets end-of-file once every process holding the write end
 /// (the leader and any member it passed it on to) has exited or closed it.
-pub fn spawn_with_merged_output(mut cmd: Command) -> io::Result<(GroupChild, std::io::PipeReader)> {
+pub fn spawn_with_merged_output(cmd: Command) -> io::Result<(GroupChild, std::io::PipeReader)> {
+    spawn_with_merged_output_with(cmd, &SpawnOptions::default())
+}
+
+/// [`spawn_with_merged_output`] with [`SpawnOptions`] (a sandbox).
+pub fn spawn_with_merged_output_with(
+    mut cmd: Command,
+    options: &SpawnOptions,
+) -> io::Result<(GroupChild, std::io::PipeReader)> {
     let (reader, writer) = std::io::pipe()?;
     cmd.stdout(Stdio::from(writer.try_clone()?));
     cmd.stderr(Stdio::from(writer));
-    let child = spawn_in_group(cmd)?;
+    let child = spawn_in_group_with(cmd, options)?;
     Ok((child, reader))
 }
 

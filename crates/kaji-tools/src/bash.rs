@@ -13,6 +13,11 @@
 //!
 //! A timeout stops the group politely (`SIGTERM`, a grace period,
 //! `SIGKILL`); an abort (the context's cancellation token) kills it at once.
+//! With a sandbox in the [`ToolContext`], the command (foreground or
+//! background) and everything it starts run confined; a sandboxed command
+//! that fails with a permission error in its output is a
+//! [`ToolError::SandboxDenied`] saying the sandbox may have blocked it.
+//!
 //! This tool never decides permissions (its [`ToolAccess`] is the command
 //! line) and never interprets the command itself.
 
@@ -34,6 +39,20 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
 /// Default cap on the output returned to the model, in characters.
 pub const DEFAULT_OUTPUT_CAP_CHARS: usize = 30_000;
+
+/// When a sandboxed command failed and its output looks like the kernel
+/// refused an access, the note saying the sandbox may have blocked it.
+fn sandbox_note(
+    ctx: &ToolContext,
+    status: std::process::ExitStatus,
+    output: &str,
+) -> Option<String> {
+    let policy = ctx.sandbox.as_deref().filter(|p| p.is_enabled())?;
+    if status.success() {
+        return None;
+    }
+    kaji_sandbox::denial_note(policy.mode, output)
+}
 
 /// Adds `Bash` to `registry`.
 pub(crate) fn register(registry: &mut ToolRegistry) {
@@ -138,12 +157,14 @@ impl BashTool {
         let started = Instant::now();
         let mut cmd = process::shell_command(&input.command);
         cmd.current_dir(&ctx.cwd).stdin(std::process::Stdio::null());
-        let (mut child, reader) = process::spawn_with_merged_output(cmd).map_err(|e| {
-            ToolError::Refused(format!(
-                "Bash: could not start {}: {e}",
-                process::shell_path().display()
-            ))
-        })?;
+        let options = process::SpawnOptions::sandboxed(ctx.sandbox.clone());
+        let (mut child, reader) =
+            process::spawn_with_merged_output_with(cmd, &options).map_err(|e| {
+                ToolError::Refused(format!(
+                    "Bash: could not start {}: {e}",
+                    process::shell_path().display()
+                ))
+            })?;
         let mut reader =
             tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into()).map_err(|e| {
                 ToolError::Refused(format!("Bash: could not read the command's output: {e}"))
@@ -209,6 +230,12 @@ impl BashTool {
             }
             (None, None) => content.push_str(&format!("[ended, {secs:.2} s]")),
         }
+        if let Some(note) = sandbox_note(ctx, status, &text.text) {
+            return Err(ToolError::SandboxDenied {
+                output: content,
+                note,
+            });
+        }
         Ok(ToolOutput {
             content,
             update: None,
@@ -241,8 +268,15 @@ impl BashTool {
             .clone()
             .filter(|d| !d.trim().is_empty())
             .unwrap_or_else(|| input.command.clone());
+        let options = process::SpawnOptions::sandboxed(ctx.sandbox.clone());
         let info = registry
-            .start_local_bash(&input.command, &description, &ctx.cwd, &ctx.agent)
+            .start_local_bash_with(
+                &input.command,
+                &description,
+                &ctx.cwd,
+                &ctx.agent,
+                options,
+            )
             .await
             .map_err(|e| ToolError::Refused(format!("Bash: {e}")))?;
         let content = format!(

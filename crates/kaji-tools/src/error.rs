@@ -40,6 +40,17 @@ pub enum ToolError {
         /// The limit.
         seconds: u64,
     },
+    /// A sandboxed command failed in a way that looks like the sandbox
+    /// refused it (a permission error in its output). `output` is the
+    /// command's result text, `note` says so ("this may have been blocked
+    /// by the sandbox (workspace-write): …").
+    #[error("{output}\n[{note}]")]
+    SandboxDenied {
+        /// The command's output and exit line.
+        output: String,
+        /// What the sandbox probably refused.
+        note: String,
+    },
     /// The task was aborted while the call ran.
     #[error("cancelled")]
     Cancelled,

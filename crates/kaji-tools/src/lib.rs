@@ -55,6 +55,9 @@ pub struct ToolContext {
     /// The agent making the call: `main`, or a sub-agent's name. It owns
     /// the background tasks it starts and gets their finished notices.
     pub agent: String,
+    /// The sandbox `Bash` commands (foreground and background) run in;
+    /// `None` runs them unconfined. Nothing else a tool starts is confined.
+    pub sandbox: Option<Arc<kaji_sandbox::SandboxPolicy>>,
 }
 
 impl ToolContext {
@@ -70,6 +73,7 @@ impl ToolContext {
             agent: "main".to_string(),
             task_list: None,
             runtime: None,
+            sandbox: None,
         }
     }
 

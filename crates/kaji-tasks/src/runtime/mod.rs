@@ -688,6 +688,17 @@ impl RuntimeTaskRegistry {
     /// process group, stdin from `/dev/null`, stdout and stderr appended to
     /// the output file. Must be called within a Tokio runtime.
     pub async fn start(&self, request: StartRequest) -> Result<RuntimeTaskInfo, RuntimeError> {
+        self.start_with(request, process::SpawnOptions::default())
+            .await
+    }
+
+    /// [`RuntimeTaskRegistry::start`] with [`process::SpawnOptions`]: a
+    /// sandbox given there confines the command and everything it starts.
+    pub async fn start_with(
+        &self,
+        request: StartRequest,
+        options: process::SpawnOptions,
+    ) -> Result<RuntimeTaskInfo, RuntimeError> {
         if !request.task_type.is_implemented() {
             return Err(RuntimeError::UnsupportedType(request.task_type));
         }
@@ -723,7 +734,7 @@ impl RuntimeTaskRegistry {
         let mut cmd = process::shell_command(&request.command);
         cmd.current_dir(&request.cwd)
             .stdin(std::process::Stdio::null());
-        let (child, reader) = match process::spawn_with_merged_output(cmd) {
+        let (child, reader) = match process::spawn_with_merged_output_with(cmd, &options) {
             Ok(spawned) => spawned,
             Err(source) => {
                 let _ = std::fs::remove_file(&output_path);
@@ -779,14 +790,34 @@ impl RuntimeTaskRegistry {
         cwd: &Path,
         owner: &str,
     ) -> Result<RuntimeTaskInfo, RuntimeError> {
-        self.start(StartRequest {
+        self.start_local_bash_with(
+            command,
+            description,
+            cwd,
+            owner,
+            process::SpawnOptions::default(),
+        )
+        .await
+    }
+
+    /// [`RuntimeTaskRegistry::start_local_bash`] with
+    /// [`process::SpawnOptions`] (a sandbox).
+    pub async fn start_local_bash_with(
+        &self,
+        command: &str,
+        description: &str,
+        cwd: &Path,
+        owner: &str,
+        options: process::SpawnOptions,
+    ) -> Result<RuntimeTaskInfo, RuntimeError> {
+        let request = StartRequest {
             task_type: RuntimeTaskType::LocalBash,
             description: description.to_string(),
             command: command.to_string(),
             cwd: cwd.to_path_buf(),
             owner: owner.to_string(),
-        })
-        .await
+        };
+        self.start_with(request, options).await
     }
 
     fn lookup(&self, task_id: &str) -> Result<Arc<TaskEntry>, RuntimeError> {

@@ -1,0 +1,235 @@
+//! `kaji doctor [--json]`: what this machine gives kaji.
+//!
+//! Reports the sandbox layers the kernel supports (found by trying each in
+//! a child: Landlock and its ABI, user namespaces, seccomp) and what the
+//! sandbox would enforce in the current directory; the settings files
+//! found; which provider keys are set (names only); the git version; and
+//! whether stdout is a terminal. Exits 0 when every layer the sandbox needs
+//! works, else 1.
+//!
+//! It only looks: it never prints a secret's value, never writes a file and
+//! never changes a setting.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use kaji_core::config::KajiConfig;
+use kaji_sandbox::{SandboxMode, SandboxPolicy, SandboxSupport};
+use kaji_tasks::process;
+use serde_json::{Value, json};
+
+/// Arguments of `kaji doctor`.
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `kaji doctor`; returns the exit code.
+pub async fn run(args: DoctorArgs) -> i32 {
+    let support = tokio::task::spawn_blocking(kaji_sandbox::probe)
+        .await
+        .unwrap_or_else(|e| SandboxSupport {
+            landlock_abi: 0,
+            landlock: false,
+            user_namespaces: false,
+            seccomp: false,
+            problems: vec![format!("the probe did not finish: {e}")],
+        });
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let home = crate::paths::kaji_home();
+    let report = Report {
+        policy: policy_here(&cwd, &home),
+        settings: settings_files(&cwd, &home),
+        provider_keys: provider_keys(),
+        git_version: git_version().await,
+        stdout_is_terminal: std::io::stdout().is_terminal(),
+        support,
+    };
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_text());
+    }
+    if report.support.is_complete() { 0 } else { 1 }
+}
+
+/// What `kaji doctor` found.
+struct Report {
+    support: SandboxSupport,
+    policy: SandboxPolicy,
+    settings: Vec<(PathBuf, bool)>,
+    provider_keys: Vec<String>,
+    git_version: Result<String, String>,
+    stdout_is_terminal: bool,
+}
+
+/// The workspace-write policy a Bash command started here would get.
+fn policy_here(cwd: &Path, kaji_home: &Path) -> SandboxPolicy {
+    let mut policy = SandboxPolicy::preview(SandboxMode::WorkspaceWrite, cwd);
+    policy.writable_roots.push(kaji_home.join("runs"));
+    policy.deny_read.push(kaji_home.to_path_buf());
+    policy
+}
+
+/// The user and project settings files, and whether each exists.
+fn settings_files(cwd: &Path, kaji_home: &Path) -> Vec<(PathBuf, bool)> {
+    let user = KajiConfig::user_path(kaji_home);
+    let user_found = user.is_file();
+    let project = KajiConfig::project_path(cwd);
+    let mut files = vec![(user, user_found)];
+    match project {
+        Some(path) => files.push((path, true)),
+        None => files.push((cwd.join(".kaji/config.toml"), false)),
+    }
+    files
+}
+
+/// The names of the set environment variables that look like provider
+/// keys or other secrets (never their values).
+fn provider_keys() -> Vec<String> {
+    let mut names: Vec<String> = std::env::vars_os()
+        .filter(|(_, v)| !v.is_empty())
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| kaji_protocol::redact::is_secret_env_name(k, &[], &[]))
+        .collect();
+    names.sort();
+    names
+}
+
+/// `git --version`, or why it could not be run.
+async fn git_version() -> Result<String, String> {
+    let mut cmd = tokio::process::Command::new("git");
+    cmd.arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let (mut child, mut reader) =
+        process::spawn_with_merged_output(cmd).map_err(|e| format!("git: {e}"))?;
+    let mut text = String::new();
+    let read = tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        reader.read_to_string(&mut text).map(|_| text)
+    })
+    .await
+    .map_err(|e| format!("git: {e}"))?
+    .map_err(|e| format!("git: {e}"))?;
+    let status = child.wait().await.map_err(|e| format!("git: {e}"))?;
+    if !status.success() {
+        return Err(format!("git --version failed ({status})"));
+    }
+    Ok(read.trim().to_string())
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "NO" }
+}
+
+fn paths_json(paths: &[PathBuf]) -> Value {
+    json!(
+        paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+    )
+}
+
+impl Report {
+    fn to_json(&self) -> Value {
+        let s = &self.support;
+        json!({
+            "ok": s.is_complete(),
+            "sandbox": {
+                "landlock_abi": s.landlock_abi,
+                "landlock": s.landlock,
+                "user_namespaces": s.user_namespaces,
+                "seccomp": s.seccomp,
+                "complete": s.is_complete(),
+                "problems": s.problems,
+            },
+            "would_enforce": {
+                "mode": self.policy.mode.as_str(),
+                "writable_roots": paths_json(&self.policy.writable_roots),
+                "protected_paths": paths_json(&self.policy.protected_paths),
+                "deny_read": paths_json(&self.policy.deny_read),
+                "network": self.policy.network,
+            },
+            "settings_files": self.settings.iter().map(|(p, found)| json!({
+                "path": p.display().to_string(),
+                "found": found,
+            })).collect::<Vec<_>>(),
+            "provider_keys": self.provider_keys,
+            "git_version": self.git_version.as_ref().ok(),
+            "git_error": self.git_version.as_ref().err(),
+            "stdout_is_terminal": self.stdout_is_terminal,
+        })
+    }
+
+    fn to_text(&self) -> String {
+        let s = &self.support;
+        let mut out = String::from("Sandbox (Linux)\n");
+        out.push_str(&format!(
+            "  Landlock:        {} (ABI {})\n",
+            yes_no(s.landlock),
+            s.landlock_abi
+        ));
+        out.push_str(&format!(
+            "  user namespaces: {}\n",
+            yes_no(s.user_namespaces)
+        ));
+        out.push_str(&format!("  seccomp:         {}\n", yes_no(s.seccomp)));
+        for problem in &s.problems {
+            out.push_str(&format!("  problem: {problem}\n"));
+        }
+        if s.is_complete() {
+            out.push_str("  => commands here would run in the workspace-write sandbox:\n");
+        } else {
+            out.push_str(
+                "  => the sandbox is NOT available: kaji will ask before every command.\n     \
+                 With it, commands here would get:\n",
+            );
+        }
+        let p = &self.policy;
+        let list = |paths: &[PathBuf]| {
+            paths
+                .iter()
+                .map(|p| format!("       {}\n", p.display()))
+                .collect::<String>()
+        };
+        out.push_str(&format!("     writable:\n{}", list(&p.writable_roots)));
+        out.push_str(&format!(
+            "     read-only inside them:\n{}",
+            list(&p.protected_paths)
+        ));
+        out.push_str(&format!("     unreadable:\n{}", list(&p.deny_read)));
+        out.push_str(&format!(
+            "     network: {}\n",
+            if p.network {
+                "allowed"
+            } else {
+                "Unix sockets only"
+            }
+        ));
+        out.push_str("Settings files\n");
+        for (path, found) in &self.settings {
+            let state = if *found { "found" } else { "not found" };
+            out.push_str(&format!("  {} ({state})\n", path.display()));
+        }
+        out.push_str("Provider keys and secrets set (names only)\n");
+        if self.provider_keys.is_empty() {
+            out.push_str("  none\n");
+        }
+        for name in &self.provider_keys {
+            out.push_str(&format!("  {name}\n"));
+        }
+        match &self.git_version {
+            Ok(v) => out.push_str(&format!("git: {v}\n")),
+            Err(e) => out.push_str(&format!("git: not usable: {e}\n")),
+        }
+        out.push_str(&format!(
+            "stdout is a terminal: {}\n",
+            if self.stdout_is_terminal { "yes" } else { "no" }
+        ));
+        out
+    }
+}
