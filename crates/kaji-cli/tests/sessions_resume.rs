@@ -67,8 +67,22 @@ fn session_id(lines: &[Value]) -> String {
     lines[0]["session_id"].as_str().unwrap().to_string()
 }
 
+/// The request's messages, without the prompt-cache breakpoints (which
+/// move to the end of the conversation every round).
 fn messages(body: &Value) -> Vec<Value> {
-    body["messages"].as_array().cloned().unwrap_or_default()
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                map.remove("cache_control");
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut messages = body["messages"].as_array().cloned().unwrap_or_default();
+    messages.iter_mut().for_each(strip);
+    messages
 }
 
 async fn round_trip(wire: Wire) {
