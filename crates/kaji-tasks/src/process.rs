@@ -94,6 +94,7 @@ pub fn shell_command(command_line: &str) -> Command {
 /// Must be called within a Tokio runtime.
 pub fn spawn_in_group(mut cmd: Command) -> io::Result<GroupChild> {
     cmd.process_group(0).kill_on_drop(true);
+    let description = crate::watchdog::describe(cmd.as_std());
     let child = cmd.spawn()?;
     drop(cmd);
     let pid = child
@@ -101,6 +102,8 @@ pub fn spawn_in_group(mut cmd: Command) -> io::Result<GroupChild> {
         .ok_or_else(|| io::Error::other("the child exited before its pid could be read"))?;
     let pgid = libc::pid_t::try_from(pid)
         .map_err(|_| io::Error::other(format!("pid {pid} out of range")))?;
+    // No orphans even if kaji is killed: see `crate::watchdog`.
+    crate::watchdog::register(pgid, &description);
     Ok(GroupChild {
         child,
         group: ProcessGroup { pgid, armed: true },
@@ -210,6 +213,7 @@ impl Drop for ProcessGroup {
             // Best effort: there is nobody to report a failure to.
             let _ = self.kill();
         }
+        crate::watchdog::unregister(self.pgid);
     }
 }
 
