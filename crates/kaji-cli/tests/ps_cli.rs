@@ -93,3 +93,87 @@ fn no_sessions_is_not_an_error() {
     let out = kaji_ps(home.path(), true);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
 }
+
+/// Writes the files of a session whose kaji process is gone but whose
+/// background task's process group (`pgid`) still runs.
+fn write_dead_session(home: &std::path::Path, pgid: i32) {
+    let dead_pid = 2_147_483_647u32;
+    let dir = home.join("runs/crashed");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let ticks = kaji_tasks::process::read_stat(pgid)
+        .expect("stat")
+        .start_ticks;
+    let task = serde_json::json!({
+        "id": "b0rphan00", "type": "local_bash", "status": "running",
+        "description": "left behind", "command": "sleep 1000", "owner": "main",
+        "pid": pgid, "started_at_ms": 0, "output_path": dir.join("b0rphan00.output"),
+        "output_bytes": 0, "dropped_bytes": 0,
+    });
+    let state = serde_json::json!({
+        "schema_version": 1, "session_id": "crashed", "pid": dead_pid,
+        "started_at_ms": 0, "tasks": [task],
+    });
+    std::fs::write(dir.join("session.json"), state.to_string()).expect("write");
+    let groups = serde_json::json!({
+        "schema_version": 1, "pid": dead_pid,
+        "groups": [{"pgid": pgid, "leader_start_ticks": ticks, "command": "sleep 1000",
+                    "started_at_ms": 0}],
+    });
+    std::fs::write(dir.join("groups.json"), groups.to_string()).expect("write");
+}
+
+#[test]
+fn orphans_of_dead_sessions_are_listed_as_orphaned_and_killed_on_request() {
+    use std::os::unix::process::CommandExt;
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut orphan = std::process::Command::new("sleep")
+        .arg("1000")
+        .process_group(0)
+        .spawn()
+        .expect("spawn");
+    let pgid = i32::try_from(orphan.id()).expect("pid");
+    write_dead_session(home.path(), pgid);
+
+    let table = kaji_ps(home.path(), false);
+    assert_eq!(table.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&table.stdout);
+    let row = stdout.lines().nth(1).expect("one row");
+    assert!(row.starts_with("b0rphan00"), "{stdout}");
+    assert!(
+        row.contains("orphaned") && !row.contains("running"),
+        "{stdout}"
+    );
+    assert!(row.contains(&format!("pgid {pgid}")), "{stdout}");
+    let stderr = String::from_utf8_lossy(&table.stderr);
+    assert!(stderr.contains("--kill-orphans"), "{stderr}");
+
+    let json = kaji_ps(home.path(), true);
+    let items: Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(items[0]["status"], "orphaned");
+    assert_eq!(items[0]["recorded_status"], "running");
+    assert_eq!(items[0]["session_alive"], false);
+    assert_eq!(items[0]["live_pids"], serde_json::json!([pgid]));
+
+    let mut cmd = Command::cargo_bin("kaji").expect("kaji binary");
+    let out = cmd
+        .env("KAJI_HOME", home.path())
+        .env("KAJI_KILL_GRACE_MS", "200")
+        .args(["ps", "--kill-orphans", "--json"])
+        .output()
+        .expect("kaji ps --kill-orphans");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["killed"][0]["pgid"], pgid);
+    assert_eq!(report["killed"][0]["task_id"], "b0rphan00");
+    assert_eq!(report["survived"], serde_json::json!([]));
+    let status = orphan.wait().expect("reap");
+    assert!(!status.success(), "the orphan was killed");
+
+    let after = kaji_ps(home.path(), true);
+    assert_eq!(String::from_utf8_lossy(&after.stdout).trim(), "[]");
+}
