@@ -156,6 +156,13 @@ fn open_error(path: &Path, e: io::Error) -> TaskListError {
 
 /// Takes the exclusive lock on `path`, waiting at most `timeout`; after a
 /// short while the wait is reported to `observer`, once.
+///
+/// An uncontended lock is taken with one `try_lock`. A busy one is waited
+/// for by a helper thread in a blocking `flock`, so the lock is taken the
+/// moment it is released; this thread waits for the helper's answer with a
+/// timeout. A helper that gets the lock after the timeout finds nobody to
+/// hand it to and drops it at once (the lock is released); one whose lock
+/// is never released stays blocked until the process ends.
 pub(crate) fn lock_exclusive(
     path: &Path,
     what: &str,
@@ -163,41 +170,112 @@ pub(crate) fn lock_exclusive(
     observer: Option<&LockObserver>,
 ) -> Result<LockGuard, TaskListError> {
     let file = open_lock_file(path)?;
-    let started = Instant::now();
+    match file.try_lock() {
+        Ok(()) => return Ok(held(file)),
+        Err(std::fs::TryLockError::WouldBlock) => {}
+        Err(std::fs::TryLockError::Error(e)) => return Err(TaskListError::io(path, e)),
+    }
+    let wait = Wait {
+        path,
+        what,
+        timeout,
+        observer,
+        started: Instant::now(),
+    };
+    // A second descriptor of the same open file, to read the holder's
+    // record while the helper waits; closed before returning.
+    let Ok(reader) = file.try_clone() else {
+        return wait.by_polling(file);
+    };
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let waiter = std::thread::Builder::new()
+        .name("kaji-lock-wait".to_string())
+        .spawn(move || {
+            let locked = file.lock().map(|()| file);
+            // Nobody listening (timed out): dropping the file unlocks it.
+            let _ = tx.send(locked);
+        });
+    if waiter.is_err() {
+        drop(reader);
+        return wait.by_polling(open_lock_file(path)?);
+    }
     let notice_at = LOCK_NOTICE_AFTER.min(timeout / 2);
-    let mut noticed = false;
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match file.try_lock() {
-            Ok(()) => break,
-            Err(std::fs::TryLockError::WouldBlock) => {}
-            Err(std::fs::TryLockError::Error(e)) => return Err(TaskListError::io(path, e)),
+    let answer = match rx.recv_timeout(notice_at) {
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            wait.notice(&reader);
+            rx.recv_timeout(timeout.saturating_sub(notice_at))
         }
-        let waited = started.elapsed();
-        if waited >= timeout {
-            return Err(TaskListError::LockTimeout {
-                what: what.to_string(),
-                path: path.to_path_buf(),
-                waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
-                holder: read_holder(&file),
+        other => other,
+    };
+    match answer {
+        Ok(Ok(file)) => Ok(held(file)),
+        Ok(Err(e)) => Err(TaskListError::io(path, e)),
+        Err(_) => Err(wait.timed_out(&reader)),
+    }
+}
+
+/// One wait for a busy lock.
+struct Wait<'a> {
+    path: &'a Path,
+    what: &'a str,
+    timeout: Duration,
+    observer: Option<&'a LockObserver>,
+    started: Instant,
+}
+
+impl Wait<'_> {
+    fn notice(&self, file: &File) {
+        if let Some(observer) = self.observer {
+            observer(&LockWait {
+                what: self.what.to_string(),
+                path: self.path.to_path_buf(),
+                holder: read_holder(file),
+                timeout: self.timeout,
             });
         }
-        if !noticed && waited >= notice_at {
-            noticed = true;
-            if let Some(observer) = observer {
-                observer(&LockWait {
-                    what: what.to_string(),
-                    path: path.to_path_buf(),
-                    holder: read_holder(&file),
-                    timeout,
-                });
-            }
-        }
-        std::thread::sleep(pause.min(timeout.saturating_sub(waited)));
-        pause = (pause * 2).min(MAX_BACKOFF);
     }
+
+    fn timed_out(&self, file: &File) -> TaskListError {
+        TaskListError::LockTimeout {
+            what: self.what.to_string(),
+            path: self.path.to_path_buf(),
+            waited_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            holder: read_holder(file),
+        }
+    }
+
+    /// The fallback when no helper thread can be had: `try_lock` again and
+    /// again with a growing pause (1 ms doubling up to 50 ms).
+    fn by_polling(&self, file: File) -> Result<LockGuard, TaskListError> {
+        let notice_at = LOCK_NOTICE_AFTER.min(self.timeout / 2);
+        let mut noticed = false;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(held(file)),
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(TaskListError::io(self.path, e));
+                }
+            }
+            let waited = self.started.elapsed();
+            if waited >= self.timeout {
+                return Err(self.timed_out(&file));
+            }
+            if !noticed && waited >= notice_at {
+                noticed = true;
+                self.notice(&file);
+            }
+            std::thread::sleep(pause.min(self.timeout.saturating_sub(waited)));
+            pause = (pause * 2).min(MAX_BACKOFF);
+        }
+    }
+}
+
+/// A lock just taken: writes the holder record.
+fn held(file: File) -> LockGuard {
     write_holder(&file);
-    Ok(LockGuard { file })
+    LockGuard { file }
 }
 
 /// Writes this process's record into a lock file it holds. Best effort:
