@@ -3,18 +3,24 @@
 //! A thin layer over kaji-tasks' [`TaskListStore`]: parse, call, print.
 //! Every subcommand prints text for people or, with `--json`, JSON for
 //! scripts. Exit codes: 0 ok, 1 refused (blocked claim, cycle, nothing to
-//! claim, unreadable file), 2 usage error or missing list/task. It must
-//! never change a list except through the store.
+//! claim, unreadable file, a lock still busy after `KAJI_LOCK_TIMEOUT_MS`,
+//! a list `repair` could not make sound, stdout cannot be written, e.g. a
+//! full disk), 2 usage error or missing list/task. A closed stdout (`kaji
+//! tasks list | head -0`) ends the command quietly with exit 0. It must
+//! never change a list except through the store, and never panic on a
+//! failed write.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
 
+mod repair;
+
 use clap::{Args, Subcommand};
 use kaji_tasks::list::{
-    DEFAULT_LIST_ID, ListSnapshot, NewTask, Task, TaskListError, TaskListErrorKind, TaskListStore,
-    TaskPatch, TaskStatus,
+    DEFAULT_LIST_ID, ListSnapshot, LockWait, NewTask, Task, TaskListError, TaskListErrorKind,
+    TaskListStore, TaskPatch, TaskStatus,
 };
 use serde_json::{Value, json};
 
@@ -108,6 +114,10 @@ enum TasksCommand {
     },
     /// Show the list and redraw it whenever a task changes (Ctrl-C stops).
     Watch,
+    /// Rebuild a broken or missing `.highwatermark` (never lower than any
+    /// id seen), clear stale locks, and report unreadable files. Exit 0
+    /// when the list is sound afterwards, else 1.
+    Repair,
 }
 
 /// A failure: the exit code and what to say.
@@ -118,6 +128,47 @@ struct Failure {
     message: String,
 }
 
+impl Failure {
+    /// Standard output is closed: stop, say nothing, exit 0.
+    fn closed_pipe() -> Self {
+        Self {
+            code: 0,
+            kind: "closed_pipe",
+            reason: None,
+            message: String::new(),
+        }
+    }
+
+    /// Standard output cannot be written for another reason (a full disk).
+    fn stdout(e: &std::io::Error) -> Self {
+        Self {
+            code: 1,
+            kind: "io",
+            reason: None,
+            message: format!("cannot write to standard output: {e}"),
+        }
+    }
+}
+
+/// Writes `text` to stdout and flushes it; a closed pipe or a full disk
+/// becomes a [`Failure`] instead of a panic.
+fn emit(text: &str) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Failure::closed_pipe()),
+        Err(e) => Err(Failure::stdout(&e)),
+    }
+}
+
+/// Writes one line to stderr; there is nobody to tell if that fails.
+fn warn(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
+
 impl From<TaskListError> for Failure {
     fn from(e: TaskListError) -> Self {
         let (code, kind) = match e.kind() {
@@ -126,6 +177,7 @@ impl From<TaskListError> for Failure {
             TaskListErrorKind::Refused => (1, "refused"),
             TaskListErrorKind::Corrupt => (1, "corrupt"),
             TaskListErrorKind::Io => (1, "io"),
+            TaskListErrorKind::Busy => (1, "lock_timeout"),
         };
         let reason = match &e {
             TaskListError::ClaimRefused { reason, .. } => Some(reason.code()),
@@ -146,14 +198,16 @@ pub fn run(args: TasksArgs) -> i32 {
     let json = args.json;
     match run_inner(args) {
         Ok(()) => 0,
+        Err(failure) if failure.kind == "closed_pipe" => failure.code,
         Err(failure) => {
-            eprintln!("kaji tasks: {}", failure.message);
-            if json {
+            warn(&format!("kaji tasks: {}", failure.message));
+            if json && failure.code != 0 {
                 let mut error = json!({"kind": failure.kind, "message": failure.message});
                 if let Some(reason) = failure.reason {
                     error["reason"] = json!(reason);
                 }
-                println!("{}", json!({ "error": error }));
+                // Best effort: stdout may be what failed.
+                let _ = emit(&format!("{}\n", json!({ "error": error })));
             }
             failure.code
         }
@@ -168,21 +222,21 @@ fn run_inner(args: TasksArgs) -> Result<(), Failure> {
         .unwrap_or_else(|| DEFAULT_LIST_ID.to_string());
     let json = args.json;
     let out = Printer { json };
-    let existing = || TaskListStore::open_existing(&home, &list_id);
+    let existing = || TaskListStore::open_existing(&home, &list_id).map(with_wait_notice);
     match args.command {
         TasksCommand::List => {
             let store = existing()?;
             let snapshot = store.list()?;
-            out.snapshot(&store, &snapshot);
+            out.snapshot(&store, &snapshot)?;
         }
         TasksCommand::Show { id } => {
             let store = existing()?;
             let task = store.get(id)?;
             let snapshot = store.list()?;
             if json {
-                print_json(&serde_json::to_value(&task).unwrap_or(Value::Null));
+                print_json(&serde_json::to_value(&task).unwrap_or(Value::Null))?;
             } else {
-                print!("{}", describe(&snapshot, &task));
+                emit(&describe(&snapshot, &task))?;
             }
         }
         TasksCommand::Create {
@@ -191,7 +245,7 @@ fn run_inner(args: TasksArgs) -> Result<(), Failure> {
             active_form,
             blocked_by,
         } => {
-            let store = TaskListStore::open(&home, &list_id)?;
+            let store = with_wait_notice(TaskListStore::open(&home, &list_id)?);
             let task = store.create(NewTask {
                 subject,
                 description,
@@ -199,7 +253,7 @@ fn run_inner(args: TasksArgs) -> Result<(), Failure> {
                 blocked_by,
                 ..NewTask::default()
             })?;
-            out.task(&task, &format!("created #{}: {}", task.id, task.subject));
+            out.task(&task, &format!("created #{}: {}", task.id, task.subject))?;
         }
         TasksCommand::Update {
             id,
@@ -213,8 +267,7 @@ fn run_inner(args: TasksArgs) -> Result<(), Failure> {
             let store = existing()?;
             if status.as_deref() == Some("deleted") {
                 let task = store.delete(id)?;
-                out.task(&task, &format!("deleted #{}: {}", task.id, task.subject));
-                return Ok(());
+                return out.task(&task, &format!("deleted #{}: {}", task.id, task.subject));
             }
             let status = status.map(|s| s.parse::<TaskStatus>()).transpose()?;
             let patch = TaskPatch {
@@ -228,12 +281,13 @@ fn run_inner(args: TasksArgs) -> Result<(), Failure> {
             };
             let outcome = store.update(id, patch)?;
             if json {
-                print_json(&json!({"task": outcome.task, "unblocked": outcome.unblocked}));
+                print_json(&json!({"task": outcome.task, "unblocked": outcome.unblocked}))?;
             } else {
-                println!("updated #{}: {}", id, outcome.task.subject);
+                let mut text = format!("updated #{}: {}\n", id, outcome.task.subject);
                 if !outcome.unblocked.is_empty() {
-                    println!("unblocked: {}", id_list(&outcome.unblocked));
+                    text.push_str(&format!("unblocked: {}\n", id_list(&outcome.unblocked)));
                 }
+                emit(&text)?;
             }
         }
         TasksCommand::Claim { id, owner } => {
@@ -253,25 +307,45 @@ fn run_inner(args: TasksArgs) -> Result<(), Failure> {
             out.task(
                 &task,
                 &format!("claimed #{} for {owner}: {}", task.id, task.subject),
-            );
+            )?;
         }
         TasksCommand::Release { owner } => {
             let store = existing()?;
             let released = store.release(&owner)?;
             if json {
-                print_json(&json!({ "released": released }));
+                print_json(&json!({ "released": released }))?;
             } else if released.is_empty() {
-                println!("{owner} held no unfinished task");
+                emit(&format!("{owner} held no unfinished task\n"))?;
             } else {
-                println!("released {}", id_list(&released));
+                emit(&format!("released {}\n", id_list(&released)))?;
             }
         }
         TasksCommand::Delete { id } => {
             let store = existing()?;
             let task = store.delete(id)?;
-            out.task(&task, &format!("deleted #{}: {}", task.id, task.subject));
+            out.task(&task, &format!("deleted #{}: {}", task.id, task.subject))?;
         }
         TasksCommand::Watch => watch(&existing()?, json)?,
+        TasksCommand::Repair => {
+            let store = with_wait_notice(TaskListStore::locate(&home, &list_id)?);
+            let report = store.repair()?;
+            if json {
+                print_json(&repair::report_json(&store, &report))?;
+            } else {
+                emit(&repair::report_text(&report))?;
+            }
+            if !report.is_sound() {
+                return Err(Failure {
+                    code: 1,
+                    kind: "unsound",
+                    reason: None,
+                    message: format!(
+                        "list {:?} is still not sound: look at the files named above",
+                        store.list_id()
+                    ),
+                });
+            }
+        }
     }
     Ok(())
 }
@@ -282,29 +356,37 @@ struct Printer {
 }
 
 impl Printer {
-    fn task(&self, task: &Task, text: &str) {
+    fn task(&self, task: &Task, text: &str) -> Result<(), Failure> {
         if self.json {
-            print_json(&serde_json::to_value(task).unwrap_or(Value::Null));
+            print_json(&serde_json::to_value(task).unwrap_or(Value::Null))
         } else {
-            println!("{text}");
+            emit(&format!("{text}\n"))
         }
     }
 
-    fn snapshot(&self, store: &TaskListStore, snapshot: &ListSnapshot) {
+    /// The list; unreadable files are warned about on stderr (and listed
+    /// under `errors` with `--json`).
+    fn snapshot(&self, store: &TaskListStore, snapshot: &ListSnapshot) -> Result<(), Failure> {
+        warn_corrupt(snapshot);
         if self.json {
-            print_json(&snapshot_json(store, snapshot));
+            print_json(&snapshot_json(store, snapshot))
         } else {
-            print!("{}", table(snapshot));
-            warn_corrupt(snapshot);
+            emit(&table(snapshot))
         }
     }
 }
 
-fn print_json(value: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_string())
-    );
+fn print_json(value: &Value) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".to_string());
+    emit(&format!("{text}\n"))
+}
+
+/// The store, printing once to stderr when a lock wait lasts a while
+/// ("waiting for the list lock held by pid N …").
+fn with_wait_notice(store: TaskListStore) -> TaskListStore {
+    store.with_lock_observer(std::sync::Arc::new(|wait: &LockWait| {
+        warn(&format!("kaji tasks: {wait}"));
+    }))
 }
 
 fn snapshot_json(store: &TaskListStore, snapshot: &ListSnapshot) -> Value {
@@ -321,7 +403,7 @@ fn snapshot_json(store: &TaskListStore, snapshot: &ListSnapshot) -> Value {
 
 fn warn_corrupt(snapshot: &ListSnapshot) {
     for e in &snapshot.errors {
-        eprintln!("warning: {}: {}", e.path.display(), e.problem);
+        warn(&format!("warning: {}: {}", e.path.display(), e.problem));
     }
 }
 
@@ -438,7 +520,6 @@ fn watch(store: &TaskListStore, json: bool) -> Result<(), Failure> {
         let now = fingerprint(store.dir())?;
         if last.as_ref() != Some(&now) {
             let snapshot = store.list()?;
-            let mut stdout = std::io::stdout().lock();
             let text = if json {
                 format!("{}\n", snapshot_json(store, &snapshot))
             } else {
@@ -450,14 +531,8 @@ fn watch(store: &TaskListStore, json: bool) -> Result<(), Failure> {
                 let clear = if tty { "\x1b[2J\x1b[H" } else { "" };
                 format!("{clear}{header}{}", table(&snapshot))
             };
-            // A closed pipe ends the watch quietly.
-            if stdout
-                .write_all(text.as_bytes())
-                .and_then(|()| stdout.flush())
-                .is_err()
-            {
-                return Ok(());
-            }
+            // A closed pipe ends the watch quietly; a full disk with an error.
+            emit(&text)?;
             if !json {
                 warn_corrupt(&snapshot);
             }

@@ -224,3 +224,128 @@ fn watch_redraws_when_a_task_changes() {
     child.kill().expect("kill watch");
     child.wait().expect("reap watch");
 }
+
+fn mkfifo(path: &std::path::Path) {
+    let status = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(status.success());
+}
+
+#[test]
+fn a_fifo_and_a_symlink_to_dev_zero_are_named_and_the_rest_is_listed() {
+    let home = Home::new();
+    home.json(&["create", "one", "--json"]);
+    let dir = home.dir.path().join("tasks/default");
+    mkfifo(&dir.join("7.json"));
+    std::os::unix::fs::symlink("/dev/zero", dir.join("8.json")).expect("symlink");
+    // The timeout guards against a hang; it is no timing assertion.
+    let out = home
+        .kaji(&["list"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("one"), "{stdout}");
+    assert!(
+        stderr.contains("7.json") && stderr.contains("FIFO"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("8.json") && stderr.contains("character device"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn create_on_a_held_lock_says_who_holds_it_then_times_out() {
+    let home = Home::new();
+    home.json(&["create", "one", "--json"]);
+    let store = kaji_tasks::TaskListStore::open(home.dir.path(), "default").expect("open");
+    let _held = store.lock().expect("hold the list lock");
+    let out = home
+        .kaji(&["create", "two"])
+        .env("KAJI_LOCK_TIMEOUT_MS", "1000")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let waiting = format!(
+        "waiting for the list lock held by pid {}",
+        std::process::id()
+    );
+    assert_eq!(stderr.matches(&waiting).count(), 1, "{stderr}");
+    assert!(stderr.contains("timed out after"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("pid {}", std::process::id())),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn repair_rebuilds_the_mark_and_exits_by_soundness() {
+    let home = Home::new();
+    for subject in ["one", "two", "three"] {
+        home.json(&["create", subject, "--json"]);
+    }
+    let dir = home.dir.path().join("tasks/default");
+    std::fs::write(dir.join(".highwatermark"), "garbage").expect("write");
+    let (code, _, stderr) = home.run(&["create", "refused"]);
+    assert_eq!(code, 1, "{stderr}");
+    let report = home.json(&["repair", "--json"]);
+    assert_eq!(report["sound"], true);
+    assert_eq!(report["highwatermark"]["after"], 3);
+    assert_eq!(report["highwatermark"]["rewritten"], true);
+    assert!(report["highwatermark"]["problem"].is_string(), "{report}");
+    assert_eq!(home.json(&["create", "four", "--json"])["id"], 4);
+
+    std::fs::write(dir.join("9.json"), "{").expect("write");
+    let (code, stdout, _) = home.run(&["repair"]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("9.json"), "{stdout}");
+    assert!(stdout.contains("NOT sound"), "{stdout}");
+}
+
+/// Runs `kaji <args>` with stdout connected to `stdout`.
+fn run_with_stdout(home: &Home, args: &[&str], stdout: Stdio) -> std::process::Output {
+    Command::new(assert_cmd::cargo::cargo_bin("kaji"))
+        .env("KAJI_HOME", home.dir.path())
+        .env_remove("KAJI_TASK_LIST_ID")
+        .args(args)
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run kaji")
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly_and_a_full_disk_with_an_error() {
+    let home = Home::new();
+    home.json(&["create", "one", "--json"]);
+    for args in [
+        &["tasks", "list"][..],
+        &["tasks", "list", "--json"],
+        &["ps"],
+    ] {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = run_with_stdout(&home, args, Stdio::from(writer));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = run_with_stdout(&home, args, Stdio::from(full));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("No space left on device"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

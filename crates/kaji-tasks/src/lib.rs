@@ -10,9 +10,11 @@
 //! complete or delete a plan task. This crate knows nothing of models,
 //! tools or user interfaces, so scripts and other agents can use it alone.
 
+pub mod limits;
 pub mod list;
 pub mod process;
 pub mod runtime;
+pub mod watchdog;
 
 pub use list::TaskListStore;
 pub use runtime::RuntimeTaskRegistry;

@@ -142,6 +142,7 @@ pub fn spawn_in_group_with(mut cmd: Command, options: &SpawnOptions) -> io::Resu
         Some(policy) => Some(confine(&mut cmd, policy)?),
         None => None,
     };
+    let description = crate::watchdog::describe(cmd.as_std());
     let child = cmd.spawn().map_err(|e| match sandboxed {
         Some(mode) => io::Error::new(
             e.kind(),
@@ -158,6 +159,8 @@ pub fn spawn_in_group_with(mut cmd: Command, options: &SpawnOptions) -> io::Resu
         .ok_or_else(|| io::Error::other("the child exited before its pid could be read"))?;
     let pgid = libc::pid_t::try_from(pid)
         .map_err(|_| io::Error::other(format!("pid {pid} out of range")))?;
+    // No orphans even if kaji is killed: see `crate::watchdog`.
+    crate::watchdog::register(pgid, &description);
     Ok(GroupChild {
         child,
         group: ProcessGroup { pgid, armed: true },
@@ -353,6 +356,7 @@ impl Drop for ProcessGroup {
             // Best effort: there is nobody to report a failure to.
             let _ = self.kill();
         }
+        crate::watchdog::unregister(self.pgid);
     }
 }
 

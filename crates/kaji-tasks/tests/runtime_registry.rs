@@ -317,7 +317,7 @@ async fn stop_kills_grandchildren_that_ignore_sigterm() {
 }
 
 #[tokio::test]
-async fn stop_all_leaves_no_process_behind_and_refuses_new_tasks() {
+async fn shutdown_leaves_no_process_behind_reports_what_it_stopped_and_refuses_new_tasks() {
     let home = tempfile::tempdir().expect("tempdir");
     let reg = registry(home.path(), small_grace());
     let script = r#"
@@ -336,7 +336,27 @@ async fn stop_all_leaves_no_process_behind_and_refuses_new_tasks() {
         pids.push(info.pid.expect("pid"));
         ids.push(info.id);
     }
-    reg.stop_all().await;
+    let finished = reg
+        .start_local_bash("true", "done already", home.path(), MAIN_CALLER)
+        .await
+        .expect("start");
+    reg.wait_finished(finished.id.as_str()).await.expect("wait");
+    let stopped = reg.shutdown().await;
+    let mut stopped_ids: Vec<_> = stopped.iter().map(|s| s.id.clone()).collect();
+    stopped_ids.sort();
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(
+        stopped_ids, expected,
+        "exactly the running tasks are reported"
+    );
+    for s in &stopped {
+        assert_eq!(s.status_before, RuntimeTaskStatus::Running);
+        assert_eq!(s.info.status, RuntimeTaskStatus::Killed);
+        assert_eq!(s.command.as_deref(), Some(script));
+        assert!(s.description.starts_with("sleeper "), "{s:?}");
+    }
+    assert!(reg.is_shut_down());
     for id in &ids {
         assert_eq!(
             reg.get(id.as_str()).expect("get").status,
@@ -346,7 +366,7 @@ async fn stop_all_leaves_no_process_behind_and_refuses_new_tasks() {
     for pid in pids {
         assert!(
             kaji_tasks::process::is_gone(pid),
-            "pid {pid} survived stop_all"
+            "pid {pid} survived shutdown"
         );
     }
     let err = reg
@@ -354,6 +374,40 @@ async fn stop_all_leaves_no_process_behind_and_refuses_new_tasks() {
         .await
         .expect_err("shut down");
     assert!(matches!(err, RuntimeError::ShuttingDown), "{err}");
+}
+
+#[tokio::test]
+async fn stop_all_and_stop_owned_by_leave_the_registry_usable() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let reg = registry(home.path(), small_grace());
+    let mine = reg
+        .start_local_bash("sleep 1000", "main's", home.path(), MAIN_CALLER)
+        .await
+        .expect("start");
+    let theirs = reg
+        .start_local_bash("sleep 1000", "sub-agent's", home.path(), "agent-1")
+        .await
+        .expect("start");
+    let stopped = reg.stop_owned_by("agent-1").await;
+    assert_eq!(stopped.len(), 1);
+    assert_eq!(stopped[0].id, theirs.id);
+    assert_eq!(
+        reg.get(mine.id.as_str()).expect("get").status,
+        RuntimeTaskStatus::Running
+    );
+
+    // An aborted prompt may stop everything, but the session goes on.
+    let stopped = reg.stop_all().await;
+    assert_eq!(stopped.len(), 1);
+    assert_eq!(stopped[0].id, mine.id);
+    assert!(!reg.is_shut_down());
+    let later = reg
+        .start_local_bash("echo later", "after the abort", home.path(), MAIN_CALLER)
+        .await
+        .expect("a new background task starts after stop_all");
+    let info = reg.wait_finished(later.id.as_str()).await.expect("wait");
+    assert_eq!(info.status, RuntimeTaskStatus::Completed);
+    assert!(reg.stop_all().await.is_empty(), "nothing left to stop");
 }
 
 #[tokio::test]

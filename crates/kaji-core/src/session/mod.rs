@@ -385,8 +385,18 @@ impl Session {
     /// stopped).
     pub async fn shutdown(&self) -> Vec<BackgroundTask> {
         self.abort();
-        let stopped = running_background(&self.services.runtime);
-        self.services.runtime.stop_all().await;
+        let stopped = self
+            .services
+            .runtime
+            .shutdown()
+            .await
+            .into_iter()
+            .map(|t| BackgroundTask {
+                id: t.id.as_str().to_string(),
+                description: t.description,
+                status: t.status_before.as_str().to_string(),
+            })
+            .collect();
         if let Some(mcp) = &self.services.mcp {
             mcp.shutdown().await;
         }

@@ -7,6 +7,8 @@
 //! task-list-worker crash  KAJI_HOME LIST WORKER SEED       random ops forever, "begin N" before each
 //! task-list-worker bench  KAJI_HOME LIST KIND WORKER WORKERS OPS
 //!                                    KIND: create | update | claim
+//! task-list-worker hold   KAJI_HOME LIST   takes the list lock, prints "held",
+//!                                          keeps it until stdin ends
 //! ```
 //!
 //! It must never hide a broken guarantee: anything the store should not do
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Some("stress") if args.len() == 6 => stress(&args[1..]),
         Some("crash") if args.len() == 5 => crash(&args[1..]),
         Some("bench") if args.len() == 7 => bench(&args[1..]),
+        Some("hold") if args.len() == 3 => hold(&args[1..]),
         _ => Err("usage: see the module documentation of task-list-worker".to_string()),
     };
     match result {
@@ -78,6 +81,17 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Holds the list lock until stdin reaches its end (or the process dies).
+fn hold(args: &[String]) -> Outcome {
+    let store = open(&args[0], &args[1])?;
+    let _lock = store.lock().map_err(|e| e.to_string())?;
+    println!("held");
+    std::io::stdout().flush().map_err(|e| e.to_string())?;
+    let mut sink = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+    Ok(())
 }
 
 fn num(s: &str) -> Result<u64, String> {

@@ -77,6 +77,48 @@ pub enum TaskListError {
         /// What is wrong with it.
         problem: String,
     },
+    /// A file of the list is not a regular file (a FIFO, a device, a
+    /// directory, a symbolic link where none is allowed): it is never
+    /// opened for reading, so it can neither block nor feed endless data.
+    #[error("{}: refused: this is {kind}, not a regular file; remove or replace it", path.display())]
+    NotRegularFile {
+        /// The file.
+        path: PathBuf,
+        /// What it is, e.g. `a FIFO (named pipe)`.
+        kind: String,
+    },
+    /// A file of the list is larger than the cap (`KAJI_TASK_FILE_MAX_BYTES`).
+    #[error(
+        "{}: refused: the file has at least {size} bytes, more than the limit of {limit} bytes \
+         (KAJI_TASK_FILE_MAX_BYTES)",
+        path.display()
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size (or how much was read before giving up).
+        size: u64,
+        /// The cap.
+        limit: u64,
+    },
+    /// A lock could not be taken within the lock timeout
+    /// (`KAJI_LOCK_TIMEOUT_MS`, default 30 s).
+    #[error(
+        "timed out after {waited_ms} ms waiting for {what} ({}) held by {}; if that process is \
+         gone, `kaji tasks repair` clears stale locks",
+        path.display(),
+        super::lock::holder_text(holder)
+    )]
+    LockTimeout {
+        /// What the lock guards, e.g. `the list lock`.
+        what: String,
+        /// The lock file.
+        path: PathBuf,
+        /// How long this process waited.
+        waited_ms: u64,
+        /// The holder its lock file names, if readable.
+        holder: Option<super::LockHolder>,
+    },
     /// The operating system refused an operation on a file of the list.
     #[error("{}: {source}", path.display())]
     Io {
@@ -101,6 +143,8 @@ pub enum TaskListErrorKind {
     Corrupt,
     /// The operating system failed an operation.
     Io,
+    /// A lock stayed busy for the whole lock timeout.
+    Busy,
 }
 
 impl TaskListError {
@@ -116,7 +160,10 @@ impl TaskListError {
             } => TaskListErrorKind::NotFound,
             Self::Cycle { .. } | Self::ClaimRefused { .. } => TaskListErrorKind::Refused,
             Self::InvalidListId { .. } | Self::InvalidInput(_) => TaskListErrorKind::InvalidInput,
-            Self::Corrupt { .. } => TaskListErrorKind::Corrupt,
+            Self::Corrupt { .. } | Self::NotRegularFile { .. } | Self::TooLarge { .. } => {
+                TaskListErrorKind::Corrupt
+            }
+            Self::LockTimeout { .. } => TaskListErrorKind::Busy,
             Self::Io { .. } => TaskListErrorKind::Io,
         }
     }

@@ -1,8 +1,15 @@
-//! File-level primitives of the list: OS file locks, atomic durable
+//! File-level primitives of the list: bounded reads, atomic durable
 //! writes, and parsing of the files. Nothing here knows list semantics.
+//!
+//! Reading must never block on a file's type or read without bound: every
+//! file is judged from its metadata (regular file, at most the size cap)
+//! before it is opened, opened with `O_NONBLOCK` so a FIFO swapped in
+//! meanwhile cannot block, judged again with `fstat`, and read through a
+//! bounded reader.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::{Task, TaskListError};
@@ -10,27 +17,6 @@ use super::{Task, TaskListError};
 /// Prefix of the temporary files written next to their target; readers
 /// ignore every name that starts with `.`.
 pub(crate) const TEMP_PREFIX: &str = ".tmp-";
-
-/// An exclusive OS lock on a lock file, held until dropped. Closing the
-/// file releases the lock, and so does the death of the process.
-#[derive(Debug)]
-pub(crate) struct LockGuard {
-    _file: File,
-}
-
-/// Blocks until this process holds the exclusive lock on `path`,
-/// creating the lock file if needed.
-pub(crate) fn lock_exclusive(path: &Path) -> Result<LockGuard, TaskListError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| TaskListError::io(path, e))?;
-    file.lock().map_err(|e| TaskListError::io(path, e))?;
-    Ok(LockGuard { _file: file })
-}
 
 /// Writes `bytes` to `path` so that readers and crashes see either the old
 /// or the new content: temp file in the same directory, fsync, rename
@@ -83,13 +69,101 @@ pub(crate) fn remove_if_exists(path: &Path) -> Result<(), TaskListError> {
     }
 }
 
-/// Reads a file; `Ok(None)` when it does not exist.
-pub(crate) fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, TaskListError> {
-    match fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(TaskListError::io(path, e)),
+/// The default cap of one file of the list: 4 MiB (a task is a few KB).
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+/// The environment variable that overrides [`DEFAULT_MAX_FILE_BYTES`].
+pub const MAX_FILE_BYTES_ENV: &str = "KAJI_TASK_FILE_MAX_BYTES";
+
+/// The file cap from `KAJI_TASK_FILE_MAX_BYTES`, else the default.
+pub fn max_file_bytes_from_env() -> u64 {
+    std::env::var(MAX_FILE_BYTES_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(DEFAULT_MAX_FILE_BYTES)
+}
+
+/// What kind of file `meta` describes, in words.
+pub(crate) fn file_kind(meta: &fs::Metadata) -> &'static str {
+    let t = meta.file_type();
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
     }
+}
+
+/// Refuses an open file that is not regular, or (with `cap`) larger than
+/// `cap` bytes, judged with `fstat`.
+pub(crate) fn check_regular(
+    path: &Path,
+    file: &File,
+    cap: Option<u64>,
+) -> Result<(), TaskListError> {
+    let meta = file.metadata().map_err(|e| TaskListError::io(path, e))?;
+    check_meta(path, &meta, cap)
+}
+
+fn check_meta(path: &Path, meta: &fs::Metadata, cap: Option<u64>) -> Result<(), TaskListError> {
+    if !meta.file_type().is_file() {
+        return Err(TaskListError::NotRegularFile {
+            path: path.to_path_buf(),
+            kind: file_kind(meta).to_string(),
+        });
+    }
+    match cap {
+        Some(limit) if meta.len() > limit => Err(TaskListError::TooLarge {
+            path: path.to_path_buf(),
+            size: meta.len(),
+            limit,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Reads a file of at most `cap` bytes; `Ok(None)` when it does not
+/// exist. Anything but a regular file is refused before it is opened and
+/// again after (a file swapped in between cannot block: the open does not
+/// wait), and the read stops past `cap` whatever the file does meanwhile.
+pub(crate) fn read_optional(path: &Path, cap: u64) -> Result<Option<Vec<u8>>, TaskListError> {
+    match fs::metadata(path) {
+        Ok(meta) => check_meta(path, &meta, Some(cap))?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(TaskListError::io(path, e)),
+    }
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(TaskListError::io(path, e)),
+    };
+    check_regular(path, &file, Some(cap))?;
+    let mut bytes = Vec::new();
+    file.take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| TaskListError::io(path, e))?;
+    if bytes.len() as u64 > cap {
+        return Err(TaskListError::TooLarge {
+            path: path.to_path_buf(),
+            size: bytes.len() as u64,
+            limit: cap,
+        });
+    }
+    Ok(Some(bytes))
 }
 
 /// Parses and checks the content of `<id>.json`.

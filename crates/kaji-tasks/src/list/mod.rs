@@ -14,9 +14,17 @@
 mod error;
 mod fsio;
 mod graph;
+mod lock;
 mod model;
+mod repair;
 mod store;
 
 pub use error::{ClaimRefusal, TaskListError, TaskListErrorKind};
+pub use fsio::{DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV, max_file_bytes_from_env};
+pub use lock::{
+    DEFAULT_LOCK_TIMEOUT, LOCK_NOTICE_AFTER, LOCK_TIMEOUT_ENV, LockHolder, LockObserver, LockWait,
+    lock_timeout_from_env,
+};
 pub use model::{CorruptFile, ListSnapshot, NewTask, Task, TaskPatch, TaskStatus, UpdateOutcome};
-pub use store::{DEFAULT_LIST_ID, TaskListStore, lists_root, sanitize_list_id};
+pub use repair::{LockNote, RepairReport};
+pub use store::{DEFAULT_LIST_ID, ListLock, TaskListStore, lists_root, sanitize_list_id};

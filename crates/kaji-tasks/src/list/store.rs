@@ -10,11 +10,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::fsio::{self, LockGuard};
+use super::fsio;
 use super::graph::BlocksGraph;
+use super::lock::{self, LockGuard, LockObserver};
 use super::model::{merge_metadata, normalize_owner, now_ms, validate_subject};
 use super::{
     ClaimRefusal, CorruptFile, ListSnapshot, NewTask, Task, TaskListError, TaskPatch, TaskStatus,
@@ -22,11 +24,11 @@ use super::{
 };
 
 /// Name of the list lock file.
-const LIST_LOCK: &str = ".lock";
+pub(super) const LIST_LOCK: &str = ".lock";
 /// Name of the file holding the highest id ever assigned.
-const HIGHWATERMARK: &str = ".highwatermark";
+pub(super) const HIGHWATERMARK: &str = ".highwatermark";
 /// Name of the journal of an unfinished multi-task change.
-const JOURNAL: &str = ".journal.json";
+pub(super) const JOURNAL: &str = ".journal.json";
 /// Longest list id accepted (file systems allow 255 bytes per name).
 const MAX_LIST_ID_LEN: usize = 128;
 
@@ -72,10 +74,34 @@ pub fn lists_root(kaji_home: &Path) -> PathBuf {
 /// Cheap to clone; every operation goes to the files, so there is no cache
 /// to go stale. All methods block on file I/O and locks: call them from
 /// `spawn_blocking` in async code.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TaskListStore {
     list_id: String,
     dir: PathBuf,
+    /// Longest wait for a lock.
+    pub(super) lock_timeout: Duration,
+    /// Largest file read.
+    pub(super) max_file_bytes: u64,
+    /// Told about long lock waits.
+    pub(super) observer: Option<LockObserver>,
+}
+
+impl std::fmt::Debug for TaskListStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskListStore")
+            .field("list_id", &self.list_id)
+            .field("dir", &self.dir)
+            .field("lock_timeout", &self.lock_timeout)
+            .field("max_file_bytes", &self.max_file_bytes)
+            .field("observer", &self.observer.is_some())
+            .finish()
+    }
+}
+
+/// The list lock, held until dropped ([`TaskListStore::lock`]).
+#[derive(Debug)]
+pub struct ListLock {
+    _guard: LockGuard,
 }
 
 /// A multi-task change, written before it starts and removed when it is
@@ -148,10 +174,64 @@ impl TaskListStore {
         Ok(store)
     }
 
+    /// The existing list `list_id`, neither created nor recovered: for
+    /// [`repair`](Self::repair), which must work on a list whose journal or
+    /// lock file is broken. Fails with [`TaskListError::ListNotFound`].
+    pub fn locate(kaji_home: &Path, list_id: &str) -> Result<Self, TaskListError> {
+        let store = Self::at(kaji_home, list_id)?;
+        if !store.dir.is_dir() {
+            return Err(TaskListError::ListNotFound {
+                list_id: store.list_id,
+                path: store.dir,
+            });
+        }
+        Ok(store)
+    }
+
     fn at(kaji_home: &Path, list_id: &str) -> Result<Self, TaskListError> {
         let list_id = sanitize_list_id(list_id)?;
         let dir = lists_root(kaji_home).join(&list_id);
-        Ok(Self { list_id, dir })
+        Ok(Self {
+            list_id,
+            dir,
+            lock_timeout: lock::lock_timeout_from_env(),
+            max_file_bytes: fsio::max_file_bytes_from_env(),
+            observer: None,
+        })
+    }
+
+    /// The same list with another lock timeout (the default comes from
+    /// `KAJI_LOCK_TIMEOUT_MS`, else 30 s). A lock still busy after it
+    /// fails with [`TaskListError::LockTimeout`].
+    pub fn with_lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// The same list with another cap on the size of a file read (the
+    /// default comes from `KAJI_TASK_FILE_MAX_BYTES`, else 4 MiB).
+    pub fn with_max_file_bytes(mut self, cap: u64) -> Self {
+        self.max_file_bytes = cap;
+        self
+    }
+
+    /// The same list, telling `observer` once per wait when a lock has
+    /// been busy for a while ([`LOCK_NOTICE_AFTER`](super::LOCK_NOTICE_AFTER)
+    /// or half the timeout, whichever is sooner), e.g. to print
+    /// "waiting for the list lock held by pid N …".
+    pub fn with_lock_observer(mut self, observer: LockObserver) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The lock timeout in force.
+    pub fn lock_timeout(&self) -> Duration {
+        self.lock_timeout
+    }
+
+    /// The file size cap in force.
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_bytes
     }
 
     /// The sanitised list id.
@@ -179,12 +259,22 @@ impl TaskListStore {
         Ok(())
     }
 
+    /// Holds the list lock until the returned guard is dropped: meanwhile
+    /// no task is created, claimed, released or deleted and no dependency
+    /// changes (field-only updates take only their task's lock and go on).
+    /// Waits at most the lock timeout.
+    pub fn lock(&self) -> Result<ListLock, TaskListError> {
+        Ok(ListLock {
+            _guard: self.lock_list()?,
+        })
+    }
+
     // ----- reading -------------------------------------------------------
 
     /// Task `id`.
     pub fn get(&self, id: u64) -> Result<Task, TaskListError> {
         let path = self.task_path(id);
-        match fsio::read_optional(&path)? {
+        match fsio::read_optional(&path, self.max_file_bytes)? {
             Some(bytes) => fsio::parse_task(&path, id, &bytes),
             None => Err(self.not_found(id)),
         }
@@ -196,7 +286,7 @@ impl TaskListStore {
     pub fn list(&self) -> Result<ListSnapshot, TaskListError> {
         let mut snapshot = ListSnapshot::default();
         let hwm_path = self.dir.join(HIGHWATERMARK);
-        match fsio::read_optional(&hwm_path).and_then(|b| {
+        match fsio::read_optional(&hwm_path, self.max_file_bytes).and_then(|b| {
             b.map(|b| fsio::parse_highwatermark(&hwm_path, &b))
                 .transpose()
         }) {
@@ -209,7 +299,7 @@ impl TaskListStore {
         }
         for (id, path) in fsio::task_ids_in(&self.dir)? {
             // A file deleted since the directory was read is simply gone.
-            let result = fsio::read_optional(&path)
+            let result = fsio::read_optional(&path, self.max_file_bytes)
                 .and_then(|b| b.map(|b| fsio::parse_task(&path, id, &b)).transpose());
             match result {
                 Ok(Some(task)) => snapshot.tasks.push(task),
@@ -234,7 +324,7 @@ impl TaskListStore {
     /// The highest id ever assigned in this list (0 when none).
     pub fn highwatermark(&self) -> Result<u64, TaskListError> {
         let path = self.dir.join(HIGHWATERMARK);
-        match fsio::read_optional(&path)? {
+        match fsio::read_optional(&path, self.max_file_bytes)? {
             Some(bytes) => fsio::parse_highwatermark(&path, &bytes),
             None => Ok(0),
         }
@@ -421,7 +511,7 @@ impl TaskListStore {
         if !self.task_path(id).exists() {
             return Err(refused(id, ClaimRefusal::NotFound));
         }
-        let _task_lock = fsio::lock_exclusive(&self.task_lock_path(id))?;
+        let _task_lock = self.lock_task(id)?;
         let task = match self.get(id) {
             Ok(task) => task,
             Err(TaskListError::TaskNotFound { .. }) => {
@@ -439,7 +529,7 @@ impl TaskListStore {
         let _list = self.lock_list()?;
         let snapshot = self.list()?;
         for candidate in snapshot.available() {
-            let _task_lock = fsio::lock_exclusive(&self.task_lock_path(candidate.id))?;
+            let _task_lock = self.lock_task(candidate.id)?;
             // Field updates do not take the list lock: look again.
             let task = match self.get(candidate.id) {
                 Ok(task) => task,
@@ -499,7 +589,7 @@ impl TaskListStore {
             if candidate.owner.as_deref() != Some(owner.as_str()) {
                 continue;
             }
-            let _task_lock = fsio::lock_exclusive(&self.task_lock_path(candidate.id))?;
+            let _task_lock = self.lock_task(candidate.id)?;
             let mut task = match self.get(candidate.id) {
                 Ok(task) => task,
                 Err(_) => continue,
@@ -562,10 +652,15 @@ impl TaskListStore {
     }
 
     /// Takes the list lock and finishes any journaled change first.
-    fn lock_list(&self) -> Result<LockGuard, TaskListError> {
-        let guard = fsio::lock_exclusive(&self.dir.join(LIST_LOCK))?;
+    pub(super) fn lock_list(&self) -> Result<LockGuard, TaskListError> {
+        let guard = lock::lock_exclusive(
+            &self.dir.join(LIST_LOCK),
+            "the list lock",
+            self.lock_timeout,
+            self.observer.as_ref(),
+        )?;
         let journal_path = self.dir.join(JOURNAL);
-        if let Some(bytes) = fsio::read_optional(&journal_path)? {
+        if let Some(bytes) = fsio::read_optional(&journal_path, self.max_file_bytes)? {
             let journal: Journal = serde_json::from_slice(&bytes).map_err(|e| TaskListError::Corrupt {
                 path: journal_path.clone(),
                 problem: format!(
@@ -581,6 +676,16 @@ impl TaskListStore {
         Ok(guard)
     }
 
+    /// Takes the lock of task `id` (creating its lock file if needed).
+    fn lock_task(&self, id: u64) -> Result<LockGuard, TaskListError> {
+        lock::lock_exclusive(
+            &self.task_lock_path(id),
+            &format!("the lock of task #{id}"),
+            self.lock_timeout,
+            self.observer.as_ref(),
+        )
+    }
+
     fn task_lock_path(&self, id: u64) -> PathBuf {
         self.dir.join(format!("{id}.lock"))
     }
@@ -591,7 +696,7 @@ impl TaskListStore {
         if !self.task_path(id).exists() {
             return Err(self.not_found(id));
         }
-        fsio::lock_exclusive(&self.task_lock_path(id))
+        self.lock_task(id)
     }
 
     fn write_task(&self, task: &Task) -> Result<(), TaskListError> {
@@ -616,7 +721,7 @@ impl TaskListStore {
     /// the task or journal that always follows; should a power loss undo
     /// this rename but keep the task file, the next create still starts
     /// above the highest file id.
-    fn write_highwatermark(&self, id: u64) -> Result<(), TaskListError> {
+    pub(super) fn write_highwatermark(&self, id: u64) -> Result<(), TaskListError> {
         fsio::replace_file(
             &self.dir,
             &self.dir.join(HIGHWATERMARK),
@@ -801,7 +906,7 @@ impl TaskListStore {
     /// waiting on the old lock finds no task once it gets it.
     fn remove_task_files(&self, id: u64) -> Result<(), TaskListError> {
         let lock_path = self.task_lock_path(id);
-        let _task_lock = fsio::lock_exclusive(&lock_path)?;
+        let _task_lock = self.lock_task(id)?;
         fsio::remove_if_exists(&self.task_path(id))?;
         fsio::remove_if_exists(&lock_path)
     }
@@ -853,10 +958,16 @@ fn require_owner(owner: &str) -> Result<String, TaskListError> {
 }
 
 /// The problem text of an error about one file, without the path.
-fn problem_of(e: &TaskListError) -> String {
+pub(super) fn problem_of(e: &TaskListError) -> String {
     match e {
         TaskListError::Corrupt { problem, .. } => problem.clone(),
         TaskListError::Io { source, .. } => source.to_string(),
+        TaskListError::NotRegularFile { path, .. } | TaskListError::TooLarge { path, .. } => {
+            let text = e.to_string();
+            let prefix = format!("{}: ", path.display());
+            text.strip_prefix(&prefix)
+                .map_or(text.clone(), str::to_string)
+        }
         other => other.to_string(),
     }
 }

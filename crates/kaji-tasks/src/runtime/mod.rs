@@ -19,6 +19,7 @@
 //! capture keeps reading whatever the cap), never polls while waiting, and
 //! never leaves a process running once its registry is stopped or dropped.
 
+pub mod orphans;
 mod output;
 pub mod state;
 
@@ -32,7 +33,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::process::{self, DEFAULT_KILL_GRACE, GroupChild};
+use crate::process::{self, GroupChild};
+pub use orphans::{KilledOrphan, OrphanGroup, find_orphans, kill_orphans};
 use output::OutputLog;
 pub use state::{SessionScan, SessionState, SkippedStateFile, scan_sessions};
 
@@ -269,7 +271,7 @@ pub struct RuntimeConfig {
     /// kept.
     pub reply_cap_chars: usize,
     /// Time between `SIGTERM` and `SIGKILL` when a task is stopped
-    /// (default 2 s).
+    /// (default `KAJI_KILL_GRACE_MS`, else 2 s).
     pub kill_grace: Duration,
 }
 
@@ -278,7 +280,7 @@ impl Default for RuntimeConfig {
         Self {
             output_cap_bytes: DEFAULT_OUTPUT_CAP_BYTES,
             reply_cap_chars: DEFAULT_REPLY_CAP_CHARS,
-            kill_grace: DEFAULT_KILL_GRACE,
+            kill_grace: crate::limits::kill_grace_from_env(),
         }
     }
 }
@@ -317,7 +319,7 @@ pub enum RuntimeError {
     /// This kind of runtime task cannot be started by this kaji.
     #[error("runtime tasks of type {0} are not implemented yet; only local_bash can be started")]
     UnsupportedType(RuntimeTaskType),
-    /// The registry has been stopped ([`RuntimeTaskRegistry::stop_all`]).
+    /// The registry has been shut down ([`RuntimeTaskRegistry::shutdown`]).
     #[error("the session is shutting down: no new runtime task can be started")]
     ShuttingDown,
     /// The configuration makes no sense.
@@ -647,6 +649,7 @@ impl RuntimeTaskRegistry {
             source,
         })?;
         let state_path = run_dir.join(state::SESSION_STATE_FILE);
+        crate::watchdog::record_groups_in(run_dir.join(crate::watchdog::GROUPS_FILE));
         let shared = Arc::new(Shared {
             session_id: session_id.to_string(),
             run_dir,
@@ -990,15 +993,74 @@ impl RuntimeTaskRegistry {
     }
 
     /// Stops every running task (as [`RuntimeTaskRegistry::stop`]) and
-    /// refuses new ones. Returns once every process group is gone. Call it
-    /// when the session ends or is aborted.
-    pub async fn stop_all(&self) {
-        self.shared.shutdown.cancel();
-        let tasks: Vec<Arc<TaskEntry>> = self.shared.tasks().clone();
-        for task in tasks {
+    /// returns those it stopped. The registry stays usable: new tasks can
+    /// be started afterwards. Returns once every process group is gone.
+    pub async fn stop_all(&self) -> Vec<StoppedTask> {
+        self.stop_matching(|_| true, false).await
+    }
+
+    /// Stops the running tasks started by `owner` (e.g. a sub-agent that
+    /// ends) and returns them; the others keep running.
+    pub async fn stop_owned_by(&self, owner: &str) -> Vec<StoppedTask> {
+        self.stop_matching(|entry| entry.owner == owner, false)
+            .await
+    }
+
+    /// Ends the session's runtime tasks for good: refuses new ones from
+    /// now on ([`RuntimeError::ShuttingDown`]), stops every running task
+    /// and returns those it stopped. Call it once, when the session ends —
+    /// not when one prompt is aborted (background work belongs to the
+    /// session; use nothing, or [`Self::stop_owned_by`], there).
+    pub async fn shutdown(&self) -> Vec<StoppedTask> {
+        self.stop_matching(|_| true, true).await
+    }
+
+    /// Whether [`Self::shutdown`] has been called (or the registry is
+    /// being dropped).
+    pub fn is_shut_down(&self) -> bool {
+        self.shared.shutdown.is_cancelled()
+    }
+
+    /// Stops the wanted tasks (and, with `refuse_new`, shuts the registry
+    /// down at the same moment) and waits until they are gone.
+    async fn stop_matching(
+        &self,
+        wanted: impl Fn(&TaskEntry) -> bool,
+        refuse_new: bool,
+    ) -> Vec<StoppedTask> {
+        let mut stopping = Vec::new();
+        {
+            let tasks = self.shared.tasks();
+            for task in tasks.iter().filter(|t| wanted(t)) {
+                let before = task.state().status;
+                if !before.is_terminal() {
+                    task.stop.cancel();
+                    stopping.push((Arc::clone(task), before));
+                }
+            }
+            if refuse_new {
+                self.shared.shutdown.cancel();
+            }
+        }
+        let mut stopped = Vec::new();
+        for (task, status_before) in stopping {
             task.wait_finished().await;
+            let info = task.info();
+            // A task that ended on its own meanwhile was not stopped.
+            if info.status == RuntimeTaskStatus::Killed {
+                stopped.push(StoppedTask {
+                    id: task.id.clone(),
+                    task_type: task.task_type,
+                    description: task.description.clone(),
+                    command: task.command.clone(),
+                    owner: task.owner.clone(),
+                    status_before,
+                    info,
+                });
+            }
         }
         let _ = self.shared.persist();
+        stopped
     }
 
     /// Takes the notices of every task that ended since the last call, for
@@ -1053,7 +1115,31 @@ impl RuntimeTaskRegistry {
 impl Drop for RuntimeTaskRegistry {
     fn drop(&mut self) {
         self.shared.shutdown.cancel();
+        crate::watchdog::stop_recording_in(&self.shared.run_dir.join(crate::watchdog::GROUPS_FILE));
     }
+}
+
+/// A runtime task that [`RuntimeTaskRegistry::stop_all`],
+/// [`RuntimeTaskRegistry::stop_owned_by`] or
+/// [`RuntimeTaskRegistry::shutdown`] stopped, for the front end to report
+/// ("background task b… (`npm run dev`) was killed at exit").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoppedTask {
+    /// The task.
+    pub id: RuntimeTaskId,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub task_type: RuntimeTaskType,
+    /// What it was for.
+    pub description: String,
+    /// The command line, for `local_bash`.
+    pub command: Option<String>,
+    /// The caller that started it.
+    pub owner: String,
+    /// Its status when the stop came (`running` or `pending`).
+    pub status_before: RuntimeTaskStatus,
+    /// The task after the stop (status `killed`).
+    pub info: RuntimeTaskInfo,
 }
 
 /// Reads the merged output pipe on a thread of its own until every writer

@@ -79,6 +79,10 @@ pub struct SkippedStateFile {
 pub struct SessionScan {
     /// Sessions whose process is alive, ordered by start time.
     pub live: Vec<SessionState>,
+    /// Sessions whose process is gone (their files may still say
+    /// `running`: see [`super::orphans`] for what they left behind),
+    /// ordered by start time.
+    pub dead: Vec<SessionState>,
     /// State files that could not be read or parsed.
     pub skipped: Vec<SkippedStateFile>,
 }
@@ -118,6 +122,8 @@ pub fn scan_sessions(kaji_home: &Path) -> SessionScan {
             Ok(state) => {
                 if state.is_alive() {
                     scan.live.push(state);
+                } else {
+                    scan.dead.push(state);
                 }
             }
             Err(e) => scan.skipped.push(SkippedStateFile {
@@ -127,6 +133,8 @@ pub fn scan_sessions(kaji_home: &Path) -> SessionScan {
         }
     }
     scan.live
+        .sort_by_key(|s| (s.started_at_ms, s.session_id.clone()));
+    scan.dead
         .sort_by_key(|s| (s.started_at_ms, s.session_id.clone()));
     scan
 }
