@@ -204,3 +204,56 @@ async fn a_relative_kaji_home_works_with_dash_c() {
         "first\n"
     );
 }
+
+/// A restore over something it cannot save (a FIFO where the checkpoint
+/// has a file) exits 1, names the path, and changes nothing; `list` shows
+/// the file a checkpoint left out.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_restore_that_would_lose_a_file_is_refused() {
+    let home = tempfile::tempdir().expect("home");
+    let work = tempfile::tempdir().expect("work");
+    let dir = work.path().to_str().expect("utf-8 temp path");
+    let store = CheckpointStore::open(home.path(), work.path()).expect("open");
+    std::fs::write(work.path().join("pipe"), "a file once\n").expect("write");
+    std::fs::write(work.path().join("a.txt"), "first\n").expect("write");
+    let first = store
+        .commit("task start")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    std::fs::remove_file(work.path().join("pipe")).expect("rm");
+    let status = std::process::Command::new("mkfifo")
+        .arg(work.path().join("pipe"))
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+    std::fs::write(work.path().join("a.txt"), "second\n").expect("write");
+    let second = store
+        .commit("turn 1")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    assert_eq!(second.skipped.len(), 1, "{:?}", second.skipped);
+
+    let listed = kaji(home.path(), &["-C", dir, "list"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    assert!(
+        stdout(&listed).contains("left out, cannot be read: pipe (a FIFO)"),
+        "{}",
+        stdout(&listed)
+    );
+
+    let out = kaji(home.path(), &["-C", dir, "restore", first.id.short()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("restore refused, nothing was changed")
+            && stderr(&out).contains("pipe (a FIFO, which cannot be saved)"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("a.txt")).expect("read"),
+        "second\n"
+    );
+}
