@@ -16,7 +16,7 @@
 //! - destroy what it did not save: before a restore changes anything, every
 //!   path it would overwrite or remove is in the "before" checkpoint — the
 //!   present state, plus any ignored, too large or otherwise
-//!   unchekpointed file in the way (see [`capture`]) — or the restore
+//!   uncheckpointed file in the way (see [`capture`]) — or the restore
 //!   refuses and names the path. Restoring "before" brings everything back.
 //! - leave a shadow unusable: stale git lock files with no live owner are
 //!   removed (see [`stale`]), a file that cannot be read is skipped with a
