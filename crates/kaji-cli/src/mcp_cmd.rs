@@ -79,12 +79,16 @@ pub async fn list(servers: BTreeMap<String, McpServerConfig>, cwd: &Path, json: 
     manager.wait_ready(MCP_LIST_WAIT).await;
     let reports = manager.status();
     manager.shutdown().await;
-    let down = reports.iter().any(|r| {
-        matches!(
-            r.status,
-            McpServerStatus::Failed { .. } | McpServerStatus::Connecting
-        )
-    });
+    let down: Vec<&str> = reports
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.status,
+                McpServerStatus::Failed { .. } | McpServerStatus::Connecting
+            )
+        })
+        .map(|r| r.name.as_str())
+        .collect();
 
     let mut out = std::io::stdout().lock();
     let written = if json {
@@ -94,7 +98,15 @@ pub async fn list(servers: BTreeMap<String, McpServerConfig>, cwd: &Path, json: 
     } else {
         write_table(&mut out, &reports)
     };
-    let ok = if down { EXIT_SERVERS_DOWN } else { 0 };
+    let ok = if down.is_empty() {
+        0
+    } else {
+        eprintln!(
+            "kaji mcp list: not connected: {} (exit code {EXIT_SERVERS_DOWN})",
+            down.join(", ")
+        );
+        EXIT_SERVERS_DOWN
+    };
     match written {
         Ok(()) => ok,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ok,

@@ -148,4 +148,8 @@ fn exit_code_is_0_only_when_every_enabled_server_connected() {
     let reports: Value = serde_json::from_slice(&output.stdout).expect("JSON still printed");
     assert_eq!(reports[0]["name"], "dies");
     assert_eq!(reports[0]["status"]["state"], "failed");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("not connected: dies"),
+        "{output:?}"
+    );
 }

@@ -821,7 +821,11 @@ async fn unreadable_files_are_skipped_with_a_note() {
     assert!(second.skipped[0].reason.contains("FIFO"));
     let listed = f.store.list().await.expect("list");
     assert_eq!(listed[0].skipped, second.skipped, "the note is kept");
-    let diff = f.store.diff(&first.id, Some(&second.id)).await.expect("diff");
+    let diff = f
+        .store
+        .diff(&first.id, Some(&second.id))
+        .await
+        .expect("diff");
     assert!(diff.contains("+changed"), "{diff}");
 }
 
@@ -850,7 +854,11 @@ async fn a_file_without_read_permission_is_skipped_with_a_note() {
         .expect("checkpoint");
     assert_eq!(first.skipped.len(), 1);
     assert_eq!(first.skipped[0].path, "secret");
-    assert!(first.skipped[0].reason.contains("ermission"), "{:?}", first.skipped);
+    assert!(
+        first.skipped[0].reason.contains("ermission"),
+        "{:?}",
+        first.skipped
+    );
 }
 
 /// The time limit stops a checkpoint that cannot go on (here: another
@@ -907,8 +915,7 @@ async fn a_cancelled_checkpoint_kills_git_and_leaves_no_lock() {
     let cancel = CancellationToken::new();
     let store = f.store.clone();
     let token = cancel.clone();
-    let commit =
-        tokio::spawn(async move { store.commit_cancellable("task start", &token).await });
+    let commit = tokio::spawn(async move { store.commit_cancellable("task start", &token).await });
     wait_for_file(&lock).await;
     cancel.cancel();
     let result = commit.await.expect("joined");

@@ -121,7 +121,10 @@ impl Found<'_> {
             child.push(b'/');
             child.extend_from_slice(super::path_bytes(Path::new(&entry.file_name())).as_ref());
             if entry.file_name() == ".git" {
-                self.refuse(&child, "a git repository, which checkpoints never hold".into());
+                self.refuse(
+                    &child,
+                    "a git repository, which checkpoints never hold".into(),
+                );
                 continue;
             }
             match entry.metadata() {
@@ -146,7 +149,10 @@ impl Found<'_> {
                 Err(e) => self.refuse(rel, format!("cannot be read to save it: {e}")),
             }
         } else {
-            self.refuse(rel, format!("{}, which cannot be saved", special_kind(meta)));
+            self.refuse(
+                rel,
+                format!("{}, which cannot be saved", special_kind(meta)),
+            );
         }
     }
 

@@ -576,7 +576,9 @@ impl CheckpointStore {
         self.ensure_init().await?;
         let target_tree = self.tree_of(id.as_str()).await?;
         let staged = self.stage_all().await?;
-        let before_tree = self.save_what_restore_changes(&staged, &target_tree).await?;
+        let before_tree = self
+            .save_what_restore_changes(&staged, &target_tree)
+            .await?;
         let label = format!("before restoring {}", id.short());
         let before = match self
             .commit_tree(&before_tree, &label, &staged.skipped)
@@ -668,7 +670,15 @@ impl CheckpointStore {
     async fn changed_paths(&self, from: &str, to: &str) -> Result<Vec<Vec<u8>>, CheckpointError> {
         let out = self
             .git(
-                &["diff-tree", "-r", "-z", "--name-only", "--no-renames", from, to],
+                &[
+                    "diff-tree",
+                    "-r",
+                    "-z",
+                    "--name-only",
+                    "--no-renames",
+                    from,
+                    to,
+                ],
                 None,
             )
             .await?;
@@ -691,13 +701,19 @@ impl CheckpointStore {
         }
         if !check.is_empty() {
             let ignored = self
-                .git_run(&["check-ignore", "--no-index", "-z", "--stdin"], Some(check))
+                .git_run(
+                    &["check-ignore", "--no-index", "-z", "--stdin"],
+                    Some(check),
+                )
                 .await?;
             drop.extend_from_slice(&ignored.stdout);
         }
         if !drop.is_empty() {
-            self.git(&["update-index", "--force-remove", "-z", "--stdin"], Some(drop))
-                .await?;
+            self.git(
+                &["update-index", "--force-remove", "-z", "--stdin"],
+                Some(drop),
+            )
+            .await?;
         }
         let tree = self.git(&["write-tree"], None).await?;
         parse_oid(&tree, "git write-tree")
@@ -731,11 +747,10 @@ impl CheckpointStore {
             }
             pause = (pause * 2).min(Duration::from_millis(100));
         }
-        stale::clear(&self.git_dir)
-            .map_err(|busy| CheckpointError::ShadowBusy {
-                lock: busy.lock,
-                pid: busy.pid,
-            })?;
+        stale::clear(&self.git_dir).map_err(|busy| CheckpointError::ShadowBusy {
+            lock: busy.lock,
+            pid: busy.pid,
+        })?;
         Ok(file)
     }
 
@@ -777,7 +792,8 @@ impl CheckpointStore {
         }
         let mut cmd = self.command();
         cmd.arg("config").arg("core.worktree").arg(&self.work_tree);
-        self.run_checked(cmd, "git config core.worktree", None).await?;
+        self.run_checked(cmd, "git config core.worktree", None)
+            .await?;
 
         let info = self.git_dir.join("info");
         let mut exclude =
@@ -1348,7 +1364,9 @@ async fn run(
     };
     let status = status.map_err(spawn_err)?;
     // Confirms the group is empty (git leaves nothing running).
-    let _ = child.shutdown(kaji_tasks::process::DEFAULT_KILL_GRACE).await;
+    let _ = child
+        .shutdown(kaji_tasks::process::DEFAULT_KILL_GRACE)
+        .await;
     Ok(std::process::Output {
         status,
         stdout,
@@ -1379,8 +1397,9 @@ fn unreadable(full: &Path) -> Option<String> {
     }
 }
 
-/// A checkpoint's commit message: the label, then one line per skipped
-/// file.
+/// A checkpoint's commit message: the label, then one line
+/// `skipped: <path>\t<reason>` per skipped file (control characters of
+/// either become spaces).
 fn message(label: &str, skipped: &[PathNote]) -> Vec<u8> {
     let mut text = label.to_string();
     if !skipped.is_empty() {
@@ -1388,7 +1407,9 @@ fn message(label: &str, skipped: &[PathNote]) -> Vec<u8> {
         for note in skipped {
             text.push('\n');
             text.push_str(SKIPPED_PREFIX);
-            text.push_str(&one_line(&note.to_string()));
+            text.push_str(&one_line(&note.path));
+            text.push('\t');
+            text.push_str(&one_line(&note.reason));
         }
     }
     text.push('\n');
@@ -1400,10 +1421,10 @@ fn parse_notes(body: &str) -> Vec<PathNote> {
     body.lines()
         .filter_map(|line| line.strip_prefix(SKIPPED_PREFIX))
         .filter_map(|note| {
-            let (path, reason) = note.rsplit_once(" (")?;
+            let (path, reason) = note.split_once('\t')?;
             Some(PathNote {
                 path: path.to_string(),
-                reason: reason.strip_suffix(')').unwrap_or(reason).to_string(),
+                reason: reason.to_string(),
             })
         })
         .collect()
@@ -1439,6 +1460,32 @@ mod tests {
         assert!(a.starts_with("/home/u/.kaji/checkpoints"));
         // FNV-1a test vector.
         assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn skipped_notes_survive_the_commit_message() {
+        let notes = vec![
+            PathNote {
+                path: "dir/a (copy).txt".into(),
+                reason: "cannot be read: Permission denied (os error 13)".into(),
+            },
+            PathNote {
+                path: "pipe".into(),
+                reason: "a FIFO".into(),
+            },
+        ];
+        let text = String::from_utf8(message("turn 1: Bash", &notes)).expect("utf-8");
+        assert!(text.starts_with("turn 1: Bash\n\nskipped: "), "{text}");
+        let body = text.split_once("\n\n").map(|(_, b)| b).unwrap_or_default();
+        assert_eq!(parse_notes(body), notes);
+        assert_eq!(message("x", &[]), b"x\n");
+    }
+
+    #[test]
+    fn tree_diffs_split_added_and_deleted_paths() {
+        let diff = capture::TreeDiff::parse(b"A\0new\0D\0old\0M\0both\0T\0link\0");
+        assert_eq!(diff.added, vec![b"new".to_vec()]);
+        assert!(diff.deleted.contains(b"old".as_slice()) && diff.deleted.len() == 1);
     }
 
     #[test]

@@ -74,7 +74,12 @@ pub(super) fn clear(git_dir: &Path) -> Result<Cleared, Busy> {
         };
         let who = *owner.get_or_insert_with(|| find_owner(git_dir));
         let stale = match who {
-            Owner::Running(pid) => return Err(Busy { lock, pid: Some(pid) }),
+            Owner::Running(pid) => {
+                return Err(Busy {
+                    lock,
+                    pid: Some(pid),
+                });
+            }
             Owner::Nobody => true,
             Owner::Unknown => meta
                 .modified()
@@ -128,8 +133,7 @@ fn find_owner(git_dir: &Path) -> Owner {
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
             continue;
         };
-        if cmdline.split(|&b| b == 0).any(|arg| arg == wanted)
-            && !kaji_tasks::process::is_gone(pid)
+        if cmdline.split(|&b| b == 0).any(|arg| arg == wanted) && !kaji_tasks::process::is_gone(pid)
         {
             return Owner::Running(pid);
         }
