@@ -27,6 +27,8 @@ pub(super) struct Unsaved {
     pub capture: Vec<Vec<u8>>,
     /// What cannot be saved, with why.
     pub refused: Vec<PathNote>,
+    /// Every path where the present checkpoint and the target differ.
+    pub changed: Vec<Vec<u8>>,
 }
 
 /// The changes of `git diff-tree -r -z --name-status --no-renames
@@ -37,6 +39,8 @@ pub(super) struct TreeDiff {
     pub added: Vec<Vec<u8>>,
     /// Paths the present checkpoint has and the target lacks.
     pub deleted: BTreeSet<Vec<u8>>,
+    /// Every path of the diff, whatever its status.
+    pub all: Vec<Vec<u8>>,
 }
 
 impl TreeDiff {
@@ -45,6 +49,7 @@ impl TreeDiff {
         let mut diff = Self::default();
         let mut fields = out.split(|&b| b == 0);
         while let (Some(status), Some(path)) = (fields.next(), fields.next()) {
+            diff.all.push(path.to_vec());
             match status.first() {
                 Some(b'A') => diff.added.push(path.to_vec()),
                 Some(b'D') => {
@@ -73,6 +78,7 @@ pub(super) fn unsaved(work_tree: &Path, diff: &TreeDiff) -> Unsaved {
         }
         found.target_path(path);
     }
+    found.unsaved.changed = diff.all.clone();
     found.unsaved
 }
 

@@ -576,7 +576,7 @@ impl CheckpointStore {
         self.ensure_init().await?;
         let target_tree = self.tree_of(id.as_str()).await?;
         let staged = self.stage_all().await?;
-        let before_tree = self
+        let (before_tree, written) = self
             .save_what_restore_changes(&staged, &target_tree)
             .await?;
         let label = format!("before restoring {}", id.short());
@@ -594,13 +594,12 @@ impl CheckpointStore {
                     message: "no checkpoint after committing the present state".to_string(),
                 })?,
         };
-        let written = self.changed_paths(&before_tree, &target_tree).await?;
         // The index now equals `before`; a one-way merge to the target
         // updates exactly the paths that differ and removes the ones the
         // target lacks.
         self.git(&["read-tree", "--reset", "-u", &target_tree], None)
             .await?;
-        let after_tree = self.drop_unkept(&written).await?;
+        let after_tree = self.drop_unkept(&written, &target_tree).await?;
         let label = format!("restored {}", id.short());
         let after = match self.commit_tree(&after_tree, &label, &[]).await? {
             Some(checkpoint) => checkpoint.id,
@@ -617,13 +616,14 @@ impl CheckpointStore {
 
     /// Adds to the index every file on disk that restoring `target_tree`
     /// over `staged` would overwrite or remove and that the present
-    /// checkpoint lacks; returns the tree to record as "before". Refuses
-    /// when one cannot be saved. Caller holds the lock.
+    /// checkpoint lacks; returns the tree to record as "before" and the
+    /// paths the restore will write or remove. Refuses when one cannot be
+    /// saved. Caller holds the lock.
     async fn save_what_restore_changes(
         &self,
         staged: &Staged,
         target_tree: &str,
-    ) -> Result<String, CheckpointError> {
+    ) -> Result<(String, Vec<Vec<u8>>), CheckpointError> {
         let out = self
             .git(
                 &[
@@ -652,8 +652,12 @@ impl CheckpointStore {
                 paths: unsaved.refused,
             });
         }
+        // The restore writes or removes every path of the diff, and the
+        // saved ones (overwritten, or removed when in the way).
+        let mut written = unsaved.changed;
+        written.extend(unsaved.capture.iter().cloned());
         if unsaved.capture.is_empty() {
-            return Ok(staged.tree.clone());
+            return Ok((staged.tree.clone(), written));
         }
         let mut paths = Vec::new();
         for path in &unsaved.capture {
@@ -663,33 +667,19 @@ impl CheckpointStore {
         self.git(&["update-index", "--add", "-z", "--stdin"], Some(paths))
             .await?;
         let tree = self.git(&["write-tree"], None).await?;
-        parse_oid(&tree, "git write-tree")
-    }
-
-    /// The paths where two trees differ.
-    async fn changed_paths(&self, from: &str, to: &str) -> Result<Vec<Vec<u8>>, CheckpointError> {
-        let out = self
-            .git(
-                &[
-                    "diff-tree",
-                    "-r",
-                    "-z",
-                    "--name-only",
-                    "--no-renames",
-                    from,
-                    to,
-                ],
-                None,
-            )
-            .await?;
-        Ok(split_z(&out).map(<[u8]>::to_vec).collect())
+        Ok((parse_oid(&tree, "git write-tree")?, written))
     }
 
     /// After a restore wrote `written`: drops from the index those that
     /// checkpoints leave out (over the size limit, or ignored — saved
     /// files brought back by an undo), so later checkpoints leave them out
-    /// again, and returns the index's tree. Caller holds the lock.
-    async fn drop_unkept(&self, written: &[Vec<u8>]) -> Result<String, CheckpointError> {
+    /// again, and returns the index's tree (`target_tree` when nothing is
+    /// dropped). Caller holds the lock.
+    async fn drop_unkept(
+        &self,
+        written: &[Vec<u8>],
+        target_tree: &str,
+    ) -> Result<String, CheckpointError> {
         let mut drop = Vec::new();
         let mut check = Vec::new();
         for path in written {
@@ -708,13 +698,14 @@ impl CheckpointStore {
                 .await?;
             drop.extend_from_slice(&ignored.stdout);
         }
-        if !drop.is_empty() {
-            self.git(
-                &["update-index", "--force-remove", "-z", "--stdin"],
-                Some(drop),
-            )
-            .await?;
+        if drop.is_empty() {
+            return Ok(target_tree.to_string());
         }
+        self.git(
+            &["update-index", "--force-remove", "-z", "--stdin"],
+            Some(drop),
+        )
+        .await?;
         let tree = self.git(&["write-tree"], None).await?;
         parse_oid(&tree, "git write-tree")
     }
@@ -1363,10 +1354,9 @@ async fn run(
         return Err(CheckpointError::Cancelled);
     };
     let status = status.map_err(spawn_err)?;
-    // Confirms the group is empty (git leaves nothing running).
-    let _ = child
-        .shutdown(kaji_tasks::process::DEFAULT_KILL_GRACE)
-        .await;
+    // Dropping `child` sends SIGKILL to whatever git left in its group
+    // (normally nothing: one syscall, no scan of the process table).
+    drop(child);
     Ok(std::process::Output {
         status,
         stdout,
