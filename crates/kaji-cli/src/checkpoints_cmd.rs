@@ -2,8 +2,10 @@
 //! a working directory.
 //!
 //! A thin layer over kaji-core's [`CheckpointStore`]: parse, call, print.
-//! Exit codes: 0 ok, 1 failure (git failed, unreadable shadow repository),
-//! 2 usage error (no such directory, unknown or ambiguous checkpoint id).
+//! Exit codes: 0 ok, 1 failure (git failed, unreadable shadow repository,
+//! a restore refused because it would overwrite what it cannot save, a
+//! shadow busy with another git), 2 usage error (no such directory,
+//! unknown or ambiguous checkpoint id).
 //! Listing and diffing between two checkpoints never change anything;
 //! `diff ID` (to the present) refreshes the shadow repository's index, and
 //! `restore` changes the directory's files — after taking a checkpoint of
@@ -33,7 +35,8 @@ pub enum CheckpointsCommand {
     /// List the checkpoints, newest first.
     List {
         /// Print a JSON array of {id, label, time} (time in seconds since
-        /// the Unix epoch) instead of a table.
+        /// the Unix epoch; `skipped` lists the files a checkpoint left out
+        /// because they could not be read) instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -125,10 +128,21 @@ async fn list(store: &CheckpointStore, json: bool) -> Result<(), Failure> {
         return Ok(());
     }
     writeln!(out, "{:<12}  {:<20}  LABEL", "ID", "TIME (UTC)")?;
-    for Checkpoint { id, label, time } in &checkpoints {
+    for Checkpoint {
+        id,
+        label,
+        time,
+        skipped,
+    } in &checkpoints
+    {
+        let note = match skipped.len() {
+            0 => String::new(),
+            1 => format!("  (left out, cannot be read: {})", skipped[0]),
+            n => format!("  (left out, cannot be read: {n} files, see --json)"),
+        };
         writeln!(
             out,
-            "{:<12}  {:<20}  {label}",
+            "{:<12}  {:<20}  {label}{note}",
             id.short(),
             format_time(*time)
         )?;

@@ -4,7 +4,8 @@
 //! It starts the enabled servers the way a task would, waits up to 10
 //! seconds for them, prints what it found (a table, or JSON with `--json`),
 //! and stops them again. It only reads the configuration; it never changes
-//! it.
+//! it. It never exits 0 when an enabled server is down: exit 0 means every
+//! enabled server connected, [`EXIT_SERVERS_DOWN`] that some did not.
 //!
 //! The servers come from the settings files, read by
 //! [`kaji_core::config::KajiConfig`] like every other setting.
@@ -20,6 +21,11 @@ use kaji_mcp::{McpManager, McpServerConfig, McpServerReport, McpServerStatus};
 /// How long `kaji mcp list` waits for servers to connect (the same limit a
 /// task waits before its first request).
 pub const MCP_LIST_WAIT: Duration = Duration::from_secs(10);
+
+/// The exit code of `kaji mcp list` when an enabled server failed to start
+/// or was still connecting after [`MCP_LIST_WAIT`] (the list is printed
+/// all the same). 1 is a configuration or output error, 2 a usage error.
+pub const EXIT_SERVERS_DOWN: i32 = 3;
 
 /// Arguments of `kaji mcp`.
 #[derive(Debug, clap::Args)]
@@ -40,8 +46,8 @@ pub enum McpCommand {
     },
 }
 
-/// Runs `kaji mcp`; returns the exit code (0, or 1 when the configuration
-/// cannot be read).
+/// Runs `kaji mcp`; returns the exit code (0; 1 when the configuration
+/// cannot be read; [`EXIT_SERVERS_DOWN`] when a server is down).
 pub async fn run(args: McpArgs) -> i32 {
     match args.command {
         McpCommand::List { json } => {
@@ -65,12 +71,24 @@ pub async fn run(args: McpArgs) -> i32 {
 }
 
 /// Starts `servers` in `cwd`, waits up to [`MCP_LIST_WAIT`], prints their
-/// status, stops them, and returns the exit code.
+/// status, stops them, and returns the exit code: 0 when every enabled
+/// server connected, [`EXIT_SERVERS_DOWN`] when one failed or was still
+/// connecting, 1 when the output could not be written.
 pub async fn list(servers: BTreeMap<String, McpServerConfig>, cwd: &Path, json: bool) -> i32 {
     let manager = McpManager::start(servers, cwd);
     manager.wait_ready(MCP_LIST_WAIT).await;
     let reports = manager.status();
     manager.shutdown().await;
+    let down: Vec<&str> = reports
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.status,
+                McpServerStatus::Failed { .. } | McpServerStatus::Connecting
+            )
+        })
+        .map(|r| r.name.as_str())
+        .collect();
 
     let mut out = std::io::stdout().lock();
     let written = if json {
@@ -80,9 +98,18 @@ pub async fn list(servers: BTreeMap<String, McpServerConfig>, cwd: &Path, json: 
     } else {
         write_table(&mut out, &reports)
     };
+    let ok = if down.is_empty() {
+        0
+    } else {
+        eprintln!(
+            "kaji mcp list: not connected: {} (exit code {EXIT_SERVERS_DOWN})",
+            down.join(", ")
+        );
+        EXIT_SERVERS_DOWN
+    };
     match written {
-        Ok(()) => 0,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Ok(()) => ok,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ok,
         Err(e) => {
             eprintln!("kaji mcp list: cannot write the output: {e}");
             1

@@ -164,3 +164,96 @@ async fn unknown_ids_and_missing_directories_exit_2() {
     let out = kaji(home.path(), &["-C", dir, "frobnicate"]);
     assert_eq!(out.status.code(), Some(2), "usage error");
 }
+
+/// A relative `KAJI_HOME` is resolved against kaji's starting directory,
+/// not against the `-C` directory git runs in.
+#[tokio::test]
+async fn a_relative_kaji_home_works_with_dash_c() {
+    let base = tempfile::tempdir().expect("base");
+    let home = base.path().join("home");
+    let work = base.path().join("work");
+    std::fs::create_dir_all(&work).expect("mkdir work");
+    std::fs::write(work.join("a.txt"), "first\n").expect("write");
+    let store = CheckpointStore::open(&home, &work).expect("open");
+    let first = store
+        .commit("task start")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    std::fs::write(work.join("a.txt"), "second\n").expect("write");
+
+    let relative = |args: &[&str]| {
+        Command::cargo_bin("kaji")
+            .expect("kaji binary")
+            .env("KAJI_HOME", "home")
+            .current_dir(base.path())
+            .arg("checkpoints")
+            .args(args)
+            .output()
+            .expect("kaji runs")
+    };
+    let listed = relative(&["-C", "work", "list", "--json"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    let items: Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(items[0]["id"], first.id.as_str(), "{items}");
+
+    let restored = relative(&["-C", "work", "restore", first.id.short()]);
+    assert_eq!(restored.status.code(), Some(0), "{}", stderr(&restored));
+    assert_eq!(
+        std::fs::read_to_string(work.join("a.txt")).expect("read"),
+        "first\n"
+    );
+}
+
+/// A restore over something it cannot save (a FIFO where the checkpoint
+/// has a file) exits 1, names the path, and changes nothing; `list` shows
+/// the file a checkpoint left out.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_restore_that_would_lose_a_file_is_refused() {
+    let home = tempfile::tempdir().expect("home");
+    let work = tempfile::tempdir().expect("work");
+    let dir = work.path().to_str().expect("utf-8 temp path");
+    let store = CheckpointStore::open(home.path(), work.path()).expect("open");
+    std::fs::write(work.path().join("pipe"), "a file once\n").expect("write");
+    std::fs::write(work.path().join("a.txt"), "first\n").expect("write");
+    let first = store
+        .commit("task start")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    std::fs::remove_file(work.path().join("pipe")).expect("rm");
+    let status = std::process::Command::new("mkfifo")
+        .arg(work.path().join("pipe"))
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+    std::fs::write(work.path().join("a.txt"), "second\n").expect("write");
+    let second = store
+        .commit("turn 1")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    assert_eq!(second.skipped.len(), 1, "{:?}", second.skipped);
+
+    let listed = kaji(home.path(), &["-C", dir, "list"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    assert!(
+        stdout(&listed).contains("left out, cannot be read: pipe (a FIFO)"),
+        "{}",
+        stdout(&listed)
+    );
+
+    let out = kaji(home.path(), &["-C", dir, "restore", first.id.short()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("restore refused, nothing was changed")
+            && stderr(&out).contains("pipe (a FIFO, which cannot be saved)"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("a.txt")).expect("read"),
+        "second\n"
+    );
+}

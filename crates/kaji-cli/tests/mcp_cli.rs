@@ -51,10 +51,10 @@ fn lists_servers_status_and_tools_as_json() {
     let (_dir, home, project) = setup(&user, &project_config);
     let output = kaji_mcp_list(&home, &project, true);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "exit {:?}; stderr: {stderr}",
-        output.status
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "a failed server (ghost) makes the exit code 3; stderr: {stderr}"
     );
     let reports: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
     let reports = reports.as_array().expect("an array");
@@ -88,7 +88,7 @@ fn lists_servers_as_a_table() {
     let (user, project_config) = configs();
     let (_dir, home, project) = setup(&user, &project_config);
     let output = kaji_mcp_list(&home, &project, false);
-    assert!(output.status.success(), "{output:?}");
+    assert_eq!(output.status.code(), Some(3), "{output:?}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line_of = |name: &str| {
         stdout
@@ -127,4 +127,29 @@ fn no_servers_is_not_an_error() {
     assert!(output.status.success(), "{output:?}");
     let reports: Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(reports, Value::Array(Vec::new()));
+}
+
+#[test]
+fn exit_code_is_0_only_when_every_enabled_server_connected() {
+    let bin = kaji_test_support::fixtures::mcp_server_bin("mcp-server-everything");
+    let user = format!(
+        "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+        bin.to_string_lossy()
+    );
+    let disabled = "[mcp_servers.off]\ncommand = \"/nonexistent/never-run\"\nenabled = false\n";
+    let (_dir, home, project) = setup(&user, disabled);
+    let output = kaji_mcp_list(&home, &project, false);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+
+    let dies = "[mcp_servers.dies]\ncommand = \"sh\"\nargs = [\"-c\", \"exit 2\"]\n";
+    let (_dir, home, project) = setup(&user, dies);
+    let output = kaji_mcp_list(&home, &project, true);
+    assert_eq!(output.status.code(), Some(3), "{output:?}");
+    let reports: Value = serde_json::from_slice(&output.stdout).expect("JSON still printed");
+    assert_eq!(reports[0]["name"], "dies");
+    assert_eq!(reports[0]["status"]["state"], "failed");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("not connected: dies"),
+        "{output:?}"
+    );
 }

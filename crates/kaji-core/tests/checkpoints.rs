@@ -1,13 +1,16 @@
 //! Checkpoints against real git in temporary directories: restore after a
 //! write, an edit, a delete and a rename, and undo of the restore;
 //! .gitignore, the size limit, nested repositories, and the user's own
-//! `.git` left untouched.
+//! `.git` left untouched; restores over files no checkpoint holds (too
+//! large, ignored, in the way) and their undo; stale `index.lock` files of
+//! a killed git; unreadable files; the time limit and cancellation.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kaji_core::checkpoints::{CheckpointConfig, CheckpointError, CheckpointStore};
+use tokio_util::sync::CancellationToken;
 
 /// Every file (with contents) and directory under `root`; `.git`
 /// directories are skipped unless `with_git`.
@@ -257,6 +260,7 @@ async fn gitignored_files_are_not_checkpointed_and_survive_restore() {
 async fn files_over_the_size_limit_are_skipped_and_left_alone() {
     let f = fixture(CheckpointConfig {
         max_file_size: 1000,
+        ..CheckpointConfig::default()
     });
     let root = f.work.path();
     write(root, "small.txt", "small\n");
@@ -539,4 +543,396 @@ async fn a_kaji_home_inside_the_directory_is_not_checkpointed() {
         3,
         "one, three, restored"
     );
+}
+
+/// The big file and the ignored file a restore overwrites are saved in its
+/// "before" checkpoint, and the undo brings the directory back byte for
+/// byte.
+#[tokio::test]
+async fn restore_over_an_oversized_and_an_ignored_file_is_undone_byte_for_byte() {
+    let f = fixture(CheckpointConfig {
+        max_file_size: 1000,
+        ..CheckpointConfig::default()
+    });
+    let root = f.work.path();
+    write(root, "grows.txt", "small for now\n");
+    write(root, "build.txt", "checkpointed build\n");
+    write(root, "keep.txt", "keep\n");
+    let first = f
+        .store
+        .commit("start")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+
+    // grows.txt grows past the limit; build.txt is deleted, then made
+    // again as an ignored file.
+    write(root, "grows.txt", &"x".repeat(5000));
+    std::fs::remove_file(root.join("build.txt")).expect("rm");
+    write(root, ".gitignore", "build.txt\n");
+    f.store
+        .commit("turn 1")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    write(root, "build.txt", "ignored, made after the checkpoint\n");
+    let before_restore = snapshot(root, false);
+
+    let outcome = f.store.restore(&first.id).await.expect("restore");
+    assert_eq!(
+        std::fs::read_to_string(root.join("grows.txt")).expect("read"),
+        "small for now\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("build.txt")).expect("read"),
+        "checkpointed build\n"
+    );
+    assert!(!root.join(".gitignore").exists());
+
+    f.store.restore(&outcome.before).await.expect("undo");
+    assert_eq!(
+        snapshot(root, false),
+        before_restore,
+        "the undo brings back the big and the ignored file"
+    );
+
+    // Afterwards both are left out of checkpoints again.
+    write(root, "keep.txt", "changed\n");
+    let next = f
+        .store
+        .commit("turn 2")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    let diff = f.store.diff(&first.id, Some(&next.id)).await.expect("diff");
+    assert!(
+        !diff.contains("xxxx") && !diff.contains("ignored, made"),
+        "{diff}"
+    );
+}
+
+/// An ignored file where the checkpoint has a directory, and an ignored
+/// directory where it has a file: both in the way, both saved.
+#[tokio::test]
+async fn restore_saves_ignored_files_in_the_way_of_the_target() {
+    let f = fixture(CheckpointConfig::default());
+    let root = f.work.path();
+    write(root, "out/a.txt", "a\n");
+    write(root, "cache", "cache file\n");
+    let first = f
+        .store
+        .commit("start")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    std::fs::remove_dir_all(root.join("out")).expect("rm out");
+    std::fs::remove_file(root.join("cache")).expect("rm cache");
+    write(root, ".gitignore", "/out\n/cache/\n");
+    f.store
+        .commit("turn 1")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    write(root, "out", "an ignored file named out\n");
+    write(root, "cache/deep/blob.bin", "ignored cache\n");
+    let before_restore = snapshot(root, false);
+
+    let outcome = f.store.restore(&first.id).await.expect("restore");
+    assert_eq!(
+        std::fs::read_to_string(root.join("out/a.txt")).expect("read"),
+        "a\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("cache")).expect("read"),
+        "cache file\n"
+    );
+    f.store.restore(&outcome.before).await.expect("undo");
+    assert_eq!(snapshot(root, false), before_restore);
+}
+
+/// What cannot be saved (a FIFO where the checkpoint has a file) makes the
+/// restore refuse, naming it, with nothing changed.
+#[cfg(unix)]
+#[tokio::test]
+async fn restore_refuses_to_replace_what_it_cannot_save() {
+    let f = fixture(CheckpointConfig::default());
+    let root = f.work.path();
+    write(root, "pipe", "a file once\n");
+    write(root, "other.txt", "first\n");
+    let first = f
+        .store
+        .commit("start")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    std::fs::remove_file(root.join("pipe")).expect("rm");
+    write(root, "other.txt", "second\n");
+    f.store
+        .commit("turn 1")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    mkfifo(&root.join("pipe"));
+
+    let err = f
+        .store
+        .restore(&first.id)
+        .await
+        .expect_err("a FIFO cannot be saved");
+    match &err {
+        CheckpointError::RestoreWouldLose { paths, .. } => {
+            assert_eq!(paths.len(), 1, "{err}");
+            assert_eq!(paths[0].path, "pipe", "{err}");
+            assert!(paths[0].reason.contains("FIFO"), "{err}");
+        }
+        other => panic!("expected RestoreWouldLose, got {other}"),
+    }
+    assert!(err.to_string().contains("nothing was changed"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("other.txt")).expect("read"),
+        "second\n",
+        "nothing changed"
+    );
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(root.join("pipe"))
+            .expect("stat")
+            .file_type()
+            .is_fifo()
+    );
+}
+
+#[cfg(unix)]
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(status.success());
+}
+
+/// Waits until `path` exists (a condition, not a time): at most `limit`
+/// checks of the file system, with short pauses between them.
+async fn wait_for_file(path: &Path) {
+    for _ in 0..6000 {
+        if path.exists() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("{} never appeared", path.display());
+}
+
+/// A real git holding the shadow's index.lock keeps it (checkpoints say
+/// who holds it); once that git is killed with SIGKILL, the lock it left
+/// is removed and checkpoints work again.
+#[tokio::test]
+async fn an_index_lock_left_by_a_killed_git_is_removed() {
+    let f = fixture(CheckpointConfig::default());
+    let root = f.work.path();
+    write(root, "a.txt", "a\n");
+    f.store.init().await.expect("init");
+    let git_dir = f.store.git_dir().to_path_buf();
+    let lock = git_dir.join("index.lock");
+    // update-index takes index.lock, then waits for paths on stdin.
+    let mut git = tokio::process::Command::new("git")
+        .arg(format!("--git-dir={}", git_dir.display()))
+        .arg(format!("--work-tree={}", root.display()))
+        .args(["update-index", "--add", "-z", "--stdin"])
+        .stdin(std::process::Stdio::piped())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("git starts");
+    wait_for_file(&lock).await;
+
+    let err = f.store.commit("while git runs").await.expect_err("busy");
+    let pid = git.id().and_then(|p| i32::try_from(p).ok());
+    assert!(
+        matches!(&err, CheckpointError::ShadowBusy { pid: busy, .. } if *busy == pid),
+        "{err}"
+    );
+    assert!(lock.exists(), "a live owner's lock stays");
+
+    git.start_kill().expect("SIGKILL");
+    let status = git.wait().await.expect("wait");
+    assert!(!status.success());
+    assert!(lock.exists(), "a killed git leaves its lock behind");
+
+    f.store
+        .commit("after the kill")
+        .await
+        .expect("checkpoints work again")
+        .expect("checkpoint");
+    assert!(!lock.exists());
+}
+
+/// Lock files nobody owns (index, branch) do not disable checkpoints.
+#[tokio::test]
+async fn planted_lock_files_with_no_owner_are_removed() {
+    let f = fixture(CheckpointConfig::default());
+    write(f.work.path(), "a.txt", "a\n");
+    let first = f
+        .store
+        .commit("one")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    let git_dir = f.store.git_dir();
+    std::fs::write(git_dir.join("index.lock"), "").expect("plant");
+    std::fs::write(git_dir.join("refs/heads/checkpoints.lock"), "").expect("plant");
+    write(f.work.path(), "a.txt", "b\n");
+    let second = f
+        .store
+        .commit("two")
+        .await
+        .expect("commit despite the locks")
+        .expect("checkpoint");
+    assert_ne!(first.id, second.id);
+    f.store.restore(&first.id).await.expect("restore");
+    assert!(!git_dir.join("index.lock").exists());
+}
+
+/// A file git cannot read is left out with a note; the rest is
+/// checkpointed. A FIFO where a tracked file was fails git as root too.
+#[cfg(unix)]
+#[tokio::test]
+async fn unreadable_files_are_skipped_with_a_note() {
+    let f = fixture(CheckpointConfig::default());
+    let root = f.work.path();
+    write(root, "data", "tracked\n");
+    write(root, "a.txt", "a\n");
+    let first = f
+        .store
+        .commit("one")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    assert!(first.skipped.is_empty());
+    std::fs::remove_file(root.join("data")).expect("rm");
+    mkfifo(&root.join("data"));
+    write(root, "a.txt", "changed\n");
+    let second = f
+        .store
+        .commit("two")
+        .await
+        .expect("the FIFO does not fail the checkpoint")
+        .expect("checkpoint");
+    assert_eq!(second.skipped.len(), 1, "{:?}", second.skipped);
+    assert_eq!(second.skipped[0].path, "data");
+    assert!(second.skipped[0].reason.contains("FIFO"));
+    let listed = f.store.list().await.expect("list");
+    assert_eq!(listed[0].skipped, second.skipped, "the note is kept");
+    let diff = f
+        .store
+        .diff(&first.id, Some(&second.id))
+        .await
+        .expect("diff");
+    assert!(diff.contains("+changed"), "{diff}");
+}
+
+/// As a normal user, a file without read permission is skipped (root
+/// reads every file, so this case is skipped there; the FIFO case above
+/// covers root).
+#[cfg(unix)]
+#[tokio::test]
+async fn a_file_without_read_permission_is_skipped_with_a_note() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture(CheckpointConfig::default());
+    let root = f.work.path();
+    write(root, "secret", "no\n");
+    std::fs::set_permissions(root.join("secret"), std::fs::Permissions::from_mode(0o000))
+        .expect("chmod");
+    if std::fs::File::open(root.join("secret")).is_ok() {
+        eprintln!("skipped: running as root, which reads files without read permission");
+        return;
+    }
+    write(root, "a.txt", "a\n");
+    let first = f
+        .store
+        .commit("one")
+        .await
+        .expect("commit")
+        .expect("checkpoint");
+    assert_eq!(first.skipped.len(), 1);
+    assert_eq!(first.skipped[0].path, "secret");
+    assert!(
+        first.skipped[0].reason.contains("ermission"),
+        "{:?}",
+        first.skipped
+    );
+}
+
+/// The time limit stops a checkpoint that cannot go on (here: another
+/// process holds the shadow's lock) with a distinct error.
+#[tokio::test]
+async fn commit_within_gives_up_after_its_timeout() {
+    let f = fixture(CheckpointConfig::default());
+    write(f.work.path(), "a.txt", "a\n");
+    f.store.init().await.expect("init");
+    let held = std::fs::File::options()
+        .write(true)
+        .open(f.store.git_dir().join("kaji.lock"))
+        .expect("open lock");
+    held.lock().expect("hold the lock");
+    let err = f
+        .store
+        .commit_within("task start", std::time::Duration::from_millis(50))
+        .await
+        .expect_err("times out");
+    assert!(
+        matches!(err, CheckpointError::Timeout { after } if after.as_millis() == 50),
+        "{err}"
+    );
+    drop(held);
+    f.store
+        .commit_within("task start", std::time::Duration::from_secs(600))
+        .await
+        .expect("within the limit")
+        .expect("checkpoint");
+}
+
+/// Cancelling a checkpoint while git holds index.lock kills git's whole
+/// process group and leaves no lock file and no process behind.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_cancelled_checkpoint_kills_git_and_leaves_no_lock() {
+    let bin = tempfile::tempdir().expect("bin");
+    let wrapper = bin.path().join("slow-git");
+    // Runs the real git; update-index gets its paths, then a stdin that
+    // never ends, so git holds index.lock until killed.
+    std::fs::write(
+        &wrapper,
+        "#!/bin/sh\ncase \" $* \" in\n  *\" update-index \"*) { cat; exec sleep 100000; } | git \"$@\" ;;\n  *) exec git \"$@\" ;;\nesac\n",
+    )
+    .expect("write wrapper");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let f = fixture(CheckpointConfig {
+        git_program: wrapper,
+        ..CheckpointConfig::default()
+    });
+    write(f.work.path(), "a.txt", "a\n");
+    let lock = f.store.git_dir().join("index.lock");
+    let cancel = CancellationToken::new();
+    let store = f.store.clone();
+    let token = cancel.clone();
+    let commit = tokio::spawn(async move { store.commit_cancellable("task start", &token).await });
+    wait_for_file(&lock).await;
+    cancel.cancel();
+    let result = commit.await.expect("joined");
+    assert!(
+        matches!(result, Err(CheckpointError::Cancelled)),
+        "{result:?}"
+    );
+    assert!(!lock.exists(), "no index.lock left behind");
+    let shadow_arg = format!("--git-dir={}", f.store.git_dir().display());
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        assert!(
+            !cmdline
+                .split(|&b| b == 0)
+                .any(|a| a == shadow_arg.as_bytes()),
+            "a git of the shadow still runs: {}",
+            String::from_utf8_lossy(&cmdline)
+        );
+    }
 }

@@ -34,7 +34,7 @@ pub use config::{
 };
 pub use error::McpError;
 pub use manager::{
-    McpCallOutput, McpManager, McpManagerOptions, McpResourceInfo, McpServerReport,
+    McpCallOutput, McpFailure, McpManager, McpManagerOptions, McpResourceInfo, McpServerReport,
     McpServerStatus, McpToolInfo,
 };
 pub use stderr::{STDERR_TAIL_BYTES, STDERR_TAIL_LINES, StderrTail};

@@ -115,6 +115,17 @@ pub struct McpServerReport {
     pub status: McpServerStatus,
 }
 
+/// A server that is down, as reported by [`McpManager::failures`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct McpFailure {
+    /// The `<name>` of `[mcp_servers.<name>]`.
+    pub name: String,
+    /// Why it is down, naming what happened.
+    pub why: String,
+    /// The last lines it wrote to stderr (may be empty).
+    pub stderr_tail: String,
+}
+
 /// A resource a server offers, as listed by
 /// [`McpManager::list_resources`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -348,6 +359,24 @@ impl McpManager {
                     transport: server.config.transport.kind(),
                     status,
                 }
+            })
+            .collect()
+    }
+
+    /// The enabled servers that are down (failed to start, crashed or
+    /// hung), in name order, with why: what a front end warns about after
+    /// [`McpManager::wait_ready`]. Servers still connecting are not in it
+    /// (`wait_ready` returns those).
+    pub fn failures(&self) -> Vec<McpFailure> {
+        self.status()
+            .into_iter()
+            .filter_map(|report| match report.status {
+                McpServerStatus::Failed { why, stderr_tail } => Some(McpFailure {
+                    name: report.name,
+                    why,
+                    stderr_tail,
+                }),
+                _ => None,
             })
             .collect()
     }

@@ -636,3 +636,40 @@ async fn streamable_http_server_tools_are_called() {
     manager.shutdown().await;
     server.kill_now().await.expect("stop the HTTP server");
 }
+
+#[tokio::test]
+async fn failures_name_the_servers_that_did_not_start_and_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut off = McpServerConfig::stdio("/nonexistent/never-run", Vec::<String>::new());
+    off.enabled = false;
+    let manager = start(
+        [
+            ("everything", everything()),
+            (
+                "ghost",
+                McpServerConfig::stdio("/nonexistent/kaji-ghost", Vec::<String>::new()),
+            ),
+            (
+                "dies",
+                McpServerConfig::stdio("sh", ["-c", "echo fatal: bad token >&2; exit 2"]),
+            ),
+            ("off", off),
+        ],
+        dir.path(),
+    );
+    ready(&manager).await;
+    let failures = manager.failures();
+    let names: Vec<&str> = failures.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["dies", "ghost"], "{failures:?}");
+    assert!(
+        failures[1]
+            .why
+            .contains("cannot start `/nonexistent/kaji-ghost`"),
+        "{failures:?}"
+    );
+    assert!(
+        failures[0].stderr_tail.contains("fatal: bad token"),
+        "{failures:?}"
+    );
+    manager.shutdown().await;
+}

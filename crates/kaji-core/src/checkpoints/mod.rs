@@ -13,9 +13,15 @@
 //!   the shadow), and git never treats a `.git` entry of the work tree as a
 //!   file. Nested repositories are read as plain directories: their files
 //!   are checkpointed one by one instead of as a gitlink.
-//! - delete a file the shadow does not track: restore only removes paths
-//!   that the checkpoint of the present state contains, so ignored files,
-//!   files over the size limit and every `.git` stay where they are.
+//! - destroy what it did not save: before a restore changes anything, every
+//!   path it would overwrite or remove is in the "before" checkpoint — the
+//!   present state, plus any ignored, too large or otherwise
+//!   uncheckpointed file in the way (see [`capture`]) — or the restore
+//!   refuses and names the path. Restoring "before" brings everything back.
+//! - leave a shadow unusable: stale git lock files with no live owner are
+//!   removed (see [`stale`]), a file that cannot be read is skipped with a
+//!   note instead of failing the checkpoint, and a checkpoint cut off by
+//!   its timeout kills its git and cleans up after it.
 //!
 //! What a checkpoint contains: every file git would see as tracked or
 //! untracked-but-not-ignored in the directory (the work tree's
@@ -27,19 +33,62 @@
 //!
 //! Operations that change the shadow take an exclusive file lock
 //! (`<shadow>/kaji.lock`), so several kaji processes in one directory take
-//! turns instead of colliding on git's `index.lock`.
+//! turns instead of colliding on git's `index.lock`. git runs through
+//! [`kaji_tasks::process::spawn_in_group`], in a process group of its own.
+
+mod capture;
+mod stale;
+
+pub use stale::{DEFAULT_STALE_LOCK_AGE, STALE_LOCK_AGE_ENV, stale_lock_age};
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
 
 /// Files larger than this (10 MiB) are left out of checkpoints by default.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 10 * 1024 * 1024;
+
+/// How long the initial checkpoint of a task may take by default (15 s, as
+/// Cline): see [`CheckpointStore::commit_within`].
+pub const DEFAULT_INITIAL_CHECKPOINT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The environment variable that overrides
+/// [`DEFAULT_INITIAL_CHECKPOINT_TIMEOUT`], in milliseconds.
+pub const CHECKPOINT_TIMEOUT_ENV: &str = "KAJI_CHECKPOINT_TIMEOUT_MS";
+
+/// The timeout of a task's initial checkpoint:
+/// `$KAJI_CHECKPOINT_TIMEOUT_MS` milliseconds, else
+/// [`DEFAULT_INITIAL_CHECKPOINT_TIMEOUT`]. An unparsable value is warned
+/// about and ignored.
+pub fn initial_checkpoint_timeout() -> Duration {
+    duration_from_env(CHECKPOINT_TIMEOUT_ENV, DEFAULT_INITIAL_CHECKPOINT_TIMEOUT)
+}
+
+/// Milliseconds from the environment variable `name`, else `default`.
+fn duration_from_env(name: &str, default: Duration) -> Duration {
+    let Some(value) = std::env::var_os(name) else {
+        return default;
+    };
+    match value.to_str().and_then(|v| v.trim().parse::<u64>().ok()) {
+        Some(ms) => Duration::from_millis(ms),
+        None => {
+            tracing::warn!("{name}={value:?} is not a number of milliseconds; using {default:?}");
+            default
+        }
+    }
+}
+
+/// At most this many skipped files are recorded in a checkpoint's message.
+const MAX_NOTES: usize = 1000;
+
+/// The line prefix of a skipped file's note in a checkpoint's message.
+const SKIPPED_PREFIX: &str = "skipped: ";
 
 /// The shadow repository's branch that holds the checkpoints.
 const CHECKPOINT_REF: &str = "refs/heads/checkpoints";
@@ -100,14 +149,17 @@ const SHADOW_CONFIG: &[(&str, &str)] = &[
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckpointConfig {
     /// Files larger than this many bytes are not checkpointed (a restore
-    /// leaves them alone). Default [`DEFAULT_MAX_FILE_SIZE`].
+    /// saves one before overwriting it). Default [`DEFAULT_MAX_FILE_SIZE`].
     pub max_file_size: u64,
+    /// The git program to run (default `git`, found on `PATH`).
+    pub git_program: PathBuf,
 }
 
 impl Default for CheckpointConfig {
     fn default() -> Self {
         Self {
             max_file_size: DEFAULT_MAX_FILE_SIZE,
+            git_program: PathBuf::from("git"),
         }
     }
 }
@@ -145,6 +197,25 @@ pub struct Checkpoint {
     pub label: String,
     /// When it was taken, seconds since the Unix epoch.
     pub time: u64,
+    /// Files of the directory this checkpoint left out because they could
+    /// not be read (at most 1000 are recorded). Not serialised when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<PathNote>,
+}
+
+/// A path of the working directory and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathNote {
+    /// The path, relative to the working directory.
+    pub path: String,
+    /// Why it was skipped or cannot be saved.
+    pub reason: String,
+}
+
+impl fmt::Display for PathNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.path, self.reason)
+    }
 }
 
 /// The result of [`CheckpointStore::restore`].
@@ -227,6 +298,34 @@ pub enum CheckpointError {
         /// The directory asked for.
         work_tree: PathBuf,
     },
+    /// A git lock file in the shadow may still be owned by a running
+    /// process, so it was not removed.
+    #[error("{} is held{}: another git is working on this shadow repository; try again when it has finished", lock.display(), pid.map(|p| format!(" by process {p}")).unwrap_or_default())]
+    ShadowBusy {
+        /// The lock file.
+        lock: PathBuf,
+        /// The process that may own it, when known.
+        pid: Option<i32>,
+    },
+    /// The restore would overwrite or remove these paths, which it cannot
+    /// save first; nothing was changed.
+    #[error("restore refused, nothing was changed: it would overwrite or remove {} in {}, which it cannot save first: {}", if paths.len() == 1 { "this path" } else { "these paths" }, work_tree.display(), list_notes(paths))]
+    RestoreWouldLose {
+        /// The working directory.
+        work_tree: PathBuf,
+        /// The paths, with why each cannot be saved.
+        paths: Vec<PathNote>,
+    },
+    /// [`CheckpointStore::commit_within`] ran out of time; its git was
+    /// killed and its lock files removed.
+    #[error("the checkpoint took longer than {} ms and was stopped", after.as_millis())]
+    Timeout {
+        /// The time limit.
+        after: Duration,
+    },
+    /// The operation was cancelled; its git was killed.
+    #[error("the checkpoint operation was cancelled")]
+    Cancelled,
     /// Nested repositories go deeper than this module follows.
     #[error("{}: nested git repositories deeper than {MAX_NESTING} levels", path.display())]
     TooDeep {
@@ -243,6 +342,17 @@ pub struct CheckpointStore {
     work_tree: PathBuf,
     git_dir: PathBuf,
     config: CheckpointConfig,
+    /// Cancels the git commands of this handle (never cancelled on a
+    /// handle made by `open`; see `commit_cancellable`).
+    cancel: CancellationToken,
+}
+
+/// The shadow's index brought to the present state.
+struct Staged {
+    /// The tree id of the present state.
+    tree: String,
+    /// The files left out because they cannot be read.
+    skipped: Vec<PathNote>,
 }
 
 /// Output of a git run that may fail on purpose.
@@ -275,11 +385,17 @@ impl CheckpointStore {
                 reason: "not a directory".to_string(),
             });
         }
-        let git_dir = shadow_dir(kaji_home, &work_tree);
+        // git runs in the work tree: a relative home would point elsewhere.
+        let kaji_home = std::path::absolute(kaji_home).map_err(|e| CheckpointError::Io {
+            path: kaji_home.to_path_buf(),
+            source: e,
+        })?;
+        let git_dir = shadow_dir(&kaji_home, &work_tree);
         Ok(Self {
             work_tree,
             git_dir,
             config,
+            cancel: CancellationToken::new(),
         })
     }
 
@@ -303,11 +419,68 @@ impl CheckpointStore {
     /// Takes a checkpoint of the present state of the directory, labelled
     /// `label` (newlines become spaces). Returns `None` when nothing
     /// changed since the latest checkpoint: no empty checkpoints are made.
+    ///
+    /// Files that cannot be read (no permission, a FIFO where a tracked
+    /// file was) are left out and listed in [`Checkpoint::skipped`]; stale
+    /// git lock files are removed first (see [`CheckpointError::ShadowBusy`]
+    /// for live ones).
     pub async fn commit(&self, label: &str) -> Result<Option<Checkpoint>, CheckpointError> {
-        let _lock = self.lock().await?;
+        let lock = self.lock().await?;
+        let result = self.commit_locked(label).await;
+        if result.is_err() {
+            // A killed or failed git may have left its lock files.
+            let _ = stale::clear(&self.git_dir);
+        }
+        drop(lock);
+        result
+    }
+
+    /// [`commit`](Self::commit), stopped when `cancel` is cancelled: the
+    /// running git is killed (its whole process group) and waited for,
+    /// the lock files it leaves are removed, and the result is
+    /// [`CheckpointError::Cancelled`] — unless the checkpoint was already
+    /// complete.
+    pub async fn commit_cancellable(
+        &self,
+        label: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Checkpoint>, CheckpointError> {
+        let store = Self {
+            cancel: cancel.child_token(),
+            ..self.clone()
+        };
+        store.commit(label).await
+    }
+
+    /// [`commit`](Self::commit) with a time limit, for a task's initial
+    /// checkpoint (use [`initial_checkpoint_timeout`]): past `timeout`
+    /// the git is killed, no lock file is left behind, and the result is
+    /// [`CheckpointError::Timeout`]. A huge tree then costs the task its
+    /// checkpoints, never a long wait.
+    pub async fn commit_within(
+        &self,
+        label: &str,
+        timeout: Duration,
+    ) -> Result<Option<Checkpoint>, CheckpointError> {
+        let token = CancellationToken::new();
+        let work = self.commit_cancellable(label, &token);
+        tokio::pin!(work);
+        tokio::select! {
+            result = &mut work => result,
+            () = tokio::time::sleep(timeout) => {
+                token.cancel();
+                match work.await {
+                    Err(CheckpointError::Cancelled) => Err(CheckpointError::Timeout { after: timeout }),
+                    finished => finished,
+                }
+            }
+        }
+    }
+
+    async fn commit_locked(&self, label: &str) -> Result<Option<Checkpoint>, CheckpointError> {
         self.ensure_init().await?;
-        let tree = self.stage_all().await?;
-        self.commit_tree(&tree, label).await
+        let staged = self.stage_all().await?;
+        self.commit_tree(&staged.tree, label, &staged.skipped).await
     }
 
     /// The latest checkpoint, if any.
@@ -365,7 +538,7 @@ impl CheckpointStore {
             None => {
                 let _lock = self.lock().await?;
                 self.ensure_init().await?;
-                self.stage_all().await?
+                self.stage_all().await?.tree
             }
         };
         let out = self
@@ -388,18 +561,29 @@ impl CheckpointStore {
 
     /// Brings the directory back to checkpoint `id` exactly: files created
     /// since are removed, deleted ones come back, changed and renamed ones
-    /// get their old content and name. Files the checkpoints never contain
-    /// (ignored, too large, `.git`) are left alone.
+    /// get their old content and name. Files the checkpoints leave out
+    /// (ignored, too large, `.git`) are left alone unless the target has a
+    /// file at their place or in their way.
     ///
-    /// First takes a checkpoint of the present state, so the restore can
-    /// be undone by restoring [`RestoreOutcome::before`].
+    /// First takes a checkpoint of the present state that also holds every
+    /// such file the restore will overwrite or remove, whatever its size or
+    /// ignore status, so restoring [`RestoreOutcome::before`] undoes the
+    /// restore completely. When one of them cannot be saved (unreadable, a
+    /// FIFO, a nested `.git`), nothing is changed and the result is
+    /// [`CheckpointError::RestoreWouldLose`] naming each.
     pub async fn restore(&self, id: &CheckpointId) -> Result<RestoreOutcome, CheckpointError> {
         let _lock = self.lock().await?;
         self.ensure_init().await?;
         let target_tree = self.tree_of(id.as_str()).await?;
-        let present_tree = self.stage_all().await?;
+        let staged = self.stage_all().await?;
+        let (before_tree, written) = self
+            .save_what_restore_changes(&staged, &target_tree)
+            .await?;
         let label = format!("before restoring {}", id.short());
-        let before = match self.commit_tree(&present_tree, &label).await? {
+        let before = match self
+            .commit_tree(&before_tree, &label, &staged.skipped)
+            .await?
+        {
             Some(checkpoint) => checkpoint.id,
             None => self
                 .head()
@@ -415,8 +599,9 @@ impl CheckpointStore {
         // target lacks.
         self.git(&["read-tree", "--reset", "-u", &target_tree], None)
             .await?;
+        let after_tree = self.drop_unkept(&written, &target_tree).await?;
         let label = format!("restored {}", id.short());
-        let after = match self.commit_tree(&target_tree, &label).await? {
+        let after = match self.commit_tree(&after_tree, &label, &[]).await? {
             Some(checkpoint) => checkpoint.id,
             None => before.clone(),
         };
@@ -429,25 +614,135 @@ impl CheckpointStore {
         self.git_dir.join(WORKDIR_MARKER).is_file()
     }
 
-    /// Takes the shadow's exclusive lock (waiting for other processes).
+    /// Adds to the index every file on disk that restoring `target_tree`
+    /// over `staged` would overwrite or remove and that the present
+    /// checkpoint lacks; returns the tree to record as "before" and the
+    /// paths the restore will write or remove. Refuses when one cannot be
+    /// saved. Caller holds the lock.
+    async fn save_what_restore_changes(
+        &self,
+        staged: &Staged,
+        target_tree: &str,
+    ) -> Result<(String, Vec<Vec<u8>>), CheckpointError> {
+        let out = self
+            .git(
+                &[
+                    "diff-tree",
+                    "-r",
+                    "-z",
+                    "--name-status",
+                    "--no-renames",
+                    &staged.tree,
+                    target_tree,
+                ],
+                None,
+            )
+            .await?;
+        let diff = capture::TreeDiff::parse(&out);
+        let work_tree = self.work_tree.clone();
+        let unsaved = tokio::task::spawn_blocking(move || capture::unsaved(&work_tree, &diff))
+            .await
+            .map_err(|e| CheckpointError::Io {
+                path: self.work_tree.clone(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        if !unsaved.refused.is_empty() {
+            return Err(CheckpointError::RestoreWouldLose {
+                work_tree: self.work_tree.clone(),
+                paths: unsaved.refused,
+            });
+        }
+        // The restore writes or removes every path of the diff, and the
+        // saved ones (overwritten, or removed when in the way).
+        let mut written = unsaved.changed;
+        written.extend(unsaved.capture.iter().cloned());
+        if unsaved.capture.is_empty() {
+            return Ok((staged.tree.clone(), written));
+        }
+        let mut paths = Vec::new();
+        for path in &unsaved.capture {
+            push_z(&mut paths, path);
+        }
+        // update-index adds what it is given, ignored or not.
+        self.git(&["update-index", "--add", "-z", "--stdin"], Some(paths))
+            .await?;
+        let tree = self.git(&["write-tree"], None).await?;
+        Ok((parse_oid(&tree, "git write-tree")?, written))
+    }
+
+    /// After a restore wrote `written`: drops from the index those that
+    /// checkpoints leave out (over the size limit, or ignored — saved
+    /// files brought back by an undo), so later checkpoints leave them out
+    /// again, and returns the index's tree (`target_tree` when nothing is
+    /// dropped). Caller holds the lock.
+    async fn drop_unkept(
+        &self,
+        written: &[Vec<u8>],
+        target_tree: &str,
+    ) -> Result<String, CheckpointError> {
+        let mut drop = Vec::new();
+        let mut check = Vec::new();
+        for path in written {
+            if self.too_big(path) {
+                push_z(&mut drop, path);
+            } else {
+                push_z(&mut check, path);
+            }
+        }
+        if !check.is_empty() {
+            let ignored = self
+                .git_run(
+                    &["check-ignore", "--no-index", "-z", "--stdin"],
+                    Some(check),
+                )
+                .await?;
+            drop.extend_from_slice(&ignored.stdout);
+        }
+        if drop.is_empty() {
+            return Ok(target_tree.to_string());
+        }
+        self.git(
+            &["update-index", "--force-remove", "-z", "--stdin"],
+            Some(drop),
+        )
+        .await?;
+        let tree = self.git(&["write-tree"], None).await?;
+        parse_oid(&tree, "git write-tree")
+    }
+
+    /// Takes the shadow's exclusive lock (waiting for other processes, or
+    /// until this handle is cancelled), then removes stale git lock files.
     async fn lock(&self) -> Result<std::fs::File, CheckpointError> {
-        let git_dir = self.git_dir.clone();
-        let path = git_dir.join(LOCK_FILE);
-        let locked = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
-            std::fs::create_dir_all(&git_dir)?;
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(git_dir.join(LOCK_FILE))?;
-            file.lock()?;
-            Ok(file)
-        })
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()));
-        locked
-            .and_then(|r| r)
-            .map_err(|source| CheckpointError::Io { path, source })
+        let path = self.git_dir.join(LOCK_FILE);
+        let io = |source| CheckpointError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&self.git_dir).map_err(io)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
+        let mut pause = Duration::from_millis(2);
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = self.cancel.cancelled() => return Err(CheckpointError::Cancelled),
+            }
+            pause = (pause * 2).min(Duration::from_millis(100));
+        }
+        stale::clear(&self.git_dir).map_err(|busy| CheckpointError::ShadowBusy {
+            lock: busy.lock,
+            pid: busy.pid,
+        })?;
+        Ok(file)
     }
 
     /// Creates and configures the shadow unless done. Caller holds the lock.
@@ -482,13 +777,14 @@ impl CheckpointStore {
             "--initial-branch=checkpoints",
         ])
         .arg(&self.git_dir);
-        run_checked(init, "git init --bare", None, &self.git_dir).await?;
+        self.run_checked(init, "git init --bare", None).await?;
         for (key, value) in SHADOW_CONFIG {
             self.git(&["config", key, value], None).await?;
         }
         let mut cmd = self.command();
         cmd.arg("config").arg("core.worktree").arg(&self.work_tree);
-        run_checked(cmd, "git config core.worktree", None, &self.git_dir).await?;
+        self.run_checked(cmd, "git config core.worktree", None)
+            .await?;
 
         let info = self.git_dir.join("info");
         let mut exclude =
@@ -517,8 +813,9 @@ impl CheckpointStore {
     }
 
     /// Brings the shadow's index to the present state of the directory and
-    /// returns the tree id. Caller holds the lock.
-    async fn stage_all(&self) -> Result<String, CheckpointError> {
+    /// returns the tree id, with the files left out because they cannot be
+    /// read. Caller holds the lock.
+    async fn stage_all(&self) -> Result<Staged, CheckpointError> {
         let (changed, others) = tokio::try_join!(
             self.git(&["diff-files", "--name-only", "-z", "--no-renames"], None),
             self.git(&["ls-files", "--others", "--exclude-standard", "-z"], None),
@@ -543,6 +840,13 @@ impl CheckpointStore {
         if !nested.is_empty() {
             let owned: Vec<Vec<u8>> = nested.iter().map(|p| p.to_vec()).collect();
             self.expand_nested(owned, &mut add).await?;
+        }
+        let (add, skipped) = self.readable(add).await?;
+        for note in &skipped {
+            // A tracked file that can no longer be read leaves the
+            // checkpoint, so a restore saves it or refuses, never trusts a
+            // stale copy.
+            push_z(&mut drop_big, path_bytes(Path::new(&note.path)).as_ref());
         }
         if !add.is_empty() {
             // Many new files (an initial checkpoint): stream their blobs
@@ -575,7 +879,38 @@ impl CheckpointStore {
             .await?;
         }
         let tree = self.git(&["write-tree"], None).await?;
-        parse_oid(&tree, "git write-tree")
+        Ok(Staged {
+            tree: parse_oid(&tree, "git write-tree")?,
+            skipped,
+        })
+    }
+
+    /// Splits NUL-separated paths to stage into those git can read and
+    /// notes on those it cannot (it would fail the whole checkpoint on
+    /// them): files that cannot be opened, FIFOs, sockets, devices.
+    /// Missing paths stay (git removes them from the index).
+    async fn readable(&self, add: Vec<u8>) -> Result<(Vec<u8>, Vec<PathNote>), CheckpointError> {
+        let work_tree = self.work_tree.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut keep = Vec::with_capacity(add.len());
+            let mut skipped = Vec::new();
+            for path in split_z(&add) {
+                match unreadable(&work_tree.join(path_from_bytes(path))) {
+                    None => push_z(&mut keep, path),
+                    Some(reason) => {
+                        let path = path_from_bytes(path).to_string_lossy().into_owned();
+                        tracing::warn!(%path, %reason, "left out of the checkpoint");
+                        skipped.push(PathNote { path, reason });
+                    }
+                }
+            }
+            (keep, skipped)
+        })
+        .await
+        .map_err(|e| CheckpointError::Io {
+            path: self.work_tree.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })
     }
 
     /// Lists the files inside nested repositories (directories git shows as
@@ -611,13 +946,9 @@ impl CheckpointStore {
             ls.env("GIT_LITERAL_PATHSPECS", "1")
                 .args(["ls-files", "--others", "--exclude-standard", "-z", "--"])
                 .args(dirs.iter().map(|d| path_from_bytes(d)));
-            let listed = run_checked(
-                ls,
-                "git ls-files --others -- <nested repositories>",
-                None,
-                &self.git_dir,
-            )
-            .await;
+            let listed = self
+                .run_checked(ls, "git ls-files --others -- <nested repositories>", None)
+                .await;
             // Remove the placeholders even when listing failed.
             let removed = self
                 .git(
@@ -646,6 +977,7 @@ impl CheckpointStore {
         &self,
         tree: &str,
         label: &str,
+        skipped: &[PathNote],
     ) -> Result<Option<Checkpoint>, CheckpointError> {
         let head = self.head().await?;
         if let Some((_, head_tree)) = &head
@@ -666,13 +998,10 @@ impl CheckpointStore {
         if let Some((parent, _)) = &head {
             cmd.args(["-p", parent.as_str()]);
         }
-        let out = run_checked(
-            cmd,
-            "git commit-tree",
-            Some(label.clone().into_bytes()),
-            &self.git_dir,
-        )
-        .await?;
+        let skipped = &skipped[..skipped.len().min(MAX_NOTES)];
+        let out = self
+            .run_checked(cmd, "git commit-tree", Some(message(&label, skipped)))
+            .await?;
         let commit = parse_oid(&out, "git commit-tree")?;
         let old = match &head {
             Some((parent, _)) => parent.as_str().to_string(),
@@ -694,6 +1023,7 @@ impl CheckpointStore {
             id: CheckpointId(commit),
             label,
             time,
+            skipped: skipped.to_vec(),
         }))
     }
 
@@ -736,7 +1066,7 @@ impl CheckpointStore {
             return Ok(Vec::new());
         }
         let max = limit.map(|n| format!("--max-count={n}"));
-        let mut args = vec!["log", "--format=%H%x1f%ct%x1f%s%x1e"];
+        let mut args = vec!["log", "--format=%H%x1f%ct%x1f%s%x1f%b%x1e"];
         if let Some(max) = &max {
             args.push(max);
         }
@@ -749,7 +1079,7 @@ impl CheckpointStore {
             if record.is_empty() {
                 continue;
             }
-            let mut fields = record.split('\x1f');
+            let mut fields = record.splitn(4, '\x1f');
             let (Some(id), Some(time), Some(label)) = (fields.next(), fields.next(), fields.next())
             else {
                 return Err(CheckpointError::UnexpectedOutput {
@@ -767,6 +1097,7 @@ impl CheckpointStore {
                 id: CheckpointId(id.to_string()),
                 label: label.to_string(),
                 time,
+                skipped: parse_notes(fields.next().unwrap_or_default()),
             });
         }
         Ok(checkpoints)
@@ -794,7 +1125,7 @@ impl CheckpointStore {
     }
 
     fn command_without_repo(&self) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new("git");
+        let mut cmd = tokio::process::Command::new(&self.config.git_program);
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("GIT_") {
                 cmd.env_remove(&key);
@@ -810,10 +1141,7 @@ impl CheckpointStore {
             .env("GIT_COMMITTER_NAME", "kaji")
             .env("GIT_COMMITTER_EMAIL", "kaji@localhost")
             .env("LC_ALL", "C")
-            .current_dir(&self.work_tree)
-            .kill_on_drop(true);
-        #[cfg(unix)]
-        cmd.process_group(0);
+            .current_dir(&self.work_tree);
         cmd
     }
 
@@ -821,7 +1149,22 @@ impl CheckpointStore {
     async fn git(&self, args: &[&str], stdin: Option<Vec<u8>>) -> Result<Vec<u8>, CheckpointError> {
         let mut cmd = self.command();
         cmd.args(args);
-        run_checked(cmd, &describe(args), stdin, &self.git_dir).await
+        self.run_checked(cmd, &describe(args), stdin).await
+    }
+
+    /// Runs `cmd`; non-zero exit is an error.
+    async fn run_checked(
+        &self,
+        cmd: tokio::process::Command,
+        command: &str,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Vec<u8>, CheckpointError> {
+        let output = run(cmd, command, stdin, &self.cancel).await?;
+        if output.status.success() {
+            Ok(output.stdout)
+        } else {
+            Err(git_error(command.to_string(), &output, &self.git_dir))
+        }
     }
 
     /// Runs `git <args>` on the shadow; exit code 1 is an answer, not an
@@ -834,7 +1177,7 @@ impl CheckpointStore {
         let mut cmd = self.command();
         cmd.args(args);
         let command = describe(args);
-        let output = run(cmd, &command, stdin).await?;
+        let output = run(cmd, &command, stdin, &self.cancel).await?;
         match output.status.code() {
             Some(0) => Ok(GitRun {
                 success: true,
@@ -960,10 +1303,15 @@ fn describe(args: &[&str]) -> String {
     s
 }
 
+/// Runs `cmd` in a process group of its own (see
+/// [`kaji_tasks::process::spawn_in_group`]), feeding it `stdin`. When
+/// `cancel` fires first, the whole group is killed and waited for, and the
+/// result is [`CheckpointError::Cancelled`].
 async fn run(
     mut cmd: tokio::process::Command,
     command: &str,
     stdin: Option<Vec<u8>>,
+    cancel: &CancellationToken,
 ) -> Result<std::process::Output, CheckpointError> {
     let spawn_err = |source| CheckpointError::Spawn {
         command: command.to_string(),
@@ -976,34 +1324,108 @@ async fn run(
     })
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(spawn_err)?;
-    let writer = match (stdin, child.stdin.take()) {
-        (Some(bytes), Some(mut pipe)) => Some(tokio::spawn(async move {
-            // A broken pipe means git exited early; its exit status says why.
-            let _ = pipe.write_all(&bytes).await;
-            let _ = pipe.shutdown().await;
-        })),
-        _ => None,
-    };
-    let output = child.wait_with_output().await.map_err(spawn_err)?;
-    if let Some(writer) = writer {
-        let _ = writer.await;
+    if cancel.is_cancelled() {
+        return Err(CheckpointError::Cancelled);
     }
-    Ok(output)
+    let mut child = kaji_tasks::process::spawn_in_group(cmd).map_err(spawn_err)?;
+    let pipe_in = child.child_mut().stdin.take();
+    let pipe_out = child.child_mut().stdout.take();
+    let pipe_err = child.child_mut().stderr.take();
+    let finished = {
+        let work = async {
+            let write = async {
+                if let (Some(bytes), Some(mut pipe)) = (stdin, pipe_in) {
+                    // A broken pipe means git exited early; its status says why.
+                    let _ = pipe.write_all(&bytes).await;
+                    let _ = pipe.shutdown().await;
+                }
+            };
+            let ((), stdout, stderr) = tokio::join!(write, read_all(pipe_out), read_all(pipe_err));
+            (child.wait().await, stdout, stderr)
+        };
+        tokio::select! {
+            done = work => Some(done),
+            () = cancel.cancelled() => None,
+        }
+    };
+    let Some((status, stdout, stderr)) = finished else {
+        // Killing a group we made; it may be gone already.
+        let _ = child.kill_now().await;
+        return Err(CheckpointError::Cancelled);
+    };
+    let status = status.map_err(spawn_err)?;
+    // Dropping `child` sends SIGKILL to whatever git left in its group
+    // (normally nothing: one syscall, no scan of the process table).
+    drop(child);
+    Ok(std::process::Output {
+        status,
+        stdout,
+        stderr,
+    })
 }
 
-async fn run_checked(
-    cmd: tokio::process::Command,
-    command: &str,
-    stdin: Option<Vec<u8>>,
-    git_dir: &Path,
-) -> Result<Vec<u8>, CheckpointError> {
-    let output = run(cmd, command, stdin).await?;
-    if output.status.success() {
-        Ok(output.stdout)
-    } else {
-        Err(git_error(command.to_string(), &output, git_dir))
+async fn read_all<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> Vec<u8> {
+    let mut buf = Vec::new();
+    if let Some(mut pipe) = pipe {
+        // A read error ends the output; git's exit status tells the rest.
+        let _ = pipe.read_to_end(&mut buf).await;
     }
+    buf
+}
+
+/// Why a file to stage cannot be read by git, or `None` when it can (or
+/// is gone, or a directory or symlink).
+fn unreadable(full: &Path) -> Option<String> {
+    match std::fs::symlink_metadata(full) {
+        Err(e) if capture::gone(&e) => None,
+        Err(e) => Some(format!("cannot be examined: {e}")),
+        Ok(meta) if meta.is_file() => std::fs::File::open(full)
+            .err()
+            .map(|e| format!("cannot be read: {e}")),
+        Ok(meta) if meta.is_dir() || meta.file_type().is_symlink() => None,
+        Ok(meta) => Some(capture::special_kind(&meta).to_string()),
+    }
+}
+
+/// A checkpoint's commit message: the label, then one line
+/// `skipped: <path>\t<reason>` per skipped file (control characters of
+/// either become spaces).
+fn message(label: &str, skipped: &[PathNote]) -> Vec<u8> {
+    let mut text = label.to_string();
+    if !skipped.is_empty() {
+        text.push('\n');
+        for note in skipped {
+            text.push('\n');
+            text.push_str(SKIPPED_PREFIX);
+            text.push_str(&one_line(&note.path));
+            text.push('\t');
+            text.push_str(&one_line(&note.reason));
+        }
+    }
+    text.push('\n');
+    text.into_bytes()
+}
+
+/// The skipped-file notes of a checkpoint's message body.
+fn parse_notes(body: &str) -> Vec<PathNote> {
+    body.lines()
+        .filter_map(|line| line.strip_prefix(SKIPPED_PREFIX))
+        .filter_map(|note| {
+            let (path, reason) = note.split_once('\t')?;
+            Some(PathNote {
+                path: path.to_string(),
+                reason: reason.to_string(),
+            })
+        })
+        .collect()
+}
+
+fn list_notes(notes: &[PathNote]) -> String {
+    notes
+        .iter()
+        .map(PathNote::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn git_error(command: String, output: &std::process::Output, git_dir: &Path) -> CheckpointError {
@@ -1028,6 +1450,32 @@ mod tests {
         assert!(a.starts_with("/home/u/.kaji/checkpoints"));
         // FNV-1a test vector.
         assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn skipped_notes_survive_the_commit_message() {
+        let notes = vec![
+            PathNote {
+                path: "dir/a (copy).txt".into(),
+                reason: "cannot be read: Permission denied (os error 13)".into(),
+            },
+            PathNote {
+                path: "pipe".into(),
+                reason: "a FIFO".into(),
+            },
+        ];
+        let text = String::from_utf8(message("turn 1: Bash", &notes)).expect("utf-8");
+        assert!(text.starts_with("turn 1: Bash\n\nskipped: "), "{text}");
+        let body = text.split_once("\n\n").map(|(_, b)| b).unwrap_or_default();
+        assert_eq!(parse_notes(body), notes);
+        assert_eq!(message("x", &[]), b"x\n");
+    }
+
+    #[test]
+    fn tree_diffs_split_added_and_deleted_paths() {
+        let diff = capture::TreeDiff::parse(b"A\0new\0D\0old\0M\0both\0T\0link\0");
+        assert_eq!(diff.added, vec![b"new".to_vec()]);
+        assert!(diff.deleted.contains(b"old".as_slice()) && diff.deleted.len() == 1);
     }
 
     #[test]
