@@ -15,6 +15,7 @@ mod mcp_cmd;
 mod paths;
 mod ps_cmd;
 mod rules_cmd;
+mod sessions_cmd;
 mod tasks_cmd;
 mod tui;
 
@@ -57,6 +58,8 @@ enum Command {
     /// List the runtime tasks (background shells and agents) of every
     /// running kaji session on this machine.
     Ps(ps_cmd::PsArgs),
+    /// List, show and remove saved sessions.
+    Sessions(sessions_cmd::SessionsArgs),
     /// The interactive terminal UI: type prompts, watch the task, answer
     /// its questions.
     Tui(tui::TuiArgs),
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         Some(Command::Tasks(args)) => tasks_cmd::run(args),
         Some(Command::Ps(args)) => ps_cmd::run(args),
         Some(Command::Rules(args)) => rules_cmd::run(args),
+        Some(Command::Sessions(args)) => sessions_cmd::run(args),
         Some(Command::Mcp(args)) => block_on(mcp_cmd::run(args)),
         Some(Command::Tui(args)) => block_on(tui::run(args)),
         None => block_on(tui::run(cli.tui)),

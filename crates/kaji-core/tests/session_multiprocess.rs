@@ -129,7 +129,11 @@ fn eight_processes_creating_sessions_at_once_lose_no_entry() {
     assert!(!list.rebuilt, "the index was damaged and had to be rebuilt");
     let listed: BTreeSet<String> = list.entries.iter().map(|e| e.id.clone()).collect();
     let lost: Vec<&String> = created.difference(&listed).collect();
-    assert!(lost.is_empty(), "{} index entries lost: {lost:?}", lost.len());
+    assert!(
+        lost.is_empty(),
+        "{} index entries lost: {lost:?}",
+        lost.len()
+    );
     assert_eq!(listed.len(), created.len(), "entries nobody created");
     assert!(list.entries.iter().all(|e| e.turns == 4), "updates lost");
     // Every line of the index is whole.
@@ -170,7 +174,9 @@ fn a_second_process_is_refused_until_the_holder_dies() {
     // kill -9: the OS releases the lock.
     child.kill().expect("SIGKILL the holder");
     child.wait().expect("reap the holder");
-    let writer = store.open_for_append("held").expect("free once the holder died");
+    let writer = store
+        .open_for_append("held")
+        .expect("free once the holder died");
     drop(writer);
     store.remove("held").expect("remove");
 }

@@ -23,7 +23,9 @@ fn store() -> (tempfile::TempDir, SessionStore) {
 
 /// A session of two prompts (3 and 2 tool rounds), closed.
 fn two_prompt_session(store: &SessionStore, id: &str) -> Vec<SessionRecord> {
-    let writer = store.create(&header(id, Path::new("/project"))).expect("create");
+    let writer = store
+        .create(&header(id, Path::new("/project")))
+        .expect("create");
     let mut records = prompt_records("Fix the bug in the parser", "p1", 3);
     records.push(SessionRecord::Approval {
         rule: "Bash(ls:*)".into(),
@@ -34,7 +36,10 @@ fn two_prompt_session(store: &SessionStore, id: &str) -> Vec<SessionRecord> {
 }
 
 fn append_raw(path: &Path, bytes: &[u8]) {
-    let mut f = fs::OpenOptions::new().append(true).open(path).expect("open");
+    let mut f = fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .expect("open");
     f.write_all(bytes).expect("write");
 }
 
@@ -102,7 +107,9 @@ fn a_file_cut_at_any_byte_loads_with_a_valid_history() {
 #[test]
 fn a_crash_mid_tool_gets_an_interrupted_result() {
     let (_home, store) = store();
-    let writer = store.create(&header("crash", Path::new("/p"))).expect("create");
+    let writer = store
+        .create(&header("crash", Path::new("/p")))
+        .expect("create");
     let records = prompt_records("go", "p", 1);
     // Up to and including the first tool result of the first round.
     let upto = records
@@ -127,7 +134,9 @@ fn a_crash_mid_tool_gets_an_interrupted_result() {
 #[test]
 fn bad_lines_are_skipped_with_warnings_naming_file_and_line() {
     let (_home, store) = store();
-    let writer = store.create(&header("bad", Path::new("/p"))).expect("create");
+    let writer = store
+        .create(&header("bad", Path::new("/p")))
+        .expect("create");
     writer
         .append(&SessionRecord::Message {
             message: Message::user_text("one"),
@@ -161,7 +170,10 @@ fn bad_lines_are_skipped_with_warnings_naming_file_and_line() {
     assert!(matches!(kinds[2], (5, LoadWarningKind::Corrupt { .. })));
     assert_eq!(kinds[3], (7, &LoadWarningKind::TornLastLine));
     let shown = loaded.warnings[1].to_string();
-    assert!(shown.starts_with(&format!("{}:4: ", path.display())), "{shown}");
+    assert!(
+        shown.starts_with(&format!("{}:4: ", path.display())),
+        "{shown}"
+    );
     assert!(shown.contains("hologram"), "{shown}");
 }
 
@@ -177,8 +189,15 @@ fn a_missing_or_bad_header_is_an_error_naming_the_file() {
     ] {
         fs::write(&path, content).expect("write");
         let err = load_session_file(&path).expect_err("no header");
-        assert!(matches!(err, SessionError::BadHeader { line: 1, .. }), "{err}");
-        assert!(err.to_string().starts_with(&format!("{}:1: ", path.display())), "{err}");
+        assert!(
+            matches!(err, SessionError::BadHeader { line: 1, .. }),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with(&format!("{}:1: ", path.display())),
+            "{err}"
+        );
     }
     let err = load_session_file(&home.path().join("absent.jsonl")).expect_err("absent");
     assert!(err.to_string().contains("absent.jsonl"), "{err}");
@@ -201,7 +220,9 @@ fn non_regular_files_are_never_read() {
 #[test]
 fn open_for_append_cuts_a_torn_tail_and_continues() {
     let (_home, store) = store();
-    let writer = store.create(&header("torn", Path::new("/p"))).expect("create");
+    let writer = store
+        .create(&header("torn", Path::new("/p")))
+        .expect("create");
     writer
         .append(&SessionRecord::Message {
             message: Message::user_text("kept"),
@@ -221,7 +242,10 @@ fn open_for_append_cuts_a_torn_tail_and_continues() {
     assert_eq!(loaded.records.len(), 2);
 
     // A complete last record without its newline is kept and ended.
-    append_raw(&store.path_of("torn"), b"{\"type\":\"mode\",\"mode\":\"plan\"}");
+    append_raw(
+        &store.path_of("torn"),
+        b"{\"type\":\"mode\",\"mode\":\"plan\"}",
+    );
     let writer = store.open_for_append("torn").expect("reopen");
     writer
         .append(&SessionRecord::Mode {
@@ -236,7 +260,9 @@ fn open_for_append_cuts_a_torn_tail_and_continues() {
 #[test]
 fn a_session_is_open_in_one_writer_at_a_time() {
     let (_home, store) = store();
-    let writer = store.create(&header("one", Path::new("/p"))).expect("create");
+    let writer = store
+        .create(&header("one", Path::new("/p")))
+        .expect("create");
     let err = store.open_for_append("one").expect_err("locked");
     match &err {
         SessionError::Locked { id, holder, .. } => {
@@ -247,8 +273,10 @@ fn a_session_is_open_in_one_writer_at_a_time() {
         other => panic!("{other}"),
     }
     assert!(
-        err.to_string()
-            .starts_with(&format!("session one is open in process {} (", std::process::id())),
+        err.to_string().starts_with(&format!(
+            "session one is open in process {} (",
+            std::process::id()
+        )),
         "{err}"
     );
     let err = store.remove("one").expect_err("locked");
@@ -268,10 +296,18 @@ fn a_session_is_open_in_one_writer_at_a_time() {
 #[test]
 fn creating_an_existing_id_fails() {
     let (_home, store) = store();
-    drop(store.create(&header("dup", Path::new("/p"))).expect("create"));
-    let err = store.create(&header("dup", Path::new("/p"))).expect_err("exists");
+    drop(
+        store
+            .create(&header("dup", Path::new("/p")))
+            .expect("create"),
+    );
+    let err = store
+        .create(&header("dup", Path::new("/p")))
+        .expect_err("exists");
     assert!(matches!(err, SessionError::Exists { .. }), "{err}");
-    let err = store.create(&header("../x", Path::new("/p"))).expect_err("bad id");
+    let err = store
+        .create(&header("../x", Path::new("/p")))
+        .expect_err("bad id");
     assert!(matches!(err, SessionError::InvalidId { .. }), "{err}");
 }
 
@@ -336,7 +372,11 @@ fn titles_are_one_line_cut_on_a_char_boundary() {
 fn a_missing_torn_or_corrupt_index_is_rebuilt_from_the_files() {
     let (_home, store) = store();
     two_prompt_session(&store, "full");
-    drop(store.create(&header("empty", Path::new("/e"))).expect("create"));
+    drop(
+        store
+            .create(&header("empty", Path::new("/e")))
+            .expect("create"),
+    );
     let index = store.dir().join("index.jsonl");
     let good = store.list().expect("list").entries;
     assert_eq!(good.len(), 2);

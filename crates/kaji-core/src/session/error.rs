@@ -143,7 +143,10 @@ impl fmt::Display for LoadWarning {
         write!(f, "{}:{}: ", self.path.display(), self.line)?;
         match &self.kind {
             LoadWarningKind::TornLastLine => {
-                write!(f, "the last line is cut off (a write interrupted by a crash); skipped")
+                write!(
+                    f,
+                    "the last line is cut off (a write interrupted by a crash); skipped"
+                )
             }
             LoadWarningKind::Corrupt { message } => {
                 write!(f, "not a valid session record ({message}); skipped")

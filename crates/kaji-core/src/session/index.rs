@@ -108,7 +108,11 @@ impl IndexEntry {
             (None, false) => "new".to_string(),
         };
         Self {
-            title: restored.prompts.first().map(|p| title_of(p)).unwrap_or_default(),
+            title: restored
+                .prompts
+                .first()
+                .map(|p| title_of(p))
+                .unwrap_or_default(),
             updated: restored.last_written.max(header.created),
             status,
             turns: restored.turns,

@@ -93,7 +93,10 @@ fn read_holder(file: &mut File) -> LockHolder {
     let read = file
         .seek(SeekFrom::Start(0))
         .and_then(|_| file.take(4096).read_to_end(&mut buf));
-    match read.ok().and_then(|_| serde_json::from_slice::<LockInfo>(&buf).ok()) {
+    match read
+        .ok()
+        .and_then(|_| serde_json::from_slice::<LockInfo>(&buf).ok())
+    {
         Some(info) => LockHolder {
             pid: Some(info.pid),
             command: Some(info.command).filter(|c| !c.is_empty()),

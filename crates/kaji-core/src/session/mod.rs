@@ -7,9 +7,9 @@
 //! [`crate::Task`] per prompt and writes itself to disk as it goes
 //! ([`record`]: what a session file holds).
 
-pub mod record;
 pub mod error;
 pub mod index;
 pub mod lock;
+pub mod record;
 pub mod replay;
 pub mod store;

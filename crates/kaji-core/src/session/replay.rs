@@ -279,7 +279,11 @@ mod tests {
     fn a_recorded_user_message_supersedes_pending_results() {
         let answer = Message {
             role: Role::User,
-            content: vec![ContentBlock::tool_result("1", "from the user message", false)],
+            content: vec![ContentBlock::tool_result(
+                "1",
+                "from the user message",
+                false,
+            )],
         };
         let r = replay(&loaded(vec![
             msg(Message::user_text("go")),

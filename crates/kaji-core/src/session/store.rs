@@ -496,9 +496,13 @@ mod tests {
                 tokens_before: None,
                 tokens_after: None,
             },
-            SessionRecord::Mode { mode: "plan".into() },
+            SessionRecord::Mode {
+                mode: "plan".into(),
+            },
             SessionRecord::Cwd { cwd: "/".into() },
-            SessionRecord::Approval { rule: "Read".into() },
+            SessionRecord::Approval {
+                rule: "Read".into(),
+            },
             SessionRecord::Todo { items: vec![] },
             SessionRecord::TaskList { id: "l".into() },
             SessionRecord::Checkpoint {

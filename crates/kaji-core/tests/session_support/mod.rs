@@ -5,7 +5,9 @@
 
 use std::path::Path;
 
-use kaji_core::session::record::{SESSION_FORMAT_VERSION, SessionHeader, SessionKind, SessionRecord};
+use kaji_core::session::record::{
+    SESSION_FORMAT_VERSION, SessionHeader, SessionKind, SessionRecord,
+};
 use kaji_core::session::store::SessionWriter;
 use kaji_protocol::{ContentBlock, Message, Role, Usage};
 use serde_json::json;
@@ -104,7 +106,10 @@ fn usage(turn: u32) -> SessionRecord {
 pub fn write_all(writer: &SessionWriter, records: &[SessionRecord]) {
     for r in records {
         writer.append(r).expect("append");
-        if matches!(r, SessionRecord::ToolResult { .. } | SessionRecord::Usage { .. }) {
+        if matches!(
+            r,
+            SessionRecord::ToolResult { .. } | SessionRecord::Usage { .. }
+        ) {
             writer.sync().expect("sync");
         }
     }
@@ -115,8 +120,15 @@ pub fn write_all(writer: &SessionWriter, records: &[SessionRecord]) {
 /// message is answered by a tool_result in the next message.
 pub fn assert_valid_history(history: &[Message], context: &str) {
     for (i, m) in history.iter().enumerate() {
-        let expected = if i % 2 == 0 { Role::User } else { Role::Assistant };
-        assert_eq!(m.role, expected, "{context}: message {i} has the wrong role");
+        let expected = if i % 2 == 0 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        assert_eq!(
+            m.role, expected,
+            "{context}: message {i} has the wrong role"
+        );
         if m.role == Role::Assistant {
             let uses: Vec<&str> = m.tool_uses().map(|(id, _, _)| id).collect();
             if uses.is_empty() {
