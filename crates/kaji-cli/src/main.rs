@@ -18,6 +18,7 @@ mod paths;
 mod permissions_cmd;
 mod ps_cmd;
 mod rules_cmd;
+mod sessions_cmd;
 mod tasks_cmd;
 mod tui;
 
@@ -69,6 +70,8 @@ enum Command {
     /// Check what this machine gives kaji: sandbox support (Landlock, user
     /// namespaces, seccomp), settings files, provider keys, git.
     Doctor(doctor_cmd::DoctorArgs),
+    /// List, show and remove saved sessions.
+    Sessions(sessions_cmd::SessionsArgs),
     /// The interactive terminal UI: type prompts, watch the task, answer
     /// its questions.
     Tui(tui::TuiArgs),
@@ -98,6 +101,7 @@ fn main() -> ExitCode {
         Some(Command::Rules(args)) => rules_cmd::run(args),
         Some(Command::Permissions(args)) => permissions_cmd::run(args),
         Some(Command::Trust(args)) => permissions_cmd::run_trust(args),
+        Some(Command::Sessions(args)) => sessions_cmd::run(args),
         Some(Command::Mcp(args)) => block_on(mcp_cmd::run(args)),
         Some(Command::Tui(args)) => block_on(tui::run(args)),
         Some(Command::Resume(args)) => block_on(tui::run(tui::TuiArgs {

@@ -63,4 +63,21 @@ async fn a_fork_leaves_the_original_unchanged() {
     assert_eq!(header["parent"], original.id());
     fork.shutdown().await;
     original.shutdown().await;
+    // The fork resumes with the history it was given and what it did next.
+    let fork_id = fork.id().to_string();
+    let fork_history = fork.history();
+    drop(fork);
+    let (frontend, _rx) = RecordingFrontend::new(AskResponse::Approve);
+    let (resumed, _) = SessionBuilder::new(
+        home.path(),
+        SessionOptions {
+            resume: Some(kaji_core::ResumeFrom::Id(fork_id)),
+            ..options()
+        },
+    )
+    .provider(provider_config(&server, ProviderKind::Anthropic))
+    .build(frontend)
+    .await
+    .unwrap();
+    assert_eq!(resumed.history(), fork_history);
 }

@@ -270,13 +270,7 @@ impl BashTool {
             .unwrap_or_else(|| input.command.clone());
         let options = process::SpawnOptions::sandboxed(ctx.sandbox.clone());
         let info = registry
-            .start_local_bash_with(
-                &input.command,
-                &description,
-                &ctx.cwd,
-                &ctx.agent,
-                options,
-            )
+            .start_local_bash_with(&input.command, &description, &ctx.cwd, &ctx.agent, options)
             .await
             .map_err(|e| ToolError::Refused(format!("Bash: {e}")))?;
         let content = format!(

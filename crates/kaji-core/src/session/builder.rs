@@ -182,7 +182,6 @@ impl SessionBuilder {
                 (conversation, r.files)
             }
             None => {
-                let conversation = Conversation::new(self.history, mode, work_dir);
                 let files = if self.options.persist {
                     Some(persist::create(
                         &self.kaji_home,
@@ -194,6 +193,20 @@ impl SessionBuilder {
                 } else {
                     None
                 };
+                // A fork starts from a copy of its original's history.
+                if let Some(files) = &files
+                    && !self.history.is_empty()
+                {
+                    files
+                        .recorder
+                        .record_synced(super::record::SessionRecord::HistoryReplaced {
+                            history: self.history.clone(),
+                            reason: "fork".into(),
+                            tokens_before: None,
+                            tokens_after: None,
+                        });
+                }
+                let conversation = Conversation::new(self.history, mode, work_dir);
                 (conversation, files)
             }
         };

@@ -161,13 +161,10 @@ pub fn create(
         created: now_millis(),
         kaji_version: env!("CARGO_PKG_VERSION").to_string(),
     };
+    // `create` also adds the session's first index entry.
     let writer = store.create(&header).map_err(store_error)?;
     let entry = IndexEntry::new(&header);
-    let files = SessionFiles::new(store, writer, entry.clone());
-    if let Err(e) = files.store.upsert(&entry) {
-        tracing::warn!("cannot add the session to the index: {e}");
-    }
-    Ok(files)
+    Ok(SessionFiles::new(store, writer, entry))
 }
 
 /// Finds, locks, loads and replays a saved session.

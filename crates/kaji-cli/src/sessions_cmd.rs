@@ -1,0 +1,369 @@
+//! `kaji sessions`: list, show and remove the sessions kaji saved under
+//! `$KAJI_HOME/sessions/`.
+//!
+//! A thin layer over kaji-core's [`SessionStore`]: `list` reads only the
+//! index, `show` renders a session file as `kaji exec` renders a live
+//! transcript (through [`ExecFrontend`]), `rm` deletes a session that no
+//! process has open. Every id may be a unique prefix. Exit codes: 0 ok,
+//! 1 unknown or ambiguous id, a session that is open, an unreadable file;
+//! 2 usage error. It never writes a session file.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use kaji_core::TaskFrontend;
+use kaji_core::executor::describe_call;
+use kaji_core::session::index::IndexEntry;
+use kaji_core::session::record::{SessionKind, SessionRecord};
+use kaji_core::session::replay::replay;
+use kaji_core::session::store::{LoadedSession, SessionStore};
+use kaji_protocol::{ContentBlock, Message, Role, SayKind, TaskEvent};
+
+use crate::agent::UsageError;
+use crate::exec::ExecFrontend;
+
+/// The shortest id prefix `list` shows.
+const SHORT_ID: usize = 8;
+
+/// Arguments of `kaji sessions`.
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    #[command(subcommand)]
+    command: SessionsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionsCommand {
+    /// This directory's main sessions and forks, newest first.
+    List {
+        /// Also sessions of other directories, and sub-agent sessions.
+        #[arg(long)]
+        all: bool,
+        /// Print a JSON array of index entries instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// The directory whose sessions to list (default: the current one).
+        #[arg(short = 'C', long = "cd", value_name = "DIR")]
+        cwd: Option<PathBuf>,
+    },
+    /// Print a session's transcript as `kaji exec` prints one.
+    Show {
+        /// The session id, or a unique prefix of it.
+        id: String,
+        /// Print the session's records as JSON lines instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a session (refused while a process has it open).
+    Rm {
+        /// The session id, or a unique prefix of it.
+        id: String,
+    },
+}
+
+/// Runs `kaji sessions`; returns the exit code.
+pub fn run(args: SessionsArgs) -> i32 {
+    let store = SessionStore::new(&crate::paths::kaji_home());
+    let result = match args.command {
+        SessionsCommand::List { all, json, cwd } => list(&store, all, json, cwd),
+        SessionsCommand::Show { id, json } => show(&store, &id, json),
+        SessionsCommand::Rm { id } => rm(&store, &id),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("kaji sessions: {e:#}");
+            if e.downcast_ref::<UsageError>().is_some() {
+                2
+            } else {
+                1
+            }
+        }
+    }
+}
+
+fn list(store: &SessionStore, all: bool, json: bool, cwd: Option<PathBuf>) -> Result<()> {
+    let listing = store.list()?;
+    if listing.rebuilt {
+        eprintln!(
+            "kaji sessions: the index was missing or damaged; rebuilt it from the session files"
+        );
+    }
+    for skipped in &listing.skipped {
+        eprintln!("kaji sessions: skipping {skipped}");
+    }
+    let here = if all { None } else { Some(directory(cwd)?) };
+    let shown: Vec<&IndexEntry> = listing
+        .entries
+        .iter()
+        .filter(|e| match &here {
+            None => true,
+            Some(dir) => e.kind != SessionKind::Subagent && &e.cwd == dir,
+        })
+        .collect();
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&shown)?)?;
+        return Ok(());
+    }
+    let all_ids: Vec<&str> = listing.entries.iter().map(|e| e.id.as_str()).collect();
+    let short = short_len(&all_ids);
+    let rows: Vec<[String; 6]> = shown
+        .iter()
+        .map(|e| {
+            [
+                e.id.chars().take(short).collect(),
+                format_time(e.updated),
+                e.turns.to_string(),
+                format_tokens(e.input_tokens + e.output_tokens),
+                e.status.clone(),
+                e.title.clone(),
+            ]
+        })
+        .collect();
+    write_table(
+        &mut out,
+        ["ID", "UPDATED", "TURNS", "TOKENS", "STATUS", "TITLE"],
+        &rows,
+    )?;
+    Ok(())
+}
+
+/// The canonical directory whose sessions are listed.
+fn directory(cwd: Option<PathBuf>) -> Result<PathBuf> {
+    let dir = match cwd {
+        Some(d) => d,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    dir.canonicalize()
+        .map_err(|e| UsageError(format!("directory {}: {e}", dir.display())).into())
+}
+
+/// The shortest prefix length (at least [`SHORT_ID`]) that tells every id
+/// apart.
+fn short_len(ids: &[&str]) -> usize {
+    let longest = ids.iter().map(|i| i.len()).max().unwrap_or(0);
+    (SHORT_ID..longest.max(SHORT_ID))
+        .find(|&n| {
+            let mut seen = HashSet::new();
+            ids.iter().all(|id| seen.insert(id.get(..n).unwrap_or(id)))
+        })
+        .unwrap_or(longest.max(SHORT_ID))
+}
+
+fn write_table(out: &mut impl Write, header: [&str; 6], rows: &[[String; 6]]) -> Result<()> {
+    let mut widths = header.map(|h| h.chars().count());
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; 6]| -> String {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            s.push_str(cell);
+            if i + 1 < cells.len() {
+                let pad = widths[i] - cell.chars().count() + 2;
+                s.push_str(&" ".repeat(pad));
+            }
+        }
+        s.trim_end().to_string()
+    };
+    writeln!(out, "{}", line(header))?;
+    for row in rows {
+        writeln!(
+            out,
+            "{}",
+            line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]])
+        )?;
+    }
+    Ok(())
+}
+
+/// `2026-12-01 11:50` (UTC).
+fn format_time(millis: u64) -> String {
+    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]");
+    i64::try_from(millis / 1000)
+        .ok()
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .and_then(|t| t.format(format).ok())
+        .unwrap_or_else(|| "-".into())
+}
+
+/// `950`, `12.3k`, `4.5M`.
+fn format_tokens(n: u64) -> String {
+    match n {
+        n if n < 1000 => n.to_string(),
+        n if n < 1_000_000 => format!("{:.1}k", n as f64 / 1000.0),
+        n => format!("{:.1}M", n as f64 / 1_000_000.0),
+    }
+}
+
+/// Resolves a prefix and loads the session, printing its warnings.
+fn load(store: &SessionStore, prefix: &str) -> Result<LoadedSession> {
+    let id = store.resolve(prefix)?;
+    let loaded = store.load(&id)?;
+    for warning in &loaded.warnings {
+        eprintln!("kaji sessions: warning: {warning}");
+    }
+    Ok(loaded)
+}
+
+fn show(store: &SessionStore, prefix: &str, json: bool) -> Result<()> {
+    let loaded = load(store, prefix)?;
+    if json {
+        let mut out = std::io::stdout().lock();
+        let header = SessionRecord::Header(loaded.header.clone());
+        for record in std::iter::once(&header).chain(&loaded.records) {
+            writeln!(out, "{}", serde_json::to_string(record)?)?;
+        }
+        return Ok(());
+    }
+    let restored = replay(&loaded);
+    let frontend = ExecFrontend::new(
+        false,
+        restored.permission_mode.as_deref().unwrap_or("default"),
+    );
+    for event in transcript_events(&loaded, restored.history.last()) {
+        frontend.emit(kaji_protocol::SessionEvent {
+            session_id: loaded.header.session_id.clone(),
+            task_id: String::new(),
+            agent: "main".into(),
+            event,
+        });
+    }
+    let status = match (&restored.last_status, restored.task_open) {
+        (_, true) => "interrupted",
+        (Some(s), false) => s.as_str(),
+        (None, false) => "new",
+    };
+    println!(
+        "\n[{status}] {} turn(s), {} input / {} output tokens",
+        restored.turns, restored.usage.input_tokens, restored.usage.output_tokens
+    );
+    Ok(())
+}
+
+/// The events `kaji exec` would have shown for the session's records, in
+/// order. `last` is the replayed history's last message: when replay had
+/// to answer open tool calls, that answer is shown too.
+fn transcript_events(loaded: &LoadedSession, last: Option<&Message>) -> Vec<TaskEvent> {
+    let mut events = Vec::new();
+    let mut names: HashMap<String, String> = HashMap::new();
+    let mut open_calls = false;
+    let mut next_id = 0u64;
+    let mut say = |events: &mut Vec<TaskEvent>, kind: SayKind, text: String| {
+        next_id += 1;
+        events.push(TaskEvent::Say {
+            id: next_id,
+            kind,
+            text,
+            partial: false,
+            payload: None,
+        });
+    };
+    for record in &loaded.records {
+        match record {
+            SessionRecord::Message { message } => {
+                open_calls =
+                    message.role == Role::Assistant && message.tool_uses().next().is_some();
+                message_events(message, &mut names, &mut events, &mut say);
+            }
+            SessionRecord::HistoryReplaced { reason, .. } => {
+                open_calls = false;
+                say(
+                    &mut events,
+                    SayKind::Info,
+                    format!("(history replaced: {reason})"),
+                );
+            }
+            SessionRecord::TaskEnded { status, .. } => {
+                say(
+                    &mut events,
+                    SayKind::Info,
+                    format!("(prompt ended: {status})"),
+                );
+            }
+            _ => {}
+        }
+    }
+    if open_calls && let Some(answer) = last.filter(|m| m.role == Role::User) {
+        message_events(answer, &mut names, &mut events, &mut say);
+    }
+    events
+}
+
+fn message_events(
+    message: &Message,
+    names: &mut HashMap<String, String>,
+    events: &mut Vec<TaskEvent>,
+    say: &mut impl FnMut(&mut Vec<TaskEvent>, SayKind, String),
+) {
+    for block in &message.content {
+        match (message.role, block) {
+            (Role::User, ContentBlock::Text { text }) => {
+                say(events, SayKind::UserFeedback, text.clone())
+            }
+            (Role::Assistant, ContentBlock::Text { text }) => {
+                say(events, SayKind::Text, text.clone())
+            }
+            (_, ContentBlock::Reasoning { text, .. }) => {
+                say(events, SayKind::Reasoning, text.clone())
+            }
+            (_, ContentBlock::ToolUse { id, name, input }) => {
+                names.insert(id.clone(), name.clone());
+                events.push(TaskEvent::ToolUse {
+                    id: id.clone(),
+                    name: name.clone(),
+                    input: input.clone(),
+                });
+                say(events, SayKind::Tool, describe_call(name, input));
+            }
+            (
+                _,
+                ContentBlock::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                },
+            ) => events.push(TaskEvent::ToolResult {
+                id: tool_use_id.clone(),
+                name: names.get(tool_use_id).cloned().unwrap_or_default(),
+                is_error: *is_error,
+                output: content.clone(),
+            }),
+            _ => {}
+        }
+    }
+}
+
+fn rm(store: &SessionStore, prefix: &str) -> Result<()> {
+    let id = store.resolve(prefix)?;
+    store.remove(&id)?;
+    println!("removed session {id}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_ids_grow_until_they_tell_ids_apart() {
+        assert_eq!(short_len(&["abcdefgh12", "abcdefgh34"]), 9);
+        assert_eq!(short_len(&["abcdefgh12", "zbcdefgh34"]), 8);
+        assert_eq!(short_len(&["ab"]), 8);
+        assert_eq!(short_len(&[]), 8);
+    }
+
+    #[test]
+    fn tokens_and_times_are_short() {
+        assert_eq!(format_tokens(950), "950");
+        assert_eq!(format_tokens(12_345), "12.3k");
+        assert_eq!(format_tokens(4_500_000), "4.5M");
+        assert_eq!(format_time(1_700_000_000_000), "2023-11-14 22:13");
+    }
+}
