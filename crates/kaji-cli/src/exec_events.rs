@@ -198,6 +198,8 @@ pub enum ExecSayKind {
     /// Anything else worth showing: hook warnings, checkpoints (`data` is a
     /// [`CheckpointData`]), MCP notices.
     Info,
+    /// The conversation was compacted to fit the context window.
+    ContextCompacted,
 }
 
 /// The `data` of a `say` line, by kind.
@@ -218,6 +220,19 @@ pub enum SayData {
     Todo(Vec<TodoItem>),
     /// Kind `info` after an abort: background tasks still running.
     Background(Vec<BackgroundTaskData>),
+    /// Kind `context_compacted`.
+    Compacted(CompactedData),
+}
+
+/// `data` of a `context_compacted` say.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompactedData {
+    /// Context tokens before (estimated).
+    pub tokens_before: u64,
+    /// Context tokens after (estimated).
+    pub tokens_after: u64,
+    /// Oldest rounds dropped because even the summary request did not fit.
+    pub dropped_rounds: u32,
 }
 
 /// `data` of a `tool` say.
@@ -398,6 +413,13 @@ pub struct ResultLine {
     pub duration_ms: u64,
     /// The completion result, or why the task failed, or null.
     pub result: Option<String>,
+    /// The task's cost in USD, or null when the model's prices are
+    /// unknown.
+    pub total_cost_usd: Option<f64>,
+    /// Why the model stopped, when the status alone does not say it
+    /// (`refusal`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
 }
 
 /// The `status` of the `result` line (and with it the exit code).
@@ -480,6 +502,8 @@ pub fn result(outcome: &TaskOutcome, duration: Duration) -> ExecLine {
         },
         duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
         result: outcome.result.clone(),
+        total_cost_usd: outcome.cost_usd,
+        stop_reason: outcome.stop_reason.clone(),
     })
 }
 
@@ -558,6 +582,8 @@ pub fn abandoned(duration: Duration) -> ExecLine {
         usage: ExecUsage::default(),
         duration_ms: duration.as_millis() as u64,
         result: None,
+        total_cost_usd: None,
+        stop_reason: None,
     })
 }
 
@@ -591,6 +617,7 @@ fn say_kind(kind: kaji_protocol::SayKind) -> ExecSayKind {
         K::TaskList => ExecSayKind::TaskList,
         K::Todo => ExecSayKind::Todo,
         K::Info => ExecSayKind::Info,
+        K::ContextCompacted => ExecSayKind::ContextCompacted,
     }
 }
 
@@ -656,6 +683,15 @@ fn say_data(payload: &SayPayload) -> SayData {
                 })
                 .collect(),
         ),
+        SayPayload::Compacted {
+            tokens_before,
+            tokens_after,
+            dropped_rounds,
+        } => SayData::Compacted(CompactedData {
+            tokens_before: *tokens_before,
+            tokens_after: *tokens_after,
+            dropped_rounds: *dropped_rounds,
+        }),
         SayPayload::Background { tasks } => {
             SayData::Background(tasks.iter().map(background_task).collect())
         }

@@ -53,6 +53,20 @@ pub struct PermissionRule {
     pub source: RuleSource,
 }
 
+/// When the conversation is compacted (`compaction`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compaction {
+    /// Before a request that would pass the threshold, and after a
+    /// context-overflow error; `/compact` too.
+    #[default]
+    Auto,
+    /// Only on `/compact`; an overflow error still compacts once.
+    Manual,
+    /// Never: an overflow ends the round with an error naming this setting.
+    Off,
+}
+
 /// The settings kaji runs with: the user's file, then the project's, merged.
 #[derive(Debug, Clone, Default)]
 pub struct KajiConfig {
@@ -71,6 +85,14 @@ pub struct KajiConfig {
     /// `tool_result_max_chars`: the cap on every tool result the model
     /// gets (default 50,000); the whole result is spilled to a file.
     pub tool_result_max_chars: Option<usize>,
+    /// `[models."<name>"]`: context window and prices per model.
+    pub models: kaji_llm::pricing::ModelOverrides,
+    /// `compaction`: `auto` (default), `manual` or `off`.
+    pub compaction: Option<Compaction>,
+    /// `auto_compact_threshold`: the share of the context window (0–1,
+    /// default 0.85) past which the conversation is compacted before the
+    /// next request.
+    pub auto_compact_threshold: Option<f64>,
     /// `[[hooks.<Event>]]`: every hook, user hooks first.
     pub hooks: HooksConfig,
     /// `[mcp_servers.<name>]`: the MCP servers, checked when the file is
@@ -230,6 +252,18 @@ impl KajiConfig {
             permission_mode,
             max_mistakes: file.max_mistakes,
             tool_result_max_chars: file.tool_result_max_chars,
+            models: file.models,
+            compaction: file.compaction,
+            auto_compact_threshold: match file.auto_compact_threshold {
+                Some(t) if !(0.0..=1.0).contains(t.get_ref()) => {
+                    return Err(invalid(
+                        t.span(),
+                        "auto_compact_threshold",
+                        format!("{} is not between 0 and 1", t.get_ref()),
+                    ));
+                }
+                t => t.map(|t| *t.get_ref()),
+            },
             hooks,
             mcp_servers: file.mcp_servers,
             permissions,
@@ -254,6 +288,12 @@ impl KajiConfig {
             &mut self.tool_result_max_chars,
             project.tool_result_max_chars,
         );
+        over(&mut self.compaction, project.compaction);
+        over(
+            &mut self.auto_compact_threshold,
+            project.auto_compact_threshold,
+        );
+        self.models.extend(project.models);
         self.hooks.extend(project.hooks);
         self.mcp_servers.extend(project.mcp_servers);
         self.permissions.extend(project.permissions);
@@ -421,6 +461,10 @@ struct ConfigFile {
     permission_mode: Option<Spanned<String>>,
     max_mistakes: Option<u32>,
     tool_result_max_chars: Option<usize>,
+    #[serde(default)]
+    models: kaji_llm::pricing::ModelOverrides,
+    compaction: Option<Compaction>,
+    auto_compact_threshold: Option<Spanned<f64>>,
     #[serde(default)]
     hooks: HooksFile,
     #[serde(default)]

@@ -109,6 +109,8 @@ pub struct ToolRun {
     pub new_cwd: Option<PathBuf>,
     /// Session state the call changed (task list, todo).
     pub update: Option<StateUpdate>,
+    /// The tool polls (the same result again is no loop).
+    pub polls: bool,
 }
 
 impl ToolRun {
@@ -123,6 +125,7 @@ impl ToolRun {
             new_mode: None,
             new_cwd: None,
             update: None,
+            polls: false,
         }
     }
 
@@ -137,6 +140,7 @@ impl ToolRun {
             new_mode: None,
             new_cwd: None,
             update: None,
+            polls: false,
         }
     }
 }
@@ -247,6 +251,15 @@ impl ToolExecutor {
     /// The checkpoint gate, if any.
     pub fn checkpoint_gate(&self) -> Option<&CheckpointGate> {
         self.checkpoint_gate.as_ref()
+    }
+
+    /// Whether the tool of this name (built-in or MCP) only reads.
+    pub fn is_read_only(&self, name: &str) -> bool {
+        self.round_tools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .is_some_and(|t| t.is_read_only())
     }
 
     /// The tools.
@@ -393,6 +406,7 @@ impl ToolExecutor {
                 };
                 run.changed_files = changed_files;
                 run.update = out.update;
+                run.polls = tool.polls();
                 run
             }
         };

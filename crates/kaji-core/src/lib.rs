@@ -10,6 +10,7 @@
 //! renders and answers them.
 
 pub mod checkpoints;
+pub mod compaction;
 pub mod config;
 pub mod emitter;
 pub mod executor;

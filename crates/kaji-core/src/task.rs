@@ -24,7 +24,7 @@ use futures::StreamExt;
 use kaji_llm::{LlmError, ModelProvider, ModelRequest};
 use kaji_protocol::{
     AskKind, AskPayload, AskResponse, BackgroundTask, ContentBlock, Message, Role, SayKind,
-    SayPayload, StateUpdate, TaskEvent, TaskStatus, Usage, UsageReport,
+    SayPayload, StateUpdate, StopReason, TaskEvent, TaskStatus, Usage, UsageReport,
 };
 use kaji_tools::ToolContext;
 use kaji_tools::todo::TodoState;
@@ -33,6 +33,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::checkpoints::CheckpointStore;
+use crate::compaction;
+use crate::config::Compaction;
 use crate::emitter::Emitter;
 use crate::executor::{CallEnv, CheckpointGate, ToolExecutor, ToolRun, report_hook_warnings};
 use crate::frontend::TaskFrontend;
@@ -45,6 +47,16 @@ use crate::session::recorder::{Recorder, now_millis};
 
 /// How long the first request waits for MCP servers still connecting.
 pub const MCP_CONNECT_WAIT: Duration = Duration::from_secs(10);
+
+/// [`MCP_CONNECT_WAIT`], or `KAJI_MCP_CONNECT_WAIT_MS` (so tests of the
+/// timeout path never wait 10 s).
+fn mcp_connect_wait() -> Duration {
+    std::env::var("KAJI_MCP_CONNECT_WAIT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(MCP_CONNECT_WAIT)
+}
 
 /// The note recorded in the history when the user rejects a tool.
 pub const INTERRUPTED_BY_FEEDBACK: &str = "[Response interrupted by user feedback]";
@@ -127,6 +139,11 @@ pub struct TaskConfig {
     /// The cost of a request's usage in USD, when the model's prices are
     /// known.
     pub pricing: Option<Pricing>,
+    /// When the conversation is compacted.
+    pub compaction: Compaction,
+    /// The share of the context window past which it is compacted before
+    /// a request (`auto_compact_threshold`).
+    pub compact_threshold: f64,
 }
 
 impl std::fmt::Debug for TaskConfig {
@@ -176,6 +193,8 @@ impl TaskConfig {
             task_id: None,
             context_window: None,
             pricing: None,
+            compaction: Compaction::Auto,
+            compact_threshold: 0.85,
         }
     }
 }
@@ -201,6 +220,11 @@ pub struct TaskOutcome {
     pub mode_before_plan: PermissionMode,
     /// The working directory at the end (a worktree entered or left).
     pub cwd: PathBuf,
+    /// Why the model stopped, when the status does not say it all
+    /// (`refusal`).
+    pub stop_reason: Option<String>,
+    /// What the task cost, when the model's prices are known.
+    pub cost_usd: Option<f64>,
 }
 
 /// Aborts a running task from anywhere (a signal handler, a UI key).
@@ -246,7 +270,7 @@ struct TaskState {
     /// The reply being streamed in the current round.
     assembler: Option<ReplyAssembler>,
     /// Set by the stream reader when the stream has ended.
-    stream_end: Option<Result<(), String>>,
+    stream_end: Option<Result<(), StreamFailure>>,
     /// Whether the current reply has produced any content event.
     stream_had_content: bool,
     consecutive_mistakes: u32,
@@ -265,6 +289,22 @@ struct TaskState {
     /// Where this round's user content went: `Some(n)` when it was
     /// appended to an existing user message that had `n` blocks.
     pushed_onto: Option<usize>,
+    /// Why the model stopped for good, when that is not the task's status
+    /// alone (`refusal`).
+    stop_reason: Option<String>,
+    /// The last tool call and its result, and how many times in a row the
+    /// same call got the same result (loop detection).
+    last_call: Option<(String, String, u32)>,
+    /// A loop was detected: the mistake limit is reached after this round.
+    force_mistake_limit: bool,
+    /// The context the last round filled, in tokens.
+    context_tokens: u64,
+    /// The prompt of this Task as the user typed it.
+    prompt: String,
+    /// This Task compacted after an overflow already (one retry only).
+    compacted_for_overflow: bool,
+    /// Cost so far, when the model's prices are known.
+    cost_usd: Option<f64>,
 }
 
 impl TaskState {
@@ -331,6 +371,19 @@ enum RoundOutcome {
     },
     /// The task was aborted.
     Aborted,
+    /// The provider refused the request (with its explanation).
+    Refused(String),
+    /// The request did not fit the model's context window.
+    Overflow(String),
+}
+
+/// Why a reply stream ended early.
+#[derive(Debug, Clone)]
+struct StreamFailure {
+    /// The provider's error, for the user.
+    message: String,
+    /// It was the context window (compaction, not a retry, helps).
+    overflow: bool,
 }
 
 /// One task: born with a prompt, dropped when it ends.
@@ -434,6 +487,7 @@ impl Task {
             });
         self.emitter
             .say(SayKind::UserFeedback, prompt.clone(), None);
+        self.lock().prompt = prompt.clone();
         let mut user_content = Vec::new();
         if let Some(notice) = &self.config.resumed {
             user_content.push(ContentBlock::text(notice.clone()));
@@ -462,6 +516,14 @@ impl Task {
                 return end;
             }
             self.add_notices(&mut user_content);
+            if self.needs_compaction(&user_content) {
+                self.lock()
+                    .push_user_content(std::mem::take(&mut user_content));
+                if let Err(e) = self.compact(None).await {
+                    self.emitter.say(SayKind::Error, e.clone(), None);
+                    return (TaskStatus::Failed, Some(e));
+                }
+            }
             let step = match self.round(user_content.clone()).await {
                 RoundOutcome::Continue(next) => {
                     empty_retries = 0;
@@ -473,7 +535,7 @@ impl Task {
                     Next::Content(vec![ContentBlock::text(NO_TOOL_NUDGE)])
                 }
                 RoundOutcome::Empty => self.after_empty_reply(&mut empty_retries).await,
-                RoundOutcome::ApiFailed(err) => self.after_failed_request(err).await,
+                RoundOutcome::ApiFailed(err) => self.after_failed_request(err, &user_content).await,
                 RoundOutcome::Completed {
                     result,
                     tool_use_id,
@@ -483,6 +545,13 @@ impl Task {
                         .await
                 }
                 RoundOutcome::Aborted => Next::End(TaskStatus::Aborted, None),
+                RoundOutcome::Overflow(err) => self.after_overflow(err, &mut user_content).await,
+                RoundOutcome::Refused(why) => {
+                    let msg = format!("The model refused to continue: {why}");
+                    self.emitter.say(SayKind::Error, msg.clone(), None);
+                    self.lock().stop_reason = Some("refusal".into());
+                    Next::End(TaskStatus::Failed, Some(msg))
+                }
             };
             match step {
                 Next::Content(next) => user_content = next,
@@ -550,6 +619,231 @@ impl Task {
         }
     }
 
+    /// Whether the next request would pass the compaction threshold: the
+    /// context the last round filled plus what this round adds.
+    fn needs_compaction(&self, user_content: &[ContentBlock]) -> bool {
+        if self.config.compaction != Compaction::Auto {
+            return false;
+        }
+        let Some(window) = self.config.context_window else {
+            return false;
+        };
+        let adding = serde_json::to_vec(user_content).map_or(0, |v| v.len() as u64) / 4;
+        let context = self.lock().context_tokens + adding;
+        context as f64 > self.config.compact_threshold * window as f64
+    }
+
+    /// The request did not fit: compact and send it again (once), unless
+    /// compaction is off.
+    async fn after_overflow(&self, err: String, user_content: &mut Vec<ContentBlock>) -> Next {
+        if self.config.compaction == Compaction::Off {
+            let msg = format!(
+                "The conversation no longer fits the model's context window ({err}), and compaction is off (`compaction = \"off\"` in the settings). Start a new conversation, or set `compaction = \"auto\"`."
+            );
+            self.emitter.say(SayKind::Error, msg.clone(), None);
+            return Next::End(TaskStatus::Failed, Some(msg));
+        }
+        if std::mem::replace(&mut self.lock().compacted_for_overflow, true) {
+            let msg = format!(
+                "The request still does not fit the context window after compaction: {err}"
+            );
+            self.emitter.say(SayKind::Error, msg.clone(), None);
+            return Next::End(TaskStatus::Failed, Some(msg));
+        }
+        self.lock().push_user_content(std::mem::take(user_content));
+        match self.compact(None).await {
+            Ok(()) => Next::Content(Vec::new()),
+            Err(e) => {
+                self.emitter.say(SayKind::Error, e.clone(), None);
+                Next::End(TaskStatus::Failed, Some(e))
+            }
+        }
+    }
+
+    /// Compacts the history (see [`crate::compaction`]): the PreCompact
+    /// hook, the cheap steps, then a summary when they are not enough.
+    async fn compact(&self, instructions: Option<&str>) -> Result<(), String> {
+        self.run_task_hook(HookEvent::PreCompact).await;
+        let mut history = self.lock().history.clone();
+        let before = compaction::estimate_tokens(&history);
+        let read_only = |name: &str| self.executor.is_read_only(name);
+        let collapsed = compaction::collapse_repeated_reads(&mut history, &read_only);
+        let elided = compaction::elide_old_outputs(&mut history);
+        let after_cheap = compaction::estimate_tokens(&history);
+        let target = self
+            .config
+            .context_window
+            .map(|w| (self.config.compact_threshold * w as f64 * 0.8) as u64);
+        let cheap_enough = instructions.is_none()
+            && target.is_some_and(|t| after_cheap <= t)
+            && (collapsed + elided) > 0;
+        let (history, dropped) = if cheap_enough {
+            (history, 0)
+        } else {
+            let (summary, dropped) = self.summarize(history, instructions).await?;
+            (
+                compaction::compacted_history(&summary, &self.compaction_context()),
+                dropped,
+            )
+        };
+        let after = compaction::estimate_tokens(&history);
+        self.lock().history = history.clone();
+        self.lock().context_tokens = after;
+        self.config
+            .recorder
+            .record_synced(SessionRecord::HistoryReplaced {
+                history,
+                reason: "compaction".into(),
+                tokens_before: Some(before),
+                tokens_after: Some(after),
+            });
+        let mut text = format!("Context compacted: about {before} → {after} tokens");
+        if dropped > 0 {
+            text.push_str(&format!(
+                " ({dropped} oldest rounds were dropped: even the summary request did not fit)"
+            ));
+        }
+        self.emitter.say(
+            SayKind::ContextCompacted,
+            text,
+            Some(SayPayload::Compacted {
+                tokens_before: before,
+                tokens_after: after,
+                dropped_rounds: dropped as u32,
+            }),
+        );
+        Ok(())
+    }
+
+    /// The summary request: the history plus the instruction, no tools. A
+    /// request that does not fit drops the oldest rounds (a call with its
+    /// result) until it does. Returns the summary and the rounds dropped.
+    async fn summarize(
+        &self,
+        mut history: Vec<Message>,
+        instructions: Option<&str>,
+    ) -> Result<(String, usize), String> {
+        let mut dropped = 0;
+        for _ in 0..8 {
+            let mut messages = history.clone();
+            let mut ask = compaction::SUMMARY_INSTRUCTIONS.to_string();
+            if let Some(extra) = instructions.filter(|i| !i.trim().is_empty()) {
+                ask.push_str(&format!("\nThe user asks the summary to focus on: {extra}"));
+            }
+            match messages.last_mut() {
+                Some(last) if last.role == Role::User => last.content.push(ContentBlock::text(ask)),
+                _ => messages.push(Message::user_text(ask)),
+            }
+            let request = ModelRequest {
+                model: self.config.model.clone(),
+                system: "You write precise summaries of coding sessions, so that the work can go on from the summary alone.".into(),
+                messages,
+                tools: Vec::new(),
+                max_tokens: self.config.max_tokens,
+                temperature: None,
+            };
+            match self.collect_text(request).await {
+                Ok(text) if !text.trim().is_empty() => return Ok((text, dropped)),
+                Ok(_) => return Err("compaction failed: the model's summary was empty".into()),
+                Err(e) if e.is_context_overflow() => {
+                    let rounds = history.iter().filter(|m| m.role == Role::Assistant).count();
+                    let n = compaction::drop_oldest_rounds(&mut history, rounds.div_ceil(4).max(1));
+                    if n == 0 {
+                        return Err(format!(
+                            "compaction failed: even the smallest summary request does not fit: {e}"
+                        ));
+                    }
+                    dropped += n;
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "compaction failed: the summary request failed: {e}"
+                    ));
+                }
+            }
+        }
+        Err("compaction failed: the summary request never fit the context window".into())
+    }
+
+    /// Runs a request without tools and returns its text.
+    async fn collect_text(&self, request: ModelRequest) -> Result<String, LlmError> {
+        let mut stream = self.config.provider.stream(request);
+        let mut text = String::new();
+        loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                _ = self.cancel.cancelled() => return Ok(text),
+            };
+            match item {
+                None => return Ok(text),
+                Some(Err(e)) => return Err(e),
+                Some(Ok(kaji_protocol::StreamEvent::TextDelta { text: t })) => text.push_str(&t),
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+
+    /// What survives a summary besides it: open tasks, the todo, the files
+    /// changed, the user's latest prompt.
+    fn compaction_context(&self) -> compaction::CompactionContext {
+        let open_tasks = self
+            .config
+            .task_list
+            .as_ref()
+            .and_then(|l| l.list().ok())
+            .map(|snap| {
+                snap.tasks
+                    .iter()
+                    .filter(|t| t.status.as_str() != "completed")
+                    .map(|t| format!("#{} [{}] {}", t.id, t.status.as_str(), t.subject))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let todo = self
+            .config
+            .todo
+            .as_ref()
+            .map(|t| {
+                t.open_items()
+                    .iter()
+                    .map(|i| format!("[{}] {}", i.status.as_str(), i.content))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (history, prompt) = {
+            let st = self.lock();
+            (st.history.clone(), st.prompt.clone())
+        };
+        let read_only = |name: &str| self.executor.is_read_only(name);
+        compaction::CompactionContext {
+            open_tasks,
+            todo,
+            files_changed: compaction::files_changed_in(&history, &read_only),
+            latest_prompt: prompt,
+        }
+    }
+
+    /// `/compact [instructions]`: compacts the conversation now, outside
+    /// any prompt, and hands the history back.
+    pub async fn compact_now(self, instructions: Option<String>) -> Result<TaskOutcome, String> {
+        let started = Instant::now();
+        self.compact(instructions.as_deref()).await?;
+        let state = std::mem::take(&mut *self.lock());
+        Ok(TaskOutcome {
+            status: TaskStatus::Completed,
+            turns: 0,
+            usage: Usage::default(),
+            result: None,
+            history: state.history,
+            duration: started.elapsed(),
+            mode: state.mode,
+            mode_before_plan: state.mode_before_plan,
+            cwd: state.cwd,
+            stop_reason: None,
+            cost_usd: None,
+        })
+    }
+
     /// An empty reply: retried with backoff, then the user is asked.
     async fn after_empty_reply(&self, empty_retries: &mut u32) -> Next {
         if *empty_retries < self.config.empty_reply_retries {
@@ -588,12 +882,16 @@ impl Task {
     }
 
     /// A request that failed as a whole: the user decides whether to retry.
-    async fn after_failed_request(&self, err: String) -> Next {
+    async fn after_failed_request(&self, err: String, user_content: &[ContentBlock]) -> Next {
         self.emitter.say(SayKind::Error, err.clone(), None);
         let ask = format!("The model request failed: {err}\nRetry?");
         match self.ask_or_abort(AskKind::ApiReqFailed, ask, None).await {
-            Some(AskResponse::Approve | AskResponse::ApproveAlways | AskResponse::Reply { .. }) => {
-                Next::Retry
+            Some(AskResponse::Approve | AskResponse::ApproveAlways) => Next::Retry,
+            // What the user typed goes to the model with the retry.
+            Some(AskResponse::Reply { text }) => {
+                let mut next = user_content.to_vec();
+                next.push(ContentBlock::text(format!("The user says:\n{text}")));
+                Next::Content(next)
             }
             Some(AskResponse::Deny { .. }) => Next::End(TaskStatus::Failed, Some(err)),
             None => Next::End(TaskStatus::Aborted, None),
@@ -689,6 +987,8 @@ impl Task {
             mode: state.mode,
             mode_before_plan: state.mode_before_plan,
             cwd: state.cwd,
+            stop_reason: state.stop_reason,
+            cost_usd: state.cost_usd,
         };
         self.emitter.emit(TaskEvent::Finished {
             status,
@@ -816,13 +1116,31 @@ impl Task {
             return;
         };
         let emitter = self.emitter.clone();
+        let state = Arc::clone(&self.state);
+        let timeout = crate::checkpoints::initial_checkpoint_timeout();
         tokio::spawn(async move {
-            if let Err(e) = store.commit("task start").await {
-                emitter.say(
-                    SayKind::Error,
-                    format!("The initial checkpoint failed; changes of this task cannot be undone with `kaji checkpoints`: {e}"),
-                    None,
-                );
+            match store.commit_within("task start", timeout).await {
+                Ok(_) => {}
+                Err(crate::checkpoints::CheckpointError::Timeout { after }) => {
+                    // A huge tree never blocks the first write for long:
+                    // this task goes on without checkpoints.
+                    state.lock().unwrap_or_else(|e| e.into_inner()).checkpoints = None;
+                    emitter.say(
+                        SayKind::Error,
+                        format!(
+                            "The initial checkpoint took longer than {} s and was given up; this task takes no checkpoints (KAJI_CHECKPOINT_TIMEOUT_MS sets the limit).",
+                            after.as_secs_f64()
+                        ),
+                        None,
+                    );
+                }
+                Err(e) => {
+                    emitter.say(
+                        SayKind::Error,
+                        format!("The initial checkpoint failed; changes of this task cannot be undone with `kaji checkpoints`: {e}"),
+                        None,
+                    );
+                }
             }
             gate.open();
         });
@@ -958,11 +1276,20 @@ impl Task {
             && self.lock().turns == 0
         {
             tokio::select! {
-                still = mcp.wait_ready(MCP_CONNECT_WAIT) => {
+                still = mcp.wait_ready(mcp_connect_wait()) => {
                     if !still.is_empty() {
                         self.emitter.say(
                             SayKind::Info,
                             format!("MCP servers still connecting, going on without them for now: {}", still.join(", ")),
+                            None,
+                        );
+                    }
+                    // Nothing fails silently: a server that could not start
+                    // is named, with why.
+                    for failure in mcp.failures() {
+                        self.emitter.say(
+                            SayKind::Error,
+                            format!("MCP server {} is not available: {}", failure.name, failure.why),
                             None,
                         );
                     }
@@ -1015,7 +1342,12 @@ impl Task {
                     };
                     match item {
                         None => break Ok(()),
-                        Some(Err(e)) => break Err(describe_llm_error(&e)),
+                        Some(Err(e)) => {
+                            break Err(StreamFailure {
+                                message: describe_llm_error(&e),
+                                overflow: e.is_context_overflow(),
+                            });
+                        }
                         Some(Ok(kaji_protocol::StreamEvent::Retrying {
                             attempt,
                             max_attempts,
@@ -1094,10 +1426,14 @@ impl Task {
             let mut st = self.lock();
             st.unpush_user_content();
             st.turns -= 1;
-            return RoundOutcome::ApiFailed(err.clone());
+            if err.overflow {
+                return RoundOutcome::Overflow(err.message.clone());
+            }
+            return RoundOutcome::ApiFailed(err.message.clone());
         }
 
         let mut assistant = assembler.history_content();
+        let stop = assembler.stop_reason().cloned();
         let runs = &presented.runs;
         let mut results: Vec<ContentBlock> = Vec::new();
         // Native: keep only tool uses that got a result; every one of them
@@ -1117,7 +1453,7 @@ impl Task {
             assistant.push(ContentBlock::text(INTERRUPTED_BY_ABORT));
         }
         let broken = match &end {
-            Some(Err(e)) if !aborted && !presented.interrupted => Some(e.clone()),
+            Some(Err(e)) if !aborted && !presented.interrupted => Some(e.message.clone()),
             _ => None,
         };
         if let Some(e) = &broken {
@@ -1129,6 +1465,20 @@ impl Task {
             _ => false,
         }) && runs.is_empty();
 
+        if let Some(StopReason::Refusal { explanation, .. }) = &stop
+            && !aborted
+            && runs.is_empty()
+        {
+            // A refusal is final: the same request would be refused again.
+            if is_empty {
+                let mut st = self.lock();
+                st.unpush_user_content();
+            }
+            let why = explanation
+                .clone()
+                .unwrap_or_else(|| "the provider gave no explanation".to_string());
+            return RoundOutcome::Refused(why);
+        }
         if is_empty && !aborted {
             let mut st = self.lock();
             st.unpush_user_content();
@@ -1168,6 +1518,9 @@ impl Task {
             // one counts toward the mistake limit.
             if broken.is_some() {
                 st.consecutive_mistakes += 1;
+            }
+            if std::mem::take(&mut st.force_mistake_limit) {
+                st.consecutive_mistakes = st.consecutive_mistakes.max(self.config.max_mistakes);
             }
         }
         if aborted {
@@ -1217,6 +1570,12 @@ impl Task {
             }
             return RoundOutcome::Continue(results);
         }
+        if stop == Some(StopReason::MaxTokens) {
+            // A call the output limit cut off was not run (its result says
+            // so); tell the model why and how to go on.
+            results.push(ContentBlock::text(MAX_TOKENS_NOTE));
+            return RoundOutcome::Continue(results);
+        }
         if runs.is_empty() {
             return RoundOutcome::NoToolUsed;
         }
@@ -1226,6 +1585,18 @@ impl Task {
     /// Tells the front end and the session file what a request used.
     fn report_usage(&self, turn: u32, usage: Usage, estimated: bool) {
         let cost_usd = self.config.pricing.as_ref().map(|p| p(&usage));
+        let context_tokens = usage
+            .input_tokens
+            .saturating_add(usage.cache_read_input_tokens)
+            .saturating_add(usage.cache_creation_input_tokens)
+            .saturating_add(usage.output_tokens);
+        {
+            let mut st = self.lock();
+            st.context_tokens = context_tokens;
+            if let Some(c) = cost_usd {
+                *st.cost_usd.get_or_insert(0.0) += c;
+            }
+        }
         self.config.recorder.record(SessionRecord::Usage {
             turn,
             usage,
@@ -1234,11 +1605,7 @@ impl Task {
         self.emitter.emit(TaskEvent::Usage(UsageReport {
             turn,
             usage,
-            context_tokens: usage
-                .input_tokens
-                .saturating_add(usage.cache_read_input_tokens)
-                .saturating_add(usage.cache_creation_input_tokens)
-                .saturating_add(usage.output_tokens),
+            context_tokens,
             context_window: self.config.context_window,
             cost_usd,
             estimated,
@@ -1402,6 +1769,41 @@ impl Task {
         }
     }
 
+    /// Loop detection (as Cline has): the same call with the same input and
+    /// the same result three times in a row gets a warning in its result;
+    /// five times reaches the mistake limit. Polling `TaskOutput`, and
+    /// calls whose results differ, never count.
+    fn detect_loop(&self, call: &ToolCall, run: &mut ToolRun) {
+        if run.polls {
+            return;
+        }
+        let key = match &call.input {
+            Ok(input) => format!("{}\u{0}{input}", call.name),
+            Err(_) => return,
+        };
+        let mut st = self.lock();
+        let repeats = match &mut st.last_call {
+            Some((k, out, n)) if *k == key && *out == run.content => {
+                *n += 1;
+                *n
+            }
+            _ => {
+                st.last_call = Some((key, run.content.clone(), 1));
+                1
+            }
+        };
+        if repeats >= LOOP_LIMIT {
+            st.force_mistake_limit = true;
+            run.content.push_str(&format!(
+                "\n\n[kaji: this exact call has now returned the same result {repeats} times in a row; the task counts this as reaching the mistake limit.]"
+            ));
+        } else if repeats >= LOOP_WARNING {
+            run.content.push_str(&format!(
+                "\n\n[kaji: this exact call has returned the same result {repeats} times in a row. Repeating it will not change the result: try something else.]"
+            ));
+        }
+    }
+
     async fn run_tool(&self, call: &ToolCall) -> ToolRun {
         let input = call.input.clone().unwrap_or(Value::Null);
         self.emitter.emit(TaskEvent::ToolUse {
@@ -1422,7 +1824,8 @@ impl Task {
             task_id: &self.task_id,
             recorder: &self.config.recorder,
         };
-        let run = self.executor.execute(call, &env).await;
+        let mut run = self.executor.execute(call, &env).await;
+        self.detect_loop(call, &mut run);
         {
             let mut st = self.lock();
             if let Some(new_mode) = run.new_mode {
@@ -1450,10 +1853,8 @@ impl Task {
                     st.checkpoints = CheckpointStore::open(&self.config.kaji_home, cwd).ok();
                 }
             }
-            if matches!(
-                call.name.as_str(),
-                "TodoWrite" | "TaskCreate" | "TaskUpdate"
-            ) {
+            // Touching the checklist or the task list resets the reminder.
+            if run.update.is_some() {
                 st.rounds_since_todo = 0;
             }
         }
@@ -1495,6 +1896,7 @@ fn skipped(call: &ToolCall, why: &str) -> ToolRun {
         new_mode: None,
         new_cwd: None,
         update: None,
+        polls: false,
     }
 }
 
@@ -1510,6 +1912,13 @@ fn strip_thinking_leftovers(text: &str) -> String {
 fn describe_llm_error(e: &LlmError) -> String {
     e.to_string()
 }
+
+/// Identical calls with identical results in a row before a warning, and
+/// before the mistake limit.
+const LOOP_WARNING: u32 = 3;
+const LOOP_LIMIT: u32 = 5;
+
+const MAX_TOKENS_NOTE: &str = "[Your previous reply hit the output token limit (max_tokens) before it ended. A tool call it cut off was not run. Continue from where you stopped, in smaller steps: write a large file in several parts (Write the first part, then Edit to append the rest).]";
 
 const NO_TOOL_NUDGE: &str = "[ERROR] You did not use a tool in your previous reply. Every reply must use a tool.\n\n- When the task is done, call AttemptCompletion with a summary of the result.\n- When you need information from the user, call AskUser with your question.\n- Otherwise, take the next step with the appropriate tool.";
 

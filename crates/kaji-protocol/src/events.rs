@@ -37,6 +37,8 @@ pub enum SayKind {
     TaskList,
     /// The todo checklist changed.
     Todo,
+    /// The conversation was compacted to fit the context window.
+    ContextCompacted,
     /// Anything else worth showing: hook output, notices.
     Info,
 }

@@ -123,6 +123,16 @@ pub enum SayPayload {
     },
     /// Session state changed (task list, todo).
     Update(StateUpdate),
+    /// The conversation was compacted.
+    Compacted {
+        /// Context tokens before (estimated).
+        tokens_before: u64,
+        /// Context tokens after (estimated).
+        tokens_after: u64,
+        /// Oldest rounds dropped because even the summary request did not
+        /// fit.
+        dropped_rounds: u32,
+    },
     /// Background work is still running (after an abort or at exit).
     Background {
         /// One entry per runtime task.

@@ -180,6 +180,13 @@ pub trait Tool: Send + Sync {
     /// Name, description and input schema, as offered to the model.
     fn spec(&self) -> ToolSpec;
 
+    /// Whether calling it again with the same input is expected to return
+    /// the same result for a while (polling a background task's output):
+    /// such calls are never taken for a loop.
+    fn polls(&self) -> bool {
+        false
+    }
+
     /// Whether the tool only ever reads. Read-only tools run in plan mode
     /// and do not wait for the initial checkpoint.
     fn is_read_only(&self) -> bool;

@@ -59,6 +59,10 @@ impl Tool for TaskOutputTool {
         "TaskOutput"
     }
 
+    fn polls(&self) -> bool {
+        true
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: self.name().to_string(),

@@ -247,6 +247,7 @@ impl App {
                     SayKind::TaskList | SayKind::Todo | SayKind::Info | SayKind::CommandOutput => {
                         (EntryStyle::Note, text)
                     }
+                    SayKind::ContextCompacted => (EntryStyle::Note, format!("── {text} ──")),
                 };
                 self.upsert(id, style, text);
             }

@@ -139,6 +139,7 @@ impl SessionBuilder {
         let mcp = (!servers.is_empty()).then(|| kaji_mcp::McpManager::start(servers, &project_dir));
         let hooks = (!settings.hooks.is_empty()).then(|| HookRunner::new(settings.hooks.clone()));
 
+        let model_info = kaji_llm::pricing::model_info(&provider_config.model, &settings.models);
         let services = Services {
             kaji_home: self.kaji_home.clone(),
             project_dir: project_dir.clone(),
@@ -163,6 +164,9 @@ impl SessionBuilder {
             tool_result_max_chars: settings
                 .tool_result_max_chars
                 .unwrap_or(crate::executor::DEFAULT_TOOL_RESULT_MAX_CHARS),
+            model_info,
+            compaction: settings.compaction.unwrap_or_default(),
+            compact_threshold: settings.auto_compact_threshold.unwrap_or(0.85),
         };
         let (conversation, files) = match restored {
             Some(r) => {

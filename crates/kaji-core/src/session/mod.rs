@@ -66,6 +66,10 @@ pub(crate) struct Services {
     pub max_mistakes: u32,
     pub max_turns: Option<u32>,
     pub tool_result_max_chars: usize,
+    /// What kaji knows of the model: context window, prices.
+    pub model_info: kaji_llm::pricing::ModelInfo,
+    pub compaction: crate::config::Compaction,
+    pub compact_threshold: f64,
 }
 
 /// The conversation's state between prompts.
@@ -313,6 +317,14 @@ impl Session {
         config.message_ids = Arc::clone(&self.message_ids);
         config.resumed = resumed;
         config.task_id = Some(task_id);
+        config.context_window = Some(s.model_info.context_window);
+        config.pricing = s.model_info.prices.map(|prices| {
+            let price: crate::task::Pricing =
+                Arc::new(move |usage| kaji_llm::pricing::cost_usd(usage, &prices));
+            price
+        });
+        config.compaction = s.compaction;
+        config.compact_threshold = s.compact_threshold;
         // Rule files are read for every prompt: an edited AGENTS.md applies
         // from the next one.
         let rules = RuleFiles::discover(&s.kaji_home, &cwd);
@@ -326,6 +338,21 @@ impl Session {
             executor.set_mcp(mcp.clone());
         }
         Task::new(config, executor, Arc::clone(&self.frontend))
+    }
+
+    /// `/compact [instructions]`: compacts the conversation now (the
+    /// model writes a summary). Refused while a prompt runs.
+    pub async fn compact(&self, instructions: Option<String>) -> Result<(), SessionError> {
+        if self.busy.swap(true, Ordering::SeqCst) {
+            return Err(SessionError::Busy);
+        }
+        let task = self.new_task(crate::task::new_task_id());
+        let result = task.compact_now(instructions).await;
+        if let Ok(outcome) = &result {
+            self.lock().history = outcome.history.clone();
+        }
+        self.busy.store(false, Ordering::SeqCst);
+        result.map(|_| ()).map_err(SessionError::Setup)
     }
 
     /// Aborts the running prompt, if any: its model request, its

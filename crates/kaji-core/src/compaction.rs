@@ -1,0 +1,295 @@
+//! Compaction: keeping a long conversation inside the model's context
+//! window without losing what matters.
+//!
+//! Cheap steps come first and call no model: repeated reads of the same
+//! file collapse to the latest, and old, long tool outputs are elided with
+//! a note (the session file keeps them whole). When that is not enough the
+//! model writes a summary, and the history becomes one user message: the
+//! summary, the open tasks and the todo as they stand, the files changed,
+//! and the user's latest prompt word for word. The system prompt and the
+//! rule files are never part of the history (they go in front of it for
+//! every request), so compaction cannot drop the project's instructions.
+//! Every step keeps the history valid: a tool call and its result go
+//! together. Pure functions over messages; the Task drives them.
+
+use std::collections::HashMap;
+
+use kaji_protocol::{ContentBlock, Message, Role};
+
+/// The instruction of the summary request.
+pub const SUMMARY_INSTRUCTIONS: &str = "[COMPACTION] The conversation above is about to be replaced by your summary, because it no longer fits the context window. Write that summary now, as plain text with these headings:\n\
+Goal — what the user asked for, in their words where possible.\n\
+Decisions — what was decided and why.\n\
+Files — the files read, created or changed, and what changed in each.\n\
+Done — what is finished and verified.\n\
+Left — what is still to do, in order.\n\
+Errors to avoid — approaches that failed and why.\n\
+Be complete and specific (paths, names, commands); do not call any tool.";
+
+/// Tool results older than this many assistant turns may be elided.
+const KEEP_RECENT_TURNS: usize = 2;
+/// Tool results longer than this are elided when old.
+const ELIDE_OVER_CHARS: usize = 2_000;
+
+/// About four bytes a token.
+pub fn estimate_tokens(messages: &[Message]) -> u64 {
+    let bytes = serde_json::to_vec(messages).map_or(0, |v| v.len());
+    (bytes as u64).div_ceil(4)
+}
+
+/// The file a tool call reads, when it is a whole-file read with the same
+/// input as another (a `file_path` and nothing else that narrows it).
+fn read_key(name: &str, input: &serde_json::Value, read_only: bool) -> Option<String> {
+    if !read_only {
+        return None;
+    }
+    let obj = input.as_object()?;
+    let path = obj.get("file_path")?.as_str()?;
+    // Reads of parts (offset/limit) are not the same read.
+    if obj.keys().any(|k| k != "file_path") {
+        return None;
+    }
+    Some(format!("{name}\u{0}{path}"))
+}
+
+/// Cheap step 1: of several reads of the same file, only the latest keeps
+/// its result; earlier ones say they were superseded. Returns how many
+/// results were collapsed.
+pub fn collapse_repeated_reads(
+    history: &mut [Message],
+    is_read_only: &dyn Fn(&str) -> bool,
+) -> usize {
+    // call id -> read key, in order.
+    let mut keys: HashMap<String, String> = HashMap::new();
+    let mut latest: HashMap<String, String> = HashMap::new();
+    for message in history.iter().filter(|m| m.role == Role::Assistant) {
+        for (id, name, input) in message.tool_uses() {
+            if let Some(key) = read_key(name, input, is_read_only(name)) {
+                keys.insert(id.to_string(), key.clone());
+                latest.insert(key, id.to_string());
+            }
+        }
+    }
+    let mut collapsed = 0;
+    for message in history.iter_mut().filter(|m| m.role == Role::User) {
+        for block in &mut message.content {
+            if let ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error: false,
+            } = block
+                && let Some(key) = keys.get(tool_use_id.as_str())
+                && latest.get(key) != Some(tool_use_id)
+                && !content.starts_with("[superseded")
+            {
+                *content = "[superseded: the same file was read again later in the conversation; see the later result]".into();
+                collapsed += 1;
+            }
+        }
+    }
+    collapsed
+}
+
+/// Cheap step 2: tool results older than the last few turns and longer
+/// than a threshold are cut to their start, with a note. Returns how many
+/// were elided.
+pub fn elide_old_outputs(history: &mut [Message]) -> usize {
+    let assistant_turns = history.iter().filter(|m| m.role == Role::Assistant).count();
+    let mut seen_turns = 0;
+    let mut elided = 0;
+    for message in history.iter_mut() {
+        if message.role == Role::Assistant {
+            seen_turns += 1;
+            continue;
+        }
+        if seen_turns + KEEP_RECENT_TURNS > assistant_turns {
+            break;
+        }
+        for block in &mut message.content {
+            if let ContentBlock::ToolResult { content, .. } = block
+                && content.chars().count() > ELIDE_OVER_CHARS
+            {
+                let total = content.chars().count();
+                let head: String = content.chars().take(ELIDE_OVER_CHARS / 4).collect();
+                *content = format!(
+                    "{head}\n[… {} more characters elided by compaction; the session file keeps the whole output]",
+                    total - ELIDE_OVER_CHARS / 4
+                );
+                elided += 1;
+            }
+        }
+    }
+    elided
+}
+
+/// Drops the oldest `rounds` rounds (an assistant message and the user
+/// message that answers it, so every tool call keeps its result), always
+/// keeping the first user message. Returns how many were dropped.
+pub fn drop_oldest_rounds(history: &mut Vec<Message>, rounds: usize) -> usize {
+    let mut dropped = 0;
+    while dropped < rounds && history.len() > 3 {
+        // history[0] is the first user message; [1] assistant, [2] its answer.
+        if history[1].role != Role::Assistant || history[2].role != Role::User {
+            break;
+        }
+        history.drain(1..3);
+        dropped += 1;
+    }
+    dropped
+}
+
+/// What the compacted history is made of besides the summary.
+#[derive(Debug, Default, Clone)]
+pub struct CompactionContext {
+    /// The open tasks of the task list, one line each.
+    pub open_tasks: Vec<String>,
+    /// The open todo items, one line each.
+    pub todo: Vec<String>,
+    /// The files changed since the session began.
+    pub files_changed: Vec<String>,
+    /// The user's latest typed prompt, word for word.
+    pub latest_prompt: String,
+}
+
+/// The history after a summary: one user message holding, in order, the
+/// summary, the open tasks and the todo, the files changed, and the user's
+/// latest prompt verbatim.
+pub fn compacted_history(summary: &str, ctx: &CompactionContext) -> Vec<Message> {
+    let mut text = format!(
+        "[CONVERSATION SUMMARY] The earlier conversation was compacted to stay within the context window. Its summary:\n\n{}\n",
+        summary.trim()
+    );
+    if !ctx.open_tasks.is_empty() {
+        text.push_str("\n[OPEN TASKS] The task list as it stands:\n");
+        for t in &ctx.open_tasks {
+            text.push_str(&format!("- {t}\n"));
+        }
+    }
+    if !ctx.todo.is_empty() {
+        text.push_str("\n[TODO] The checklist as it stands:\n");
+        for t in &ctx.todo {
+            text.push_str(&format!("- {t}\n"));
+        }
+    }
+    if !ctx.files_changed.is_empty() {
+        text.push_str("\n[FILES CHANGED] in this session so far:\n");
+        for f in &ctx.files_changed {
+            text.push_str(&format!("- {f}\n"));
+        }
+    }
+    text.push_str("\n[LATEST REQUEST] The user's latest request, word for word (go on with it):\n");
+    text.push_str(&ctx.latest_prompt);
+    vec![Message {
+        role: Role::User,
+        content: vec![ContentBlock::text(text)],
+    }]
+}
+
+/// The files that calls which are not read-only named (`file_path`,
+/// `path`), in first-change order.
+pub fn files_changed_in(history: &[Message], is_read_only: &dyn Fn(&str) -> bool) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for message in history.iter().filter(|m| m.role == Role::Assistant) {
+        for (_, name, input) in message.tool_uses() {
+            if is_read_only(name) {
+                continue;
+            }
+            if let Some(path) = input
+                .get("file_path")
+                .or_else(|| input.get("path"))
+                .and_then(|p| p.as_str())
+                && !out.iter().any(|p| p == path)
+            {
+                out.push(path.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(id: &str, name: &str, input: serde_json::Value) -> Message {
+        Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                id: id.into(),
+                name: name.into(),
+                input,
+            }],
+        }
+    }
+
+    fn result(id: &str, text: &str) -> Message {
+        Message {
+            role: Role::User,
+            content: vec![ContentBlock::tool_result(id, text, false)],
+        }
+    }
+
+    #[test]
+    fn repeated_reads_keep_only_the_latest_result() {
+        let mut h = vec![
+            Message::user_text("go"),
+            call("a", "Read", json!({"file_path": "x.rs"})),
+            result("a", "old x"),
+            call("b", "Read", json!({"file_path": "x.rs", "offset": 5})),
+            result("b", "part"),
+            call("c", "Read", json!({"file_path": "x.rs"})),
+            result("c", "new x"),
+        ];
+        let n = collapse_repeated_reads(&mut h, &|name| name == "Read");
+        assert_eq!(n, 1);
+        assert!(serde_json::to_string(&h[2]).unwrap().contains("superseded"));
+        assert!(serde_json::to_string(&h[4]).unwrap().contains("part"));
+        assert!(serde_json::to_string(&h[6]).unwrap().contains("new x"));
+    }
+
+    #[test]
+    fn old_long_outputs_are_elided_recent_ones_kept() {
+        let long = "z".repeat(5_000);
+        let mut h = vec![Message::user_text("go")];
+        for i in 0..4 {
+            h.push(call(&format!("c{i}"), "Bash", json!({"command": "x"})));
+            h.push(result(&format!("c{i}"), &long));
+        }
+        let n = elide_old_outputs(&mut h);
+        assert_eq!(n, 2, "the two oldest of four");
+        assert!(serde_json::to_string(&h[2]).unwrap().contains("elided"));
+        assert!(!serde_json::to_string(&h[8]).unwrap().contains("elided"));
+    }
+
+    #[test]
+    fn dropping_rounds_keeps_calls_with_their_results() {
+        let mut h = vec![Message::user_text("go")];
+        for i in 0..3 {
+            h.push(call(&format!("c{i}"), "Bash", json!({})));
+            h.push(result(&format!("c{i}"), "ok"));
+        }
+        assert_eq!(drop_oldest_rounds(&mut h, 2), 2);
+        assert_eq!(h.len(), 3);
+        assert!(serde_json::to_string(&h).unwrap().contains("c2"));
+    }
+
+    #[test]
+    fn the_compacted_history_holds_everything_in_order() {
+        let h = compacted_history(
+            "SUMMARY",
+            &CompactionContext {
+                open_tasks: vec!["#2 [pending] ship".into()],
+                todo: vec!["[in_progress] test".into()],
+                files_changed: vec!["src/a.rs".into()],
+                latest_prompt: "do  it\nexactly".into(),
+            },
+        );
+        let text = h[0].text();
+        let at = |s: &str| text.find(s).unwrap();
+        assert!(at("SUMMARY") < at("#2 [pending] ship"));
+        assert!(at("#2 [pending] ship") < at("[in_progress] test"));
+        assert!(at("src/a.rs") < at("do  it\nexactly"));
+        assert!(text.ends_with("do  it\nexactly"));
+    }
+}
