@@ -35,6 +35,20 @@ pub struct Script {
     /// `context_length_exceeded`), counting 4 bytes as a token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_request_bytes: Option<usize>,
+    /// Requests whose last message holds a marker get a fixed turn instead
+    /// of the one their history counts to (a compaction's summary request,
+    /// the first request after it). The first matching route wins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<Route>,
+}
+
+/// A request whose last message contains `contains` gets turn `turn`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Route {
+    /// Text to look for in the last message (its JSON, as sent).
+    pub contains: String,
+    /// The turn (an index into the script's turns) it gets.
+    pub turn: usize,
 }
 
 /// Why a script could not be loaded.
@@ -74,6 +88,15 @@ impl Script {
     /// Serves `fault` to every request (see [`Script::every_request`]).
     pub fn with_fault_on_every_request(mut self, fault: Fault) -> Self {
         self.every_request = Some(fault);
+        self
+    }
+
+    /// Routes requests whose last message contains `marker` to `turn`.
+    pub fn with_route(mut self, marker: impl Into<String>, turn: usize) -> Self {
+        self.routes.push(Route {
+            contains: marker.into(),
+            turn,
+        });
         self
     }
 

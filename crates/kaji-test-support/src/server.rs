@@ -378,6 +378,15 @@ fn decide(
         .iter()
         .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
         .count();
+    if let Some(last) = messages.last().map(Value::to_string)
+        && let Some(route) = shared
+            .script
+            .routes
+            .iter()
+            .find(|r| last.contains(&r.contains))
+    {
+        turn_index = route.turn;
+    }
     let turns = shared.script.turns.len();
     if shared.script.every_request.is_some() && turns > 0 {
         turn_index = turn_index.min(turns - 1);
