@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Result;
+use kaji_core::config::TextReply;
 use kaji_core::{
     PermissionMode, ResumeFrom, Session, SessionBuilder, SessionError, SessionOptions,
     TaskFrontend, ToolProtocol,
@@ -58,6 +59,10 @@ pub struct AgentArgs {
     /// Save nothing of this session under `$KAJI_HOME/sessions/`.
     #[arg(long)]
     pub no_session_persistence: bool,
+    /// The front end's default for a text-only reply (`on_text_reply`):
+    /// set by the front end, not a flag.
+    #[arg(skip)]
+    pub text_reply_default: Option<TextReply>,
 }
 
 /// An error of the command line or the configuration (exit code 2).
@@ -97,6 +102,7 @@ impl AgentArgs {
             no_checkpoints: self.no_checkpoints,
             task_list: self.task_list.clone(),
             persist: !self.no_session_persistence,
+            text_reply_default: self.text_reply_default.unwrap_or(TextReply::Nudge),
             ..SessionOptions::default()
         })
     }

@@ -49,7 +49,11 @@ async fn run(mut cmd: Command) -> (i32, Vec<Value>, String) {
 fn workspace() -> (tempfile::TempDir, tempfile::TempDir) {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    std::fs::write(work.path().join("AGENTS.md"), "RULE-MARKER: run the tests.\n").unwrap();
+    std::fs::write(
+        work.path().join("AGENTS.md"),
+        "RULE-MARKER: run the tests.\n",
+    )
+    .unwrap();
     // Lines of 100 bytes: Read shows them whole.
     let file = |c: &str| format!("{}\n", c.repeat(99)).repeat(FILE_BYTES / 100);
     std::fs::write(work.path().join("a.txt"), file("A")).unwrap();
@@ -123,12 +127,23 @@ async fn a_task_past_the_window_compacts_and_completes() {
         .iter()
         .position(|r| r.body.to_string().contains("[COMPACTION]"))
         .expect("a summary request");
-    assert!(requests[summary_at].body["tools"].as_array().is_none_or(|t| t.is_empty()));
+    assert!(
+        requests[summary_at].body["tools"]
+            .as_array()
+            .is_none_or(|t| t.is_empty())
+    );
     let after = &requests[summary_at + 1].body;
     let messages = after["messages"].as_array().unwrap();
-    assert_eq!(messages.len(), 1, "the history is one message: {messages:?}");
+    assert_eq!(
+        messages.len(),
+        1,
+        "the history is one message: {messages:?}"
+    );
     let text = messages[0].to_string();
-    let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s} missing from {text}"));
+    let at = |s: &str| {
+        text.find(s)
+            .unwrap_or_else(|| panic!("{s} missing from {text}"))
+    };
     assert!(at("SUMMARY-OF-THE-WORK") < at("Ship the summary"));
     assert!(at("Ship the summary") < at("Compare the files"));
     assert!(at("Compare the files") < at("summarise them"));
@@ -136,7 +151,10 @@ async fn a_task_past_the_window_compacts_and_completes() {
         text.contains(&serde_json::to_string(PROMPT).unwrap()[1..PROMPT.len()]),
         "the latest prompt word for word: {text}"
     );
-    assert!(!text.contains("AAAA"), "plain truncation kept the old output");
+    assert!(
+        !text.contains("AAAA"),
+        "plain truncation kept the old output"
+    );
     // The project's instructions are in front of the history, not in it.
     assert!(after["system"].to_string().contains("RULE-MARKER"));
 
@@ -158,7 +176,10 @@ async fn a_summary_request_that_does_not_fit_drops_the_oldest_rounds() {
     let (base, tools) = baseline(home.path(), work.path()).await;
     // Not even the summary of both files fits; one file's does.
     let limit = base + 2 * FILE_BYTES - tools - 2_000;
-    assert!(base + FILE_BYTES < limit, "the setup needs a tool list under {FILE_BYTES} bytes");
+    assert!(
+        base + FILE_BYTES < limit,
+        "the setup needs a tool list under {FILE_BYTES} bytes"
+    );
     let server = ScriptedModelServer::start(script(limit)).await;
     let mut cmd = kaji(home.path(), work.path(), &server);
     cmd.arg(PROMPT);
@@ -185,8 +206,16 @@ async fn with_compaction_off_an_overflow_fails_naming_the_setting() {
     let result = lines.last().unwrap();
     assert_eq!(result["status"], "failed");
     assert!(
-        result["result"].as_str().unwrap().contains("compaction = \"off\""),
+        result["result"]
+            .as_str()
+            .unwrap()
+            .contains("compaction = \"off\""),
         "{result}"
     );
-    assert!(!server.requests().iter().any(|r| r.body.to_string().contains("[COMPACTION]")));
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.body.to_string().contains("[COMPACTION]"))
+    );
 }

@@ -53,6 +53,33 @@ pub struct PermissionRule {
     pub source: RuleSource,
 }
 
+/// What a reply with text and no tool call does (`on_text_reply`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TextReply {
+    /// The seed's outer loop: the model is nudged to use a tool, and the
+    /// reply counts as a mistake (the default of `kaji exec`, `kaji
+    /// worker`).
+    Nudge,
+    /// The reply ends the turn: the user answers (the UI, `kaji acp`,
+    /// sub-agents, whose final text is their result).
+    Finish,
+}
+
+impl std::str::FromStr for TextReply {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "nudge" => Ok(Self::Nudge),
+            "finish" => Ok(Self::Finish),
+            other => Err(format!(
+                "unknown on_text_reply {other:?}: expected nudge or finish"
+            )),
+        }
+    }
+}
+
 /// When the conversation is compacted (`compaction`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -87,6 +114,8 @@ pub struct KajiConfig {
     pub tool_result_max_chars: Option<usize>,
     /// `[models."<name>"]`: context window and prices per model.
     pub models: kaji_llm::pricing::ModelOverrides,
+    /// `on_text_reply`: `nudge` or `finish` (default: the front end's).
+    pub on_text_reply: Option<TextReply>,
     /// `compaction`: `auto` (default), `manual` or `off`.
     pub compaction: Option<Compaction>,
     /// `auto_compact_threshold`: the share of the context window (0–1,
@@ -254,6 +283,7 @@ impl KajiConfig {
             tool_result_max_chars: file.tool_result_max_chars,
             models: file.models,
             compaction: file.compaction,
+            on_text_reply: file.on_text_reply,
             auto_compact_threshold: match file.auto_compact_threshold {
                 Some(t) if !(0.0..=1.0).contains(t.get_ref()) => {
                     return Err(invalid(
@@ -289,6 +319,7 @@ impl KajiConfig {
             project.tool_result_max_chars,
         );
         over(&mut self.compaction, project.compaction);
+        over(&mut self.on_text_reply, project.on_text_reply);
         over(
             &mut self.auto_compact_threshold,
             project.auto_compact_threshold,
@@ -464,6 +495,7 @@ struct ConfigFile {
     #[serde(default)]
     models: kaji_llm::pricing::ModelOverrides,
     compaction: Option<Compaction>,
+    on_text_reply: Option<TextReply>,
     auto_compact_threshold: Option<Spanned<f64>>,
     #[serde(default)]
     hooks: HooksFile,

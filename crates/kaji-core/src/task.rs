@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::checkpoints::CheckpointStore;
 use crate::compaction;
-use crate::config::Compaction;
+use crate::config::{Compaction, TextReply};
 use crate::emitter::Emitter;
 use crate::executor::{CallEnv, CheckpointGate, ToolExecutor, ToolRun, report_hook_warnings};
 use crate::frontend::TaskFrontend;
@@ -139,6 +139,8 @@ pub struct TaskConfig {
     /// The cost of a request's usage in USD, when the model's prices are
     /// known.
     pub pricing: Option<Pricing>,
+    /// What a reply with text and no tool does.
+    pub on_text_reply: TextReply,
     /// When the conversation is compacted.
     pub compaction: Compaction,
     /// The share of the context window past which it is compacted before
@@ -195,6 +197,7 @@ impl TaskConfig {
             pricing: None,
             compaction: Compaction::Auto,
             compact_threshold: 0.85,
+            on_text_reply: TextReply::Nudge,
         }
     }
 }
@@ -358,7 +361,7 @@ enum RoundOutcome {
     /// Tools ran; their results are the next user content.
     Continue(Vec<ContentBlock>),
     /// The reply used no tool.
-    NoToolUsed,
+    NoToolUsed(String),
     /// The reply was empty.
     Empty,
     /// The model request failed.
@@ -529,11 +532,17 @@ impl Task {
                     empty_retries = 0;
                     Next::Content(next)
                 }
-                RoundOutcome::NoToolUsed => {
-                    empty_retries = 0;
-                    self.lock().consecutive_mistakes += 1;
-                    Next::Content(vec![ContentBlock::text(NO_TOOL_NUDGE)])
-                }
+                // A reply with text and no tool: where a person is there to
+                // answer (the UI, an editor, a sub-agent's parent) it ends
+                // the turn; headless, the seed's nudge asks for a tool.
+                RoundOutcome::NoToolUsed(text) => match self.config.on_text_reply {
+                    TextReply::Finish => Next::End(TaskStatus::Completed, Some(text)),
+                    TextReply::Nudge => {
+                        empty_retries = 0;
+                        self.lock().consecutive_mistakes += 1;
+                        Next::Content(vec![ContentBlock::text(NO_TOOL_NUDGE)])
+                    }
+                },
                 RoundOutcome::Empty => self.after_empty_reply(&mut empty_retries).await,
                 RoundOutcome::ApiFailed(err) => self.after_failed_request(err, &user_content).await,
                 RoundOutcome::Completed {
@@ -1488,6 +1497,16 @@ impl Task {
             }
             return RoundOutcome::Empty;
         }
+        let reply_text = strip_thinking_leftovers(
+            &assistant
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
         {
             let mut st = self.lock();
             let reply = Message {
@@ -1577,7 +1596,7 @@ impl Task {
             return RoundOutcome::Continue(results);
         }
         if runs.is_empty() {
-            return RoundOutcome::NoToolUsed;
+            return RoundOutcome::NoToolUsed(reply_text.trim().to_string());
         }
         RoundOutcome::Continue(results)
     }

@@ -126,7 +126,9 @@ impl TaskFrontend for TuiFrontend {
 }
 
 /// Runs `kaji tui`; returns the exit code.
-pub async fn run(args: TuiArgs) -> i32 {
+pub async fn run(mut args: TuiArgs) -> i32 {
+    // A person answers here: a reply without a tool ends the turn.
+    args.agent.text_reply_default = Some(kaji_core::config::TextReply::Finish);
     let kaji_home = crate::paths::kaji_home();
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {

@@ -167,6 +167,9 @@ impl SessionBuilder {
             model_info,
             compaction: settings.compaction.unwrap_or_default(),
             compact_threshold: settings.auto_compact_threshold.unwrap_or(0.85),
+            on_text_reply: settings
+                .on_text_reply
+                .unwrap_or(self.options.text_reply_default),
         };
         let (conversation, files) = match restored {
             Some(r) => {

@@ -70,6 +70,7 @@ pub(crate) struct Services {
     pub model_info: kaji_llm::pricing::ModelInfo,
     pub compaction: crate::config::Compaction,
     pub compact_threshold: f64,
+    pub on_text_reply: crate::config::TextReply,
 }
 
 /// The conversation's state between prompts.
@@ -324,6 +325,7 @@ impl Session {
             price
         });
         config.compaction = s.compaction;
+        config.on_text_reply = s.on_text_reply;
         config.compact_threshold = s.compact_threshold;
         // Rule files are read for every prompt: an edited AGENTS.md applies
         // from the next one.

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::config::TextReply;
 use crate::parser::ToolProtocol;
 use crate::permissions::PermissionMode;
 
@@ -52,6 +53,10 @@ pub struct SessionOptions {
     pub resume: Option<ResumeFrom>,
     /// What the new session is (main, or a fork).
     pub kind: SessionKind,
+    /// What a text-only reply does when the settings do not say
+    /// (`on_text_reply`): the front end's default — `finish` where a person
+    /// answers, `nudge` headless.
+    pub text_reply_default: TextReply,
 }
 
 impl Default for SessionOptions {
@@ -71,6 +76,7 @@ impl Default for SessionOptions {
             persist: true,
             resume: None,
             kind: SessionKind::Main,
+            text_reply_default: TextReply::Nudge,
         }
     }
 }
