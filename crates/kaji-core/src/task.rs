@@ -1466,6 +1466,10 @@ impl Task {
             _ => None,
         };
         if let Some(e) = &broken {
+            // A reply that broke off (past the reply cap, say) must not
+            // come back as an ever larger request: its text is kept in
+            // part.
+            cap_broken_text(&mut assistant);
             assistant.push(ContentBlock::text(format!("[Response interrupted: {e}]")));
         }
         let is_empty = !assistant.iter().any(|b| match b {
@@ -1930,6 +1934,34 @@ fn strip_thinking_leftovers(text: &str) -> String {
 
 fn describe_llm_error(e: &LlmError) -> String {
     e.to_string()
+}
+
+/// The most text of a broken-off reply the history keeps.
+const BROKEN_TEXT_KEPT: usize = 20_000;
+
+/// Cuts the text blocks of a broken-off reply to [`BROKEN_TEXT_KEPT`]
+/// characters in all, with a note.
+fn cap_broken_text(content: &mut [ContentBlock]) {
+    let mut budget = BROKEN_TEXT_KEPT;
+    for block in content.iter_mut() {
+        if let ContentBlock::Text { text } = block {
+            let chars = text.chars().count();
+            if chars <= budget {
+                budget -= chars;
+                continue;
+            }
+            let cut = text
+                .char_indices()
+                .nth(budget)
+                .map_or(text.len(), |(i, _)| i);
+            text.truncate(cut);
+            text.push_str(&format!(
+                "\n[… {} more characters of this reply were not kept]",
+                chars - budget
+            ));
+            budget = 0;
+        }
+    }
 }
 
 /// Identical calls with identical results in a row before a warning, and

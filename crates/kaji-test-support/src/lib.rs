@@ -16,6 +16,7 @@
 //! test the providers, not share their code), must never listen beyond the
 //! loopback interface, and must never panic on what a client sends.
 
+pub mod cache;
 pub mod fixtures;
 pub mod script;
 pub mod server;
