@@ -81,3 +81,38 @@ async fn a_fork_leaves_the_original_unchanged() {
     .unwrap();
     assert_eq!(resumed.history(), fork_history);
 }
+
+/// Rule files are read again for every prompt: an edited AGENTS.md applies
+/// from the next one.
+#[tokio::test]
+async fn an_edited_agents_md_applies_from_the_next_prompt() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("AGENTS.md"), "RULE-VERSION-ONE\n").unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("AttemptCompletion", json!({"result": "one"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "two"})),
+    ]))
+    .await;
+    let (frontend, _rx) = RecordingFrontend::new(AskResponse::Approve);
+    let options = SessionOptions {
+        cwd: Some(work.path().to_path_buf()),
+        no_checkpoints: true,
+        persist: false,
+        ..SessionOptions::default()
+    };
+    let (session, _) = SessionBuilder::new(home.path(), options)
+        .provider(provider_config(&server, ProviderKind::Anthropic))
+        .build(frontend)
+        .await
+        .unwrap();
+    session.submit("first".into()).await.unwrap();
+    std::fs::write(work.path().join("AGENTS.md"), "RULE-VERSION-TWO\n").unwrap();
+    session.submit("second".into()).await.unwrap();
+    let requests = server.requests();
+    assert!(requests[0].body["system"].to_string().contains("RULE-VERSION-ONE"));
+    let second = requests[1].body["system"].to_string();
+    assert!(second.contains("RULE-VERSION-TWO"), "{second}");
+    assert!(!second.contains("RULE-VERSION-ONE"));
+    session.shutdown().await;
+}
