@@ -750,3 +750,41 @@ async fn usage_lines_every_round_and_an_estimate_without_server_usage() {
         estimated_in + usage[1]["input_tokens"].as_u64().unwrap()
     );
 }
+
+/// Nothing fails silently: background work still running when `kaji exec`
+/// ends is stopped and reported (a JSON line, a transcript line).
+#[tokio::test]
+async fn background_work_stopped_at_exit_is_reported() {
+    for json in [true, false] {
+        let home = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let server = ScriptedModelServer::start(Script::new([
+            Turn::tool_call(
+                "Bash",
+                json!({"command": "sleep 300", "run_in_background": true, "description": "a long sleep"}),
+            ),
+            Turn::tool_call("AttemptCompletion", json!({"result": "started"})),
+        ]))
+        .await;
+        let flags: &[&str] = if json {
+            &["--json", "--yolo"]
+        } else {
+            &["--yolo"]
+        };
+        let mut cmd = exec_in(home.path(), work.path(), &server, flags, "start it");
+        cmd.env("KAJI_KILL_GRACE_MS", "200");
+        let out = cmd.output().await.unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if json {
+            let stopped: Vec<Value> = lines(&out.stdout)
+                .into_iter()
+                .filter(|l| l["type"] == "background_stopped")
+                .collect();
+            assert_eq!(stopped.len(), 1, "{stdout}");
+            assert_eq!(stopped[0]["tasks"][0]["description"], "a long sleep");
+        } else {
+            assert!(stdout.contains("stopped background task"), "{stdout}");
+        }
+    }
+}

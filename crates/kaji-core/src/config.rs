@@ -252,7 +252,7 @@ impl KajiConfig {
                     }
                 };
                 let timeout = match entry.timeout {
-                    None => DEFAULT_HOOK_TIMEOUT,
+                    None => default_hook_timeout(),
                     Some(secs) if *secs.get_ref() == 0 => {
                         return Err(invalid(
                             secs.span(),
@@ -609,4 +609,14 @@ mod tests {
         assert_eq!(line_column(text, 6), (2, 1));
         assert_eq!(line_column(text, 10), (2, 4));
     }
+}
+
+/// A hook's timeout when its entry sets none: 60 s, or
+/// `KAJI_HOOK_TIMEOUT_MS` (so tests never wait for the real default).
+fn default_hook_timeout() -> Duration {
+    std::env::var("KAJI_HOOK_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_HOOK_TIMEOUT)
 }

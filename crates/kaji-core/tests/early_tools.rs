@@ -28,7 +28,14 @@ async fn first_result_arrives_while_held(kind: ProviderKind, calls: usize) {
     ]))
     .await;
     let (frontend, mut rx) = RecordingFrontend::new(deny());
-    let t = task(&server, kind, ToolProtocol::Native, PermissionMode::Default, dir.path(), frontend);
+    let t = task(
+        &server,
+        kind,
+        ToolProtocol::Native,
+        PermissionMode::Default,
+        dir.path(),
+        frontend,
+    );
     let run = tokio::spawn(t.run("read".into()));
     // The hang guard: without early tools, no result comes while held.
     let got = tokio::time::timeout(Duration::from_secs(20), async {

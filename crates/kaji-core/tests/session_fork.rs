@@ -110,7 +110,11 @@ async fn an_edited_agents_md_applies_from_the_next_prompt() {
     std::fs::write(work.path().join("AGENTS.md"), "RULE-VERSION-TWO\n").unwrap();
     session.submit("second".into()).await.unwrap();
     let requests = server.requests();
-    assert!(requests[0].body["system"].to_string().contains("RULE-VERSION-ONE"));
+    assert!(
+        requests[0].body["system"]
+            .to_string()
+            .contains("RULE-VERSION-ONE")
+    );
     let second = requests[1].body["system"].to_string();
     assert!(second.contains("RULE-VERSION-TWO"), "{second}");
     assert!(!second.contains("RULE-VERSION-ONE"));
