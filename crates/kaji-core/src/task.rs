@@ -899,8 +899,10 @@ impl Task {
     }
 
     fn tool_context(&self) -> ToolContext {
+        let (cwd, mode) = (self.lock().cwd.clone(), self.lock().mode);
         ToolContext {
-            cwd: self.lock().cwd.clone(),
+            sandbox: crate::permissions::sandbox_for(&self.config.approvals, mode, &cwd),
+            cwd,
             project_dir: self.config.cwd.clone(),
             cancel: self.cancel.child_token(),
             session_id: self.config.session_id.clone(),
@@ -908,7 +910,6 @@ impl Task {
             kaji_home: self.config.kaji_home.clone(),
             task_list: self.config.task_list.clone(),
             runtime: self.config.runtime.clone(),
-            sandbox: None,
         }
     }
 

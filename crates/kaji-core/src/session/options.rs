@@ -52,6 +52,18 @@ pub struct SessionOptions {
     pub resume: Option<ResumeFrom>,
     /// What the new session is (main, or a fork).
     pub kind: SessionKind,
+    /// Trust the project for this session (`--trust`), whatever
+    /// `trusted.toml` says.
+    pub trust: bool,
+    /// `--allow RULE`: rules that allow (source: the command line).
+    pub allow: Vec<String>,
+    /// `--deny RULE`: rules that deny (source: the command line).
+    pub deny: Vec<String>,
+    /// `--sandbox`: overrides the `sandbox` setting.
+    pub sandbox: Option<kaji_sandbox::SandboxMode>,
+    /// Nobody can approve asks (`kaji exec`): denied approvals are listed
+    /// ([`super::Session::permission_denials`]) and count as mistakes.
+    pub headless: bool,
 }
 
 impl Default for SessionOptions {
@@ -71,6 +83,11 @@ impl Default for SessionOptions {
             persist: true,
             resume: None,
             kind: SessionKind::Main,
+            trust: false,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            sandbox: None,
+            headless: false,
         }
     }
 }
