@@ -370,6 +370,11 @@ pub struct ToolUseLine {
     pub name: String,
     /// Its input (null when the model's arguments were not valid JSON).
     pub input: Value,
+    /// What the call will do, in full: the whole command (Bash) or a
+    /// unified diff of the file as it is now (Edit, Write). Absent for
+    /// other tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
 }
 
 /// `{"type":"tool_result",…}`.
@@ -398,6 +403,23 @@ pub struct ResultLine {
     pub duration_ms: u64,
     /// The completion result, or why the task failed, or null.
     pub result: Option<String>,
+    /// The calls denied because nobody could approve them; absent when
+    /// there were none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub permission_denials: Vec<PermissionDenialData>,
+}
+
+/// One entry of `permission_denials`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PermissionDenialData {
+    /// The call's id (the `id` of its `tool_use` line).
+    pub tool_use_id: String,
+    /// The tool.
+    pub tool: String,
+    /// Its input.
+    pub input: Value,
+    /// Why it was denied, and the rule or flag that would have allowed it.
+    pub reason: String,
 }
 
 /// The `status` of the `result` line (and with it the exit code).
@@ -460,7 +482,11 @@ pub fn task_started(
 }
 
 /// The last line, for a task that ran for `duration`.
-pub fn result(outcome: &TaskOutcome, duration: Duration) -> ExecLine {
+pub fn result(
+    outcome: &TaskOutcome,
+    duration: Duration,
+    denials: &[kaji_core::permissions::PermissionDenial],
+) -> ExecLine {
     use kaji_protocol::TaskStatus as S;
     let u = &outcome.usage;
     ExecLine::Result(ResultLine {
@@ -480,7 +506,31 @@ pub fn result(outcome: &TaskOutcome, duration: Duration) -> ExecLine {
         },
         duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
         result: outcome.result.clone(),
+        permission_denials: denials
+            .iter()
+            .map(|d| PermissionDenialData {
+                tool_use_id: d.tool_use_id.clone(),
+                tool: d.tool.clone(),
+                input: d.input.clone(),
+                reason: format!("{}; {}", d.reason, allow_hint(d)),
+            })
+            .collect(),
     })
+}
+
+/// The flag that would have allowed a denied call.
+pub fn allow_hint(d: &kaji_core::permissions::PermissionDenial) -> String {
+    match (&d.rule, d.tool.as_str()) {
+        (Some(rule), "Bash") => format!(
+            "--allow '{rule}' would allow it (or --sandbox workspace-write runs commands confined)"
+        ),
+        (Some(rule), "Edit" | "Write") => format!(
+            "--allow '{rule}' would allow it (or --permission-mode accept-edits for edits inside the project)"
+        ),
+        (Some(rule), _) => format!("--allow '{rule}' would allow it"),
+        (None, "Bash") => "no narrow rule covers it; --sandbox workspace-write runs it confined, --yolo unconfined".to_string(),
+        (None, _) => "it is outside the project or a protected path; only --yolo allows it".to_string(),
+    }
 }
 
 /// The line an internal event is printed as, if any: complete says and
@@ -534,6 +584,7 @@ pub fn from_event(event: &TaskEvent) -> Option<ExecLine> {
             id: id.clone(),
             name: name.clone(),
             input: input.clone(),
+            preview: None,
         })),
         TaskEvent::ToolResult {
             id,
@@ -558,6 +609,7 @@ pub fn abandoned(duration: Duration) -> ExecLine {
         usage: ExecUsage::default(),
         duration_ms: duration.as_millis() as u64,
         result: None,
+        permission_denials: Vec::new(),
     })
 }
 

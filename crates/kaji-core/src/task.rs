@@ -899,7 +899,10 @@ impl Task {
     }
 
     fn tool_context(&self) -> ToolContext {
-        let (cwd, mode) = (self.lock().cwd.clone(), self.lock().mode);
+        let (cwd, mode) = {
+            let st = self.lock();
+            (st.cwd.clone(), st.mode)
+        };
         ToolContext {
             sandbox: crate::permissions::sandbox_for(&self.config.approvals, mode, &cwd),
             cwd,
