@@ -446,10 +446,10 @@ impl ToolExecutor {
                         reason: "nobody could approve it".to_string(),
                         rule,
                     });
-                // Nobody could answer: not a person's "no", and a model
-                // that keeps trying reaches the mistake limit.
+                // Nobody could answer: not a person's "no" but a mistake,
+                // so a model that keeps trying reaches the mistake limit.
+                // The rest of the reply is skipped, as for any denial.
                 Some(ToolRun {
-                    rejected: false,
                     mistake: true,
                     ..run
                 })
