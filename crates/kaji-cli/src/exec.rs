@@ -132,16 +132,15 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
     let stopped = session.shutdown().await;
     frontend.report_stopped(&stopped);
     if let Some(e) = session.take_persistence_error() {
-        eprintln!("kaji exec: warning: {}", redact_url_passwords(&e.to_string()));
+        eprintln!(
+            "kaji exec: warning: {}",
+            redact_url_passwords(&e.to_string())
+        );
     }
     let status = outcome.status;
     let denials = session.permission_denials();
     if args.json {
-        frontend.line(&exec_events::result(
-            &outcome,
-            started.elapsed(),
-            &denials,
-        ));
+        frontend.line(&exec_events::result(&outcome, started.elapsed(), &denials));
     } else {
         frontend.report_denials(&denials);
         frontend.finish(&format!(

@@ -28,7 +28,13 @@ fn exec(home: &Path, work: &Path, base_url: &str, flags: &[&str]) -> Command {
         .args(flags)
         .arg("-C")
         .arg(work)
-        .args(["--provider", "anthropic", "--model", "scripted", "--base-url"])
+        .args([
+            "--provider",
+            "anthropic",
+            "--model",
+            "scripted",
+            "--base-url",
+        ])
         .arg(base_url)
         .arg("just look around");
     cmd
@@ -203,7 +209,10 @@ async fn an_allow_rule_allows_exactly_its_command() {
     let home = tempfile::tempdir().unwrap();
     let work = repo();
     let server = ScriptedModelServer::start(Script::new([
-        Turn::tool_call("Bash", json!({"command": "python3 -m unittest -v; touch INJECTED"})),
+        Turn::tool_call(
+            "Bash",
+            json!({"command": "python3 -m unittest -v; touch INJECTED"}),
+        ),
         Turn::tool_call(
             "Bash",
             json!({"command": "python3 -c 'import os; os.system(\"touch INJECTED2\")'"}),
@@ -309,7 +318,11 @@ async fn the_workspace_sandbox_runs_commands_unasked_and_keeps_git_config() {
         config_before
     );
     let lines = lines(&out.stdout);
-    assert!(lines.iter().all(|l| l["type"] != "ask" || l["kind"] != "command"));
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["type"] != "ask" || l["kind"] != "command")
+    );
     assert!(lines.last().unwrap().get("permission_denials").is_none());
 }
 
@@ -335,7 +348,9 @@ async fn no_password_or_terminal_escape_leaks() {
     let home = tempfile::tempdir().unwrap();
     let work = repo();
     let server = ScriptedModelServer::start(Script::new([
-        Turn::text("Hello \u{1b}]0;PWNED\u{7}there \u{1b}[2Jcleared"),
+        // One chunk: a sequence split across streamed chunks loses its ESC
+        // too, but its printable rest would show.
+        Turn::text("Hello \u{1b}]0;PWNED\u{7}there \u{1b}[2Jcleared").with_chunk_size(4096),
         done("\u{1b}]52;c;Y2xpcA==\u{7}done"),
     ]))
     .await;

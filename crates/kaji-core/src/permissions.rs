@@ -169,8 +169,12 @@ impl SessionApprovals {
     pub fn remember(&mut self, request: &PermissionRequest, ctx: &Context) -> Option<String> {
         let rule = kaji_policy::always_rule_for(request, ctx)?;
         let text = rule.to_string();
-        self.rules
-            .push(kaji_policy::Decision::Allow, rule, RuleSource::Session, true);
+        self.rules.push(
+            kaji_policy::Decision::Allow,
+            rule,
+            RuleSource::Session,
+            true,
+        );
         Some(text)
     }
 
@@ -179,8 +183,12 @@ impl SessionApprovals {
     /// dropped.
     pub fn restore(&mut self, rule: &str) {
         if let Ok(rule) = rule.parse::<Rule>() {
-            self.rules
-                .push(kaji_policy::Decision::Allow, rule, RuleSource::Session, true);
+            self.rules.push(
+                kaji_policy::Decision::Allow,
+                rule,
+                RuleSource::Session,
+                true,
+            );
         }
     }
 
@@ -382,7 +390,12 @@ mod tests {
         }
     }
 
-    fn check(mode: PermissionMode, tool: &str, access: &ToolAccess, a: &SessionApprovals) -> Decision {
+    fn check(
+        mode: PermissionMode,
+        tool: &str,
+        access: &ToolAccess,
+        a: &SessionApprovals,
+    ) -> Decision {
         let ctx = a.context(Path::new("/work/proj"), Path::new("/work/proj"));
         decide(mode, tool, access, &json!({}), &ctx, a)
     }
@@ -394,30 +407,68 @@ mod tests {
             trusted: true,
             ..SessionApprovals::default()
         };
-        assert_eq!(check(Default, "Read", &ToolAccess::ReadOnly, &a), Decision::Allow);
-        assert_eq!(check(Default, "Write", &edit("/work/proj/a"), &a), Decision::Ask(AskKind::Tool));
-        assert_eq!(check(AcceptEdits, "Write", &edit("/work/proj/a"), &a), Decision::Allow);
-        assert_eq!(check(AcceptEdits, "Write", &edit("/work/x"), &a), Decision::Ask(AskKind::Tool));
+        assert_eq!(
+            check(Default, "Read", &ToolAccess::ReadOnly, &a),
+            Decision::Allow
+        );
+        assert_eq!(
+            check(Default, "Write", &edit("/work/proj/a"), &a),
+            Decision::Ask(AskKind::Tool)
+        );
+        assert_eq!(
+            check(AcceptEdits, "Write", &edit("/work/proj/a"), &a),
+            Decision::Allow
+        );
+        assert_eq!(
+            check(AcceptEdits, "Write", &edit("/work/x"), &a),
+            Decision::Ask(AskKind::Tool)
+        );
         // Protected paths ask in accept-edits, not in yolo.
         assert_eq!(
             check(AcceptEdits, "Edit", &edit("/work/proj/.git/config"), &a),
             Decision::Ask(AskKind::Tool)
         );
-        assert_eq!(check(Yolo, "Edit", &edit("/work/proj/.git/config"), &a), Decision::Allow);
+        assert_eq!(
+            check(Yolo, "Edit", &edit("/work/proj/.git/config"), &a),
+            Decision::Allow
+        );
         // Read-only commands run; others ask; plan allows only read-only.
-        assert_eq!(check(Default, "Bash", &bash("ls -la | wc -l"), &a), Decision::Allow);
-        assert_eq!(check(Default, "Bash", &bash("touch x"), &a), Decision::Ask(AskKind::Command));
+        assert_eq!(
+            check(Default, "Bash", &bash("ls -la | wc -l"), &a),
+            Decision::Allow
+        );
+        assert_eq!(
+            check(Default, "Bash", &bash("touch x"), &a),
+            Decision::Ask(AskKind::Command)
+        );
         assert_eq!(check(Plan, "Bash", &bash("cat a"), &a), Decision::Allow);
-        assert!(matches!(check(Plan, "Bash", &bash("touch x"), &a), Decision::Deny(_)));
-        assert!(matches!(check(Plan, "Write", &edit("/work/proj/a"), &a), Decision::Deny(_)));
+        assert!(matches!(
+            check(Plan, "Bash", &bash("touch x"), &a),
+            Decision::Deny(_)
+        ));
+        assert!(matches!(
+            check(Plan, "Write", &edit("/work/proj/a"), &a),
+            Decision::Deny(_)
+        ));
         // The sandbox runs what no rule asks or denies.
         a.sandbox.available = true;
-        assert_eq!(check(Default, "Bash", &bash("touch x"), &a), Decision::AllowSandboxed);
+        assert_eq!(
+            check(Default, "Bash", &bash("touch x"), &a),
+            Decision::AllowSandboxed
+        );
         assert_eq!(check(Yolo, "Bash", &bash("touch x"), &a), Decision::Allow);
         let mut rules = RuleSet::new();
-        rules.push(kaji_policy::Decision::Deny, "Bash(rm:*)".parse().unwrap(), RuleSource::Flag, true);
+        rules.push(
+            kaji_policy::Decision::Deny,
+            "Bash(rm:*)".parse().unwrap(),
+            RuleSource::Flag,
+            true,
+        );
         a.rules = rules;
-        assert!(matches!(check(Yolo, "Bash", &bash("ls; rm -rf x"), &a), Decision::Deny(_)));
+        assert!(matches!(
+            check(Yolo, "Bash", &bash("ls; rm -rf x"), &a),
+            Decision::Deny(_)
+        ));
     }
 
     #[test]
@@ -435,9 +486,17 @@ mod tests {
             Some("Bash(python3 -m unittest -v)")
         );
         let d = PermissionMode::Default;
-        assert_eq!(check(d, "Bash", &bash("python3 -m unittest -v"), &a), Decision::Allow);
         assert_eq!(
-            check(d, "Bash", &bash("python3 -m unittest -v; touch INJECTED"), &a),
+            check(d, "Bash", &bash("python3 -m unittest -v"), &a),
+            Decision::Allow
+        );
+        assert_eq!(
+            check(
+                d,
+                "Bash",
+                &bash("python3 -m unittest -v; touch INJECTED"),
+                &a
+            ),
             Decision::Ask(AskKind::Command)
         );
         assert_eq!(

@@ -11,10 +11,10 @@ use kaji_llm::{ModelProvider, ProviderConfig};
 use kaji_tools::todo::{TodoState, todo_tool};
 
 use crate::checkpoints::CheckpointStore;
+use crate::config::IgnoredSetting;
 use crate::config::KajiConfig;
 use crate::frontend::TaskFrontend;
 use crate::hooks::HookRunner;
-use crate::config::IgnoredSetting;
 use crate::permissions::{PermissionMode, SessionApprovals};
 
 use super::error::SessionError;
@@ -123,7 +123,14 @@ impl SessionBuilder {
         };
         let mode = self.mode(&settings, restored.as_ref());
         let approvals = self
-            .approvals(&settings, trusted, &project_dir, &session_id, mode, &mut warnings)
+            .approvals(
+                &settings,
+                trusted,
+                &project_dir,
+                &session_id,
+                mode,
+                &mut warnings,
+            )
             .await?;
         let list_id = self.task_list_id(&session_id, restored.as_ref());
         let task_list = kaji_tasks::TaskListStore::open(&self.kaji_home, &list_id)
@@ -270,7 +277,12 @@ impl SessionBuilder {
         let mut rules = RuleSet::new();
         for r in &settings.permissions {
             let from_user = matches!(r.source, RuleSource::User(_));
-            rules.push(r.kind, r.rule.clone(), r.source.clone(), from_user || trusted);
+            rules.push(
+                r.kind,
+                r.rule.clone(),
+                r.source.clone(),
+                from_user || trusted,
+            );
         }
         let flags = [
             (Decision::Allow, "--allow", &self.options.allow),

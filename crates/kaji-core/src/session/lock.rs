@@ -125,7 +125,10 @@ fn this_command() -> String {
         .chain(args)
         .collect::<Vec<_>>()
         .join(" ");
-    cut(&kaji_protocol::redact::redact_url_passwords(&line), COMMAND_MAX)
+    cut(
+        &kaji_protocol::redact::redact_url_passwords(&line),
+        COMMAND_MAX,
+    )
 }
 
 /// `text` cut to at most `max` chars, with `…` when cut.
