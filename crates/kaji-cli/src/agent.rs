@@ -63,6 +63,22 @@ pub struct AgentArgs {
     /// set by the front end, not a flag.
     #[arg(skip)]
     pub text_reply_default: Option<TextReply>,
+    /// Allow what RULE matches (Claude Code syntax: `Bash(cargo test:*)`,
+    /// `Edit(src/**)`); repeatable.
+    #[arg(long = "allow", value_name = "RULE")]
+    pub allow: Vec<String>,
+    /// Deny what RULE matches; repeatable. Deny beats ask beats allow.
+    #[arg(long = "deny", value_name = "RULE")]
+    pub deny: Vec<String>,
+    /// Confine Bash commands: read-only, workspace-write or off (default:
+    /// the `sandbox` setting, else by permission mode where supported).
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<String>,
+    /// Trust this project for this run: its hooks, MCP servers,
+    /// `permission_mode`, `base_url` and allow rules apply (`kaji trust`
+    /// records it for good).
+    #[arg(long)]
+    pub trust: bool,
 }
 
 /// An error of the command line or the configuration (exit code 2).
@@ -89,7 +105,19 @@ impl AgentArgs {
             .tool_protocol
             .parse()
             .map_err(|e: String| UsageError(format!("--tool-protocol: {e}")))?;
+        let sandbox = self
+            .sandbox
+            .as_deref()
+            .map(|m| {
+                m.parse::<kaji_sandbox::SandboxMode>()
+                    .map_err(|e| UsageError(format!("--sandbox: {e}")))
+            })
+            .transpose()?;
         Ok(SessionOptions {
+            allow: self.allow.clone(),
+            deny: self.deny.clone(),
+            sandbox,
+            trust: self.trust,
             cwd: self.cwd.clone(),
             provider: self.provider.clone(),
             model: self.model.clone(),
@@ -115,6 +143,16 @@ impl AgentArgs {
     ) -> Result<(Arc<Session>, Vec<String>)> {
         let mut options = self.session_options()?;
         options.resume = resume;
+        build(options, frontend).await
+    }
+}
+
+/// Builds a session from `options`.
+pub async fn build(
+    options: SessionOptions,
+    frontend: Arc<dyn TaskFrontend>,
+) -> Result<(Arc<Session>, Vec<String>)> {
+    {
         SessionBuilder::new(crate::paths::kaji_home(), options)
             .build(frontend)
             .await

@@ -18,6 +18,9 @@ use kaji_protocol::{AskKind, AskResponse, BackgroundTask, SayKind, SessionEvent,
 
 use crate::agent::{self, AgentArgs, UsageError};
 use crate::exec_events::{self, ExecLine};
+use kaji_core::permissions::PermissionDenial;
+use kaji_protocol::redact::redact_url_passwords;
+use kaji_protocol::terminal::sanitize_terminal;
 
 /// Arguments of `kaji exec`.
 #[derive(Debug, clap::Args)]
@@ -48,7 +51,7 @@ pub async fn run(args: ExecArgs) -> i32 {
     match run_inner(args).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("kaji exec: {e:#}");
+            eprintln!("kaji exec: {}", redact_url_passwords(&format!("{e:#}")));
             if e.downcast_ref::<UsageError>().is_some() {
                 2
             } else {
@@ -78,10 +81,14 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
     };
     let frontend =
         Arc::new(ExecFrontend::new(args.json, "default").approving_plans(args.approve_plan));
-    let (session, warnings) = args.agent.build_session(resume, frontend.clone()).await?;
+    let mut options = args.agent.session_options()?;
+    options.resume = resume;
+    options.headless = true;
+    let (session, warnings) = agent::build(options, frontend.clone()).await?;
     for w in warnings {
-        eprintln!("kaji exec: warning: {w}");
+        eprintln!("kaji exec: warning: {}", redact_url_passwords(&w));
     }
+    frontend.set_cwd(session.cwd());
     let mode = session.permission_mode();
     frontend.set_mode(mode.as_str());
     let task_id = kaji_core::new_task_id();
@@ -125,12 +132,17 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
     let stopped = session.shutdown().await;
     frontend.report_stopped(&stopped);
     if let Some(e) = session.take_persistence_error() {
-        eprintln!("kaji exec: warning: {e}");
+        eprintln!(
+            "kaji exec: warning: {}",
+            redact_url_passwords(&e.to_string())
+        );
     }
     let status = outcome.status;
+    let denials = session.permission_denials();
     if args.json {
-        frontend.line(&exec_events::result(&outcome, started.elapsed()));
+        frontend.line(&exec_events::result(&outcome, started.elapsed(), &denials));
     } else {
+        frontend.report_denials(&denials);
         frontend.finish(&format!(
             "\n[{}] {} turn(s), {} input / {} output tokens, {:.1} s",
             status.as_str(),
@@ -173,6 +185,8 @@ pub struct ExecFrontend {
     json: bool,
     approve_plan: bool,
     mode: Mutex<String>,
+    /// The working directory, for the previews of `tool_use` lines.
+    cwd: Mutex<std::path::PathBuf>,
     out: Mutex<TranscriptState>,
 }
 
@@ -195,6 +209,7 @@ impl ExecFrontend {
             json,
             approve_plan: false,
             mode: Mutex::new(mode.to_string()),
+            cwd: Mutex::new(std::path::PathBuf::from(".")),
             out: Mutex::new(TranscriptState {
                 out: Box::new(std::io::stdout()),
                 mid_line: false,
@@ -213,6 +228,29 @@ impl ExecFrontend {
     /// The permission mode named when an approval is denied.
     pub fn set_mode(&self, mode: &str) {
         *self.mode.lock().unwrap_or_else(|e| e.into_inner()) = mode.to_string();
+    }
+
+    /// The working directory previews are computed in.
+    pub fn set_cwd(&self, cwd: std::path::PathBuf) {
+        *self.cwd.lock().unwrap_or_else(|e| e.into_inner()) = cwd;
+    }
+
+    /// The transcript's last words when calls were denied because nobody
+    /// could approve them: each call and the flag or rule that would have
+    /// allowed it.
+    fn report_denials(&self, denials: &[PermissionDenial]) {
+        if denials.is_empty() {
+            return;
+        }
+        let mut text = format!(
+            "\n! {} call(s) were denied because nobody could approve them:",
+            denials.len()
+        );
+        for d in denials {
+            let call = kaji_core::executor::describe_call(&d.tool, &d.input);
+            text.push_str(&format!("\n!   {call}: {}", exec_events::allow_hint(d)));
+        }
+        self.print(&text, true);
     }
 
     /// Says which background tasks were stopped because kaji exits.
@@ -250,7 +288,13 @@ impl ExecFrontend {
 
     /// Prints one line of `--json` output.
     fn line(&self, line: &ExecLine) {
-        let value = line.to_json();
+        let mut line = line.clone();
+        if let ExecLine::ToolUse(t) = &mut line {
+            let cwd = self.cwd.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            t.preview = kaji_core::executor::preview_call(&t.name, &t.input, &cwd);
+        }
+        // JSON escapes control characters; passwords in URLs are masked.
+        let value = redact_url_passwords(&line.to_json().to_string());
         let mut st = self.lock_state();
         let _ = writeln!(st.out, "{value}");
         let _ = st.out.flush();
@@ -274,7 +318,10 @@ impl ExecFrontend {
         self.print(text, true);
     }
 
+    /// Prints transcript text: control and escape sequences from the
+    /// model or tools are dropped, passwords in URLs masked.
     fn print(&self, text: &str, newline: bool) {
+        let text = &sanitize_terminal(&redact_url_passwords(text), false);
         let mut st = self.lock_state();
         if newline && st.mid_line {
             let _ = writeln!(st.out);

@@ -385,6 +385,11 @@ pub struct ToolUseLine {
     pub name: String,
     /// Its input (null when the model's arguments were not valid JSON).
     pub input: Value,
+    /// What the call will do, in full: the whole command (Bash) or a
+    /// unified diff of the file as it is now (Edit, Write). Absent for
+    /// other tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
 }
 
 /// `{"type":"tool_result",…}`.
@@ -420,6 +425,23 @@ pub struct ResultLine {
     /// (`refusal`); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
+    /// The calls denied because nobody could approve them; absent when
+    /// there were none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub permission_denials: Vec<PermissionDenialData>,
+}
+
+/// One entry of `permission_denials`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PermissionDenialData {
+    /// The call's id (the `id` of its `tool_use` line).
+    pub tool_use_id: String,
+    /// The tool.
+    pub tool: String,
+    /// Its input.
+    pub input: Value,
+    /// Why it was denied, and the rule or flag that would have allowed it.
+    pub reason: String,
 }
 
 /// The `status` of the `result` line (and with it the exit code).
@@ -482,7 +504,11 @@ pub fn task_started(
 }
 
 /// The last line, for a task that ran for `duration`.
-pub fn result(outcome: &TaskOutcome, duration: Duration) -> ExecLine {
+pub fn result(
+    outcome: &TaskOutcome,
+    duration: Duration,
+    denials: &[kaji_core::permissions::PermissionDenial],
+) -> ExecLine {
     use kaji_protocol::TaskStatus as S;
     let u = &outcome.usage;
     ExecLine::Result(ResultLine {
@@ -504,7 +530,31 @@ pub fn result(outcome: &TaskOutcome, duration: Duration) -> ExecLine {
         result: outcome.result.clone(),
         total_cost_usd: outcome.cost_usd,
         stop_reason: outcome.stop_reason.clone(),
+        permission_denials: denials
+            .iter()
+            .map(|d| PermissionDenialData {
+                tool_use_id: d.tool_use_id.clone(),
+                tool: d.tool.clone(),
+                input: d.input.clone(),
+                reason: format!("{}; {}", d.reason, allow_hint(d)),
+            })
+            .collect(),
     })
+}
+
+/// The flag that would have allowed a denied call.
+pub fn allow_hint(d: &kaji_core::permissions::PermissionDenial) -> String {
+    match (&d.rule, d.tool.as_str()) {
+        (Some(rule), "Bash") => format!(
+            "--allow '{rule}' would allow it (or --sandbox workspace-write runs commands confined)"
+        ),
+        (Some(rule), "Edit" | "Write") => format!(
+            "--allow '{rule}' would allow it (or --permission-mode accept-edits for edits inside the project)"
+        ),
+        (Some(rule), _) => format!("--allow '{rule}' would allow it"),
+        (None, "Bash") => "no narrow rule covers it; --sandbox workspace-write runs it confined, --yolo unconfined".to_string(),
+        (None, _) => "it is outside the project or a protected path; only --yolo allows it".to_string(),
+    }
 }
 
 /// The line an internal event is printed as, if any: complete says and
@@ -558,6 +608,7 @@ pub fn from_event(event: &TaskEvent) -> Option<ExecLine> {
             id: id.clone(),
             name: name.clone(),
             input: input.clone(),
+            preview: None,
         })),
         TaskEvent::ToolResult {
             id,
@@ -584,6 +635,7 @@ pub fn abandoned(duration: Duration) -> ExecLine {
         result: None,
         total_cost_usd: None,
         stop_reason: None,
+        permission_denials: Vec::new(),
     })
 }
 

@@ -494,7 +494,8 @@ async fn mcp_tool_called_end_to_end_through_a_scripted_task() {
         home.path(),
         work.path(),
         &server,
-        &["--json", "--yolo"],
+        // The MCP server is the project's: it starts only when trusted.
+        &["--json", "--yolo", "--trust"],
         "echo something",
     );
     let out = cmd.output().await.unwrap();
@@ -541,7 +542,13 @@ async fn mcp_tool_asks_like_a_command_and_exec_denies_it() {
         Turn::tool_call("AttemptCompletion", json!({"result": "denied"})),
     ]))
     .await;
-    let mut cmd = exec_in(home.path(), work.path(), &server, &["--json"], "echo");
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--trust"],
+        "echo",
+    );
     let out = cmd.output().await.unwrap();
     assert_eq!(out.status.code(), Some(0));
     let result = lines(&out.stdout)

@@ -337,6 +337,11 @@ async fn say_kinds_openai() {
 #[tokio::test]
 async fn asks_denied() {
     let run = Run::new();
+    // `echo` is a read-only command, which runs unasked: an ask rule in
+    // the user's settings makes it ask again.
+    let settings = run.home.path().join("kaji-home/config.toml");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, "[permissions]\nask = [\"Bash(echo:*)\"]\n").unwrap();
     run.check(
         "asks_denied",
         Provider::Anthropic,
@@ -430,7 +435,8 @@ async fn hook_info_and_max_turns() {
             Turn::tool_call("Read", json!({"file_path": "a.txt"})),
             Turn::tool_call("Read", json!({"file_path": "a.txt"})),
         ]),
-        &["--max-turns", "1"],
+        // The hooks are the project's: they run only in a trusted one.
+        &["--max-turns", "1", "--trust"],
         "read a.txt",
         1,
     )
@@ -472,7 +478,8 @@ async fn hook_blocks_task_start() {
         "hook_blocks_task_start",
         Provider::Anthropic,
         script([Turn::text("never asked")]),
-        &[],
+        // The hook is the project's: it runs only in a trusted one.
+        &["--trust"],
         "start",
         1,
     )

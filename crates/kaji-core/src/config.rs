@@ -130,7 +130,35 @@ pub struct KajiConfig {
     /// `[permissions]`: the `allow`, `ask` and `deny` rules of every file,
     /// user rules first, each checked when the file is read.
     pub permissions: Vec<PermissionRule>,
+    /// `sandbox`: `read-only`, `workspace-write` or `off` (default: chosen
+    /// from the permission mode where the kernel supports the sandbox).
+    pub sandbox: Option<kaji_sandbox::SandboxMode>,
+    /// `sandbox_network`: whether sandboxed commands may open network
+    /// sockets (default false).
+    pub sandbox_network: Option<bool>,
+    /// `sandbox_deny_read`: more paths sandboxed commands may not read
+    /// (`~/` is the home directory); lists concatenate.
+    pub sandbox_deny_read: Vec<String>,
+    /// `protected_paths`: more path patterns (relative to the project
+    /// root) whose edits always ask; lists concatenate.
+    pub protected_paths: Vec<String>,
+    /// `env_passthrough`: secret-looking variables children may inherit.
+    pub env_passthrough: Vec<String>,
+    /// `secret_env`: more variable names children must not inherit.
+    pub secret_env: Vec<String>,
     sources: Vec<PathBuf>,
+}
+
+/// A project setting that was not applied because the project is not
+/// trusted: the key and the file it is in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoredSetting {
+    /// The key (`hooks`, `mcp_servers`, `permission_mode`, `base_url`,
+    /// `permissions.allow`, `env_passthrough`, `sandbox`,
+    /// `sandbox_network`).
+    pub key: &'static str,
+    /// The project settings file.
+    pub path: PathBuf,
 }
 
 impl KajiConfig {
@@ -138,6 +166,22 @@ impl KajiConfig {
     /// the project's ([`KajiConfig::project_path`] for `cwd`). Missing
     /// files are fine; any other problem is an error naming the file.
     pub fn load(kaji_home: &Path, cwd: &Path) -> Result<Self, ConfigError> {
+        Self::load_gated(kaji_home, cwd, true).map(|(config, _)| config)
+    }
+
+    /// As [`KajiConfig::load`], but when `trusted` is false the project
+    /// files' (`.kaji/config.toml`, `.kaji/config.local.toml`) settings
+    /// that run code, widen permissions or redirect traffic — hooks, MCP
+    /// servers, `permission_mode`, `base_url`, `env_passthrough`,
+    /// `sandbox`, `sandbox_network` — are left out and listed. Their
+    /// `[permissions]` rules are kept (tagged project or local): the
+    /// caller marks their allow rules untrusted, and lists them here too.
+    pub fn load_gated(
+        kaji_home: &Path,
+        cwd: &Path,
+        trusted: bool,
+    ) -> Result<(Self, Vec<IgnoredSetting>), ConfigError> {
+        let mut ignored = Vec::new();
         let user_path = Self::user_path(kaji_home);
         let mut config = Self::load_file(&user_path)?.unwrap_or_default();
         let project_files = [
@@ -155,10 +199,42 @@ impl KajiConfig {
                 for rule in &mut project.permissions {
                     rule.source = tag(path.clone());
                 }
+                if !trusted {
+                    project.strip_untrusted(&path, &mut ignored);
+                }
                 config.merge(project);
             }
         }
-        Ok(config)
+        Ok((config, ignored))
+    }
+
+    /// Removes what an untrusted project file may not set, noting each key.
+    fn strip_untrusted(&mut self, path: &Path, ignored: &mut Vec<IgnoredSetting>) {
+        let mut note = |key: &'static str, present: bool| {
+            if present {
+                ignored.push(IgnoredSetting {
+                    key,
+                    path: path.to_path_buf(),
+                });
+            }
+        };
+        note("hooks", !self.hooks.is_empty());
+        note("mcp_servers", !self.mcp_servers.is_empty());
+        note("permission_mode", self.permission_mode.take().is_some());
+        note("base_url", self.base_url.take().is_some());
+        note(
+            "permissions.allow",
+            self.permissions.iter().any(|r| r.kind == Decision::Allow),
+        );
+        note("env_passthrough", !self.env_passthrough.is_empty());
+        if self.sandbox == Some(kaji_sandbox::SandboxMode::Off) {
+            self.sandbox = None;
+            note("sandbox", true);
+        }
+        note("sandbox_network", self.sandbox_network.take().is_some());
+        self.hooks = HooksConfig::new();
+        self.mcp_servers.clear();
+        self.env_passthrough.clear();
     }
 
     /// The user's settings file: `kaji_home/config.toml`.
@@ -274,6 +350,14 @@ impl KajiConfig {
             }
         }
         let permissions = file.permissions.rules(path, &invalid)?;
+        let sandbox = match file.sandbox {
+            None => None,
+            Some(mode) => Some(
+                mode.get_ref()
+                    .parse::<kaji_sandbox::SandboxMode>()
+                    .map_err(|e| invalid(mode.span(), "sandbox", e.to_string()))?,
+            ),
+        };
         Ok(Self {
             provider: file.provider,
             model: file.model,
@@ -297,6 +381,12 @@ impl KajiConfig {
             hooks,
             mcp_servers: file.mcp_servers,
             permissions,
+            sandbox,
+            sandbox_network: file.sandbox_network,
+            sandbox_deny_read: file.sandbox_deny_read,
+            protected_paths: file.protected_paths,
+            env_passthrough: file.env_passthrough,
+            secret_env: file.secret_env,
             sources: vec![path.to_path_buf()],
         })
     }
@@ -328,6 +418,12 @@ impl KajiConfig {
         self.hooks.extend(project.hooks);
         self.mcp_servers.extend(project.mcp_servers);
         self.permissions.extend(project.permissions);
+        over(&mut self.sandbox, project.sandbox);
+        over(&mut self.sandbox_network, project.sandbox_network);
+        self.sandbox_deny_read.extend(project.sandbox_deny_read);
+        self.protected_paths.extend(project.protected_paths);
+        self.env_passthrough.extend(project.env_passthrough);
+        self.secret_env.extend(project.secret_env);
         self.sources.extend(project.sources);
     }
 
@@ -503,6 +599,16 @@ struct ConfigFile {
     mcp_servers: BTreeMap<String, McpServerConfig>,
     #[serde(default)]
     permissions: PermissionsFile,
+    sandbox: Option<Spanned<String>>,
+    sandbox_network: Option<bool>,
+    #[serde(default)]
+    sandbox_deny_read: Vec<String>,
+    #[serde(default)]
+    protected_paths: Vec<String>,
+    #[serde(default)]
+    env_passthrough: Vec<String>,
+    #[serde(default)]
+    secret_env: Vec<String>,
 }
 
 /// `[permissions]`: lists of rule strings.

@@ -22,7 +22,9 @@ use tokio::sync::watch;
 
 use crate::hooks::{HookEvent, HookPayload, HookRunner};
 use crate::parser::ToolCall;
-use crate::permissions::{Decision, PermissionMode, SharedApprovals, decide};
+use crate::permissions::{
+    Decision, PermissionDenial, PermissionMode, SharedApprovals, decide, requests_for,
+};
 use kaji_mcp::McpManager;
 
 /// The seed's initial-checkpoint gate: closed while the first checkpoint of
@@ -329,36 +331,8 @@ impl ToolExecutor {
             hook_context = outcome.context;
         }
 
-        let decision = {
-            let approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
-            decide(env.mode, &call.name, &access, &ctx.cwd, &approvals)
-        };
-        match decision {
-            Decision::Allow => {}
-            Decision::Deny(reason) => return ToolRun::error(reason, false),
-            Decision::Ask(kind) => {
-                let text = describe_call(&call.name, &input);
-                let payload = AskPayload::ToolApproval {
-                    tool: call.name.clone(),
-                    input: input.clone(),
-                    preview: None,
-                };
-                match ask_or_abort(env, kind, text, Some(payload)).await {
-                    AskResponse::Approve => {}
-                    AskResponse::ApproveAlways => {
-                        let rule = self
-                            .approvals
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .remember(&call.name, &access);
-                        env.recorder.record(SessionRecord::Approval { rule });
-                    }
-                    AskResponse::Deny { feedback } => {
-                        return rejected(&call.name, feedback.as_deref());
-                    }
-                    AskResponse::Reply { text } => return rejected(&call.name, Some(&text)),
-                }
-            }
+        if let Some(run) = self.permit(call, &input, &access, env).await {
+            return run;
         }
 
         if !tool.is_read_only() && !matches!(access, ToolAccess::Interaction) {
@@ -369,24 +343,17 @@ impl ToolExecutor {
         }
 
         let started = Instant::now();
-        let call_future = tool.call(input.clone(), ctx);
-        tokio::pin!(call_future);
-        let result = tokio::select! {
-            r = &mut call_future => r,
-            _ = ctx.cancel.cancelled() => {
-                // Tools see the same cancellation and clean up (the Bash
-                // tool kills its process group and waits for it): give
-                // them a moment to do so before dropping them.
-                match tokio::time::timeout(CANCEL_GRACE, call_future).await {
-                    Ok(Ok(_)) | Ok(Err(_)) | Err(_) => Err(ToolError::Cancelled),
-                }
-            }
-        };
+        let mut result = run_tool(&tool, &input, ctx).await;
         tracing::debug!(
             tool = call.name,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "tool finished"
         );
+        if let Err(ToolError::SandboxDenied { note, .. }) = &result
+            && let Some(free) = self.offer_unsandboxed(call, &input, note, env).await
+        {
+            result = run_tool(&tool, &input, &free).await;
+        }
         let mut run = match result {
             Err(ToolError::Cancelled) => {
                 return ToolRun::error(
@@ -440,6 +407,131 @@ impl ToolExecutor {
             &call.id,
         );
         run
+    }
+
+    /// The permission check: `None` when the call may run, else the run
+    /// it ends as (denied, rejected by the user, or denied because nobody
+    /// could approve it).
+    async fn permit(
+        &self,
+        call: &ToolCall,
+        input: &Value,
+        access: &ToolAccess,
+        env: &CallEnv<'_>,
+    ) -> Option<ToolRun> {
+        let ctx = env.ctx;
+        let (decision, pctx, headless) = {
+            let approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+            let pctx = approvals.context(&ctx.project_dir, &ctx.cwd);
+            let d = decide(env.mode, &call.name, access, input, &pctx, &approvals);
+            (d, pctx, approvals.headless)
+        };
+        let kind = match decision {
+            Decision::Allow | Decision::AllowSandboxed => return None,
+            Decision::Deny(reason) => return Some(ToolRun::error(reason, false)),
+            Decision::Ask(kind) => kind,
+        };
+        let text = describe_call(&call.name, input);
+        let payload = AskPayload::ToolApproval {
+            tool: call.name.clone(),
+            input: input.clone(),
+            preview: preview_call(&call.name, input, &ctx.cwd),
+        };
+        match ask_or_abort(env, kind, text, Some(payload)).await {
+            AskResponse::Approve => None,
+            AskResponse::ApproveAlways => {
+                self.remember(&call.name, access, input, &pctx, env);
+                None
+            }
+            AskResponse::Deny { feedback } if headless && !ctx.cancel.is_cancelled() => {
+                let run = rejected(&call.name, feedback.as_deref());
+                let requests = requests_for(&call.name, access, input);
+                let rule = match requests.as_slice() {
+                    [one] => kaji_policy::always_rule_for(one, &pctx).map(|r| r.to_string()),
+                    _ => None,
+                };
+                self.approvals
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .record_denial(PermissionDenial {
+                        tool_use_id: call.id.clone(),
+                        tool: call.name.clone(),
+                        input: input.clone(),
+                        reason: "nobody could approve it".to_string(),
+                        rule,
+                    });
+                // Nobody could answer: not a person's "no" but a mistake,
+                // so a model that keeps trying reaches the mistake limit.
+                // The rest of the reply is skipped, as for any denial.
+                Some(ToolRun {
+                    mistake: true,
+                    ..run
+                })
+            }
+            AskResponse::Deny { feedback } => Some(rejected(&call.name, feedback.as_deref())),
+            AskResponse::Reply { text } => Some(rejected(&call.name, Some(&text))),
+        }
+    }
+
+    /// Stores the rules an "always allow" gives (one per request; nothing
+    /// when any has no narrow rule) and records them in the session file.
+    fn remember(
+        &self,
+        tool: &str,
+        access: &ToolAccess,
+        input: &Value,
+        pctx: &kaji_policy::Context,
+        env: &CallEnv<'_>,
+    ) {
+        let requests = requests_for(tool, access, input);
+        if requests
+            .iter()
+            .any(|r| kaji_policy::always_rule_for(r, pctx).is_none())
+        {
+            return;
+        }
+        let mut approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+        for request in &requests {
+            if let Some(rule) = approvals.remember(request, pctx) {
+                env.recorder.record(SessionRecord::Approval { rule });
+            }
+        }
+    }
+
+    /// After a sandbox denial, asks whether to run the command outside the
+    /// sandbox; the context to run it in when the answer is yes.
+    async fn offer_unsandboxed(
+        &self,
+        call: &ToolCall,
+        input: &Value,
+        note: &str,
+        env: &CallEnv<'_>,
+    ) -> Option<ToolContext> {
+        let headless = self
+            .approvals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .headless;
+        if headless || env.ctx.sandbox.is_none() || env.ctx.cancel.is_cancelled() {
+            return None;
+        }
+        let text = format!(
+            "{} failed in the sandbox ({note}). Run it again outside the sandbox?",
+            describe_call(&call.name, input)
+        );
+        let payload = AskPayload::ToolApproval {
+            tool: call.name.clone(),
+            input: input.clone(),
+            preview: preview_call(&call.name, input, &env.ctx.cwd),
+        };
+        match ask_or_abort(env, AskKind::Command, text, Some(payload)).await {
+            AskResponse::Approve | AskResponse::ApproveAlways => {
+                let mut free = env.ctx.clone();
+                free.sandbox = None;
+                Some(free)
+            }
+            _ => None,
+        }
     }
 
     /// Carries out what a tool asked of the executor.
@@ -535,6 +627,60 @@ impl ToolExecutor {
         if let Some(gate) = &self.checkpoint_gate {
             gate.wait(&ctx.cancel).await;
         }
+    }
+}
+
+/// Runs the tool under the task's cancellation: a cancelled tool gets a
+/// moment to clean up (the Bash tool kills its process group) before it is
+/// dropped.
+async fn run_tool(
+    tool: &Arc<dyn kaji_tools::Tool>,
+    input: &Value,
+    ctx: &ToolContext,
+) -> Result<kaji_tools::ToolOutput, ToolError> {
+    let call_future = tool.call(input.clone(), ctx);
+    tokio::pin!(call_future);
+    tokio::select! {
+        r = &mut call_future => r,
+        _ = ctx.cancel.cancelled() => {
+            match tokio::time::timeout(CANCEL_GRACE, call_future).await {
+                Ok(Ok(_)) | Ok(Err(_)) | Err(_) => Err(ToolError::Cancelled),
+            }
+        }
+    }
+}
+
+/// What an approval shows beyond its one line: the whole command for
+/// Bash, a unified diff for Edit and Write (computed before the tool
+/// runs, from the file as it is now). `None` for other tools.
+pub fn preview_call(name: &str, input: &Value, cwd: &std::path::Path) -> Option<String> {
+    let text = |k: &str| input.get(k).and_then(Value::as_str);
+    match name {
+        "Bash" => text("command").map(str::to_string),
+        "Write" | "Edit" => {
+            let path = text("file_path")?;
+            let abs = cwd.join(path);
+            let old = std::fs::read_to_string(&abs).unwrap_or_default();
+            let new = if name == "Write" {
+                text("content")?.to_string()
+            } else {
+                let (from, to) = (text("old_string")?, text("new_string")?);
+                let all = input.get("replace_all").and_then(Value::as_bool) == Some(true);
+                if all {
+                    old.replace(from, to)
+                } else {
+                    old.replacen(from, to, 1)
+                }
+            };
+            let diff = similar::TextDiff::from_lines(&old, &new);
+            Some(
+                diff.unified_diff()
+                    .context_radius(3)
+                    .header(&format!("a/{path}"), &format!("b/{path}"))
+                    .to_string(),
+            )
+        }
+        _ => None,
     }
 }
 

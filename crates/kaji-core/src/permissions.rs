@@ -1,16 +1,20 @@
-//! Who may run what: the permission modes and the session's "always allow"
-//! memory.
+//! Who may run what: the permission modes, the session's rules (settings,
+//! flags and "always allow" answers) and its sandbox.
 //!
-//! A decision is a pure function of the mode, what the call would touch
-//! ([`ToolAccess`]), the working directory and what the user already
-//! allowed; it never asks by itself. The executor turns `Ask` into an
-//! `ask` event, and remembers "always allow" answers here.
+//! A decision goes through `kaji_policy::decide` (deny beats ask beats
+//! allow); when no rule decides, the permission mode does, and with the
+//! sandbox on a command no rule denies or asks runs confined. This module
+//! never asks by itself and never reads settings: the executor turns `Ask`
+//! into an `ask` event, the SessionBuilder fills [`SessionApprovals`].
 
-use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use kaji_policy::{Context, PathTool, PermissionRequest, Reason, Rule, RuleSet, RuleSource};
 use kaji_protocol::AskKind;
+use kaji_sandbox::{SandboxMode, SandboxPolicy};
 use kaji_tools::{ToolAccess, normalize_lexically, real_path};
+use serde_json::Value;
 
 /// How much runs without asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -59,119 +63,307 @@ impl std::str::FromStr for PermissionMode {
 pub enum Decision {
     /// Run it.
     Allow,
+    /// Run it, confined in the sandbox, without asking.
+    AllowSandboxed,
     /// Ask the user with this kind of ask.
     Ask(AskKind),
     /// Refuse it with this reason (for the model).
     Deny(String),
 }
 
-/// Approvals the user gave "for the rest of the session".
-#[derive(Debug, Default, Clone)]
+/// A call that was denied because nobody could approve it (`kaji exec`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionDenial {
+    /// The tool call's id.
+    pub tool_use_id: String,
+    /// The tool.
+    pub tool: String,
+    /// Its arguments.
+    pub input: Value,
+    /// Why it needed an approval.
+    pub reason: String,
+    /// The rule that would have allowed it (for `--allow`), if one is
+    /// narrow enough.
+    pub rule: Option<String>,
+}
+
+/// How the session's sandbox is chosen.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxSettings {
+    /// `--sandbox` or the `sandbox` setting; `None`: by permission mode.
+    pub explicit: Option<SandboxMode>,
+    /// Whether every sandbox layer works here (`kaji_sandbox::probe`).
+    pub available: bool,
+    /// `sandbox_network`.
+    pub network: bool,
+    /// `sandbox_deny_read`.
+    pub deny_read: Vec<String>,
+    /// `$KAJI_HOME` (unreadable to commands; its run dir writable).
+    pub kaji_home: PathBuf,
+    /// The session id (for the run dir).
+    pub session_id: String,
+}
+
+impl SandboxSettings {
+    /// The sandbox a command runs in under `mode`: the explicit one, else
+    /// workspace-write (read-only in plan mode, off in yolo) where it is
+    /// available; off where it is not.
+    pub fn mode_for(&self, mode: PermissionMode) -> SandboxMode {
+        if !self.available {
+            return SandboxMode::Off;
+        }
+        match (self.explicit, mode) {
+            (Some(m), _) => m,
+            (None, PermissionMode::Yolo) => SandboxMode::Off,
+            (None, PermissionMode::Plan) => SandboxMode::ReadOnly,
+            (None, _) => SandboxMode::WorkspaceWrite,
+        }
+    }
+}
+
+/// The session's permission state: every rule (user, project, local,
+/// flags, and "always allow" answers), the trust and protection context,
+/// the sandbox, and the denials nobody could answer.
+#[derive(Debug, Clone, Default)]
 pub struct SessionApprovals {
-    tools: HashSet<String>,
-    command_prefixes: HashSet<String>,
+    rules: RuleSet,
+    /// Whether the project is trusted (its `.git/config` too).
+    pub trusted: bool,
+    /// `protected_paths` and the worktree's git paths.
+    pub protected_paths: Vec<String>,
+    /// Nobody can approve asks (`kaji exec`): denied asks are recorded
+    /// and count as mistakes.
+    pub headless: bool,
+    /// How the sandbox is chosen.
+    pub sandbox: SandboxSettings,
+    denials: Vec<PermissionDenial>,
 }
 
 impl SessionApprovals {
-    /// Remembers an "always allow" for this call; returns the rule it
-    /// stored, in the permission-rule syntax (`Bash(cargo test:*)`, or the
-    /// tool's name), for the session file.
-    pub fn remember(&mut self, tool: &str, access: &ToolAccess) -> String {
-        match access {
-            ToolAccess::Execute { command } => {
-                let prefix = command_prefix(command);
-                let rule = format!("Bash({prefix}:*)");
-                self.command_prefixes.insert(prefix);
-                rule
-            }
-            _ => {
-                self.tools.insert(tool.to_string());
-                tool.to_string()
-            }
+    /// Approvals over these rules.
+    pub fn with_rules(rules: RuleSet) -> Self {
+        Self {
+            rules,
+            ..Self::default()
         }
+    }
+
+    /// The rules.
+    pub fn rules(&self) -> &RuleSet {
+        &self.rules
+    }
+
+    /// The policy context for a call in `cwd` of the project `project`.
+    pub fn context(&self, project: &Path, cwd: &Path) -> Context {
+        let mut ctx = Context::new(project, self.trusted);
+        ctx.cwd = kaji_policy::paths::normalise(cwd);
+        ctx.home = std::env::var_os("HOME").map(PathBuf::from);
+        ctx.protected_paths = self.protected_paths.clone();
+        ctx
+    }
+
+    /// Remembers an "always allow" of `request`: stores the exact rule
+    /// `kaji_policy::always_rule_for` gives and returns it (for the
+    /// session file), or `None` when nothing narrow enough exists (then
+    /// the call is approved once).
+    pub fn remember(&mut self, request: &PermissionRequest, ctx: &Context) -> Option<String> {
+        let rule = kaji_policy::always_rule_for(request, ctx)?;
+        let text = rule.to_string();
+        self.rules.push(
+            kaji_policy::Decision::Allow,
+            rule,
+            RuleSource::Session,
+            true,
+        );
+        Some(text)
     }
 
     /// Restores an approval from a rule that [`SessionApprovals::remember`]
-    /// returned (a resumed session).
+    /// returned (a resumed session). A rule that no longer parses is
+    /// dropped.
     pub fn restore(&mut self, rule: &str) {
-        match rule
-            .strip_prefix("Bash(")
-            .and_then(|r| r.strip_suffix(":*)"))
-        {
-            Some(prefix) => {
-                self.command_prefixes.insert(prefix.to_string());
-            }
-            None => {
-                self.tools.insert(rule.to_string());
-            }
+        if let Ok(rule) = rule.parse::<Rule>() {
+            self.rules.push(
+                kaji_policy::Decision::Allow,
+                rule,
+                RuleSource::Session,
+                true,
+            );
         }
     }
 
-    fn allows(&self, tool: &str, access: &ToolAccess) -> bool {
-        match access {
-            ToolAccess::Execute { command } => {
-                self.command_prefixes.contains(&command_prefix(command))
-            }
-            _ => self.tools.contains(tool),
+    /// Records a denial nobody could answer.
+    pub fn record_denial(&mut self, denial: PermissionDenial) {
+        self.denials.push(denial);
+    }
+
+    /// The denials nobody could answer, in order.
+    pub fn denials(&self) -> &[PermissionDenial] {
+        &self.denials
+    }
+
+    /// The sandbox policy for commands in `cwd` under `mode`, or `None`
+    /// when the sandbox is off.
+    pub fn sandbox_for(&self, mode: PermissionMode, cwd: &Path) -> Option<Arc<SandboxPolicy>> {
+        let sandbox_mode = self.sandbox.mode_for(mode);
+        if sandbox_mode == SandboxMode::Off {
+            return None;
         }
+        let s = &self.sandbox;
+        let run_dir = s.kaji_home.join("runs").join(&s.session_id);
+        Some(Arc::new(SandboxPolicy::for_session(
+            sandbox_mode,
+            cwd,
+            &s.kaji_home,
+            Some(&run_dir),
+            &s.deny_read,
+            s.network,
+        )))
     }
 }
 
 /// The one approval memory of a session, shared by its Tasks' executors.
 pub type SharedApprovals = std::sync::Arc<std::sync::Mutex<SessionApprovals>>;
 
-/// The prefix "always allow" remembers for a command: its first word, and
-/// the second too when it is a subcommand (`git status`, `cargo test`).
-pub fn command_prefix(command: &str) -> String {
-    let mut words = command.split_whitespace();
-    let first = words.next().unwrap_or("");
-    match words.next() {
-        Some(second)
-            if second
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-                && !second.starts_with('-') =>
-        {
-            format!("{first} {second}")
+/// The sandbox policy of `approvals` for a call in `cwd` under `mode`.
+pub fn sandbox_for(
+    approvals: &SharedApprovals,
+    mode: PermissionMode,
+    cwd: &Path,
+) -> Option<Arc<SandboxPolicy>> {
+    approvals
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .sandbox_for(mode, cwd)
+}
+
+/// The policy requests a call makes: one per path of an edit, one for a
+/// command, a read or another tool; none for calls no rule governs
+/// (interaction, session state).
+pub fn requests_for(tool: &str, access: &ToolAccess, input: &Value) -> Vec<PermissionRequest> {
+    match access {
+        ToolAccess::Execute { command } => vec![PermissionRequest::Bash {
+            command: command.clone(),
+        }],
+        ToolAccess::Edit { paths } => {
+            let path_tool = if tool == "Write" {
+                PathTool::Write
+            } else {
+                PathTool::Edit
+            };
+            paths
+                .iter()
+                .map(|p| PermissionRequest::Path {
+                    tool: path_tool,
+                    path: p.clone(),
+                })
+                .collect()
         }
-        _ => first.to_string(),
+        ToolAccess::ReadOnly => match input.get("file_path").and_then(Value::as_str) {
+            Some(path) if tool == "Read" => vec![PermissionRequest::Path {
+                tool: PathTool::Read,
+                path: PathBuf::from(path),
+            }],
+            _ => vec![PermissionRequest::Tool {
+                name: tool.to_string(),
+            }],
+        },
+        ToolAccess::External => vec![PermissionRequest::Tool {
+            name: tool.to_string(),
+        }],
+        ToolAccess::Interaction | ToolAccess::SessionState => Vec::new(),
     }
 }
 
-/// Decides whether a call runs, asks or is refused.
+/// Decides whether a call runs, asks or is refused: the rules first (deny
+/// beats ask beats allow; protected paths ask), then the permission mode.
 pub fn decide(
     mode: PermissionMode,
     tool: &str,
     access: &ToolAccess,
-    cwd: &Path,
+    input: &Value,
+    ctx: &Context,
     approvals: &SessionApprovals,
 ) -> Decision {
-    match access {
-        ToolAccess::ReadOnly | ToolAccess::Interaction => return Decision::Allow,
-        _ if mode == PermissionMode::Plan => {
-            return Decision::Deny(format!(
-                "{tool} is not allowed in plan mode: only read-only tools run until the plan is approved. Investigate with read-only tools, then present your plan with ExitPlanMode."
-            ));
+    let mut worst = Decision::Allow;
+    for request in &requests_for(tool, access, input) {
+        let d = decide_one(mode, tool, access, request, ctx, approvals);
+        worst = match (&worst, &d) {
+            (Decision::Deny(_), _) => worst,
+            (_, Decision::Deny(_)) => d,
+            (Decision::Ask(_), _) => worst,
+            (_, Decision::Ask(_)) => d,
+            (Decision::AllowSandboxed, _) => worst,
+            _ => d,
+        };
+    }
+    worst
+}
+
+fn decide_one(
+    mode: PermissionMode,
+    tool: &str,
+    access: &ToolAccess,
+    request: &PermissionRequest,
+    ctx: &Context,
+    approvals: &SessionApprovals,
+) -> Decision {
+    use kaji_policy::Decision as P;
+    let policy = kaji_policy::decide(&approvals.rules, request, ctx);
+    if policy.decision == P::Deny {
+        let by = policy
+            .rule
+            .as_ref()
+            .map(|(r, s)| format!(" by the rule {r} ({s})"))
+            .unwrap_or_default();
+        return Decision::Deny(format!("{tool} is denied{by}."));
+    }
+    let asked_by_rule = policy.decision == P::Ask && policy.reason == Reason::Rule;
+    let kind = match access {
+        ToolAccess::Execute { .. } => AskKind::Command,
+        _ => AskKind::Tool,
+    };
+    match (request, mode) {
+        // Reads run unless a rule denies them.
+        (
+            PermissionRequest::Path {
+                tool: PathTool::Read,
+                ..
+            },
+            _,
+        ) => Decision::Allow,
+        (PermissionRequest::Tool { .. }, _) if matches!(access, ToolAccess::ReadOnly) => {
+            Decision::Allow
         }
-        _ if mode == PermissionMode::Yolo => return Decision::Allow,
-        _ => {}
-    }
-    if approvals.allows(tool, access) {
-        return Decision::Allow;
-    }
-    match access {
-        ToolAccess::Edit { paths } => {
-            let inside = paths.iter().all(|p| is_inside(p, cwd));
-            if inside && mode == PermissionMode::AcceptEdits {
+        (PermissionRequest::Bash { command }, PermissionMode::Plan) => {
+            if kaji_policy::is_read_only_command(command, ctx) {
                 Decision::Allow
             } else {
-                Decision::Ask(AskKind::Tool)
+                Decision::Deny(format!(
+                    "{tool} is not allowed in plan mode: only read-only commands (ls, cat, rg, git status, …) run until the plan is approved. Investigate with read-only tools, then present your plan with ExitPlanMode."
+                ))
             }
         }
-        ToolAccess::Execute { .. } => Decision::Ask(AskKind::Command),
-        ToolAccess::SessionState => Decision::Allow,
-        ToolAccess::External => Decision::Ask(AskKind::Tool),
-        ToolAccess::ReadOnly | ToolAccess::Interaction => Decision::Allow,
+        (_, PermissionMode::Plan) => Decision::Deny(format!(
+            "{tool} is not allowed in plan mode: only read-only tools run until the plan is approved. Investigate with read-only tools, then present your plan with ExitPlanMode."
+        )),
+        _ if asked_by_rule => Decision::Ask(kind),
+        (_, PermissionMode::Yolo) => Decision::Allow,
+        _ if policy.decision == P::Allow => Decision::Allow,
+        (PermissionRequest::Bash { .. }, _) => {
+            if approvals.sandbox.mode_for(mode) != SandboxMode::Off {
+                Decision::AllowSandboxed
+            } else {
+                Decision::Ask(kind)
+            }
+        }
+        (PermissionRequest::Path { path, .. }, PermissionMode::AcceptEdits)
+            if !matches!(policy.reason, Reason::Protected(_))
+                && is_inside(&ctx.cwd.join(path), &ctx.cwd) =>
+        {
+            Decision::Allow
+        }
+        _ => Decision::Ask(kind),
     }
 }
 
@@ -186,7 +378,11 @@ pub fn is_inside(path: &Path, dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
+    use serde_json::json;
+
+    fn bash(c: &str) -> ToolAccess {
+        ToolAccess::Execute { command: c.into() }
+    }
 
     fn edit(p: &str) -> ToolAccess {
         ToolAccess::Edit {
@@ -194,80 +390,127 @@ mod tests {
         }
     }
 
-    #[test]
-    fn modes() {
-        let cwd = Path::new("/work/proj");
-        let a = SessionApprovals::default();
-        let cmd = ToolAccess::Execute {
-            command: "ls".into(),
-        };
-        use PermissionMode::*;
-        assert_eq!(
-            decide(Default, "Read", &ToolAccess::ReadOnly, cwd, &a),
-            Decision::Allow
-        );
-        assert_eq!(
-            decide(Default, "Write", &edit("/work/proj/a"), cwd, &a),
-            Decision::Ask(AskKind::Tool)
-        );
-        assert_eq!(
-            decide(AcceptEdits, "Write", &edit("/work/proj/a"), cwd, &a),
-            Decision::Allow
-        );
-        assert_eq!(
-            decide(AcceptEdits, "Write", &edit("/work/proj/../x"), cwd, &a),
-            Decision::Ask(AskKind::Tool)
-        );
-        assert_eq!(
-            decide(AcceptEdits, "Bash", &cmd, cwd, &a),
-            Decision::Ask(AskKind::Command)
-        );
-        assert_eq!(
-            decide(Yolo, "Write", &edit("/etc/passwd"), cwd, &a),
-            Decision::Allow
-        );
-        assert!(matches!(
-            decide(Plan, "Write", &edit("/work/proj/a"), cwd, &a),
-            Decision::Deny(_)
-        ));
-        assert!(matches!(
-            decide(Plan, "Bash", &cmd, cwd, &a),
-            Decision::Deny(_)
-        ));
-        assert_eq!(
-            decide(Plan, "Grep", &ToolAccess::ReadOnly, cwd, &a),
-            Decision::Allow
-        );
+    fn check(
+        mode: PermissionMode,
+        tool: &str,
+        access: &ToolAccess,
+        a: &SessionApprovals,
+    ) -> Decision {
+        let ctx = a.context(Path::new("/work/proj"), Path::new("/work/proj"));
+        decide(mode, tool, access, &json!({}), &ctx, a)
     }
 
     #[test]
-    fn always_allow_is_per_tool_and_per_command_prefix() {
-        let cwd = Path::new("/p");
-        let mut a = SessionApprovals::default();
-        a.remember(
-            "Bash",
-            &ToolAccess::Execute {
-                command: "cargo test -p x".into(),
-            },
-        );
-        let ok = ToolAccess::Execute {
-            command: "cargo test --all".into(),
-        };
-        let other = ToolAccess::Execute {
-            command: "cargo publish".into(),
+    fn modes_and_rules() {
+        use PermissionMode::*;
+        let mut a = SessionApprovals {
+            trusted: true,
+            ..SessionApprovals::default()
         };
         assert_eq!(
-            decide(PermissionMode::Default, "Bash", &ok, cwd, &a),
+            check(Default, "Read", &ToolAccess::ReadOnly, &a),
             Decision::Allow
         );
         assert_eq!(
-            decide(PermissionMode::Default, "Bash", &other, cwd, &a),
+            check(Default, "Write", &edit("/work/proj/a"), &a),
+            Decision::Ask(AskKind::Tool)
+        );
+        assert_eq!(
+            check(AcceptEdits, "Write", &edit("/work/proj/a"), &a),
+            Decision::Allow
+        );
+        assert_eq!(
+            check(AcceptEdits, "Write", &edit("/work/x"), &a),
+            Decision::Ask(AskKind::Tool)
+        );
+        // Protected paths ask in accept-edits, not in yolo.
+        assert_eq!(
+            check(AcceptEdits, "Edit", &edit("/work/proj/.git/config"), &a),
+            Decision::Ask(AskKind::Tool)
+        );
+        assert_eq!(
+            check(Yolo, "Edit", &edit("/work/proj/.git/config"), &a),
+            Decision::Allow
+        );
+        // Read-only commands run; others ask; plan allows only read-only.
+        assert_eq!(
+            check(Default, "Bash", &bash("ls -la | wc -l"), &a),
+            Decision::Allow
+        );
+        assert_eq!(
+            check(Default, "Bash", &bash("touch x"), &a),
             Decision::Ask(AskKind::Command)
         );
-        a.remember("Write", &edit("/p/a"));
+        assert_eq!(check(Plan, "Bash", &bash("cat a"), &a), Decision::Allow);
+        assert!(matches!(
+            check(Plan, "Bash", &bash("touch x"), &a),
+            Decision::Deny(_)
+        ));
+        assert!(matches!(
+            check(Plan, "Write", &edit("/work/proj/a"), &a),
+            Decision::Deny(_)
+        ));
+        // The sandbox runs what no rule asks or denies.
+        a.sandbox.available = true;
         assert_eq!(
-            decide(PermissionMode::Default, "Write", &edit("/p/b"), cwd, &a),
+            check(Default, "Bash", &bash("touch x"), &a),
+            Decision::AllowSandboxed
+        );
+        assert_eq!(check(Yolo, "Bash", &bash("touch x"), &a), Decision::Allow);
+        let mut rules = RuleSet::new();
+        rules.push(
+            kaji_policy::Decision::Deny,
+            "Bash(rm:*)".parse().unwrap(),
+            RuleSource::Flag,
+            true,
+        );
+        a.rules = rules;
+        assert!(matches!(
+            check(Yolo, "Bash", &bash("ls; rm -rf x"), &a),
+            Decision::Deny(_)
+        ));
+    }
+
+    #[test]
+    fn always_stores_the_exact_rule() {
+        let mut a = SessionApprovals {
+            trusted: true,
+            ..SessionApprovals::default()
+        };
+        let ctx = a.context(Path::new("/work/proj"), Path::new("/work/proj"));
+        let req = PermissionRequest::Bash {
+            command: "python3 -m unittest -v".into(),
+        };
+        assert_eq!(
+            a.remember(&req, &ctx).as_deref(),
+            Some("Bash(python3 -m unittest -v)")
+        );
+        let d = PermissionMode::Default;
+        assert_eq!(
+            check(d, "Bash", &bash("python3 -m unittest -v"), &a),
             Decision::Allow
         );
+        assert_eq!(
+            check(
+                d,
+                "Bash",
+                &bash("python3 -m unittest -v; touch INJECTED"),
+                &a
+            ),
+            Decision::Ask(AskKind::Command)
+        );
+        assert_eq!(
+            check(d, "Bash", &bash("python3 -c 'import os'"), &a),
+            Decision::Ask(AskKind::Command)
+        );
+        // Nothing outside the project is remembered.
+        let outside = PermissionRequest::Path {
+            tool: PathTool::Edit,
+            path: "/home/u/.bashrc".into(),
+        };
+        assert_eq!(a.remember(&outside, &ctx), None);
+        let mut restored = SessionApprovals::default();
+        restored.restore("Bash(python3 -m unittest -v)");
+        assert_eq!(restored.rules().entries().len(), 1);
     }
 }

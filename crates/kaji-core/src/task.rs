@@ -1226,8 +1226,13 @@ impl Task {
     }
 
     fn tool_context(&self) -> ToolContext {
+        let (cwd, mode) = {
+            let st = self.lock();
+            (st.cwd.clone(), st.mode)
+        };
         ToolContext {
-            cwd: self.lock().cwd.clone(),
+            sandbox: crate::permissions::sandbox_for(&self.config.approvals, mode, &cwd),
+            cwd,
             project_dir: self.config.cwd.clone(),
             cancel: self.cancel.child_token(),
             session_id: self.config.session_id.clone(),
@@ -1235,7 +1240,6 @@ impl Task {
             kaji_home: self.config.kaji_home.clone(),
             task_list: self.config.task_list.clone(),
             runtime: self.config.runtime.clone(),
-            sandbox: None,
         }
     }
 

@@ -163,6 +163,7 @@ impl App {
     }
 
     fn push(&mut self, style: EntryStyle, text: String) -> usize {
+        let text = kaji_protocol::terminal::sanitize_terminal(&text, false);
         self.entries.push(Entry { style, text });
         self.entries.len() - 1
     }
@@ -216,8 +217,10 @@ impl App {
         );
     }
 
-    /// Adds or replaces the entry of message `id`.
+    /// Adds or replaces the entry of message `id`. Control and escape
+    /// sequences from the model or tools are dropped first.
     fn upsert(&mut self, id: u64, style: EntryStyle, text: String) {
+        let text = kaji_protocol::terminal::sanitize_terminal(&text, false);
         match self.by_id.get(&id) {
             Some(&i) => self.entries[i] = Entry { style, text },
             None => {
@@ -253,6 +256,7 @@ impl App {
             }
             TaskEvent::Delta { id, text } => {
                 if let Some(&i) = self.by_id.get(&id) {
+                    let text = kaji_protocol::terminal::sanitize_terminal(&text, false);
                     self.entries[i].text.push_str(&text);
                 }
             }
@@ -277,6 +281,16 @@ impl App {
                         self.upsert(id, EntryStyle::Note, shown);
                     }
                     AskKind::Plan => self.upsert(id, EntryStyle::Text, format!("Plan:\n{text}")),
+                    // The whole command or the diff the approval is for.
+                    AskKind::Tool | AskKind::Command => {
+                        if let Some(AskPayload::ToolApproval {
+                            preview: Some(preview),
+                            ..
+                        }) = &payload
+                        {
+                            self.upsert(id, EntryStyle::Note, prefix_lines("  │ ", preview));
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -667,6 +681,28 @@ mod tests {
 
     fn texts(app: &App) -> Vec<&str> {
         app.entries.iter().map(|e| e.text.as_str()).collect()
+    }
+
+    #[test]
+    fn approvals_show_the_whole_preview_and_escapes_never_pass() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        app.on_event(say(1, SayKind::Text, "hi \u{1b}]0;PWNED\u{7}there", false));
+        app.on_event(TaskEvent::Ask {
+            id: 2,
+            kind: AskKind::Command,
+            text: "Bash: cat <<EOF".into(),
+            partial: false,
+            payload: Some(AskPayload::ToolApproval {
+                tool: "Bash".into(),
+                input: json!({"command": "cat <<EOF\nline 2\nEOF"}),
+                preview: Some("cat <<EOF\nline 2\nEOF".into()),
+            }),
+        });
+        assert_eq!(
+            texts(&app),
+            ["hi there", "  │ cat <<EOF\n  │ line 2\n  │ EOF"]
+        );
     }
 
     #[test]

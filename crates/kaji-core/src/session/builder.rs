@@ -11,10 +11,11 @@ use kaji_llm::{ModelProvider, ProviderConfig};
 use kaji_tools::todo::{TodoState, todo_tool};
 
 use crate::checkpoints::CheckpointStore;
+use crate::config::IgnoredSetting;
 use crate::config::KajiConfig;
 use crate::frontend::TaskFrontend;
 use crate::hooks::HookRunner;
-use crate::permissions::PermissionMode;
+use crate::permissions::{PermissionMode, SessionApprovals};
 
 use super::error::SessionError;
 use super::options::SessionOptions;
@@ -97,8 +98,18 @@ impl SessionBuilder {
             Some(r) => r.project_dir.clone(),
             None => cwd,
         };
-        let settings = KajiConfig::load(&self.kaji_home, &project_dir)
+        let trusted = self.options.trust
+            || crate::trust::is_trusted(&self.kaji_home, &project_dir)
+                .map_err(|e| SessionError::Usage(e.to_string()))?;
+        let (settings, ignored) = KajiConfig::load_gated(&self.kaji_home, &project_dir, trusted)
             .map_err(|e| SessionError::Usage(e.to_string()))?;
+        if !ignored.is_empty() {
+            warnings.push(untrusted_warning(&ignored));
+        }
+        kaji_tasks::process::set_env_policy(kaji_tasks::process::EnvPolicy {
+            secret_env: settings.secret_env.clone(),
+            env_passthrough: settings.env_passthrough.clone(),
+        });
         let provider_config = match self.provider.clone() {
             Some(p) => p,
             None => self.select_provider(&settings).await?,
@@ -111,6 +122,16 @@ impl SessionBuilder {
             None => persist::new_session_id(),
         };
         let mode = self.mode(&settings, restored.as_ref());
+        let approvals = self
+            .approvals(
+                &settings,
+                trusted,
+                &project_dir,
+                &session_id,
+                mode,
+                &mut warnings,
+            )
+            .await?;
         let list_id = self.task_list_id(&session_id, restored.as_ref());
         let task_list = kaji_tasks::TaskListStore::open(&self.kaji_home, &list_id)
             .map_err(|e| SessionError::Usage(format!("--task-list {list_id:?}: {e}")))?;
@@ -217,7 +238,14 @@ impl SessionBuilder {
                 (conversation, files)
             }
         };
-        let session = Session::assemble(session_id, services, conversation, files, frontend);
+        let session = Session::assemble(
+            session_id,
+            services,
+            conversation,
+            files,
+            frontend,
+            approvals,
+        );
         Ok((session, warnings))
     }
 
@@ -237,6 +265,72 @@ impl SessionBuilder {
         selection::select(flags, &env, file)
             .await
             .map_err(|e| SessionError::Usage(e.to_string()))
+    }
+
+    /// The session's permission state: the settings' rules (a project's
+    /// allow rules count only when it is trusted), `--allow`/`--deny`,
+    /// the protected paths and the sandbox (probed unless it is off).
+    async fn approvals(
+        &self,
+        settings: &KajiConfig,
+        trusted: bool,
+        project_dir: &Path,
+        session_id: &str,
+        mode: PermissionMode,
+        warnings: &mut Vec<String>,
+    ) -> Result<SessionApprovals, SessionError> {
+        use kaji_policy::{Decision, Rule, RuleSet, RuleSource};
+        use kaji_sandbox::SandboxMode;
+        let mut rules = RuleSet::new();
+        for r in &settings.permissions {
+            let from_user = matches!(r.source, RuleSource::User(_));
+            rules.push(
+                r.kind,
+                r.rule.clone(),
+                r.source.clone(),
+                from_user || trusted,
+            );
+        }
+        let flags = [
+            (Decision::Allow, "--allow", &self.options.allow),
+            (Decision::Deny, "--deny", &self.options.deny),
+        ];
+        for (kind, flag, list) in flags {
+            for text in list {
+                let rule = text
+                    .parse::<Rule>()
+                    .map_err(|e| SessionError::Usage(format!("{flag} {text:?}: {e}")))?;
+                rules.push(kind, rule, RuleSource::Flag, true);
+            }
+        }
+        let mut approvals = SessionApprovals::with_rules(rules);
+        approvals.trusted = trusted;
+        approvals.headless = self.options.headless;
+        approvals.protected_paths = settings.protected_paths.clone();
+        approvals
+            .protected_paths
+            .extend(crate::trust::git_protected_patterns(project_dir));
+        let explicit = self.options.sandbox.or(settings.sandbox);
+        let sandbox = &mut approvals.sandbox;
+        sandbox.explicit = explicit;
+        sandbox.network = settings.sandbox_network.unwrap_or(false);
+        sandbox.deny_read = settings.sandbox_deny_read.clone();
+        sandbox.kaji_home = self.kaji_home.clone();
+        sandbox.session_id = session_id.to_string();
+        if explicit != Some(SandboxMode::Off) {
+            let support = tokio::task::spawn_blocking(kaji_sandbox::probe)
+                .await
+                .map_err(|e| SessionError::Setup(format!("the sandbox probe failed: {e}")))?;
+            sandbox.available = support.is_complete();
+            let wanted = explicit.is_some() || mode != PermissionMode::Yolo;
+            if !sandbox.available && wanted {
+                warnings.push(format!(
+                    "the sandbox is not available here ({}): commands are not confined and ask for approval as without it (`kaji doctor` shows what is missing)",
+                    support.problems.join("; ")
+                ));
+            }
+        }
+        Ok(approvals)
     }
 
     /// Flags win over the saved session, which wins over the settings.
@@ -287,6 +381,26 @@ impl SessionBuilder {
         }
         Ok(project_dir.to_path_buf())
     }
+}
+
+/// The warning for project settings ignored because the project is not
+/// trusted: each file and its keys, and how to trust it.
+fn untrusted_warning(ignored: &[IgnoredSetting]) -> String {
+    let mut files: Vec<(&Path, Vec<&str>)> = Vec::new();
+    for i in ignored {
+        match files.iter_mut().find(|(p, _)| *p == i.path.as_path()) {
+            Some((_, keys)) => keys.push(i.key),
+            None => files.push((i.path.as_path(), vec![i.key])),
+        }
+    }
+    let list: Vec<String> = files
+        .iter()
+        .map(|(p, keys)| format!("{} in {}", keys.join(", "), p.display()))
+        .collect();
+    format!(
+        "this project is not trusted, so kaji ignored its settings that run code, widen permissions or redirect traffic: {}. If you trust it, run `kaji trust` (or pass --trust to kaji exec).",
+        list.join("; ")
+    )
 }
 
 /// The canonical working directory.

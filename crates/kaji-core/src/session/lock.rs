@@ -108,7 +108,8 @@ fn read_holder(file: &mut File) -> LockHolder {
     }
 }
 
-/// This process's command line, shortened on a char boundary.
+/// This process's command line (passwords in URLs masked), shortened on a
+/// char boundary.
 fn this_command() -> String {
     let mut args = std::env::args();
     let program = args
@@ -124,7 +125,10 @@ fn this_command() -> String {
         .chain(args)
         .collect::<Vec<_>>()
         .join(" ");
-    cut(&line, COMMAND_MAX)
+    cut(
+        &kaji_protocol::redact::redact_url_passwords(&line),
+        COMMAND_MAX,
+    )
 }
 
 /// `text` cut to at most `max` chars, with `…` when cut.

@@ -35,7 +35,7 @@ use crate::ToolExecutor;
 use crate::frontend::TaskFrontend;
 use crate::hooks::HookRunner;
 use crate::parser::ToolProtocol;
-use crate::permissions::{PermissionMode, SharedApprovals};
+use crate::permissions::{PermissionDenial, PermissionMode, SessionApprovals, SharedApprovals};
 use crate::rules::RuleFiles;
 use crate::task::{AbortHandle, Task, TaskConfig, TaskOutcome};
 
@@ -144,8 +144,9 @@ impl Session {
         conversation: Conversation,
         files: Option<SessionFiles>,
         frontend: Arc<dyn TaskFrontend>,
+        approvals: SessionApprovals,
     ) -> Arc<Self> {
-        let approvals = SharedApprovals::default();
+        let approvals: SharedApprovals = Arc::new(Mutex::new(approvals));
         {
             let mut a = approvals.lock().unwrap_or_else(|e| e.into_inner());
             for rule in &conversation.approvals {
@@ -234,6 +235,16 @@ impl Session {
     /// has not run yet.
     pub fn is_resuming(&self) -> bool {
         self.lock().resume_notice.is_some()
+    }
+
+    /// The calls denied so far because nobody could approve them
+    /// (headless sessions: `kaji exec`).
+    pub fn permission_denials(&self) -> Vec<PermissionDenial> {
+        self.approvals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .denials()
+            .to_vec()
     }
 
     /// The MCP servers, if any are configured.

@@ -57,6 +57,18 @@ pub struct SessionOptions {
     /// (`on_text_reply`): the front end's default — `finish` where a person
     /// answers, `nudge` headless.
     pub text_reply_default: TextReply,
+    /// Trust the project for this session (`--trust`), whatever
+    /// `trusted.toml` says.
+    pub trust: bool,
+    /// `--allow RULE`: rules that allow (source: the command line).
+    pub allow: Vec<String>,
+    /// `--deny RULE`: rules that deny (source: the command line).
+    pub deny: Vec<String>,
+    /// `--sandbox`: overrides the `sandbox` setting.
+    pub sandbox: Option<kaji_sandbox::SandboxMode>,
+    /// Nobody can approve asks (`kaji exec`): denied approvals are listed
+    /// ([`super::Session::permission_denials`]) and count as mistakes.
+    pub headless: bool,
 }
 
 impl Default for SessionOptions {
@@ -77,6 +89,11 @@ impl Default for SessionOptions {
             resume: None,
             kind: SessionKind::Main,
             text_reply_default: TextReply::Nudge,
+            trust: false,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            sandbox: None,
+            headless: false,
         }
     }
 }
