@@ -71,7 +71,10 @@ async fn client(
             String::from_utf8_lossy(&out.stdout)
         )
     });
-    assert!(log.get("error").is_none(), "client failed: {log}\nstderr: {stderr}");
+    assert!(
+        log.get("error").is_none(),
+        "client failed: {log}\nstderr: {stderr}"
+    );
     assert_eq!(log["agentExit"], 0, "kaji acp exit; stderr: {stderr}");
     log
 }
@@ -137,7 +140,10 @@ async fn a_prompt_asks_permission_and_an_edit_arrives_as_a_diff() {
     assert!(text_of(&log, "agent_message_chunk").starts_with("Changing it."));
 
     let calls = updates(&log, "tool_call");
-    let edit = calls.iter().find(|c| c["kind"] == "edit" && c["title"].as_str().unwrap().starts_with("Edit")).expect("an edit tool call");
+    let edit = calls
+        .iter()
+        .find(|c| c["kind"] == "edit" && c["title"].as_str().unwrap().starts_with("Edit"))
+        .expect("an edit tool call");
     let a = canonical(work.path()).join("a.txt");
     assert_eq!(edit["locations"][0]["path"], a.to_str().unwrap());
     assert_eq!(edit["content"][0]["type"], "diff");
@@ -147,7 +153,10 @@ async fn a_prompt_asks_permission_and_an_edit_arrives_as_a_diff() {
     // Both calls asked; the first (allowed) ran, the second (rejected) did not.
     let perms = log["permissions"].as_array().unwrap();
     assert_eq!(perms.len(), 2, "{perms:?}");
-    assert_eq!(perms[0]["request"]["toolCall"]["toolCallId"], edit["toolCallId"]);
+    assert_eq!(
+        perms[0]["request"]["toolCall"]["toolCallId"],
+        edit["toolCallId"]
+    );
     let options: Vec<&str> = perms[0]["request"]["options"]
         .as_array()
         .unwrap()
@@ -156,7 +165,10 @@ async fn a_prompt_asks_permission_and_an_edit_arrives_as_a_diff() {
         .collect();
     assert_eq!(options, ["allow_once", "allow_always", "reject_once"]);
     assert_eq!(std::fs::read_to_string(&a).unwrap(), "omega\n");
-    assert!(!work.path().join("b.txt").exists(), "the rejected Write ran");
+    assert!(
+        !work.path().join("b.txt").exists(),
+        "the rejected Write ran"
+    );
 
     let edit_done = updates(&log, "tool_call_update")
         .into_iter()
@@ -184,7 +196,10 @@ async fn allow_always_is_remembered_for_the_session() {
     )
     .await;
     assert_eq!(log["permissions"].as_array().unwrap().len(), 1, "{log}");
-    assert_eq!(std::fs::read_to_string(work.path().join("b.txt")).unwrap(), "2\n");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("b.txt")).unwrap(),
+        "2\n"
+    );
     let write = updates(&log, "tool_call")[0];
     assert_eq!(write["content"][0]["type"], "diff");
     assert_eq!(write["content"][0]["newText"], "1\n");
@@ -206,7 +221,7 @@ async fn a_loaded_session_replays_its_conversation_first() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let server = ScriptedModelServer::start(Script::new([
-        Turn::text("Noted: kiwi.").and_tool_call("AttemptCompletion", json!({"result": "ok"})),
+        Turn::text("Noted: kiwi.").and_tool_call("AttemptCompletion", json!({"result": "ok"}))
     ]))
     .await;
     let first = client(
@@ -217,7 +232,10 @@ async fn a_loaded_session_replays_its_conversation_first() {
         &[("ACP_PROMPT", "remember the word kiwi")],
     )
     .await;
-    let id = first["responses"]["new"]["sessionId"].as_str().unwrap().to_string();
+    let id = first["responses"]["new"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let log = client(
         "load",
         home.path(),
@@ -226,13 +244,25 @@ async fn a_loaded_session_replays_its_conversation_first() {
         &[("ACP_SESSION_ID", &id)],
     )
     .await;
-    assert_eq!(log["updatesBeforeLoad"], log["updates"].as_array().unwrap().len());
+    assert_eq!(
+        log["updatesBeforeLoad"],
+        log["updates"].as_array().unwrap().len()
+    );
     assert!(
         text_of(&log, "user_message_chunk").contains("remember the word kiwi"),
         "{log}"
     );
-    assert!(text_of(&log, "agent_message_chunk").contains("Noted: kiwi."), "{log}");
-    assert!(log["updates"].as_array().unwrap().iter().all(|n| n["sessionId"] == id.as_str()));
+    assert!(
+        text_of(&log, "agent_message_chunk").contains("Noted: kiwi."),
+        "{log}"
+    );
+    assert!(
+        log["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["sessionId"] == id.as_str())
+    );
     assert_eq!(server.requests().len(), 1, "loading asks no model");
 }
 
@@ -255,7 +285,11 @@ impl Raw {
         let mut child = cmd.spawn().unwrap();
         let stdin = child.stdin.take();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        Self { child, stdin, lines }
+        Self {
+            child,
+            stdin,
+            lines,
+        }
     }
 
     async fn send(&mut self, line: &str) {
@@ -267,7 +301,12 @@ impl Raw {
 
     /// The next line on stdout, which must be JSON-RPC.
     async fn recv(&mut self) -> Value {
-        let line = self.lines.next_line().await.unwrap().expect("kaji acp closed stdout");
+        let line = self
+            .lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("kaji acp closed stdout");
         let v: Value = serde_json::from_str(&line)
             .unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {line}"));
         assert_eq!(v["jsonrpc"], "2.0", "{line}");
@@ -285,8 +324,10 @@ impl Raw {
     }
 
     async fn init_and_session(&mut self, work: &Path) -> String {
-        self.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#)
-            .await;
+        self.send(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#,
+        )
+        .await;
         assert!(self.response(1).await["result"].is_object());
         let new = json!({"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd": work, "mcpServers": []}});
         self.send(&new.to_string()).await;
@@ -306,13 +347,17 @@ async fn protocol_errors_are_answered_and_the_connection_survives() {
     raw.send("{this is not json").await;
     assert_eq!(raw.recv().await["error"]["code"], -32700);
 
-    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"session/fly","params":{}}"#).await;
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"session/fly","params":{}}"#)
+        .await;
     assert_eq!(raw.response(3).await["error"]["code"], -32601);
 
     raw.send(r#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"x"}]}}"#).await;
     let r = raw.response(4).await;
     assert_eq!(r["error"]["code"], -32002, "{r}");
-    assert!(r["error"]["message"].as_str().unwrap().contains("nope"), "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("nope"),
+        "{r}"
+    );
 
     let set = json!({"jsonrpc":"2.0","id":5,"method":"session/set_mode","params":{"sessionId": id, "modeId": "warp"}});
     raw.send(&set.to_string()).await;
@@ -330,8 +375,7 @@ async fn protocol_errors_are_answered_and_the_connection_survives() {
 async fn a_client_gone_mid_turn_aborts_it_and_the_session_is_saved() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server =
-        ScriptedModelServer::start(Script::new([Turn::text("Working").and_hold()])).await;
+    let server = ScriptedModelServer::start(Script::new([Turn::text("Working").and_hold()])).await;
     let mut raw = Raw::start(home.path(), &server);
     let id = raw.init_and_session(work.path()).await;
     let prompt = json!({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId": id, "prompt":[{"type":"text","text":"go"}]}});

@@ -14,7 +14,9 @@ use agent_client_protocol::v1::schema::{
     SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
     ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
-use kaji_protocol::{SayKind, SayPayload, StateUpdate, TaskEvent, TaskStatus, TodoItem, TodoStatus};
+use kaji_protocol::{
+    SayKind, SayPayload, StateUpdate, TaskEvent, TaskStatus, TodoItem, TodoStatus,
+};
 use serde_json::Value;
 
 /// Which stream a streamed kaji message goes to.
@@ -141,7 +143,9 @@ impl Converter {
             return Vec::new();
         }
         self.last_tool = Some((id.to_string(), tool.to_string(), input.clone()));
-        vec![SessionUpdate::ToolCall(tool_call(&self.cwd, id, tool, input))]
+        vec![SessionUpdate::ToolCall(tool_call(
+            &self.cwd, id, tool, input,
+        ))]
     }
 }
 
@@ -183,8 +187,9 @@ pub fn tool_call(cwd: &Path, id: &str, tool: &str, input: &Value) -> ToolCall {
         _ => tool.to_string(),
     };
     let diff = match (tool, &path) {
-        ("Edit", Some(p)) => str_field("new_string")
-            .map(|new| Diff::new(p.clone(), new).old_text(str_field("old_string").map(String::from))),
+        ("Edit", Some(p)) => str_field("new_string").map(|new| {
+            Diff::new(p.clone(), new).old_text(str_field("old_string").map(String::from))
+        }),
         ("Write", Some(p)) => str_field("content").map(|c| Diff::new(p.clone(), c)),
         _ => None,
     };

@@ -9,12 +9,12 @@
 
 use std::sync::{Mutex, OnceLock};
 
+use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
     SessionNotification, SessionUpdate, ToolCallUpdate, ToolCallUpdateFields,
 };
-use agent_client_protocol::Client;
 use async_trait::async_trait;
 use kaji_core::{AskRequest, TaskFrontend};
 use kaji_protocol::{AskKind, AskPayload, AskResponse, SessionEvent};

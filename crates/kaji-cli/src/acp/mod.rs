@@ -93,11 +93,15 @@ async fn serve(acp: Arc<Acp>) -> Result<(), Error> {
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: NewSessionRequest, responder, cx| a1.new_session(req, responder, cx).await,
+            async move |req: NewSessionRequest, responder, cx| {
+                a1.new_session(req, responder, cx).await
+            },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |req: LoadSessionRequest, responder, cx| a2.load_session(req, responder, cx).await,
+            async move |req: LoadSessionRequest, responder, cx| {
+                a2.load_session(req, responder, cx).await
+            },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
@@ -122,7 +126,7 @@ async fn serve(acp: Arc<Acp>) -> Result<(), Error> {
 }
 
 fn initialize(req: &InitializeRequest) -> InitializeResponse {
-    let version = std::cmp::min(req.protocol_version.clone(), ProtocolVersion::V1);
+    let version = std::cmp::min(req.protocol_version, ProtocolVersion::V1);
     let prompt = PromptCapabilities::new().embedded_context(true);
     InitializeResponse::new(version)
         .agent_capabilities(
@@ -166,11 +170,10 @@ impl Acp {
         // non-`Sync` closure), and the SDK's handlers must be: build it on a
         // blocking thread of the same runtime.
         let runtime = tokio::runtime::Handle::current();
-        let built = tokio::task::spawn_blocking(move || {
-            runtime.block_on(builder.build(dyn_frontend))
-        })
-        .await
-        .map_err(|e| Error::internal_error().data(e.to_string()))?;
+        let built =
+            tokio::task::spawn_blocking(move || runtime.block_on(builder.build(dyn_frontend)))
+                .await
+                .map_err(|e| Error::internal_error().data(e.to_string()))?;
         let (session, warnings) = built.map_err(session_error)?;
         for w in warnings {
             eprintln!("kaji acp: {w}");
@@ -302,10 +305,22 @@ impl Acp {
 /// The session modes: kaji's permission modes.
 fn modes(current: PermissionMode) -> SessionModeState {
     let all = [
-        (PermissionMode::Default, "Default", "Read-only tools run; edits and commands ask"),
-        (PermissionMode::AcceptEdits, "Accept edits", "Edits in the project run; commands ask"),
+        (
+            PermissionMode::Default,
+            "Default",
+            "Read-only tools run; edits and commands ask",
+        ),
+        (
+            PermissionMode::AcceptEdits,
+            "Accept edits",
+            "Edits in the project run; commands ask",
+        ),
         (PermissionMode::Plan, "Plan", "Only read-only tools run"),
-        (PermissionMode::Yolo, "Yolo", "Everything runs without asking"),
+        (
+            PermissionMode::Yolo,
+            "Yolo",
+            "Everything runs without asking",
+        ),
     ];
     let modes = all
         .iter()
