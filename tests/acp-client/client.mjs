@@ -3,7 +3,7 @@
 // It starts `$KAJI_BIN acp ...` (arguments: everything after `--` on its
 // own command line), runs one scenario, and prints one JSON object on
 // stdout: every session/update it received, every permission request and
-// the answer it gave, every fs/write_text_file call, and the responses.
+// the answer it gave, and the responses.
 //
 // Scenarios (argv[2]):
 //   prompt  new session, one prompt ($ACP_PROMPT); permission requests are
@@ -13,11 +13,10 @@
 //   load    session/load of $ACP_SESSION_ID; reports the updates that
 //           arrived before the load response
 //
-// $ACP_CWD is the session's working directory; $ACP_FS=1 advertises the
-// fs capabilities (writes land in the real file).
+// $ACP_CWD is the session's working directory. The client offers no fs or
+// terminal capabilities: kaji does not delegate to them yet.
 
 import { spawn } from "node:child_process";
-import { writeFileSync, readFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
@@ -26,9 +25,8 @@ const sep = process.argv.indexOf("--");
 const kajiArgs = sep >= 0 ? process.argv.slice(sep + 1) : [];
 const cwd = process.env.ACP_CWD;
 const answers = (process.env.ACP_ANSWERS ?? "").split(",").filter(Boolean);
-const withFs = process.env.ACP_FS === "1";
 
-const log = { updates: [], permissions: [], writes: [], reads: [], responses: {} };
+const log = { updates: [], permissions: [], responses: {} };
 let onUpdate = () => {};
 
 const child = spawn(process.env.KAJI_BIN, ["acp", ...kajiArgs], {
@@ -46,21 +44,12 @@ const app = acp
     const optionId = answers.shift() ?? "reject_once";
     log.permissions.push({ request: params, answer: optionId });
     return { outcome: { outcome: "selected", optionId } };
-  })
-  .onRequest(acp.methods.client.fs.writeTextFile, ({ params }) => {
-    log.writes.push(params);
-    writeFileSync(params.path, params.content);
-    return {};
-  })
-  .onRequest(acp.methods.client.fs.readTextFile, ({ params }) => {
-    log.reads.push(params);
-    return { content: readFileSync(params.path, "utf8") };
   });
 
 async function initialize(ctx) {
   log.responses.initialize = await ctx.request(acp.methods.agent.initialize, {
     protocolVersion: acp.PROTOCOL_VERSION,
-    clientCapabilities: { fs: { readTextFile: withFs, writeTextFile: withFs } },
+    clientCapabilities: {},
   });
 }
 
