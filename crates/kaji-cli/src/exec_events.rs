@@ -102,7 +102,11 @@ impl ExecLine {
     pub fn to_json(&self) -> Value {
         // Serialising these types cannot fail: every key is a string and
         // every value plain data.
-        serde_json::to_value(self).unwrap_or(Value::Null)
+        let mut value = serde_json::to_value(self).unwrap_or(Value::Null);
+        // Keys in sorted order, whatever serde_json's `preserve_order`
+        // feature (which a dependency may switch on) says.
+        value.sort_all_objects();
+        value
     }
 }
 

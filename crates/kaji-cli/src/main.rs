@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod acp;
 mod agent;
 mod checkpoints_cmd;
 mod demo;
@@ -78,6 +79,9 @@ enum Command {
     /// Open the terminal UI on a saved session (no ID: pick one of this
     /// directory's).
     Resume(ResumeArgs),
+    /// Speak the Agent Client Protocol over stdio, for editors (Zed,
+    /// JetBrains IDEs, Neovim): see docs/acp.md.
+    Acp(acp::AcpArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Some(Command::Exec(args)) => block_on(exec::run(args)),
+        Some(Command::Acp(args)) => block_on(acp::run(args)),
         Some(Command::Demo(args)) => block_on(demo::run(args)),
         Some(Command::Checkpoints(args)) => block_on(checkpoints_cmd::run(args)),
         Some(Command::Tasks(args)) => tasks_cmd::run(args),

@@ -115,8 +115,9 @@ struct Journal {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "camelCase")]
 enum JournalOp {
-    /// Write this new task unless its file already exists.
-    Create { task: Task },
+    /// Write this new task unless its file already exists. (Boxed: a task
+    /// is large, the other operations are two numbers.)
+    Create { task: Box<Task> },
     /// `blocker` blocks `blocked` (both sides).
     AddEdge { blocker: u64, blocked: u64 },
     /// `blocker` no longer blocks `blocked` (both sides).
@@ -387,7 +388,9 @@ impl TaskListStore {
         if task.blocks.is_empty() && task.blocked_by.is_empty() {
             self.write_task(&task)?;
         } else {
-            let mut ops = vec![JournalOp::Create { task: task.clone() }];
+            let mut ops = vec![JournalOp::Create {
+                task: Box::new(task.clone()),
+            }];
             ops.extend(task.blocked_by.iter().map(|&b| JournalOp::AddEdge {
                 blocker: b,
                 blocked: id,

@@ -1,0 +1,339 @@
+//! kaji's task events as ACP `session/update` notifications: message and
+//! thought chunks, tool calls (kind, locations, diffs), tool call updates,
+//! the todo as a plan.
+//!
+//! One [`Converter`] per ACP session keeps what streaming needs (how much of
+//! each message was already sent, which tool calls were announced). It
+//! only converts: it never sends, reads files or blocks.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+};
+use kaji_protocol::{
+    SayKind, SayPayload, StateUpdate, TaskEvent, TaskStatus, TodoItem, TodoStatus,
+};
+use serde_json::Value;
+
+/// Which stream a streamed kaji message goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    User,
+    Agent,
+    Thought,
+}
+
+/// Turns one session's events into ACP updates.
+#[derive(Debug)]
+pub struct Converter {
+    /// Where relative tool paths are resolved.
+    cwd: PathBuf,
+    /// Streamed messages: their stream and the bytes already sent.
+    sent: HashMap<u64, (Stream, usize)>,
+    /// Tool calls already announced with `tool_call`.
+    announced: HashSet<String>,
+    /// The last tool call announced, for the permission request that follows.
+    last_tool: Option<(String, String, Value)>,
+}
+
+impl Converter {
+    /// A converter for a session working in `cwd`.
+    pub fn new(cwd: PathBuf) -> Self {
+        Self {
+            cwd,
+            sent: HashMap::new(),
+            announced: HashSet::new(),
+            last_tool: None,
+        }
+    }
+
+    /// The id of the tool call an approval for `tool` is about, if it was
+    /// the last one announced.
+    pub fn pending_call(&self, tool: &str) -> Option<String> {
+        self.last_tool
+            .as_ref()
+            .filter(|(_, name, _)| name == tool)
+            .map(|(id, _, _)| id.clone())
+    }
+
+    /// The updates one event makes (often none).
+    pub fn convert(&mut self, event: &TaskEvent) -> Vec<SessionUpdate> {
+        match event {
+            TaskEvent::Say {
+                id,
+                kind,
+                text,
+                payload,
+                ..
+            } => self.say(*id, *kind, text, payload.as_ref()),
+            TaskEvent::Delta { id, text } => match self.sent.get_mut(id) {
+                Some((stream, n)) => {
+                    *n += text.len();
+                    vec![chunk(*stream, text)]
+                }
+                None => Vec::new(),
+            },
+            TaskEvent::ToolUse { id, name, input } => {
+                let mut out = self.announce(id, name, input);
+                out.push(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    id.clone(),
+                    ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+                )));
+                out
+            }
+            TaskEvent::ToolResult {
+                id,
+                is_error,
+                output,
+                ..
+            } => vec![tool_result(id, *is_error, output)],
+            TaskEvent::Finished { status, result, .. } => match (status, result) {
+                (TaskStatus::Completed, _) | (_, None) => Vec::new(),
+                (status, Some(why)) => vec![chunk(
+                    Stream::Agent,
+                    &format!("\n\nkaji stopped ({}): {why}", status.as_str()),
+                )],
+            },
+            TaskEvent::Ask { .. } | TaskEvent::Usage(_) => Vec::new(),
+        }
+    }
+
+    fn say(
+        &mut self,
+        id: u64,
+        kind: SayKind,
+        text: &str,
+        payload: Option<&SayPayload>,
+    ) -> Vec<SessionUpdate> {
+        match payload {
+            Some(SayPayload::Tool { id, tool, input }) => return self.announce(id, tool, input),
+            Some(SayPayload::Update(StateUpdate::Todo { items })) => return vec![plan(items)],
+            _ => {}
+        }
+        let stream = match kind {
+            SayKind::Text => Stream::Agent,
+            SayKind::Reasoning => Stream::Thought,
+            SayKind::UserFeedback => Stream::User,
+            SayKind::CompletionResult | SayKind::Error => {
+                return if self.sent.insert(id, (Stream::Agent, text.len())).is_none() {
+                    vec![chunk(Stream::Agent, &format!("\n\n{text}"))]
+                } else {
+                    Vec::new()
+                };
+            }
+            _ => return Vec::new(),
+        };
+        let (_, n) = self.sent.entry(id).or_insert((stream, 0));
+        // A repeat of the whole text so far: send only what is new.
+        let new = text.get(*n..).unwrap_or("");
+        if new.is_empty() {
+            return Vec::new();
+        }
+        *n = text.len();
+        vec![chunk(stream, new)]
+    }
+
+    /// The `tool_call` for a call, the first time it is seen.
+    fn announce(&mut self, id: &str, tool: &str, input: &Value) -> Vec<SessionUpdate> {
+        if !self.announced.insert(id.to_string()) {
+            return Vec::new();
+        }
+        self.last_tool = Some((id.to_string(), tool.to_string(), input.clone()));
+        vec![SessionUpdate::ToolCall(tool_call(
+            &self.cwd, id, tool, input,
+        ))]
+    }
+}
+
+fn chunk(stream: Stream, text: &str) -> SessionUpdate {
+    let c = ContentChunk::new(ContentBlock::Text(TextContent::new(text)));
+    match stream {
+        Stream::User => SessionUpdate::UserMessageChunk(c),
+        Stream::Agent => SessionUpdate::AgentMessageChunk(c),
+        Stream::Thought => SessionUpdate::AgentThoughtChunk(c),
+    }
+}
+
+/// The ACP kind of a kaji tool.
+pub fn tool_kind(tool: &str) -> ToolKind {
+    match tool {
+        "Read" => ToolKind::Read,
+        "Edit" | "Write" => ToolKind::Edit,
+        "Grep" | "Glob" => ToolKind::Search,
+        "Bash" | "TaskOutput" | "TaskStop" => ToolKind::Execute,
+        "WebFetch" => ToolKind::Fetch,
+        "EnterPlanMode" | "ExitPlanMode" => ToolKind::SwitchMode,
+        _ => ToolKind::Other,
+    }
+}
+
+/// A call as ACP shows it: a title, its kind, the file it touches, and
+/// for `Edit`/`Write` the change as a diff.
+pub fn tool_call(cwd: &Path, id: &str, tool: &str, input: &Value) -> ToolCall {
+    let path = input
+        .get("file_path")
+        .or_else(|| input.get("path"))
+        .and_then(Value::as_str)
+        .map(|p| cwd.join(p));
+    let str_field = |k: &str| input.get(k).and_then(Value::as_str);
+    let title = match (tool, &path, str_field("command"), str_field("pattern")) {
+        (_, Some(p), _, _) => format!("{tool} {}", p.display()),
+        (_, None, Some(c), _) => format!("{tool}: {c}"),
+        (_, None, None, Some(p)) => format!("{tool} {p}"),
+        _ => tool.to_string(),
+    };
+    let diff = match (tool, &path) {
+        ("Edit", Some(p)) => str_field("new_string").map(|new| {
+            Diff::new(p.clone(), new).old_text(str_field("old_string").map(String::from))
+        }),
+        ("Write", Some(p)) => str_field("content").map(|c| Diff::new(p.clone(), c)),
+        _ => None,
+    };
+    ToolCall::new(id.to_string(), title)
+        .kind(tool_kind(tool))
+        .status(ToolCallStatus::Pending)
+        .locations(path.map(ToolCallLocation::new).into_iter().collect())
+        .content(diff.map(ToolCallContent::from).into_iter().collect())
+        .raw_input(input.clone())
+}
+
+fn tool_result(id: &str, is_error: bool, output: &str) -> SessionUpdate {
+    let status = if is_error {
+        ToolCallStatus::Failed
+    } else {
+        ToolCallStatus::Completed
+    };
+    let content = vec![ToolCallContent::from(ContentBlock::Text(TextContent::new(
+        output,
+    )))];
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        id.to_string(),
+        ToolCallUpdateFields::new()
+            .status(status)
+            .content(content)
+            .raw_output(Value::String(output.to_string())),
+    ))
+}
+
+fn plan(items: &[TodoItem]) -> SessionUpdate {
+    let entries = items
+        .iter()
+        .map(|i| {
+            let status = match i.status {
+                TodoStatus::Pending => PlanEntryStatus::Pending,
+                TodoStatus::InProgress => PlanEntryStatus::InProgress,
+                TodoStatus::Completed => PlanEntryStatus::Completed,
+            };
+            PlanEntry::new(i.content.clone(), PlanEntryPriority::Medium, status)
+        })
+        .collect();
+    SessionUpdate::Plan(Plan::new(entries))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn to_json(updates: &[SessionUpdate]) -> Vec<Value> {
+        updates
+            .iter()
+            .map(|u| serde_json::to_value(u).unwrap())
+            .collect()
+    }
+
+    fn say(id: u64, kind: SayKind, text: &str, partial: bool) -> TaskEvent {
+        TaskEvent::Say {
+            id,
+            kind,
+            text: text.into(),
+            partial,
+            payload: None,
+        }
+    }
+
+    #[test]
+    fn streamed_text_is_sent_once() {
+        let mut c = Converter::new("/w".into());
+        let mut text = String::new();
+        for e in [
+            say(1, SayKind::Text, "Hel", true),
+            TaskEvent::Delta {
+                id: 1,
+                text: "lo".into(),
+            },
+            say(1, SayKind::Text, "Hello", false),
+            say(2, SayKind::Reasoning, "hmm", false),
+        ] {
+            for u in to_json(&c.convert(&e)) {
+                if u["sessionUpdate"] == "agent_message_chunk" {
+                    text.push_str(u["content"]["text"].as_str().unwrap());
+                } else {
+                    assert_eq!(u["sessionUpdate"], "agent_thought_chunk");
+                    assert_eq!(u["content"]["text"], "hmm");
+                }
+            }
+        }
+        assert_eq!(text, "Hello");
+    }
+
+    #[test]
+    fn an_edit_is_a_diff_with_its_location() {
+        let mut c = Converter::new("/w".into());
+        let input = json!({"file_path": "a.txt", "old_string": "x", "new_string": "y"});
+        let e = TaskEvent::Say {
+            id: 3,
+            kind: SayKind::Tool,
+            text: String::new(),
+            partial: false,
+            payload: Some(SayPayload::Tool {
+                id: "t1".into(),
+                tool: "Edit".into(),
+                input: input.clone(),
+            }),
+        };
+        let out = to_json(&c.convert(&e));
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0]["sessionUpdate"], "tool_call");
+        assert_eq!(out[0]["kind"], "edit");
+        assert_eq!(out[0]["locations"][0]["path"], "/w/a.txt");
+        assert_eq!(out[0]["content"][0]["type"], "diff");
+        assert_eq!(out[0]["content"][0]["oldText"], "x");
+        assert_eq!(out[0]["content"][0]["newText"], "y");
+        assert_eq!(c.pending_call("Edit").as_deref(), Some("t1"));
+        // The ToolUse that follows only moves it to in_progress.
+        let out = to_json(&c.convert(&TaskEvent::ToolUse {
+            id: "t1".into(),
+            name: "Edit".into(),
+            input,
+        }));
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0]["status"], "in_progress");
+    }
+
+    #[test]
+    fn the_todo_is_a_plan() {
+        let mut c = Converter::new("/w".into());
+        let e = TaskEvent::Say {
+            id: 4,
+            kind: SayKind::Todo,
+            text: String::new(),
+            partial: false,
+            payload: Some(SayPayload::Update(StateUpdate::Todo {
+                items: vec![TodoItem {
+                    content: "Run the tests".into(),
+                    status: TodoStatus::InProgress,
+                    active_form: "Running the tests".into(),
+                }],
+            })),
+        };
+        let out = to_json(&c.convert(&e));
+        assert_eq!(out[0]["sessionUpdate"], "plan");
+        assert_eq!(out[0]["entries"][0]["content"], "Run the tests");
+        assert_eq!(out[0]["entries"][0]["status"], "in_progress");
+    }
+}

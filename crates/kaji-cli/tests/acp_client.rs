@@ -1,0 +1,399 @@
+//! `kaji acp` driven by a client nobody here wrote: the official ACP
+//! TypeScript SDK (`tests/acp-client/client.mjs`), against the scripted
+//! model server. Also the protocol errors, spoken as raw JSON-RPC lines,
+//! and a client that goes away mid-turn.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+fn client_script() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/acp-client");
+    assert!(
+        dir.join("node_modules/@agentclientprotocol/sdk").is_dir(),
+        "the ACP test client is not installed: run `npm ci --prefix tests/acp-client` in the repository root first"
+    );
+    dir.join("client.mjs")
+}
+
+/// The flags that point `kaji acp` at `server`.
+fn model_flags(server: &ScriptedModelServer) -> Vec<String> {
+    vec![
+        "--provider".into(),
+        "anthropic".into(),
+        "--base-url".into(),
+        server.anthropic_base_url(),
+        "--model".into(),
+        "scripted".into(),
+    ]
+}
+
+fn env(cmd: &mut Command, home: &Path) {
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("KAJI_HOME", home.join("kaji-home"))
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .kill_on_drop(true);
+}
+
+/// Runs one scenario of the node client; returns what it logged.
+async fn client(
+    scenario: &str,
+    home: &Path,
+    work: &Path,
+    server: &ScriptedModelServer,
+    vars: &[(&str, &str)],
+) -> Value {
+    let mut cmd = Command::new("node");
+    env(&mut cmd, home);
+    cmd.arg(client_script())
+        .arg(scenario)
+        .arg("--")
+        .args(model_flags(server))
+        .env("KAJI_BIN", env!("CARGO_BIN_EXE_kaji"))
+        .env("ACP_CWD", work)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().await.expect("node runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let log: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the client printed no JSON ({e}): {}\nstderr: {stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert!(
+        log.get("error").is_none(),
+        "client failed: {log}\nstderr: {stderr}"
+    );
+    assert_eq!(log["agentExit"], 0, "kaji acp exit; stderr: {stderr}");
+    log
+}
+
+/// The updates of one kind.
+fn updates<'a>(log: &'a Value, kind: &str) -> Vec<&'a Value> {
+    log["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| &n["update"])
+        .filter(|u| u["sessionUpdate"] == kind)
+        .collect()
+}
+
+fn text_of(log: &Value, kind: &str) -> String {
+    updates(log, kind)
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap()
+}
+
+#[tokio::test]
+async fn a_prompt_asks_permission_and_an_edit_arrives_as_a_diff() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::reasoning("The file says alpha.")
+            .and_text("Changing it.")
+            .and_tool_call(
+                "Edit",
+                json!({"file_path": "a.txt", "old_string": "alpha", "new_string": "omega"}),
+            ),
+        Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[
+            ("ACP_PROMPT", "edit a.txt"),
+            ("ACP_ANSWERS", "allow_once,reject_once"),
+        ],
+    )
+    .await;
+    let init = &log["responses"]["initialize"];
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
+    assert_eq!(
+        init["agentCapabilities"]["promptCapabilities"]["embeddedContext"],
+        true
+    );
+    assert_eq!(log["responses"]["new"]["modes"]["currentModeId"], "default");
+    assert_eq!(log["responses"]["prompt"]["stopReason"], "end_turn");
+    assert_eq!(text_of(&log, "agent_thought_chunk"), "The file says alpha.");
+    assert!(text_of(&log, "agent_message_chunk").starts_with("Changing it."));
+
+    let calls = updates(&log, "tool_call");
+    let edit = calls
+        .iter()
+        .find(|c| c["kind"] == "edit" && c["title"].as_str().unwrap().starts_with("Edit"))
+        .expect("an edit tool call");
+    let a = canonical(work.path()).join("a.txt");
+    assert_eq!(edit["locations"][0]["path"], a.to_str().unwrap());
+    assert_eq!(edit["content"][0]["type"], "diff");
+    assert_eq!(edit["content"][0]["oldText"], "alpha");
+    assert_eq!(edit["content"][0]["newText"], "omega");
+
+    // Both calls asked; the first (allowed) ran, the second (rejected) did not.
+    let perms = log["permissions"].as_array().unwrap();
+    assert_eq!(perms.len(), 2, "{perms:?}");
+    assert_eq!(
+        perms[0]["request"]["toolCall"]["toolCallId"],
+        edit["toolCallId"]
+    );
+    let options: Vec<&str> = perms[0]["request"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["optionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(options, ["allow_once", "allow_always", "reject_once"]);
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "omega\n");
+    assert!(
+        !work.path().join("b.txt").exists(),
+        "the rejected Write ran"
+    );
+
+    let edit_done = updates(&log, "tool_call_update")
+        .into_iter()
+        .find(|u| u["toolCallId"] == edit["toolCallId"] && u["status"] == "completed")
+        .expect("the edit's result");
+    assert!(edit_done["content"][0]["content"]["text"].is_string());
+}
+
+#[tokio::test]
+async fn allow_always_is_remembered_for_the_session() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Write", json!({"file_path": "a.txt", "content": "1\n"})),
+        Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "2\n"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_ANSWERS", "allow_always")],
+    )
+    .await;
+    assert_eq!(log["permissions"].as_array().unwrap().len(), 1, "{log}");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("b.txt")).unwrap(),
+        "2\n"
+    );
+    let write = updates(&log, "tool_call")[0];
+    assert_eq!(write["content"][0]["type"], "diff");
+    assert_eq!(write["content"][0]["newText"], "1\n");
+}
+
+#[tokio::test]
+async fn cancel_mid_stream_stops_the_turn() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server =
+        ScriptedModelServer::start(Script::new([Turn::text("Thinking hard").and_hold()])).await;
+    let log = client("cancel", home.path(), work.path(), &server, &[]).await;
+    assert_eq!(log["responses"]["prompt"]["stopReason"], "cancelled");
+    server.wait_for_aborted_streams(1).await;
+}
+
+#[tokio::test]
+async fn a_loaded_session_replays_its_conversation_first() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::text("Noted: kiwi.").and_tool_call("AttemptCompletion", json!({"result": "ok"}))
+    ]))
+    .await;
+    let first = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_PROMPT", "remember the word kiwi")],
+    )
+    .await;
+    let id = first["responses"]["new"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let log = client(
+        "load",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_SESSION_ID", &id)],
+    )
+    .await;
+    assert_eq!(
+        log["updatesBeforeLoad"],
+        log["updates"].as_array().unwrap().len()
+    );
+    assert!(
+        text_of(&log, "user_message_chunk").contains("remember the word kiwi"),
+        "{log}"
+    );
+    assert!(
+        text_of(&log, "agent_message_chunk").contains("Noted: kiwi."),
+        "{log}"
+    );
+    assert!(
+        log["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["sessionId"] == id.as_str())
+    );
+    assert_eq!(server.requests().len(), 1, "loading asks no model");
+}
+
+/// A raw JSON-RPC peer of `kaji acp`.
+struct Raw {
+    child: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Raw {
+    fn start(home: &Path, server: &ScriptedModelServer) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
+        env(&mut cmd, home);
+        cmd.arg("acp")
+            .args(model_flags(server))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Self {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    async fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// The next line on stdout, which must be JSON-RPC.
+    async fn recv(&mut self) -> Value {
+        let line = self
+            .lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("kaji acp closed stdout");
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {line}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+        v
+    }
+
+    /// The response to request `id` (notifications before it are skipped).
+    async fn response(&mut self, id: u64) -> Value {
+        loop {
+            let v = self.recv().await;
+            if v["id"] == id && v.get("method").is_none() {
+                return v;
+            }
+        }
+    }
+
+    async fn init_and_session(&mut self, work: &Path) -> String {
+        self.send(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#,
+        )
+        .await;
+        assert!(self.response(1).await["result"].is_object());
+        let new = json!({"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd": work, "mcpServers": []}});
+        self.send(&new.to_string()).await;
+        let r = self.response(2).await;
+        r["result"]["sessionId"].as_str().unwrap().to_string()
+    }
+}
+
+#[tokio::test]
+async fn protocol_errors_are_answered_and_the_connection_survives() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::text("hi")])).await;
+    let mut raw = Raw::start(home.path(), &server);
+    let id = raw.init_and_session(work.path()).await;
+
+    raw.send("{this is not json").await;
+    assert_eq!(raw.recv().await["error"]["code"], -32700);
+
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"session/fly","params":{}}"#)
+        .await;
+    assert_eq!(raw.response(3).await["error"]["code"], -32601);
+
+    raw.send(r#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"x"}]}}"#).await;
+    let r = raw.response(4).await;
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("nope"),
+        "{r}"
+    );
+
+    let set = json!({"jsonrpc":"2.0","id":5,"method":"session/set_mode","params":{"sessionId": id, "modeId": "warp"}});
+    raw.send(&set.to_string()).await;
+    assert_eq!(raw.response(5).await["error"]["code"], -32602);
+    let set = json!({"jsonrpc":"2.0","id":6,"method":"session/set_mode","params":{"sessionId": id, "modeId": "yolo"}});
+    raw.send(&set.to_string()).await;
+    assert!(raw.response(6).await["result"].is_object());
+
+    raw.stdin.take();
+    let status = raw.child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test]
+async fn a_client_gone_mid_turn_aborts_it_and_the_session_is_saved() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::text("Working").and_hold()])).await;
+    let mut raw = Raw::start(home.path(), &server);
+    let id = raw.init_and_session(work.path()).await;
+    let prompt = json!({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId": id, "prompt":[{"type":"text","text":"go"}]}});
+    raw.send(&prompt.to_string()).await;
+    server.wait_for_holds(1).await;
+    raw.stdin.take();
+    let status = raw.child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(0));
+    server.wait_for_aborted_streams(1).await;
+    let file = home
+        .path()
+        .join("kaji-home/sessions")
+        .join(format!("{id}.jsonl"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let ended = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r.to_string().contains("task_ended"))
+        .unwrap_or_else(|| panic!("no task_ended in {text}"));
+    assert!(ended.to_string().contains("aborted"), "{ended}");
+}

@@ -1,0 +1,109 @@
+// An ACP client on the official TypeScript SDK, for kaji's tests.
+//
+// It starts `$KAJI_BIN acp ...` (arguments: everything after `--` on its
+// own command line), runs one scenario, and prints one JSON object on
+// stdout: every session/update it received, every permission request and
+// the answer it gave, and the responses.
+//
+// Scenarios (argv[2]):
+//   prompt  new session, one prompt ($ACP_PROMPT); permission requests are
+//           answered in turn from $ACP_ANSWERS (comma-separated option ids)
+//   cancel  new session, a prompt, session/cancel once the first agent
+//           message chunk has arrived
+//   load    session/load of $ACP_SESSION_ID; reports the updates that
+//           arrived before the load response
+//
+// $ACP_CWD is the session's working directory. The client offers no fs or
+// terminal capabilities: kaji does not delegate to them yet.
+
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import * as acp from "@agentclientprotocol/sdk";
+
+const scenario = process.argv[2];
+const sep = process.argv.indexOf("--");
+const kajiArgs = sep >= 0 ? process.argv.slice(sep + 1) : [];
+const cwd = process.env.ACP_CWD;
+const answers = (process.env.ACP_ANSWERS ?? "").split(",").filter(Boolean);
+
+const log = { updates: [], permissions: [], responses: {} };
+let onUpdate = () => {};
+
+const child = spawn(process.env.KAJI_BIN, ["acp", ...kajiArgs], {
+  stdio: ["pipe", "pipe", "inherit"],
+});
+const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+
+const app = acp
+  .client({ name: "kaji-test-client" })
+  .onNotification(acp.methods.client.session.update, ({ params }) => {
+    log.updates.push(params);
+    onUpdate(params);
+  })
+  .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
+    const optionId = answers.shift() ?? "reject_once";
+    log.permissions.push({ request: params, answer: optionId });
+    return { outcome: { outcome: "selected", optionId } };
+  });
+
+async function initialize(ctx) {
+  log.responses.initialize = await ctx.request(acp.methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: {},
+  });
+}
+
+async function newSession(ctx) {
+  const r = await ctx.request(acp.methods.agent.session.new, { cwd, mcpServers: [] });
+  log.responses.new = r;
+  return r.sessionId;
+}
+
+const prompt = (ctx, sessionId, text) =>
+  ctx.request(acp.methods.agent.session.prompt, {
+    sessionId,
+    prompt: [{ type: "text", text }],
+  });
+
+const scenarios = {
+  async prompt(ctx) {
+    await initialize(ctx);
+    const sessionId = await newSession(ctx);
+    log.responses.prompt = await prompt(ctx, sessionId, process.env.ACP_PROMPT ?? "hello");
+  },
+  async cancel(ctx) {
+    await initialize(ctx);
+    const sessionId = await newSession(ctx);
+    let cancelled = false;
+    onUpdate = (u) => {
+      if (!cancelled && u.update.sessionUpdate === "agent_message_chunk") {
+        cancelled = true;
+        ctx.notify(acp.methods.agent.session.cancel, { sessionId });
+      }
+    };
+    log.responses.prompt = await prompt(ctx, sessionId, process.env.ACP_PROMPT ?? "hello");
+  },
+  async load(ctx) {
+    await initialize(ctx);
+    log.responses.load = await ctx.request(acp.methods.agent.session.load, {
+      sessionId: process.env.ACP_SESSION_ID,
+      cwd,
+      mcpServers: [],
+    });
+    log.updatesBeforeLoad = log.updates.length;
+  },
+};
+
+let code = 0;
+try {
+  await app.connectWith(stream, scenarios[scenario]);
+} catch (e) {
+  log.error = { message: String(e?.message ?? e), code: e?.code, data: e?.data };
+  code = 1;
+}
+child.stdin.end();
+const exit =
+  child.exitCode ?? (await new Promise((resolve) => child.on("exit", (c) => resolve(c))));
+log.agentExit = exit;
+process.stdout.write(JSON.stringify(log) + "\n");
+process.exit(code);
