@@ -114,7 +114,7 @@ pub fn deny() -> AskResponse {
 pub fn provider_config(server: &ScriptedModelServer, kind: ProviderKind) -> ProviderConfig {
     let base = match kind {
         ProviderKind::Anthropic => server.anthropic_base_url(),
-        ProviderKind::OpenAi => server.openai_base_url(),
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => server.openai_base_url(),
     };
     let mut cfg = ProviderConfig::new(kind, "scripted-model", base);
     cfg.api_key = Some("test-key".into());
