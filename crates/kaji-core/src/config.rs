@@ -496,10 +496,20 @@ struct HooksFile {
     PostToolUse: Vec<HookEntry>,
     #[serde(default)]
     PreCompact: Vec<HookEntry>,
+    #[serde(default)]
+    SessionStart: Vec<HookEntry>,
+    #[serde(default)]
+    SessionEnd: Vec<HookEntry>,
+    #[serde(default)]
+    Stop: Vec<HookEntry>,
+    #[serde(default)]
+    SubagentStop: Vec<HookEntry>,
+    #[serde(default)]
+    Notification: Vec<HookEntry>,
 }
 
 impl HooksFile {
-    fn into_events(self) -> [(HookEvent, Vec<HookEntry>); 8] {
+    fn into_events(self) -> [(HookEvent, Vec<HookEntry>); 13] {
         [
             (HookEvent::TaskStart, self.TaskStart),
             (HookEvent::TaskResume, self.TaskResume),
@@ -509,6 +519,11 @@ impl HooksFile {
             (HookEvent::PreToolUse, self.PreToolUse),
             (HookEvent::PostToolUse, self.PostToolUse),
             (HookEvent::PreCompact, self.PreCompact),
+            (HookEvent::SessionStart, self.SessionStart),
+            (HookEvent::SessionEnd, self.SessionEnd),
+            (HookEvent::Stop, self.Stop),
+            (HookEvent::SubagentStop, self.SubagentStop),
+            (HookEvent::Notification, self.Notification),
         ]
     }
 }
