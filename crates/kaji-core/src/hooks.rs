@@ -595,7 +595,8 @@ impl JsonAnswer {
                 .as_deref()
                 .and_then(PermissionDecision::parse),
             permission_reason: text(field("permissionDecisionReason")),
-            context: text(field("additionalContext")).or_else(|| text(map.get("additionalContext"))),
+            context: text(field("additionalContext"))
+                .or_else(|| text(map.get("additionalContext"))),
             stop: (map.get("continue") == Some(&Value::Bool(false)))
                 .then(|| text(map.get("stopReason"))),
             message: text(map.get("systemMessage")),

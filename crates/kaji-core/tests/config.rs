@@ -124,7 +124,11 @@ url = "http://localhost:1/mcp"
     assert_eq!(pre[0].source.as_deref(), Some(user.as_path()));
     assert_eq!(pre[1].source.as_deref(), Some(project.as_path()));
     assert_eq!(config.hooks.hooks(HookEvent::TaskStart).len(), 1);
-    for event in [HookEvent::SessionStart, HookEvent::Stop, HookEvent::Notification] {
+    for event in [
+        HookEvent::SessionStart,
+        HookEvent::Stop,
+        HookEvent::Notification,
+    ] {
         assert_eq!(config.hooks.hooks(event).len(), 1, "{event}");
     }
 

@@ -462,7 +462,11 @@ async fn json_deny_blocks_with_its_reason() {
         ],
     );
     let outcome = r
-        .run(HookEvent::PreToolUse, pre_tool(dir.path()), &CancellationToken::new())
+        .run(
+            HookEvent::PreToolUse,
+            pre_tool(dir.path()),
+            &CancellationToken::new(),
+        )
         .await;
     assert_eq!(outcome.blocked.as_deref(), Some("no rm in this repo"));
     assert_eq!(outcome.permission, Some(PermissionDecision::Deny));
@@ -476,14 +480,22 @@ async fn json_allow_and_ask_are_exposed_and_ask_wins() {
     let allow = answering(json!({"hookSpecificOutput": {"permissionDecision": "allow"}}));
     let r = runner(HookEvent::PreToolUse, vec![allow.clone()]);
     let outcome = r
-        .run(HookEvent::PreToolUse, pre_tool(dir.path()), &CancellationToken::new())
+        .run(
+            HookEvent::PreToolUse,
+            pre_tool(dir.path()),
+            &CancellationToken::new(),
+        )
         .await;
     assert_eq!(outcome.permission, Some(PermissionDecision::Allow));
     assert!(!outcome.is_blocked());
     let ask = answering(json!({"hookSpecificOutput": {"permissionDecision": "ask"}}));
     let r = runner(HookEvent::PreToolUse, vec![ask, allow]);
     let outcome = r
-        .run(HookEvent::PreToolUse, pre_tool(dir.path()), &CancellationToken::new())
+        .run(
+            HookEvent::PreToolUse,
+            pre_tool(dir.path()),
+            &CancellationToken::new(),
+        )
         .await;
     assert_eq!(outcome.permission, Some(PermissionDecision::Ask));
 }
@@ -497,7 +509,11 @@ async fn json_additional_context_system_message_and_decision_block() {
             "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "The build uses make."}}))],
     );
     let outcome = r
-        .run(HookEvent::SessionStart, payload(dir.path()), &CancellationToken::new())
+        .run(
+            HookEvent::SessionStart,
+            payload(dir.path()),
+            &CancellationToken::new(),
+        )
         .await;
     assert_eq!(outcome.context, vec!["The build uses make.".to_string()]);
     assert_eq!(outcome.messages, vec!["loaded notes".to_string()]);
@@ -505,27 +521,46 @@ async fn json_additional_context_system_message_and_decision_block() {
 
     let r = runner(
         HookEvent::Stop,
-        vec![answering(json!({"decision": "block", "reason": "the tests still fail"}))],
+        vec![answering(
+            json!({"decision": "block", "reason": "the tests still fail"}),
+        )],
     );
     let outcome = r
-        .run(HookEvent::Stop, payload(dir.path()), &CancellationToken::new())
+        .run(
+            HookEvent::Stop,
+            payload(dir.path()),
+            &CancellationToken::new(),
+        )
         .await;
     assert_eq!(outcome.blocked.as_deref(), Some("the tests still fail"));
 
     let r = runner(
         HookEvent::PostToolUse,
-        vec![answering(json!({"continue": false, "stopReason": "budget spent"}))],
+        vec![answering(
+            json!({"continue": false, "stopReason": "budget spent"}),
+        )],
     );
     let outcome = r
-        .run(HookEvent::PostToolUse, pre_tool(dir.path()), &CancellationToken::new())
+        .run(
+            HookEvent::PostToolUse,
+            pre_tool(dir.path()),
+            &CancellationToken::new(),
+        )
         .await;
     assert_eq!(outcome.stop.as_deref(), Some("budget spent"));
     assert!(outcome.is_blocked());
 
     // Not one JSON object: plain text context, as before.
-    let r = runner(HookEvent::TaskStart, vec![HookSpec::new("echo '{not json'")]);
+    let r = runner(
+        HookEvent::TaskStart,
+        vec![HookSpec::new("echo '{not json'")],
+    );
     let outcome = r
-        .run(HookEvent::TaskStart, payload(dir.path()), &CancellationToken::new())
+        .run(
+            HookEvent::TaskStart,
+            payload(dir.path()),
+            &CancellationToken::new(),
+        )
         .await;
     assert_eq!(outcome.context, vec!["{not json\n".to_string()]);
 }
