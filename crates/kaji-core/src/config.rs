@@ -56,7 +56,7 @@ pub struct PermissionRule {
 /// The settings kaji runs with: the user's file, then the project's, merged.
 #[derive(Debug, Clone, Default)]
 pub struct KajiConfig {
-    /// `provider`: the model provider (`anthropic` or `openai`).
+    /// `provider`: the model provider (`anthropic`, `openai` or `openai-responses`).
     pub provider: Option<String>,
     /// `model`: the model name.
     pub model: Option<String>,

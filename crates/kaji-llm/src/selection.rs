@@ -87,7 +87,7 @@ pub enum SelectionError {
         /// The config file that was consulted (or where it would be).
         config: String,
     },
-    /// A provider name is neither `anthropic` nor `openai`.
+    /// A provider name is not `anthropic`, `openai` or `openai-responses`.
     #[error("{source_name} is {value:?}: expected `anthropic`, `openai` or `openai-responses`")]
     UnknownProvider {
         /// Where it came from: `--provider`, `KAJI_PROVIDER` or `FILE: key provider`.
