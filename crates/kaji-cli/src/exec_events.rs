@@ -141,6 +141,9 @@ pub enum ExecProvider {
     /// The OpenAI Chat Completions API (and servers that copy it).
     #[serde(rename = "openai")]
     OpenAi,
+    /// The OpenAI Responses API.
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
 }
 
 /// The `permission_mode` of `task_started`.
@@ -496,6 +499,7 @@ pub fn task_started(
         provider: match provider {
             ProviderKind::Anthropic => ExecProvider::Anthropic,
             ProviderKind::OpenAi => ExecProvider::OpenAi,
+            ProviderKind::OpenAiResponses => ExecProvider::OpenAiResponses,
         },
         cwd: cwd.to_string_lossy().into_owned(),
         permission_mode: match mode {

@@ -47,7 +47,7 @@ fn five_turn_task(bencher: divan::Bencher, kind: ProviderKind) {
     let server = rt.block_on(ScriptedModelServer::start(script));
     let base = match kind {
         ProviderKind::Anthropic => server.anthropic_base_url(),
-        ProviderKind::OpenAi => server.openai_base_url(),
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => server.openai_base_url(),
     };
     let mut cfg = ProviderConfig::new(kind, "bench", base);
     cfg.api_key = Some("k".into());

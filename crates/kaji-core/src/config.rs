@@ -97,7 +97,7 @@ pub enum Compaction {
 /// The settings kaji runs with: the user's file, then the project's, merged.
 #[derive(Debug, Clone, Default)]
 pub struct KajiConfig {
-    /// `provider`: the model provider (`anthropic` or `openai`).
+    /// `provider`: the model provider (`anthropic`, `openai` or `openai-responses`).
     pub provider: Option<String>,
     /// `model`: the model name.
     pub model: Option<String>,
@@ -678,10 +678,20 @@ struct HooksFile {
     PostToolUse: Vec<HookEntry>,
     #[serde(default)]
     PreCompact: Vec<HookEntry>,
+    #[serde(default)]
+    SessionStart: Vec<HookEntry>,
+    #[serde(default)]
+    SessionEnd: Vec<HookEntry>,
+    #[serde(default)]
+    Stop: Vec<HookEntry>,
+    #[serde(default)]
+    SubagentStop: Vec<HookEntry>,
+    #[serde(default)]
+    Notification: Vec<HookEntry>,
 }
 
 impl HooksFile {
-    fn into_events(self) -> [(HookEvent, Vec<HookEntry>); 8] {
+    fn into_events(self) -> [(HookEvent, Vec<HookEntry>); 13] {
         [
             (HookEvent::TaskStart, self.TaskStart),
             (HookEvent::TaskResume, self.TaskResume),
@@ -691,6 +701,11 @@ impl HooksFile {
             (HookEvent::PreToolUse, self.PreToolUse),
             (HookEvent::PostToolUse, self.PostToolUse),
             (HookEvent::PreCompact, self.PreCompact),
+            (HookEvent::SessionStart, self.SessionStart),
+            (HookEvent::SessionEnd, self.SessionEnd),
+            (HookEvent::Stop, self.Stop),
+            (HookEvent::SubagentStop, self.SubagentStop),
+            (HookEvent::Notification, self.Notification),
         ]
     }
 }

@@ -12,6 +12,11 @@
 //!   object ([`HookPayload`] plus `hook_event_name`) on its stdin;
 //! - exit 0: its stdout (capped at [`CONTEXT_CAP_CHARS`] characters) is
 //!   added to [`HookOutcome::context`] for the model;
+//! - exit 0 with one JSON object on stdout: Claude Code's answer style
+//!   (`decision`/`reason`, `hookSpecificOutput.permissionDecision` and
+//!   `permissionDecisionReason`, `hookSpecificOutput.additionalContext`,
+//!   `continue`/`stopReason`, `systemMessage`), folded into the
+//!   [`HookOutcome`]; a `deny` or `block` blocks like exit 2;
 //! - exit 2: it blocks; its stderr is the reason ([`HookOutcome::blocked`])
 //!   and later hooks of the same event do not run;
 //! - any other exit, a failure to start, or running past its timeout (the
@@ -79,11 +84,26 @@ pub enum HookEvent {
     PostToolUse,
     /// The history is about to be compacted.
     PreCompact,
+    /// A session begins or is resumed (Claude Code's name). The payload's
+    /// `source` says which: `startup`, `resume`, `clear`, `compact`.
+    SessionStart,
+    /// A session ends; `reason` says why (`exit`, `clear`, `logout`,
+    /// `other`). Nothing can be blocked.
+    SessionEnd,
+    /// The main agent is about to end its turn. A block (`decision:
+    /// "block"` or exit 2) keeps it working, with the reason as its next
+    /// instruction.
+    Stop,
+    /// A subagent is about to end its turn; a block keeps it working.
+    SubagentStop,
+    /// kaji is about to ask the user something or has been idle waiting
+    /// for input; the payload's `message` says what.
+    Notification,
 }
 
 impl HookEvent {
     /// Every event, in documentation order.
-    pub const ALL: [HookEvent; 8] = [
+    pub const ALL: [HookEvent; 13] = [
         Self::TaskStart,
         Self::TaskResume,
         Self::TaskCancel,
@@ -92,6 +112,11 @@ impl HookEvent {
         Self::PreToolUse,
         Self::PostToolUse,
         Self::PreCompact,
+        Self::SessionStart,
+        Self::SessionEnd,
+        Self::Stop,
+        Self::SubagentStop,
+        Self::Notification,
     ];
 
     /// The event's name in configuration and in `hook_event_name`.
@@ -105,6 +130,11 @@ impl HookEvent {
             Self::PreToolUse => "PreToolUse",
             Self::PostToolUse => "PostToolUse",
             Self::PreCompact => "PreCompact",
+            Self::SessionStart => "SessionStart",
+            Self::SessionEnd => "SessionEnd",
+            Self::Stop => "Stop",
+            Self::SubagentStop => "SubagentStop",
+            Self::Notification => "Notification",
         }
     }
 
@@ -240,6 +270,10 @@ impl HooksConfig {
 pub struct HookPayload {
     /// The task's id.
     pub task_id: String,
+    /// The session's id (`session_id`, as Claude Code sends it).
+    pub session_id: Option<String>,
+    /// The session's saved history (`transcript_path`).
+    pub transcript_path: Option<PathBuf>,
     /// The task's working directory (also the hook's working directory).
     pub cwd: PathBuf,
     /// The task's permission mode at this moment.
@@ -252,6 +286,10 @@ pub struct HookPayload {
     pub tool_response: Option<Value>,
     /// UserPromptSubmit: the prompt.
     pub prompt: Option<String>,
+    /// Event-specific fields (SessionStart `source`, SessionEnd `reason`,
+    /// Stop `stop_hook_active`, Notification `message`, PreCompact
+    /// `trigger`), written as they are.
+    pub extra: Map<String, Value>,
 }
 
 impl HookPayload {
@@ -264,13 +302,35 @@ impl HookPayload {
     ) -> Self {
         Self {
             task_id: task_id.into(),
+            session_id: None,
+            transcript_path: None,
             cwd: cwd.into(),
             permission_mode,
             tool_name: None,
             tool_input: None,
             tool_response: None,
             prompt: None,
+            extra: Map::new(),
         }
+    }
+
+    /// Adds the session's id and the path of its saved history.
+    pub fn with_session(
+        mut self,
+        session_id: impl Into<String>,
+        transcript_path: Option<PathBuf>,
+    ) -> Self {
+        self.session_id = Some(session_id.into());
+        self.transcript_path = transcript_path;
+        self
+    }
+
+    /// Adds an event-specific field (`source`, `reason`, `message`,
+    /// `trigger`, `stop_hook_active`, …). The common fields cannot be
+    /// overwritten this way.
+    pub fn with_field(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.extra.insert(key.into(), value.into());
+        self
     }
 
     /// Adds the prompt (UserPromptSubmit).
@@ -294,9 +354,18 @@ impl HookPayload {
 
     /// The JSON object written to a hook's stdin for `event`.
     pub fn to_json(&self, event: HookEvent) -> Value {
-        let mut map = Map::new();
+        let mut map = self.extra.clone();
         map.insert("hook_event_name".into(), Value::from(event.as_str()));
         map.insert("task_id".into(), Value::from(self.task_id.clone()));
+        if let Some(id) = &self.session_id {
+            map.insert("session_id".into(), Value::from(id.clone()));
+        }
+        if let Some(path) = &self.transcript_path {
+            map.insert(
+                "transcript_path".into(),
+                Value::from(path.to_string_lossy().into_owned()),
+            );
+        }
         map.insert(
             "cwd".into(),
             Value::from(self.cwd.to_string_lossy().into_owned()),
@@ -338,6 +407,38 @@ pub struct HookOutcome {
     /// The cancellation token fired: the running hook was killed and the
     /// rest were skipped.
     pub cancelled: bool,
+    /// PreToolUse: the strongest permission decision a hook answered with
+    /// in JSON (`deny` over `ask` over `allow`). A `deny` also sets
+    /// [`Self::blocked`]. An `allow` may skip the approval prompt but never
+    /// overrides a deny rule; an `ask` forces the prompt.
+    pub permission: Option<PermissionDecision>,
+    /// A hook answered `"continue": false`: the task must stop; its
+    /// `stopReason` (or a note naming the hook). Also sets [`Self::blocked`].
+    pub stop: Option<String>,
+    /// `systemMessage`s of hooks: shown to the user, not to the model.
+    pub messages: Vec<String>,
+}
+
+/// A PreToolUse hook's `hookSpecificOutput.permissionDecision`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PermissionDecision {
+    /// Run the tool without asking (unless a deny rule forbids it).
+    Allow,
+    /// Ask the user, even where a rule or the mode would allow.
+    Ask,
+    /// Refuse the call; the reason goes to the model.
+    Deny,
+}
+
+impl PermissionDecision {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "allow" | "approve" => Some(Self::Allow),
+            "ask" => Some(Self::Ask),
+            "deny" | "block" => Some(Self::Deny),
+            _ => None,
+        }
+    }
 }
 
 impl HookOutcome {
@@ -415,6 +516,12 @@ impl HookRunner {
                     stderr,
                 } => match status.code() {
                     Some(0) => {
+                        if let Some(answer) = JsonAnswer::parse(&stdout) {
+                            if answer.apply(event, &label, &mut outcome) {
+                                break;
+                            }
+                            continue;
+                        }
                         let text = cap_chars(&stdout, CONTEXT_CAP_CHARS);
                         if !text.trim().is_empty() {
                             outcome.context.push(text);
@@ -452,6 +559,88 @@ impl HookRunner {
             }
         }
         outcome
+    }
+}
+
+/// A hook's answer in Claude Code's JSON style (stdout of an exit 0 that
+/// is one JSON object).
+#[derive(Debug, Default)]
+struct JsonAnswer {
+    decision: Option<String>,
+    reason: Option<String>,
+    permission: Option<PermissionDecision>,
+    permission_reason: Option<String>,
+    context: Option<String>,
+    stop: Option<Option<String>>,
+    message: Option<String>,
+}
+
+impl JsonAnswer {
+    /// `None` when stdout is not one JSON object (then it is plain text).
+    fn parse(stdout: &str) -> Option<Self> {
+        let trimmed = stdout.trim();
+        if !trimmed.starts_with('{') {
+            return None;
+        }
+        let Ok(Value::Object(map)) = serde_json::from_str::<Value>(trimmed) else {
+            return None;
+        };
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        let specific = map.get("hookSpecificOutput");
+        let field = |key: &str| specific.and_then(|s| s.get(key));
+        Some(Self {
+            decision: text(map.get("decision")),
+            reason: text(map.get("reason")),
+            permission: text(field("permissionDecision"))
+                .as_deref()
+                .and_then(PermissionDecision::parse),
+            permission_reason: text(field("permissionDecisionReason")),
+            context: text(field("additionalContext"))
+                .or_else(|| text(map.get("additionalContext"))),
+            stop: (map.get("continue") == Some(&Value::Bool(false)))
+                .then(|| text(map.get("stopReason"))),
+            message: text(map.get("systemMessage")),
+        })
+    }
+
+    /// Folds the answer into `outcome`; `true` when it blocks (later hooks
+    /// do not run).
+    fn apply(self, event: HookEvent, label: &str, outcome: &mut HookOutcome) -> bool {
+        if let Some(message) = self.message.filter(|m| !m.trim().is_empty()) {
+            outcome.messages.push(cap_chars(&message, STDERR_CAP_CHARS));
+        }
+        if let Some(context) = self.context.filter(|c| !c.trim().is_empty()) {
+            outcome.context.push(cap_chars(&context, CONTEXT_CAP_CHARS));
+        }
+        if let Some(reason) = self.stop {
+            let reason = reason
+                .filter(|r| !r.trim().is_empty())
+                .unwrap_or_else(|| format!("stopped by {label} (\"continue\": false)"));
+            outcome.stop = Some(reason.clone());
+            outcome.blocked = Some(reason);
+            return true;
+        }
+        let legacy = match self.decision.as_deref() {
+            Some("approve") if event == HookEvent::PreToolUse => Some(PermissionDecision::Allow),
+            Some("block") => Some(PermissionDecision::Deny),
+            _ => None,
+        };
+        let Some(decision) = self.permission.or(legacy) else {
+            return false;
+        };
+        if event == HookEvent::PreToolUse {
+            outcome.permission = outcome.permission.max(Some(decision));
+        }
+        if decision != PermissionDecision::Deny {
+            return false;
+        }
+        let reason = self
+            .permission_reason
+            .or(self.reason)
+            .filter(|r| !r.trim().is_empty())
+            .unwrap_or_else(|| format!("blocked by {label}"));
+        outcome.blocked = Some(cap_chars(&reason, STDERR_CAP_CHARS));
+        true
     }
 }
 

@@ -95,6 +95,15 @@ timeout = 5
 [[hooks.TaskStart]]
 command = "echo start"
 
+[[hooks.SessionStart]]
+command = "echo session"
+
+[[hooks.Stop]]
+command = "echo stop"
+
+[[hooks.Notification]]
+command = "echo note"
+
 [mcp_servers.fs]
 url = "http://localhost:1/mcp"
 "#,
@@ -115,6 +124,13 @@ url = "http://localhost:1/mcp"
     assert_eq!(pre[0].source.as_deref(), Some(user.as_path()));
     assert_eq!(pre[1].source.as_deref(), Some(project.as_path()));
     assert_eq!(config.hooks.hooks(HookEvent::TaskStart).len(), 1);
+    for event in [
+        HookEvent::SessionStart,
+        HookEvent::Stop,
+        HookEvent::Notification,
+    ] {
+        assert_eq!(config.hooks.hooks(event).len(), 1, "{event}");
+    }
 
     let fs = &config.mcp_servers["fs"];
     assert!(

@@ -6,7 +6,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use kaji_core::PermissionMode;
-use kaji_core::hooks::{HookEvent, HookPayload, HookRunner, HookSpec, HooksConfig, ToolMatcher};
+use kaji_core::hooks::{
+    HookEvent, HookPayload, HookRunner, HookSpec, HooksConfig, PermissionDecision, ToolMatcher,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -399,4 +401,166 @@ async fn a_hook_that_ignores_a_large_stdin_does_not_stall() {
         .run(HookEvent::PreToolUse, p, &CancellationToken::new())
         .await;
     assert_eq!(outcome.context, vec!["ok\n".to_string()]);
+}
+
+/// A hook that prints `json` on stdout (Claude Code's answer style).
+fn answering(json: Value) -> HookSpec {
+    HookSpec::new(format!("cat >/dev/null; printf '%s' '{json}'"))
+}
+
+fn pre_tool(dir: &Path) -> HookPayload {
+    payload(dir).with_tool("Bash", json!({"command": "rm -rf build"}))
+}
+
+#[tokio::test]
+async fn claude_code_payload_fields_reach_the_hook() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seen = dir.path().join("payload.json");
+    for event in [
+        HookEvent::SessionStart,
+        HookEvent::SessionEnd,
+        HookEvent::Stop,
+        HookEvent::SubagentStop,
+        HookEvent::Notification,
+        HookEvent::PreCompact,
+    ] {
+        let r = runner(
+            event,
+            vec![HookSpec::new(format!("cat > '{}'", seen.display()))],
+        );
+        let transcript = dir.path().join("sessions/s1.jsonl");
+        let p = payload(dir.path())
+            .with_session("s1", Some(transcript.clone()))
+            .with_field("source", "startup")
+            .with_field("hook_event_name", "forged");
+        let outcome = r.run(event, p, &CancellationToken::new()).await;
+        assert!(outcome.warnings.is_empty(), "{:?}", outcome.warnings);
+        let text = std::fs::read_to_string(&seen).expect("payload written");
+        let v: Value = serde_json::from_str(text.trim()).expect("JSON");
+        assert_eq!(v["hook_event_name"], json!(event.as_str()));
+        assert_eq!(v["session_id"], json!("s1"));
+        assert_eq!(v["transcript_path"], json!(transcript.to_string_lossy()));
+        assert_eq!(v["cwd"], json!(dir.path().to_string_lossy()));
+        assert_eq!(v["source"], json!("startup"));
+    }
+    assert_eq!(
+        "SubagentStop".parse::<HookEvent>(),
+        Ok(HookEvent::SubagentStop)
+    );
+}
+
+#[tokio::test]
+async fn json_deny_blocks_with_its_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = dir.path().join("later-ran");
+    let r = runner(
+        HookEvent::PreToolUse,
+        vec![
+            answering(json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                "permissionDecision": "deny", "permissionDecisionReason": "no rm in this repo"}})),
+            HookSpec::new(format!("touch '{}'", marker.display())),
+        ],
+    );
+    let outcome = r
+        .run(
+            HookEvent::PreToolUse,
+            pre_tool(dir.path()),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(outcome.blocked.as_deref(), Some("no rm in this repo"));
+    assert_eq!(outcome.permission, Some(PermissionDecision::Deny));
+    assert!(outcome.context.is_empty(), "the JSON is not context");
+    assert!(!marker.exists(), "a hook after a deny must not run");
+}
+
+#[tokio::test]
+async fn json_allow_and_ask_are_exposed_and_ask_wins() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let allow = answering(json!({"hookSpecificOutput": {"permissionDecision": "allow"}}));
+    let r = runner(HookEvent::PreToolUse, vec![allow.clone()]);
+    let outcome = r
+        .run(
+            HookEvent::PreToolUse,
+            pre_tool(dir.path()),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(outcome.permission, Some(PermissionDecision::Allow));
+    assert!(!outcome.is_blocked());
+    let ask = answering(json!({"hookSpecificOutput": {"permissionDecision": "ask"}}));
+    let r = runner(HookEvent::PreToolUse, vec![ask, allow]);
+    let outcome = r
+        .run(
+            HookEvent::PreToolUse,
+            pre_tool(dir.path()),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(outcome.permission, Some(PermissionDecision::Ask));
+}
+
+#[tokio::test]
+async fn json_additional_context_system_message_and_decision_block() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let r = runner(
+        HookEvent::SessionStart,
+        vec![answering(json!({"systemMessage": "loaded notes",
+            "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "The build uses make."}}))],
+    );
+    let outcome = r
+        .run(
+            HookEvent::SessionStart,
+            payload(dir.path()),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(outcome.context, vec!["The build uses make.".to_string()]);
+    assert_eq!(outcome.messages, vec!["loaded notes".to_string()]);
+    assert_eq!(outcome.permission, None);
+
+    let r = runner(
+        HookEvent::Stop,
+        vec![answering(
+            json!({"decision": "block", "reason": "the tests still fail"}),
+        )],
+    );
+    let outcome = r
+        .run(
+            HookEvent::Stop,
+            payload(dir.path()),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(outcome.blocked.as_deref(), Some("the tests still fail"));
+
+    let r = runner(
+        HookEvent::PostToolUse,
+        vec![answering(
+            json!({"continue": false, "stopReason": "budget spent"}),
+        )],
+    );
+    let outcome = r
+        .run(
+            HookEvent::PostToolUse,
+            pre_tool(dir.path()),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(outcome.stop.as_deref(), Some("budget spent"));
+    assert!(outcome.is_blocked());
+
+    // Not one JSON object: plain text context, as before.
+    let r = runner(
+        HookEvent::TaskStart,
+        vec![HookSpec::new("echo '{not json'")],
+    );
+    let outcome = r
+        .run(
+            HookEvent::TaskStart,
+            payload(dir.path()),
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(outcome.context, vec!["{not json\n".to_string()]);
 }

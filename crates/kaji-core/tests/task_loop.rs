@@ -131,6 +131,16 @@ async fn multi_turn_fix_openai_native() {
 }
 
 #[tokio::test]
+async fn multi_turn_fix_openai_responses_native() {
+    multi_turn_fix(ProviderKind::OpenAiResponses, ToolProtocol::Native).await;
+}
+
+#[tokio::test]
+async fn multi_turn_fix_openai_responses_xml() {
+    multi_turn_fix(ProviderKind::OpenAiResponses, ToolProtocol::Xml).await;
+}
+
+#[tokio::test]
 async fn multi_turn_fix_anthropic_xml() {
     multi_turn_fix(ProviderKind::Anthropic, ToolProtocol::Xml).await;
 }

@@ -6,8 +6,10 @@
 //! last tool, the system prompt, and the last block of the last message and
 //! of the user message before it (at most 4); thinking blocks that carry a
 //! signature are sent back as `thinking` blocks (unsigned ones are dropped:
-//! the API rejects them), redacted thinking as `redacted_thinking`, tool
-//! results as `tool_result` blocks. Reply: `message_start`,
+//! the API rejects them, as are Responses API reasoning items), redacted thinking as `redacted_thinking`, tool
+//! results as `tool_result` blocks. The `reasoning` setting turns on
+//! extended thinking with a budget ([`apply_reasoning`]) and the
+//! interleaved-thinking beta. Reply: `message_start`,
 //! `content_block_start/delta/stop`, `message_delta`, `message_stop`,
 //! `ping` and `error` events. Blocks of types kaji does not know
 //! (`server_tool_use`, `web_search_tool_result`, …) and their deltas are
@@ -43,7 +45,11 @@ pub struct AnthropicProvider {
     model: String,
     headers: HeaderMap,
     policy: RetryPolicy,
+    reasoning: crate::Reasoning,
 }
+
+/// The beta that lets Claude think between tool calls.
+pub const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
 
 impl AnthropicProvider {
     pub(crate) fn new(
@@ -73,12 +79,19 @@ impl AnthropicProvider {
             value.set_sensitive(true);
             headers.insert("x-api-key", value);
         }
+        if cfg.reasoning != crate::Reasoning::Off {
+            headers.insert(
+                "anthropic-beta",
+                HeaderValue::from_static(INTERLEAVED_THINKING_BETA),
+            );
+        }
         Ok(Self {
             client,
             url: format!("{}/v1/messages", cfg.base_url.trim_end_matches('/')),
             model: cfg.model.clone(),
             headers,
             policy,
+            reasoning: cfg.reasoning,
         })
     }
 
@@ -94,7 +107,8 @@ impl ModelProvider for AnthropicProvider {
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let body = request_body(&request, &self.model);
+        let mut body = request_body(&request, &self.model);
+        apply_reasoning(&mut body, self.reasoning);
         let call = HttpCall {
             provider: "anthropic",
             client: self.client.clone(),
@@ -143,6 +157,31 @@ pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
     body
 }
 
+/// Turns extended thinking on unless `reasoning` is off: `thinking:
+/// {type: "enabled", budget_tokens}`, `max_tokens` raised above the budget
+/// when it is not (by the request's own limit, at least 1024), and no
+/// `temperature` (thinking allows none but the default).
+pub fn apply_reasoning(body: &mut Value, reasoning: crate::Reasoning) {
+    let Some(budget) = reasoning.budget_tokens() else {
+        return;
+    };
+    let budget = u64::from(budget);
+    body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+    let max = body["max_tokens"].as_u64().unwrap_or(0);
+    if max <= budget {
+        body["max_tokens"] = json!(budget + max.max(1024));
+    }
+    if let Some(object) = body.as_object_mut() {
+        object.remove("temperature");
+    }
+}
+
+/// Whether a reasoning block's signature or data belongs to another API
+/// (a Responses reasoning item), which Anthropic would reject.
+fn foreign(data: &str) -> bool {
+    data.starts_with(crate::responses::REASONING_PREFIX)
+}
+
 /// A prompt-cache breakpoint.
 fn ephemeral() -> Value {
     json!({"type": "ephemeral"})
@@ -184,6 +223,11 @@ fn message_json(message: &Message) -> Option<Value> {
         .filter_map(|block| match block {
             ContentBlock::Text { text } if text.is_empty() => None,
             ContentBlock::Text { text } => Some(json!({"type": "text", "text": text})),
+            ContentBlock::Reasoning {
+                signature: Some(sig),
+                ..
+            } if foreign(sig) => None,
+            ContentBlock::RedactedReasoning { data } if foreign(data) => None,
             ContentBlock::Reasoning {
                 text,
                 signature: Some(sig),

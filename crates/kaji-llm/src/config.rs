@@ -20,6 +20,8 @@ pub const OLLAMA_DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434/v1";
 pub const ANTHROPIC_DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 /// The model used with OpenAI when none is configured.
 pub const OPENAI_DEFAULT_MODEL: &str = "gpt-4.1";
+/// The model used with the Responses API when none is configured.
+pub const OPENAI_RESPONSES_DEFAULT_MODEL: &str = "gpt-5-codex";
 /// Attempts per request (the first one included) unless configured.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// How long a stream may stay silent unless configured.
@@ -47,6 +49,10 @@ pub enum ProviderKind {
     /// The OpenAI Chat Completions API and every server that copies it.
     #[serde(rename = "openai")]
     OpenAi,
+    /// The OpenAI Responses API (`POST {base}/responses`), which the
+    /// codex-tuned models need and which carries reasoning between rounds.
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
 }
 
 impl ProviderKind {
@@ -55,6 +61,7 @@ impl ProviderKind {
         match self {
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::OpenAi => "openai",
+            ProviderKind::OpenAiResponses => "openai-responses",
         }
     }
 
@@ -62,7 +69,7 @@ impl ProviderKind {
     pub fn default_base_url(self) -> &'static str {
         match self {
             ProviderKind::Anthropic => ANTHROPIC_DEFAULT_BASE_URL,
-            ProviderKind::OpenAi => OPENAI_DEFAULT_BASE_URL,
+            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => OPENAI_DEFAULT_BASE_URL,
         }
     }
 
@@ -71,7 +78,14 @@ impl ProviderKind {
         match self {
             ProviderKind::Anthropic => ANTHROPIC_DEFAULT_MODEL,
             ProviderKind::OpenAi => OPENAI_DEFAULT_MODEL,
+            ProviderKind::OpenAiResponses => OPENAI_RESPONSES_DEFAULT_MODEL,
         }
+    }
+
+    /// Whether the provider speaks one of OpenAI's formats (and takes
+    /// `OPENAI_API_KEY` / `OPENAI_BASE_URL`).
+    pub fn is_openai(self) -> bool {
+        matches!(self, ProviderKind::OpenAi | ProviderKind::OpenAiResponses)
     }
 }
 
@@ -81,9 +95,9 @@ impl fmt::Display for ProviderKind {
     }
 }
 
-/// A provider name that is neither `anthropic` nor `openai`.
+/// A provider name that is not `anthropic`, `openai` or `openai-responses`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown provider {0:?}: expected `anthropic` or `openai`")]
+#[error("unknown provider {0:?}: expected `anthropic`, `openai` or `openai-responses`")]
 pub struct UnknownProvider(pub String);
 
 impl FromStr for ProviderKind {
@@ -93,6 +107,7 @@ impl FromStr for ProviderKind {
         match s.trim().to_ascii_lowercase().as_str() {
             "anthropic" => Ok(ProviderKind::Anthropic),
             "openai" => Ok(ProviderKind::OpenAi),
+            "openai-responses" => Ok(ProviderKind::OpenAiResponses),
             _ => Err(UnknownProvider(s.to_string())),
         }
     }
@@ -133,6 +148,9 @@ pub struct ProviderConfig {
     /// Largest server-sent event (all its `data:` lines together) before
     /// the stream ends with [`crate::LlmError::EventTooLarge`].
     pub max_event_bytes: usize,
+    /// How hard the model is asked to think, applied to every request
+    /// (see [`Reasoning`] for what each provider sends).
+    pub reasoning: Reasoning,
 }
 
 impl ProviderConfig {
@@ -152,6 +170,7 @@ impl ProviderConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            reasoning: Reasoning::Off,
         }
     }
 }
@@ -172,6 +191,84 @@ impl fmt::Debug for ProviderConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("max_reply_bytes", &self.max_reply_bytes)
             .field("max_event_bytes", &self.max_event_bytes)
+            .field("reasoning", &self.reasoning)
             .finish()
+    }
+}
+
+/// How hard a model is asked to think: the `reasoning` setting.
+///
+/// Sent as: Anthropic extended thinking (`thinking: {type: "enabled",
+/// budget_tokens}` with [`Reasoning::budget_tokens`], `max_tokens` raised
+/// above the budget when needed, no `temperature`); OpenAI Chat Completions
+/// `reasoning_effort`; Responses `reasoning: {effort, summary: "auto"}`.
+/// `off` sends nothing (the model's own default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reasoning {
+    /// Nothing is asked for.
+    #[default]
+    Off,
+    /// A little thinking.
+    Low,
+    /// Some thinking.
+    Medium,
+    /// As much thinking as the model is good for.
+    High,
+}
+
+/// A `reasoning` value that is not `off`, `low`, `medium` or `high`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown reasoning level {0:?}: expected `off`, `low`, `medium` or `high`")]
+pub struct UnknownReasoning(pub String);
+
+impl Reasoning {
+    /// The setting's word: `off`, `low`, `medium`, `high`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reasoning::Off => "off",
+            Reasoning::Low => "low",
+            Reasoning::Medium => "medium",
+            Reasoning::High => "high",
+        }
+    }
+
+    /// OpenAI's effort word, `None` for `off`.
+    pub fn effort(self) -> Option<&'static str> {
+        match self {
+            Reasoning::Off => None,
+            other => Some(other.as_str()),
+        }
+    }
+
+    /// Anthropic's thinking budget in tokens (at least the API's minimum
+    /// of 1024), `None` for `off`.
+    pub fn budget_tokens(self) -> Option<u32> {
+        match self {
+            Reasoning::Off => None,
+            Reasoning::Low => Some(4_000),
+            Reasoning::Medium => Some(10_000),
+            Reasoning::High => Some(32_000),
+        }
+    }
+}
+
+impl fmt::Display for Reasoning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Reasoning {
+    type Err = UnknownReasoning;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "off" => Ok(Reasoning::Off),
+            "low" => Ok(Reasoning::Low),
+            "medium" => Ok(Reasoning::Medium),
+            "high" => Ok(Reasoning::High),
+            _ => Err(UnknownReasoning(s.to_string())),
+        }
     }
 }

@@ -1,9 +1,9 @@
 //! Model providers: turn a [`ModelRequest`] into a stream of
 //! [`StreamEvent`]s over a provider's real wire format.
 //!
-//! Two providers cover what users run: the Anthropic Messages API and the
+//! Three wire formats cover what users run: the Anthropic Messages API, the
 //! OpenAI Chat Completions API (with every server that copies it: Ollama,
-//! vLLM, llama.cpp, LM Studio, OpenRouter). Retries of failed requests
+//! vLLM, llama.cpp, LM Studio, OpenRouter) and the OpenAI Responses API. Retries of failed requests
 //! happen inside the stream, reported as [`StreamEvent::Retrying`] before
 //! any content. This crate must never print, read the task's state or
 //! decide what to do with a reply: it only speaks HTTP.
@@ -14,6 +14,7 @@ pub mod error;
 mod json_scan;
 pub mod openai;
 pub mod pricing;
+pub mod responses;
 pub mod selection;
 pub mod sse;
 mod transport;
@@ -25,10 +26,11 @@ use futures::Stream;
 use kaji_protocol::{Message, StreamEvent, ToolSpec};
 
 pub use anthropic::AnthropicProvider;
-pub use config::{ProviderConfig, ProviderKind, UnknownProvider};
+pub use config::{ProviderConfig, ProviderKind, Reasoning, UnknownProvider, UnknownReasoning};
 pub use error::LlmError;
 pub use openai::OpenAiProvider;
 pub use pricing::{ModelInfo, ModelOverride, ModelOverrides, Prices, cost_usd, model_info};
+pub use responses::ResponsesProvider;
 
 /// One request to a model.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,7 +54,7 @@ pub type ModelStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, LlmError>> 
 
 /// A model provider.
 pub trait ModelProvider: Send + Sync {
-    /// The provider's name (`anthropic`, `openai`).
+    /// The provider's name (`anthropic`, `openai`, `openai-responses`).
     fn name(&self) -> &str;
 
     /// Starts a request and returns its reply stream. Connection, retries
@@ -104,6 +106,7 @@ pub fn build_provider(cfg: &ProviderConfig) -> Result<Arc<dyn ModelProvider>, Ll
     Ok(match cfg.kind {
         ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(&cfg, client, policy)?),
         ProviderKind::OpenAi => Arc::new(OpenAiProvider::new(&cfg, client, policy)?),
+        ProviderKind::OpenAiResponses => Arc::new(ResponsesProvider::new(&cfg, client, policy)?),
     })
 }
 
@@ -117,6 +120,11 @@ pub fn decode_reply_body(kind: ProviderKind, body: &[u8]) -> Result<Vec<StreamEv
             decode_body(anthropic::AnthropicDecoder::default(), "anthropic", body)
         }
         ProviderKind::OpenAi => decode_body(openai::OpenAiDecoder::default(), "openai", body),
+        ProviderKind::OpenAiResponses => decode_body(
+            responses::ResponsesDecoder::default(),
+            "openai-responses",
+            body,
+        ),
     }
 }
 

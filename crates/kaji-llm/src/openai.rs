@@ -16,8 +16,9 @@
 //! "length"` a call with incomplete arguments stays open (cut off by the
 //! output limit). `content_filter` and `delta.refusal` are refusals.
 //!
-//! Request: reasoning blocks are dropped (the API has no way to send them
-//! back), tool results become `role: "tool"` messages with `tool_call_id`
+//! Request: the `reasoning` setting is sent as `reasoning_effort`
+//! (`low`/`medium`/`high`, nothing for `off`); reasoning blocks are dropped
+//! (the API has no way to send them back), tool results become `role: "tool"` messages with `tool_call_id`
 //! (an error result's content is prefixed with `Error: `).
 
 use std::collections::HashMap;
@@ -44,6 +45,7 @@ pub struct OpenAiProvider {
     policy: RetryPolicy,
     /// `max_completion_tokens` (api.openai.com) or `max_tokens` (others).
     max_tokens_field: &'static str,
+    reasoning: crate::Reasoning,
 }
 
 impl OpenAiProvider {
@@ -77,6 +79,7 @@ impl OpenAiProvider {
             headers,
             policy,
             max_tokens_field,
+            reasoning: cfg.reasoning,
         })
     }
 
@@ -92,7 +95,10 @@ impl ModelProvider for OpenAiProvider {
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let body = request_body(&request, &self.model, self.max_tokens_field);
+        let mut body = request_body(&request, &self.model, self.max_tokens_field);
+        if let Some(effort) = self.reasoning.effort() {
+            body["reasoning_effort"] = json!(effort);
+        }
         let call = HttpCall {
             provider: "openai",
             client: self.client.clone(),

@@ -30,7 +30,7 @@ pub const LOCAL_OLLAMA_PROBE_TIMEOUT: Duration = Duration::from_millis(300);
 /// Values of the `--provider`, `--model` and `--base-url` flags.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SelectionFlags {
-    /// `--provider anthropic|openai`.
+    /// `--provider anthropic|openai|openai-responses`.
     pub provider: Option<String>,
     /// `--model NAME`.
     pub model: Option<String>,
@@ -46,7 +46,7 @@ pub struct ConfigFile {
     /// errors.
     #[serde(skip)]
     pub path: Option<PathBuf>,
-    /// `provider = "anthropic" | "openai"`.
+    /// `provider = "anthropic" | "openai" | "openai-responses"`.
     #[serde(default)]
     pub provider: Option<String>,
     /// `model = "..."`.
@@ -79,7 +79,7 @@ pub enum SelectionError {
          \x20 - set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) to use Anthropic\n\
          \x20 - set OPENAI_API_KEY to use OpenAI; add OPENAI_BASE_URL for a compatible server (vLLM, llama.cpp, LM Studio, OpenRouter)\n\
          \x20 - run Ollama locally so that it answers on 127.0.0.1:11434\n\
-         \x20 - pass --provider anthropic|openai, --model NAME and --base-url URL\n\
+         \x20 - pass --provider anthropic|openai|openai-responses, --model NAME and --base-url URL\n\
          \x20 - set KAJI_PROVIDER and KAJI_MODEL\n\
          \x20 - write provider, model and base_url into {config}"
     )]
@@ -87,8 +87,8 @@ pub enum SelectionError {
         /// The config file that was consulted (or where it would be).
         config: String,
     },
-    /// A provider name is neither `anthropic` nor `openai`.
-    #[error("{source_name} is {value:?}: expected `anthropic` or `openai`")]
+    /// A provider name is not `anthropic`, `openai` or `openai-responses`.
+    #[error("{source_name} is {value:?}: expected `anthropic`, `openai` or `openai-responses`")]
     UnknownProvider {
         /// Where it came from: `--provider`, `KAJI_PROVIDER` or `FILE: key provider`.
         source_name: String,
@@ -155,7 +155,7 @@ pub fn load_config_file(path: &Path) -> Result<ConfigFile, SelectionError> {
         && provider.parse::<ProviderKind>().is_err()
     {
         return Err(error(format!(
-            "key `provider` is {provider:?}: expected \"anthropic\" or \"openai\""
+            "key `provider` is {provider:?}: expected \"anthropic\", \"openai\" or \"openai-responses\""
         )));
     }
     Ok(file)
@@ -238,20 +238,30 @@ pub fn resolve(inputs: &SelectionInputs<'_>) -> Result<ProviderConfig, Selection
             "ANTHROPIC_BASE_URL",
             "ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN",
         ),
-        ProviderKind::OpenAi => ("OPENAI_BASE_URL", "OPENAI_API_KEY"),
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => {
+            ("OPENAI_BASE_URL", "OPENAI_API_KEY")
+        }
     };
     let explicit_base = configured_base.or_else(|| env(env_base)).or(file_base);
     let base_url = explicit_base
         .clone()
         .unwrap_or_else(|| kind.default_base_url().to_string());
     let model = configured_model.unwrap_or_else(|| kind.default_model().to_string());
+    let kind = if kind == ProviderKind::OpenAi
+        && base_url.trim_end_matches('/') == kind.default_base_url()
+        && needs_responses_api(&model)
+    {
+        ProviderKind::OpenAiResponses
+    } else {
+        kind
+    };
     let mut cfg = ProviderConfig::new(kind, model, base_url.clone());
     match kind {
         ProviderKind::Anthropic => {
             cfg.api_key = env("ANTHROPIC_API_KEY");
             cfg.auth_token = env("ANTHROPIC_AUTH_TOKEN");
         }
-        ProviderKind::OpenAi => cfg.api_key = env("OPENAI_API_KEY"),
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => cfg.api_key = env("OPENAI_API_KEY"),
     }
     apply_limits_from_env(&mut cfg, &env)?;
     // The public APIs always need a key; a local or proxy server may not.
@@ -264,6 +274,29 @@ pub fn resolve(inputs: &SelectionInputs<'_>) -> Result<ProviderConfig, Selection
         });
     }
     Ok(cfg)
+}
+
+/// Whether OpenAI serves `model` only through the Responses API: the
+/// codex-tuned models (`gpt-5-codex`, `gpt-5.1-codex-max`,
+/// `codex-mini-latest`, …) and the `-pro` reasoning models (`o1-pro`,
+/// `o3-pro`, `gpt-5-pro`). [`resolve`] switches `openai` to
+/// `openai-responses` for them when the base URL is OpenAI's own
+/// (compatible servers such as OpenRouter serve them over Chat Completions).
+pub fn needs_responses_api(model: &str) -> bool {
+    let name = model.trim().to_ascii_lowercase();
+    let name = name.strip_prefix("openai/").unwrap_or(&name);
+    name.starts_with("codex-")
+        || (name.starts_with("gpt-") && name.contains("-codex"))
+        || [
+            "o1-pro",
+            "o3-pro",
+            "gpt-5-pro",
+            "o3-deep-research",
+            "o4-mini-deep-research",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+        || (name.starts_with("gpt-5.") && name.contains("-pro"))
 }
 
 /// Probes `base` (normally [`LOCAL_OLLAMA_URL`]) for a running Ollama:

@@ -32,7 +32,7 @@ async fn oversized_request_is_a_context_overflow(kind: ProviderKind) {
                 ProviderKind::Anthropic => {
                     assert!(message.contains("prompt is too long"), "{message}")
                 }
-                ProviderKind::OpenAi => {
+                ProviderKind::OpenAi | ProviderKind::OpenAiResponses => {
                     assert!(message.contains("maximum context length"), "{message}")
                 }
             }
@@ -284,6 +284,9 @@ async fn system_and_tools_are_byte_stable(kind: ProviderKind) {
     let prefix = |body: &Value| match kind {
         ProviderKind::Anthropic => (body["system"].to_string(), body["tools"].to_string()),
         ProviderKind::OpenAi => (body["messages"][0].to_string(), body["tools"].to_string()),
+        ProviderKind::OpenAiResponses => {
+            (body["instructions"].to_string(), body["tools"].to_string())
+        }
     };
     assert_eq!(prefix(&requests[0].body), prefix(&requests[1].body));
 }
@@ -295,7 +298,7 @@ async fn cache_tokens_are_reported(kind: ProviderKind) {
         cache_read_input_tokens: 4000,
         cache_creation_input_tokens: match kind {
             ProviderKind::Anthropic => 900,
-            ProviderKind::OpenAi => 0,
+            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => 0,
         },
     };
     let server = ScriptedModelServer::start(Turn::text("x").with_usage(usage)).await;

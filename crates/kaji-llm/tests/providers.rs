@@ -17,6 +17,7 @@ fn path(kind: ProviderKind) -> &'static str {
     match kind {
         ProviderKind::Anthropic => "/v1/messages",
         ProviderKind::OpenAi => "/v1/chat/completions",
+        ProviderKind::OpenAiResponses => "/v1/responses",
     }
 }
 
@@ -80,6 +81,14 @@ async fn text_reply(kind: ProviderKind) {
                 json!([{"role": "system", "content": "You are a test."}, {"role": "user", "content": "hi"}])
             );
         }
+        ProviderKind::OpenAiResponses => {
+            assert_eq!(r.header("authorization"), Some("Bearer [redacted]"));
+            assert_eq!(r.body["store"], json!(false));
+            assert_eq!(r.body["include"], json!(["reasoning.encrypted_content"]));
+            assert_eq!(r.body["instructions"], json!("You are a test."));
+            assert_eq!(r.body["max_output_tokens"], json!(1024));
+            assert_eq!(r.body["input"], json!([{"role": "user", "content": "hi"}]));
+        }
     }
 }
 
@@ -114,7 +123,7 @@ async fn several_tool_calls(kind: ProviderKind) {
         .collect();
     let prefix = match kind {
         ProviderKind::Anthropic => "toolu_scripted_0_",
-        ProviderKind::OpenAi => "call_scripted_0_",
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => "call_scripted_0_",
     };
     assert_eq!(
         calls,
@@ -146,6 +155,11 @@ async fn several_tool_calls(kind: ProviderKind) {
                 json!("object")
             );
         }
+        ProviderKind::OpenAiResponses => {
+            assert_eq!(body["tools"][0]["type"], json!("function"));
+            assert_eq!(body["tools"][0]["name"], json!("Read"));
+            assert_eq!(body["tools"][0]["parameters"]["type"], json!("object"));
+        }
     }
 }
 
@@ -167,6 +181,19 @@ async fn reasoning(kind: ProviderKind) {
         ProviderKind::OpenAi => {
             assert!(reply.signatures.is_empty());
             assert!(reply.redacted.is_empty());
+        }
+        ProviderKind::OpenAiResponses => {
+            // Each reasoning item comes back as data to replay: the one
+            // with a summary as a signature, the other as redacted data.
+            assert_eq!(reply.signatures.len(), 1);
+            assert!(
+                reply.signatures[0].starts_with(kaji_llm::responses::REASONING_PREFIX)
+                    && reply.signatures[0].contains("scripted-encrypted-0-0"),
+                "{:?}",
+                reply.signatures
+            );
+            assert_eq!(reply.redacted.len(), 1);
+            assert!(reply.redacted[0].contains("opaque-data"));
         }
     }
 }
@@ -263,6 +290,17 @@ async fn history_is_sent_back(kind: ProviderKind) {
                 json!({"role": "tool", "tool_call_id": "toolu_1", "content": "file contents"})
             );
         }
+        ProviderKind::OpenAiResponses => {
+            // The Anthropic signature is not replayed here.
+            assert_eq!(
+                &messages[1..],
+                &[
+                    json!({"role": "assistant", "content": "Reading."}),
+                    json!({"type": "function_call", "call_id": "toolu_1", "name": "Read", "arguments": "{\"file_path\":\"a.txt\"}"}),
+                    json!({"type": "function_call_output", "call_id": "toolu_1", "output": "file contents"}),
+                ]
+            );
+        }
     }
 }
 
@@ -302,7 +340,7 @@ async fn retries_then_succeeds(kind: ProviderKind) {
         assert_eq!(r.path, path(kind));
         let key = match kind {
             ProviderKind::Anthropic => r.header("x-api-key"),
-            ProviderKind::OpenAi => r.header("authorization"),
+            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => r.header("authorization"),
         };
         assert!(key.is_some(), "every attempt is authenticated");
     }
@@ -429,7 +467,7 @@ async fn wrong_base_url_is_a_clear_404(kind: ProviderKind) {
     let mut cfg = config(kind, &server);
     cfg.base_url = match kind {
         ProviderKind::Anthropic => format!("{}/v1", server.base_url()),
-        ProviderKind::OpenAi => server.base_url(),
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => server.base_url(),
     };
     let reply = collect(build_provider(&cfg).unwrap().stream(request("x"))).await;
     let message = reply.error.expect("an error").to_string();

@@ -407,3 +407,52 @@ fn idle_timeout_and_reply_cap_from_the_environment() {
         assert!(text.contains(var) && text.contains(value), "{text}");
     }
 }
+
+#[test]
+fn openai_responses_is_selectable_and_chosen_for_codex_models() {
+    let cfg = Case::new()
+        .env("OPENAI_API_KEY", "sk")
+        .flags(Some("openai-responses"), None, None)
+        .run()
+        .unwrap();
+    assert_eq!(cfg.kind, ProviderKind::OpenAiResponses);
+    assert_eq!(cfg.model, "gpt-5-codex");
+    assert_eq!(cfg.base_url, "https://api.openai.com/v1");
+    assert_eq!(cfg.api_key.as_deref(), Some("sk"));
+    for model in [
+        "gpt-5-codex",
+        "gpt-5.1-codex-max",
+        "codex-mini-latest",
+        "o3-pro",
+    ] {
+        let case = Case::new()
+            .env("OPENAI_API_KEY", "sk")
+            .flags(None, Some(model), None);
+        assert_eq!(
+            case.run().unwrap().kind,
+            ProviderKind::OpenAiResponses,
+            "{model}"
+        );
+    }
+    // Chat models stay on Chat Completions; a compatible server keeps what it was given.
+    let case = Case::new()
+        .env("OPENAI_API_KEY", "sk")
+        .flags(None, Some("gpt-4.1"), None);
+    assert_eq!(case.run().unwrap().kind, ProviderKind::OpenAi);
+    let case = Case::new().env("OPENAI_API_KEY", "sk").flags(
+        None,
+        Some("gpt-5-codex"),
+        Some("https://openrouter.ai/api/v1"),
+    );
+    assert_eq!(case.run().unwrap().kind, ProviderKind::OpenAi);
+    let err = Case::new()
+        .flags(Some("responses"), None, None)
+        .run()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("openai-responses") && err.contains("--provider"),
+        "{err}"
+    );
+    assert!(!kaji_llm::selection::needs_responses_api("gpt-5"));
+}

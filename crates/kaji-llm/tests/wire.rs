@@ -42,7 +42,9 @@ async fn read_until(stream: &mut ModelStream, want: &StreamEvent) -> Vec<StreamE
 fn ids(kind: ProviderKind) -> (&'static str, &'static str) {
     match kind {
         ProviderKind::Anthropic => ("toolu_scripted_0_0", "toolu_scripted_0_1"),
-        ProviderKind::OpenAi => ("call_scripted_0_0", "call_scripted_0_1"),
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => {
+            ("call_scripted_0_0", "call_scripted_0_1")
+        }
     }
 }
 
@@ -101,7 +103,7 @@ async fn refusal_is_a_stop_reason_with_its_explanation(kind: ProviderKind) {
     assert!(reply.error.is_none(), "{:?}", reply.error);
     let category = match kind {
         ProviderKind::Anthropic => Some("cyber".to_string()),
-        ProviderKind::OpenAi => None,
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => None,
     };
     assert_eq!(
         reply.stop,

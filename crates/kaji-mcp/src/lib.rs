@@ -1,4 +1,5 @@
-//! kaji's MCP client: starts the MCP servers of `[mcp_servers.<name>]`,
+//! kaji's MCP client: starts the MCP servers of `[mcp_servers.<name>]`
+//! (and of a project's `.mcp.json`, read by [`load_mcp_json`]),
 //! keeps them alive, and offers their tools and resources to the model as
 //! kaji [`Tool`](kaji_tools::Tool)s.
 //!
@@ -24,6 +25,7 @@ mod connection;
 pub mod content;
 mod error;
 mod manager;
+mod mcp_json;
 pub mod names;
 mod stderr;
 mod tools;
@@ -37,5 +39,6 @@ pub use manager::{
     McpCallOutput, McpFailure, McpManager, McpManagerOptions, McpResourceInfo, McpServerReport,
     McpServerStatus, McpToolInfo,
 };
+pub use mcp_json::{MCP_JSON_FILE, McpJsonError, load_mcp_json, parse_mcp_json};
 pub use stderr::{STDERR_TAIL_BYTES, STDERR_TAIL_LINES, StderrTail};
 pub use tools::{ListMcpResources, McpTool, ReadMcpResource};

@@ -673,3 +673,25 @@ async fn failures_name_the_servers_that_did_not_start_and_why() {
     );
     manager.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_project_mcp_json_server_is_called() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mcp_json = json!({"mcpServers": {"proj": {
+        "command": server_bin("mcp-server-everything"),
+        "args": ["stdio"],
+        "env": {"KAJI_MCP_JSON_TEST": "${KAJI_MCP_JSON_TEST_UNSET:-1}"},
+    }}});
+    std::fs::write(dir.path().join(".mcp.json"), mcp_json.to_string()).expect("write");
+    let servers = kaji_mcp::load_mcp_json(dir.path()).expect(".mcp.json");
+    assert_eq!(servers.len(), 1);
+    let manager = McpManager::start_with_options(servers, dir.path(), options());
+    ready(&manager).await;
+    let ctx = ToolContext::new(dir.path());
+    let out = tool(&manager, "mcp__proj__echo")
+        .call(json!({"message": "from .mcp.json"}), &ctx)
+        .await
+        .expect("echo");
+    assert_eq!(out.content, "Echo: from .mcp.json");
+    manager.shutdown().await;
+}

@@ -2,7 +2,8 @@
 //! scripted model server.
 //!
 //! [`ScriptedModelServer`] is a real HTTP server on 127.0.0.1 that speaks
-//! the Anthropic Messages and OpenAI Chat Completions streaming formats,
+//! the Anthropic Messages, OpenAI Chat Completions and OpenAI Responses
+//! streaming formats,
 //! answers from a [`Script`] of [`Turn`]s, records every request, and
 //! injects [`Fault`]s on demand. Tests point a real provider at it, so
 //! everything but the model is real.
@@ -10,7 +11,8 @@
 //! Base URLs: give the Anthropic provider [`ScriptedModelServer::base_url`]
 //! (`http://127.0.0.1:PORT`, it posts to `/v1/messages`) and the OpenAI
 //! provider [`ScriptedModelServer::openai_base_url`]
-//! (`http://127.0.0.1:PORT/v1`, it posts to `/v1/chat/completions`).
+//! (`http://127.0.0.1:PORT/v1`, it posts to `/v1/chat/completions`); the
+//! Responses provider takes the same base URL and posts to `/v1/responses`.
 //!
 //! This crate depends on kaji-protocol only (never on kaji-llm: it must
 //! test the providers, not share their code), must never listen beyond the
@@ -21,6 +23,7 @@ pub mod fixtures;
 pub mod script;
 pub mod server;
 pub mod wire;
+mod wire_responses;
 
 pub use script::{DEFAULT_CHUNK_SIZE, Fault, Part, Script, ScriptError, Turn};
 pub use server::{RecordedRequest, ScriptedModelServer};

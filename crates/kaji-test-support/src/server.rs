@@ -67,10 +67,12 @@ impl RecordedRequest {
             .map(String::as_str)
     }
 
-    /// The body's `messages` array (empty when there is none).
+    /// The body's `messages` array, or for the Responses API its `input`
+    /// array (empty when there is none).
     pub fn messages(&self) -> &[Value] {
         self.body
             .get("messages")
+            .or_else(|| self.body.get("input"))
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or(&[])
@@ -160,6 +162,12 @@ impl ScriptedModelServer {
     /// (which posts to `{base}/chat/completions`).
     pub fn openai_base_url(&self) -> String {
         format!("{}/v1", self.base_url())
+    }
+
+    /// The base URL for the Responses provider (which posts to
+    /// `{base}/responses`); same as [`Self::openai_base_url`].
+    pub fn responses_base_url(&self) -> String {
+        self.openai_base_url()
     }
 
     /// The address the server listens on.
@@ -264,6 +272,7 @@ async fn handle(
     let format = match (method.as_str(), path.as_str()) {
         ("POST", "/v1/messages") => Some(WireFormat::Anthropic),
         ("POST", "/v1/chat/completions") => Some(WireFormat::OpenAi),
+        ("POST", "/v1/responses") => Some(WireFormat::Responses),
         _ => None,
     };
     let mut record = RecordedRequest {
@@ -331,7 +340,7 @@ fn decide(
 ) -> Decision {
     let Some(format) = format else {
         let message = format!(
-            "the scripted model server has no route {} {}: give the Anthropic provider the base URL http://HOST:PORT (it posts to /v1/messages) and the OpenAI provider http://HOST:PORT/v1 (it posts to /v1/chat/completions)",
+            "the scripted model server has no route {} {}: give the Anthropic provider the base URL http://HOST:PORT (it posts to /v1/messages) and the OpenAI providers http://HOST:PORT/v1 (they post to /v1/chat/completions and /v1/responses)",
             record.method, record.path
         );
         return Decision::Error(
@@ -352,13 +361,17 @@ fn decide(
             );
         }
     };
-    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
+    let list = match format {
+        WireFormat::Responses => "input",
+        _ => "messages",
+    };
+    let Some(messages) = body.get(list).and_then(Value::as_array) else {
         return Decision::Error(
             StatusCode::BAD_REQUEST,
             error_body(
                 format,
                 "invalid_request_error",
-                "the request body has no `messages` array",
+                &format!("the request body has no `{list}` array"),
             ),
         );
     };
@@ -367,17 +380,20 @@ fn decide(
     {
         let server = match format {
             WireFormat::Anthropic => "anthropic",
-            WireFormat::OpenAi => "openai",
+            WireFormat::OpenAi | WireFormat::Responses => "openai",
         };
         return Decision::Error(
             StatusCode::BAD_REQUEST,
             context_length_error(server, record_len(record) / 4, max / 4),
         );
     }
-    let mut turn_index = messages
-        .iter()
-        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-        .count();
+    let mut turn_index = match format {
+        WireFormat::Responses => crate::wire_responses::assistant_turns(messages),
+        _ => messages
+            .iter()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+            .count(),
+    };
     if let Some(last) = messages.last().map(Value::to_string)
         && let Some(route) = shared
             .script
@@ -532,6 +548,7 @@ fn serve(
             out.push(Bytes::from_static(match format {
                 WireFormat::Anthropic => b"event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 0, \"delta\": {\"type\": \"text_delta\", \"text\": \"unterminated\n\n",
                 WireFormat::OpenAi => b"data: {\"choices\": [{\"index\": 0, \"delta\": {\"content\": \"unterminated\n\n",
+                WireFormat::Responses => b"event: response.output_text.delta\ndata: {\"type\": \"response.output_text.delta\", \"delta\": \"unterminated\n\n",
             }));
             sse_response(shared, out, None, Ending::Complete)
         }
@@ -567,7 +584,7 @@ fn serve(
         Some(Fault::ContextLengthExceeded { server }) => {
             let server = server.unwrap_or_else(|| match format {
                 WireFormat::Anthropic => "anthropic".into(),
-                WireFormat::OpenAi => "openai".into(),
+                WireFormat::OpenAi | WireFormat::Responses => "openai".into(),
             });
             let tokens = (ctx.request_bytes / 4).max(2);
             json_response(
@@ -588,6 +605,15 @@ fn serve(
                 StatusCode::SERVICE_UNAVAILABLE,
                 &error_body(format, "server_error", "scripted fault: overloaded"),
             ),
+            WireFormat::Responses => {
+                let mut out = frames().into_iter().take(1).collect::<Vec<_>>();
+                out.push(Bytes::from(format!(
+                    "event: response.failed\ndata: {}\n\n",
+                    json!({"type": "response.failed", "response": {"status": "failed",
+                        "error": {"code": "server_is_overloaded", "message": "scripted fault: overloaded"}}})
+                )));
+                sse_response(shared, out, None, Ending::Complete)
+            }
         },
     }
 }
@@ -652,6 +678,10 @@ fn many_data_lines(
             b"data: \"kaji\": 1}\n\n",
         ),
         WireFormat::OpenAi => (b"data: {\"choices\": [],\n", b"data: \"kaji\": 1}\n\n"),
+        WireFormat::Responses => (
+            b"event: response.in_progress\ndata: {\"type\": \"response.in_progress\",\n",
+            b"data: \"kaji\": 1}\n\n",
+        ),
     };
     let mut padding = b"data: ".to_vec();
     padding.resize(6 + line_bytes.max(1), b' ');
@@ -691,6 +721,14 @@ fn endless(shared: &Arc<Shared>, format: WireFormat, ctx: &RenderContext<'_>) ->
                        "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]})
             ))
         }
+        WireFormat::Responses => {
+            // response.created and the text item's output_item.added.
+            head.truncate(2);
+            Bytes::from(format!(
+                "event: response.output_text.delta\ndata: {}\n\n",
+                json!({"type": "response.output_text.delta", "item_id": "msg_endless", "output_index": 0, "content_index": 0, "delta": piece})
+            ))
+        }
     };
     let body = futures::stream::iter(head).chain(futures::stream::repeat(frame));
     stream_response(shared, body.boxed(), None, Ending::Hang)
@@ -709,6 +747,7 @@ fn pings_only(
             Bytes::from_static(b"event: ping\ndata: {\"type\": \"ping\"}\n\n"),
             Bytes::from_static(b": keep-alive\n\n"),
         ],
+        WireFormat::Responses => vec![Bytes::from_static(b": keep-alive\n\n")],
         WireFormat::OpenAi => vec![
             Bytes::from_static(b": OPENROUTER PROCESSING\n\n"),
             Bytes::from_static(b": ping\n\n"),

@@ -1,6 +1,6 @@
 //! Renders a scripted [`Turn`] as the exact bytes a real server would
-//! stream: Anthropic Messages events or OpenAI chat completion chunks, each
-//! a complete server-sent event.
+//! stream: Anthropic Messages events, OpenAI chat completion chunks or
+//! OpenAI Responses API events, each a complete server-sent event.
 //!
 //! Pure functions from a turn to frames; this module must never touch the
 //! network or the server's state.
@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::script::{Part, Turn};
 
-/// The two wire formats the server speaks.
+/// The three wire formats the server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WireFormat {
@@ -20,6 +20,9 @@ pub enum WireFormat {
     /// `POST /v1/chat/completions`.
     #[serde(rename = "openai")]
     OpenAi,
+    /// `POST /v1/responses` (the OpenAI Responses API).
+    #[serde(rename = "openai-responses")]
+    Responses,
 }
 
 /// What the renderer needs to know about the request and the turn.
@@ -38,6 +41,7 @@ pub(crate) fn render(format: WireFormat, turn: &Turn, ctx: &RenderContext<'_>) -
     let frames = match format {
         WireFormat::Anthropic => render_anthropic(turn, ctx),
         WireFormat::OpenAi => render_openai(turn, ctx),
+        WireFormat::Responses => crate::wire_responses::render(turn, ctx),
     };
     if turn.extra_fields {
         frames.into_iter().map(with_extra_fields).collect()
@@ -56,6 +60,9 @@ pub(crate) fn first_content_frame(format: WireFormat, frames: &[Bytes]) -> usize
                     && !contains(f, br#""type":"thinking""#))
         }),
         WireFormat::OpenAi => (frames.len() > 2).then_some(1),
+        WireFormat::Responses => frames
+            .iter()
+            .position(|f| f.starts_with(b"event: response.") && contains(f, b".delta\n")),
     };
     found.unwrap_or(0)
 }
@@ -118,7 +125,14 @@ fn with_extra_fields(frame: Bytes) -> Bytes {
         }
     }
     add(&mut value);
-    for key in ["message", "content_block", "delta", "usage"] {
+    for key in [
+        "message",
+        "content_block",
+        "delta",
+        "usage",
+        "item",
+        "response",
+    ] {
         if let Some(inner) = value.get_mut(key) {
             add(inner);
         }
@@ -134,7 +148,7 @@ fn with_extra_fields(frame: Bytes) -> Bytes {
     Bytes::from(format!("{head}{value}\n\n"))
 }
 
-fn usage_of(turn: &Turn, ctx: &RenderContext<'_>) -> kaji_protocol::Usage {
+pub(crate) fn usage_of(turn: &Turn, ctx: &RenderContext<'_>) -> kaji_protocol::Usage {
     turn.usage.unwrap_or_else(|| {
         let out: usize = turn
             .parts
@@ -175,7 +189,7 @@ pub(crate) fn chunks(text: &str, size: usize) -> Vec<&str> {
     out
 }
 
-fn sse(event: Option<&str>, data: &Value) -> Bytes {
+pub(crate) fn sse(event: Option<&str>, data: &Value) -> Bytes {
     match event {
         Some(name) => Bytes::from(format!("event: {name}\ndata: {data}\n\n")),
         None => Bytes::from(format!("data: {data}\n\n")),
@@ -187,7 +201,9 @@ pub(crate) fn tool_id(format: WireFormat, turn: usize, n: usize, given: &Option<
     match (given, format) {
         (Some(id), _) => id.clone(),
         (None, WireFormat::Anthropic) => format!("toolu_scripted_{turn}_{n}"),
-        (None, WireFormat::OpenAi) => format!("call_scripted_{turn}_{n}"),
+        (None, WireFormat::OpenAi | WireFormat::Responses) => {
+            format!("call_scripted_{turn}_{n}")
+        }
     }
 }
 
@@ -464,7 +480,9 @@ pub(crate) fn error_body(format: WireFormat, kind: &str, message: &str) -> Value
         WireFormat::Anthropic => {
             json!({"type": "error", "error": {"type": kind, "message": message}})
         }
-        WireFormat::OpenAi => json!({"error": {"message": message, "type": kind, "code": null}}),
+        WireFormat::OpenAi | WireFormat::Responses => {
+            json!({"error": {"message": message, "type": kind, "code": null}})
+        }
     }
 }
 
@@ -479,12 +497,12 @@ pub(crate) fn error_kind(format: WireFormat, code: u16) -> &'static str {
         (WireFormat::Anthropic, 429) => "rate_limit_error",
         (WireFormat::Anthropic, 529) => "overloaded_error",
         (WireFormat::Anthropic, _) => "api_error",
-        (WireFormat::OpenAi, 400) => "invalid_request_error",
-        (WireFormat::OpenAi, 401) => "authentication_error",
-        (WireFormat::OpenAi, 403) => "permission_error",
-        (WireFormat::OpenAi, 404) => "not_found_error",
-        (WireFormat::OpenAi, 429) => "rate_limit_exceeded",
-        (WireFormat::OpenAi, _) => "server_error",
+        (_, 400) => "invalid_request_error",
+        (_, 401) => "authentication_error",
+        (_, 403) => "permission_error",
+        (_, 404) => "not_found_error",
+        (_, 429) => "rate_limit_exceeded",
+        (_, _) => "server_error",
     }
 }
 

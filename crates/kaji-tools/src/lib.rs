@@ -24,6 +24,7 @@ mod interaction;
 pub mod plan;
 mod registry;
 mod runtime_tools;
+pub mod skill;
 mod task_list_tools;
 pub mod todo;
 pub mod worktree;

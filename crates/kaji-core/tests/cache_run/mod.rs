@@ -30,7 +30,7 @@ pub async fn fifty_rounds(kind: ProviderKind, frontend: Arc<dyn TaskFrontend>) -
     let server = ScriptedModelServer::start(Script::new(turns)).await;
     let base = match kind {
         ProviderKind::Anthropic => server.anthropic_base_url(),
-        ProviderKind::OpenAi => server.openai_base_url(),
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => server.openai_base_url(),
     };
     let mut provider = ProviderConfig::new(kind, "scripted-model", base);
     provider.api_key = Some("test-key".into());

@@ -114,7 +114,7 @@ pub fn deny() -> AskResponse {
 pub fn provider_config(server: &ScriptedModelServer, kind: ProviderKind) -> ProviderConfig {
     let base = match kind {
         ProviderKind::Anthropic => server.anthropic_base_url(),
-        ProviderKind::OpenAi => server.openai_base_url(),
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => server.openai_base_url(),
     };
     let mut cfg = ProviderConfig::new(kind, "scripted-model", base);
     cfg.api_key = Some("test-key".into());
@@ -147,8 +147,22 @@ pub fn task(
 }
 
 /// The tool_result blocks of a recorded request's last user message, in
-/// either wire format: (tool_use_id, content).
+/// any wire format: (tool_use_id, content).
 pub fn last_tool_results(body: &serde_json::Value) -> Vec<(String, String)> {
+    // Responses: trailing function_call_output items of `input`.
+    if let Some(input) = body["input"].as_array() {
+        let mut out = Vec::new();
+        for item in input.iter().rev() {
+            if item["type"] == "function_call_output" {
+                let id = item["call_id"].as_str().unwrap_or("").to_string();
+                let output = item["output"].as_str().unwrap_or("").to_string();
+                out.insert(0, (id, output));
+            } else if !out.is_empty() || item["role"] != "user" {
+                break;
+            }
+        }
+        return out;
+    }
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let mut out = Vec::new();
     // Anthropic: blocks of the last user message.

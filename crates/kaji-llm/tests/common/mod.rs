@@ -15,6 +15,7 @@ pub fn config(kind: ProviderKind, server: &ScriptedModelServer) -> ProviderConfi
     let base = match kind {
         ProviderKind::Anthropic => server.anthropic_base_url(),
         ProviderKind::OpenAi => server.openai_base_url(),
+        ProviderKind::OpenAiResponses => server.responses_base_url(),
     };
     let mut cfg = ProviderConfig::new(kind, "scripted-model", base);
     cfg.api_key = Some("sk-test-secret".into());
@@ -123,7 +124,7 @@ pub async fn collect(mut stream: ModelStream) -> Reply {
     reply
 }
 
-/// Runs `body` for both providers.
+/// Runs `body` for all three wire formats (the name is historical).
 #[macro_export]
 macro_rules! both_providers {
     ($($name:ident => $check:ident;)*) => {
@@ -140,6 +141,14 @@ macro_rules! both_providers {
                 #[tokio::test]
                 async fn $name() {
                     super::$check(kaji_llm::ProviderKind::OpenAi).await;
+                }
+            )*
+        }
+        mod openai_responses {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$check(kaji_llm::ProviderKind::OpenAiResponses).await;
                 }
             )*
         }
