@@ -378,7 +378,10 @@ fn list_filters_and_every_list() {
     assert_eq!(ids(&["--status", "pending", "--owner", ""]), vec![1, 2]);
     let (code, table, _) = home.run(&["list", "--blocked"]);
     assert_eq!(code, 0);
-    assert!(table.contains("#1"), "the open blocker stays named: {table}");
+    assert!(
+        table.contains("#1"),
+        "the open blocker stays named: {table}"
+    );
     assert!(!table.contains(" a "), "{table}");
     let (code, _, err) = home.run(&["list", "--status", "done"]);
     assert_eq!(code, 2);
@@ -398,7 +401,15 @@ fn list_filters_and_every_list() {
     );
     let (code, table, _) = home.run(&["lists"]);
     assert_eq!(code, 0);
-    let header: Vec<&str> = table.lines().next().unwrap_or("").split_whitespace().collect();
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
     assert_eq!(header, ["LIST", "SESSIONS", "TASKS", "OPEN", "UPDATED"]);
-    assert!(table.lines().nth(1).unwrap_or("").starts_with("default  0"), "{table}");
+    assert!(
+        table.lines().nth(1).unwrap_or("").starts_with("default  0"),
+        "{table}"
+    );
 }

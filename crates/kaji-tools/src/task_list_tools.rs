@@ -808,13 +808,21 @@ mod tests {
         let home = tempfile::tempdir().expect("temp dir");
         let ctx = ctx(home.path());
         for subject in ["a", "b", "c"] {
-            call(TASK_CREATE, json!({"subject": subject, "description": ""}), &ctx)
-                .await
-                .expect("create");
-        }
-        call(TASK_UPDATE, json!({"taskId": "2", "addBlockedBy": ["1"]}), &ctx)
+            call(
+                TASK_CREATE,
+                json!({"subject": subject, "description": ""}),
+                &ctx,
+            )
             .await
-            .expect("edge");
+            .expect("create");
+        }
+        call(
+            TASK_UPDATE,
+            json!({"taskId": "2", "addBlockedBy": ["1"]}),
+            &ctx,
+        )
+        .await
+        .expect("edge");
         call(TASK_UPDATE, json!({"taskId": "3", "owner": "bob"}), &ctx)
             .await
             .expect("owner");
@@ -829,10 +837,18 @@ mod tests {
         let out = list(json!({"owner": "bob"})).await.expect("owner");
         assert_eq!(out.content, "#3 [pending] c (owner: bob)");
         let out = list(json!({"status": "completed"})).await.expect("none");
-        assert!(out.content.starts_with("No task matches"), "{}", out.content);
-        let err = list(json!({"status": "done"})).await.expect_err("bad status");
+        assert!(
+            out.content.starts_with("No task matches"),
+            "{}",
+            out.content
+        );
+        let err = list(json!({"status": "done"}))
+            .await
+            .expect_err("bad status");
         assert!(err.to_string().contains("unknown status \"done\""), "{err}");
-        let got = call(TASK_GET, json!({"taskId": "1"}), &ctx).await.expect("get");
+        let got = call(TASK_GET, json!({"taskId": "1"}), &ctx)
+            .await
+            .expect("get");
         assert!(
             got.content.contains("Completing it unblocks: #2"),
             "{}",

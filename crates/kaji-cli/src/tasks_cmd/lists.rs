@@ -54,7 +54,12 @@ pub(super) fn run(home: &Path, json: bool) -> Result<(), Failure> {
                 .iter()
                 .filter(|t| t.status != TaskStatus::Completed)
                 .count(),
-            updated: snapshot.tasks.iter().map(|t| t.updated_at).max().unwrap_or(0),
+            updated: snapshot
+                .tasks
+                .iter()
+                .map(|t| t.updated_at)
+                .max()
+                .unwrap_or(0),
             id,
         });
     }
@@ -101,7 +106,9 @@ fn sessions_per_list(home: &Path) -> BTreeMap<String, usize> {
             Ok(loaded) => replay(&loaded).task_list_id,
             Err(_) => None,
         };
-        *counts.entry(list.unwrap_or_else(|| entry.id.clone())).or_insert(0) += 1;
+        *counts
+            .entry(list.unwrap_or_else(|| entry.id.clone()))
+            .or_insert(0) += 1;
     }
     counts
 }

@@ -300,7 +300,10 @@ fn native_calls_and_provider_reasoning() {
 #[test]
 fn think_tags_are_reasoning_like_thinking() {
     let b = one_shot(SUITE[20]);
-    assert_eq!(b[0].content, BlockContent::Reasoning("R1 reasons here".into()));
+    assert_eq!(
+        b[0].content,
+        BlockContent::Reasoning("R1 reasons here".into())
+    );
     assert_eq!(b[1].content, BlockContent::Text("Answer.".into()));
     assert_eq!(
         b[2].content,

@@ -282,7 +282,10 @@ impl ListSnapshot {
 
     /// The tasks that pass `filter`, by id.
     pub fn filtered(&self, filter: &TaskFilter) -> Vec<&Task> {
-        self.tasks.iter().filter(|t| filter.accepts(self, t)).collect()
+        self.tasks
+            .iter()
+            .filter(|t| filter.accepts(self, t))
+            .collect()
     }
 
     /// Ids per owner of the unfinished tasks each owner holds.
