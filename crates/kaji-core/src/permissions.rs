@@ -70,6 +70,8 @@ pub enum Decision {
 pub struct SessionApprovals {
     tools: HashSet<String>,
     command_prefixes: HashSet<String>,
+    /// Hosts `WebFetch` may read (`WebFetch(domain:<host>)`).
+    domains: HashSet<String>,
 }
 
 impl SessionApprovals {
@@ -84,6 +86,10 @@ impl SessionApprovals {
                 self.command_prefixes.insert(prefix);
                 rule
             }
+            ToolAccess::Network { domain, .. } if !domain.is_empty() => {
+                self.domains.insert(domain.clone());
+                format!("{tool}(domain:{domain})")
+            }
             _ => {
                 self.tools.insert(tool.to_string());
                 tool.to_string()
@@ -94,6 +100,13 @@ impl SessionApprovals {
     /// Restores an approval from a rule that [`SessionApprovals::remember`]
     /// returned (a resumed session).
     pub fn restore(&mut self, rule: &str) {
+        if let Some(domain) = rule
+            .split_once("(domain:")
+            .and_then(|(_, d)| d.strip_suffix(')'))
+        {
+            self.domains.insert(domain.to_string());
+            return;
+        }
         match rule
             .strip_prefix("Bash(")
             .and_then(|r| r.strip_suffix(":*)"))
@@ -112,6 +125,7 @@ impl SessionApprovals {
             ToolAccess::Execute { command } => {
                 self.command_prefixes.contains(&command_prefix(command))
             }
+            ToolAccess::Network { domain, .. } => self.domains.contains(domain),
             _ => self.tools.contains(tool),
         }
     }
@@ -148,6 +162,8 @@ pub fn decide(
 ) -> Decision {
     match access {
         ToolAccess::ReadOnly | ToolAccess::Interaction => return Decision::Allow,
+        // Reading the web is research: plan mode asks for it as well.
+        ToolAccess::Network { .. } if mode == PermissionMode::Plan => {}
         _ if mode == PermissionMode::Plan => {
             return Decision::Deny(format!(
                 "{tool} is not allowed in plan mode: only read-only tools run until the plan is approved. Investigate with read-only tools, then present your plan with ExitPlanMode."
@@ -170,7 +186,7 @@ pub fn decide(
         }
         ToolAccess::Execute { .. } => Decision::Ask(AskKind::Command),
         ToolAccess::SessionState => Decision::Allow,
-        ToolAccess::External => Decision::Ask(AskKind::Tool),
+        ToolAccess::External | ToolAccess::Network { .. } => Decision::Ask(AskKind::Tool),
         ToolAccess::ReadOnly | ToolAccess::Interaction => Decision::Allow,
     }
 }
@@ -267,6 +283,40 @@ mod tests {
         a.remember("Write", &edit("/p/a"));
         assert_eq!(
             decide(PermissionMode::Default, "Write", &edit("/p/b"), cwd, &a),
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn web_fetch_asks_per_domain_and_is_allowed_in_plan_mode_to_ask() {
+        let cwd = Path::new("/p");
+        let fetch = |url: &str, domain: &str| ToolAccess::Network {
+            url: url.into(),
+            domain: domain.into(),
+        };
+        let docs = fetch("https://docs.rs/x", "docs.rs");
+        let other = fetch("https://example.com/", "example.com");
+        let mut a = SessionApprovals::default();
+        use PermissionMode::*;
+        assert_eq!(
+            decide(Default, "WebFetch", &docs, cwd, &a),
+            Decision::Ask(AskKind::Tool)
+        );
+        assert_eq!(
+            decide(Plan, "WebFetch", &docs, cwd, &a),
+            Decision::Ask(AskKind::Tool)
+        );
+        assert_eq!(decide(Yolo, "WebFetch", &docs, cwd, &a), Decision::Allow);
+        assert_eq!(a.remember("WebFetch", &docs), "WebFetch(domain:docs.rs)");
+        assert_eq!(decide(Default, "WebFetch", &docs, cwd, &a), Decision::Allow);
+        assert_eq!(
+            decide(Default, "WebFetch", &other, cwd, &a),
+            Decision::Ask(AskKind::Tool)
+        );
+        let mut restored = SessionApprovals::default();
+        restored.restore("WebFetch(domain:example.com)");
+        assert_eq!(
+            decide(Default, "WebFetch", &other, cwd, &restored),
             Decision::Allow
         );
     }

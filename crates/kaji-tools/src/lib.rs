@@ -26,6 +26,7 @@ mod registry;
 mod runtime_tools;
 mod task_list_tools;
 pub mod todo;
+pub mod web_fetch;
 pub mod worktree;
 
 pub use error::ToolError;
@@ -110,6 +111,14 @@ pub enum ToolAccess {
     SessionState,
     /// Reaches something outside kaji's knowledge (MCP servers).
     External,
+    /// Reads from the network (`WebFetch`): only reads, but the user is
+    /// asked per domain unless a rule allows it.
+    Network {
+        /// The URL, as given.
+        url: String,
+        /// Its host in lower case (`docs.rs`); empty when the URL has none.
+        domain: String,
+    },
 }
 
 /// An instruction from a tool to the executor that ran it.
@@ -234,5 +243,6 @@ pub fn builtin_tools() -> ToolRegistry {
     todo::register(&mut registry);
     plan::register(&mut registry);
     worktree::register(&mut registry);
+    web_fetch::register(&mut registry);
     registry
 }
