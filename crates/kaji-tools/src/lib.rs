@@ -168,6 +168,26 @@ pub struct ToolOutput {
     /// Whether the call changed files in the working directory (drives
     /// checkpoints).
     pub changed_files: bool,
+    /// Images for the model (`Read` of an image file, MCP image results).
+    /// The executor sends each, as [`ToolImage::block`], right after the
+    /// call's `ToolResult` in the same user message.
+    pub images: Vec<ToolImage>,
+}
+
+/// An image a tool returns to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolImage {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    /// The bytes, standard base64.
+    pub data: String,
+}
+
+impl ToolImage {
+    /// The image as a history block.
+    pub fn block(&self) -> kaji_protocol::ContentBlock {
+        kaji_protocol::ContentBlock::image(self.media_type.clone(), self.data.clone())
+    }
 }
 
 impl ToolOutput {

@@ -238,6 +238,7 @@ anything. When you have a plan, present it with ExitPlanMode for the user's appr
             data: None,
             control: Some(ToolControl::EnterPlanMode),
             changed_files: false,
+            images: Vec::new(),
         })
     }
 }
@@ -305,6 +306,7 @@ present it again."
             data: Some(json!({ "plan": plan })),
             control: Some(ToolControl::ExitPlanMode { plan }),
             changed_files: false,
+            images: Vec::new(),
         })
     }
 }

@@ -510,6 +510,7 @@ relative paths and Bash use it. Commit your changes there, then call ExitWorktre
             })),
             control: Some(ToolControl::ChangeDirectory { path: wt.cwd }),
             changed_files: false,
+            images: Vec::new(),
         })
     }
 }
@@ -609,6 +610,7 @@ branch or has staged changes, and a merge with conflicts is aborted and the conf
                 data: Some(json!({"name": name, "branch": branch, "path": root, "action": "keep"})),
                 control: Some(back),
                 changed_files: false,
+                images: Vec::new(),
             });
         }
 
@@ -691,6 +693,7 @@ branch or has staged changes, and a merge with conflicts is aborted and the conf
             })),
             control: Some(back),
             changed_files: true,
+            images: Vec::new(),
         })
     }
 }
@@ -887,5 +890,6 @@ async fn merge_worktree(
         })),
         control: Some(ToolControl::ChangeDirectory { path: dir.clone() }),
         changed_files: true,
+        images: Vec::new(),
     })
 }
