@@ -219,7 +219,7 @@ async fn a_huge_or_corrupt_image_is_a_clear_error() {
     put(&root, "broken.png", b"\x89PNG\r\n\x1a\ngarbage");
     let e = err("Read", json!({"file_path": "broken.png"}), &root).await;
     assert!(e.contains("header is damaged"), "{e}");
-    put(&root, "broken.jpg", &[0xFF, 0xD8, 0xFF, 0x00, 0x01]);
+    put(&root, "broken.jpg", [0xFF, 0xD8, 0xFF, 0x00, 0x01]);
     let e = err("Read", json!({"file_path": "broken.jpg"}), &root).await;
     assert!(e.contains("JPEG image but its header is damaged"), "{e}");
 }
