@@ -15,12 +15,13 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
 
+mod lists;
 mod repair;
 
 use clap::{Args, Subcommand};
 use kaji_tasks::list::{
-    DEFAULT_LIST_ID, ListSnapshot, LockWait, NewTask, Task, TaskListError, TaskListErrorKind,
-    TaskListStore, TaskPatch, TaskStatus,
+    DEFAULT_LIST_ID, ListSnapshot, LockWait, NewTask, Task, TaskFilter, TaskListError,
+    TaskListErrorKind, TaskListStore, TaskPatch, TaskStatus,
 };
 use serde_json::{Value, json};
 
@@ -48,8 +49,11 @@ pub struct TasksArgs {
 
 #[derive(Debug, Subcommand)]
 enum TasksCommand {
-    /// Show every task as a table sorted by id.
-    List,
+    /// Show the tasks as a table sorted by id; the filters narrow it
+    /// (every filter given must hold).
+    List(ListFilterArgs),
+    /// Show every task list: LIST SESSIONS TASKS OPEN UPDATED.
+    Lists,
     /// Show every field of one task.
     Show {
         /// Task id.
@@ -118,6 +122,34 @@ enum TasksCommand {
     /// id seen), clear stale locks, and report unreadable files. Exit 0
     /// when the list is sound afterwards, else 1.
     Repair,
+}
+
+/// The filters of `kaji tasks list`.
+#[derive(Debug, Args)]
+struct ListFilterArgs {
+    /// Only tasks in this status: pending, in_progress or completed.
+    #[arg(long, value_name = "S")]
+    status: Option<String>,
+    /// Only tasks held by this owner; an empty string: tasks nobody holds.
+    #[arg(long, value_name = "O")]
+    owner: Option<String>,
+    /// Only tasks that can be claimed now (pending, unowned, unblocked).
+    #[arg(long)]
+    available: bool,
+    /// Only tasks still waiting for an open blocker.
+    #[arg(long)]
+    blocked: bool,
+}
+
+impl ListFilterArgs {
+    fn filter(self) -> Result<TaskFilter, Failure> {
+        Ok(TaskFilter {
+            status: self.status.map(|s| s.parse::<TaskStatus>()).transpose()?,
+            owner: self.owner,
+            available: self.available,
+            blocked: self.blocked,
+        })
+    }
 }
 
 /// A failure: the exit code and what to say.
@@ -224,11 +256,13 @@ fn run_inner(args: TasksArgs) -> Result<(), Failure> {
     let out = Printer { json };
     let existing = || TaskListStore::open_existing(&home, &list_id).map(with_wait_notice);
     match args.command {
-        TasksCommand::List => {
+        TasksCommand::List(filter) => {
+            let filter = filter.filter()?;
             let store = existing()?;
             let snapshot = store.list()?;
-            out.snapshot(&store, &snapshot)?;
+            out.snapshot(&store, &snapshot, &filter)?;
         }
+        TasksCommand::Lists => lists::run(&home, json)?,
         TasksCommand::Show { id } => {
             let store = existing()?;
             let task = store.get(id)?;
@@ -366,12 +400,17 @@ impl Printer {
 
     /// The list; unreadable files are warned about on stderr (and listed
     /// under `errors` with `--json`).
-    fn snapshot(&self, store: &TaskListStore, snapshot: &ListSnapshot) -> Result<(), Failure> {
+    fn snapshot(
+        &self,
+        store: &TaskListStore,
+        snapshot: &ListSnapshot,
+        filter: &TaskFilter,
+    ) -> Result<(), Failure> {
         warn_corrupt(snapshot);
         if self.json {
-            print_json(&snapshot_json(store, snapshot))
+            print_json(&snapshot_json(store, snapshot, filter))
         } else {
-            emit(&table(snapshot))
+            emit(&table(snapshot, filter))
         }
     }
 }
@@ -389,11 +428,11 @@ fn with_wait_notice(store: TaskListStore) -> TaskListStore {
     }))
 }
 
-fn snapshot_json(store: &TaskListStore, snapshot: &ListSnapshot) -> Value {
+fn snapshot_json(store: &TaskListStore, snapshot: &ListSnapshot, filter: &TaskFilter) -> Value {
     json!({
         "listId": store.list_id(),
         "highwatermark": snapshot.highwatermark,
-        "tasks": snapshot.tasks,
+        "tasks": snapshot.filtered(filter),
         "errors": snapshot.errors.iter().map(|e| json!({
             "path": e.path.display().to_string(),
             "problem": e.problem,
@@ -414,8 +453,9 @@ fn id_list(ids: &[u64]) -> String {
         .join(", ")
 }
 
-/// The readable table of `list`: id, status, owner, subject, open blockers.
-fn table(snapshot: &ListSnapshot) -> String {
+/// The readable table of the tasks of `snapshot` that pass `filter`: id,
+/// status, owner, subject, open blockers.
+fn table(snapshot: &ListSnapshot, filter: &TaskFilter) -> String {
     let mut rows = vec![[
         "ID".to_string(),
         "STATUS".to_string(),
@@ -423,7 +463,8 @@ fn table(snapshot: &ListSnapshot) -> String {
         "SUBJECT".to_string(),
         "BLOCKED BY".to_string(),
     ]];
-    for task in &snapshot.tasks {
+    let shown = snapshot.filtered(filter);
+    for task in &shown {
         rows.push([
             task.id.to_string(),
             task.status.to_string(),
@@ -434,6 +475,12 @@ fn table(snapshot: &ListSnapshot) -> String {
     }
     if snapshot.tasks.is_empty() {
         return "no tasks\n".to_string();
+    }
+    if shown.is_empty() {
+        return format!(
+            "no task matches the filter ({} tasks in the list)\n",
+            snapshot.tasks.len()
+        );
     }
     let mut widths = [0usize; 5];
     for row in &rows {
@@ -472,6 +519,7 @@ fn describe(snapshot: &ListSnapshot, task: &Task) -> String {
     field("blocked by", ids(&task.blocked_by));
     field("open", id_list(&snapshot.open_blockers(task)));
     field("blocks", ids(&task.blocks));
+    field("unblocks", id_list(&snapshot.would_unblock(task)));
     field("metadata", Value::Object(task.metadata.clone()).to_string());
     field("created at", task.created_at.to_string());
     field("updated at", task.updated_at.to_string());
@@ -521,7 +569,10 @@ fn watch(store: &TaskListStore, json: bool) -> Result<(), Failure> {
         if last.as_ref() != Some(&now) {
             let snapshot = store.list()?;
             let text = if json {
-                format!("{}\n", snapshot_json(store, &snapshot))
+                format!(
+                    "{}\n",
+                    snapshot_json(store, &snapshot, &TaskFilter::default())
+                )
             } else {
                 let header = format!(
                     "task list {} ({}) — Ctrl-C to stop\n",
@@ -529,7 +580,10 @@ fn watch(store: &TaskListStore, json: bool) -> Result<(), Failure> {
                     store.dir().display()
                 );
                 let clear = if tty { "\x1b[2J\x1b[H" } else { "" };
-                format!("{clear}{header}{}", table(&snapshot))
+                format!(
+                    "{clear}{header}{}",
+                    table(&snapshot, &TaskFilter::default())
+                )
             };
             // A closed pipe ends the watch quietly; a full disk with an error.
             emit(&text)?;

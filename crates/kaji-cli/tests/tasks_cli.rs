@@ -349,3 +349,67 @@ fn a_closed_stdout_ends_quietly_and_a_full_disk_with_an_error() {
         );
     }
 }
+
+#[test]
+fn list_filters_and_every_list() {
+    let home = Home::new();
+    let (code, out, _) = home.run(&["lists"]);
+    assert_eq!((code, out.as_str()), (0, "no task lists\n"));
+    for subject in ["a", "b", "c"] {
+        home.json(&["create", subject, "--json"]);
+    }
+    home.json(&["update", "2", "--add-blocked-by", "1", "--json"]);
+    home.json(&["claim", "3", "--owner", "bob", "--json"]);
+    home.json(&["--list", "other", "create", "x", "--json"]);
+    let ids = |args: &[&str]| -> Vec<u64> {
+        let mut all = vec!["list", "--json"];
+        all.extend_from_slice(args);
+        home.json(&all)["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .filter_map(|t| t["id"].as_u64())
+            .collect()
+    };
+    assert_eq!(ids(&["--available"]), vec![1]);
+    assert_eq!(ids(&["--blocked"]), vec![2]);
+    assert_eq!(ids(&["--owner", "bob"]), vec![3]);
+    assert_eq!(ids(&["--status", "in_progress"]), vec![3]);
+    assert_eq!(ids(&["--status", "pending", "--owner", ""]), vec![1, 2]);
+    let (code, table, _) = home.run(&["list", "--blocked"]);
+    assert_eq!(code, 0);
+    assert!(
+        table.contains("#1"),
+        "the open blocker stays named: {table}"
+    );
+    assert!(!table.contains(" a "), "{table}");
+    let (code, _, err) = home.run(&["list", "--status", "done"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown status \"done\""), "{err}");
+    let (_, shown, _) = home.run(&["show", "1"]);
+    assert!(shown.contains("unblocks     #2"), "{shown}");
+
+    let lists = home.json(&["lists", "--json"]);
+    assert_eq!(
+        lists,
+        serde_json::json!([
+            {"listId": "default", "sessions": 0, "tasks": 3, "open": 3,
+             "updatedAt": lists[0]["updatedAt"]},
+            {"listId": "other", "sessions": 0, "tasks": 1, "open": 1,
+             "updatedAt": lists[1]["updatedAt"]},
+        ])
+    );
+    let (code, table, _) = home.run(&["lists"]);
+    assert_eq!(code, 0);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["LIST", "SESSIONS", "TASKS", "OPEN", "UPDATED"]);
+    assert!(
+        table.lines().nth(1).unwrap_or("").starts_with("default  0"),
+        "{table}"
+    );
+}

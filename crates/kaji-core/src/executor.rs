@@ -113,6 +113,8 @@ pub struct ToolRun {
     pub update: Option<StateUpdate>,
     /// The tool polls (the same result again is no loop).
     pub polls: bool,
+    /// Images the result carries (a Read of a PNG), sent after it.
+    pub images: Vec<kaji_protocol::ContentBlock>,
 }
 
 impl ToolRun {
@@ -128,6 +130,7 @@ impl ToolRun {
             new_cwd: None,
             update: None,
             polls: false,
+            images: Vec::new(),
         }
     }
 
@@ -143,6 +146,7 @@ impl ToolRun {
             new_cwd: None,
             update: None,
             polls: false,
+            images: Vec::new(),
         }
     }
 }
@@ -374,6 +378,11 @@ impl ToolExecutor {
                 run.changed_files = changed_files;
                 run.update = out.update;
                 run.polls = tool.polls();
+                run.images = out
+                    .images
+                    .iter()
+                    .map(kaji_tools::ToolImage::block)
+                    .collect();
                 run
             }
         };
@@ -572,8 +581,11 @@ impl ToolExecutor {
                             PermissionMode::Plan => PermissionMode::AcceptEdits,
                             other => other,
                         };
-                        let saved = match kaji_tools::plan::save_plan(
-                            &env.ctx.cwd,
+                        // Plans live under $KAJI_HOME, never in the
+                        // repository.
+                        let saved = match kaji_tools::plan::save_project_plan(
+                            &env.ctx.kaji_home,
+                            &env.ctx.project_dir,
                             &plan,
                             std::time::SystemTime::now(),
                         ) {

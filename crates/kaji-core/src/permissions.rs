@@ -271,6 +271,7 @@ pub fn requests_for(tool: &str, access: &ToolAccess, input: &Value) -> Vec<Permi
         ToolAccess::External => vec![PermissionRequest::Tool {
             name: tool.to_string(),
         }],
+        ToolAccess::Network { url, .. } => vec![PermissionRequest::WebFetch { url: url.clone() }],
         ToolAccess::Interaction | ToolAccess::SessionState => Vec::new(),
     }
 }

@@ -1459,6 +1459,7 @@ impl Task {
         }
         for (call, run) in runs {
             results.push(self.result_block(&call.id, &call.name, &run.content, run.is_error));
+            results.extend(run.images.iter().cloned());
         }
         if presented.interrupted {
             assistant.push(ContentBlock::text(INTERRUPTED_BY_FEEDBACK));
@@ -1566,11 +1567,11 @@ impl Task {
         }
         // Each result, durable before the next request: a crash from here
         // on loses nothing of this round.
-        for ((call, _), block) in runs.iter().zip(&results) {
+        for (call, run) in runs {
             self.config
                 .recorder
                 .record_synced(SessionRecord::ToolResult {
-                    block: block.clone(),
+                    block: self.result_block(&call.id, &call.name, &run.content, run.is_error),
                     tool_use_id: call.id.clone(),
                 });
         }
@@ -1924,6 +1925,7 @@ fn skipped(call: &ToolCall, why: &str) -> ToolRun {
         new_cwd: None,
         update: None,
         polls: false,
+        images: Vec::new(),
     }
 }
 

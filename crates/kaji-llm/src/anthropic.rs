@@ -217,49 +217,21 @@ fn mark_conversation_end(messages: &mut [Value]) {
 }
 
 fn message_json(message: &Message) -> Option<Value> {
-    let content: Vec<Value> = message
-        .content
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::Text { text } if text.is_empty() => None,
-            ContentBlock::Text { text } => Some(json!({"type": "text", "text": text})),
-            ContentBlock::Reasoning {
-                signature: Some(sig),
-                ..
-            } if foreign(sig) => None,
-            ContentBlock::RedactedReasoning { data } if foreign(data) => None,
-            ContentBlock::Reasoning {
-                text,
-                signature: Some(sig),
-            } => Some(json!({"type": "thinking", "thinking": text, "signature": sig})),
-            ContentBlock::Reasoning {
-                signature: None, ..
-            } => None,
-            ContentBlock::RedactedReasoning { data } => {
-                Some(json!({"type": "redacted_thinking", "data": data}))
+    let mut content: Vec<Value> = Vec::new();
+    for block in &message.content {
+        if let ContentBlock::Image { media_type, data } = block {
+            let image = json!({
+                "type": "image",
+                "source": {"type": "base64", "media_type": media_type, "data": data},
+            });
+            match content.last_mut() {
+                Some(last) if last["type"] == "tool_result" => attach_image(last, image),
+                _ => content.push(image),
             }
-            ContentBlock::ToolUse { id, name, input } => {
-                let input = if input.is_object() {
-                    input.clone()
-                } else {
-                    json!({})
-                };
-                Some(json!({"type": "tool_use", "id": id, "name": name, "input": input}))
-            }
-            ContentBlock::ToolResult {
-                tool_use_id,
-                content,
-                is_error,
-            } => {
-                let mut block =
-                    json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content});
-                if *is_error {
-                    block["is_error"] = json!(true);
-                }
-                Some(block)
-            }
-        })
-        .collect();
+        } else if let Some(value) = block_json(block) {
+            content.push(value);
+        }
+    }
     if content.is_empty() {
         return None;
     }
@@ -268,6 +240,67 @@ fn message_json(message: &Message) -> Option<Value> {
         Role::Assistant => "assistant",
     };
     Some(json!({"role": role, "content": content}))
+}
+
+/// Puts an image into a `tool_result`'s content, turning a text content
+/// into a list of blocks first.
+fn attach_image(tool_result: &mut Value, image: Value) {
+    if let Some(text) = tool_result["content"].as_str() {
+        let blocks = if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![json!({"type": "text", "text": text})]
+        };
+        tool_result["content"] = Value::Array(blocks);
+    }
+    if let Some(blocks) = tool_result["content"].as_array_mut() {
+        blocks.push(image);
+    }
+}
+
+/// One block on the wire; images are placed by [`message_json`].
+fn block_json(block: &ContentBlock) -> Option<Value> {
+    match block {
+        ContentBlock::Text { text } if text.is_empty() => None,
+        ContentBlock::Text { text } => Some(json!({"type": "text", "text": text})),
+        // Another wire's reasoning (an OpenAI Responses item) is not sent.
+        ContentBlock::Reasoning {
+            signature: Some(sig),
+            ..
+        } if foreign(sig) => None,
+        ContentBlock::RedactedReasoning { data } if foreign(data) => None,
+        ContentBlock::Reasoning {
+            text,
+            signature: Some(sig),
+        } => Some(json!({"type": "thinking", "thinking": text, "signature": sig})),
+        ContentBlock::Reasoning {
+            signature: None, ..
+        } => None,
+        ContentBlock::RedactedReasoning { data } => {
+            Some(json!({"type": "redacted_thinking", "data": data}))
+        }
+        ContentBlock::ToolUse { id, name, input } => {
+            let input = if input.is_object() {
+                input.clone()
+            } else {
+                json!({})
+            };
+            Some(json!({"type": "tool_use", "id": id, "name": name, "input": input}))
+        }
+        ContentBlock::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } => {
+            let mut block =
+                json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content});
+            if *is_error {
+                block["is_error"] = json!(true);
+            }
+            Some(block)
+        }
+        ContentBlock::Image { .. } => None,
+    }
 }
 
 /// What a content block index stands for.
@@ -951,5 +984,40 @@ mod tests {
                 ],
             })
         );
+    }
+
+    #[test]
+    fn images_go_inside_their_tool_result_or_stand_alone() {
+        let request = ModelRequest {
+            model: String::new(),
+            system: String::new(),
+            messages: vec![Message {
+                role: Role::User,
+                content: vec![
+                    ContentBlock::tool_result("c1", "Image a.png", false),
+                    ContentBlock::image("image/png", "iVBO"),
+                    ContentBlock::text("and mine"),
+                    ContentBlock::image("image/jpeg", "/9j/"),
+                ],
+            }],
+            tools: vec![],
+            max_tokens: 10,
+            temperature: None,
+        };
+        let body = request_body(&request, "m");
+        let content = &body["messages"][0]["content"];
+        assert_eq!(
+            content[0],
+            json!({"type": "tool_result", "tool_use_id": "c1", "content": [
+                {"type": "text", "text": "Image a.png"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}},
+            ]})
+        );
+        assert_eq!(content[1], json!({"type": "text", "text": "and mine"}));
+        assert_eq!(
+            content[2]["source"],
+            json!({"type": "base64", "media_type": "image/jpeg", "data": "/9j/"})
+        );
+        assert_eq!(content.as_array().map(Vec::len), Some(3));
     }
 }

@@ -161,7 +161,11 @@ fn push_message(message: &Message, out: &mut Vec<Value>) {
     match message.role {
         Role::User => {
             // Tool results must directly follow the assistant message that
-            // called the tools, so they go before the user's text.
+            // called the tools, so they go before the user's text. Tool
+            // messages carry only text: images (a tool's, or the user's)
+            // go in the user message after them.
+            let mut images = Vec::new();
+            let mut last_result: Option<&str> = None;
             for block in &message.content {
                 match block {
                     ContentBlock::ToolResult {
@@ -175,12 +179,29 @@ fn push_message(message: &Message, out: &mut Vec<Value>) {
                             content.clone()
                         };
                         out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
+                        last_result = Some(tool_use_id);
                     }
-                    ContentBlock::Text { text } => push_text(text),
+                    ContentBlock::Text { text } => {
+                        push_text(text);
+                        last_result = None;
+                    }
+                    ContentBlock::Image { media_type, data } => {
+                        if let Some(id) = last_result {
+                            images.push(json!({"type": "text", "text": format!("The image returned by tool call {id}:")}));
+                        }
+                        images.push(json!({"type": "image_url", "image_url": {
+                            "url": format!("data:{media_type};base64,{data}"),
+                        }}));
+                    }
                     _ => {}
                 }
             }
-            if !text.is_empty() {
+            if !images.is_empty() {
+                if !text.is_empty() {
+                    images.push(json!({"type": "text", "text": text}));
+                }
+                out.push(json!({"role": "user", "content": images}));
+            } else if !text.is_empty() {
                 out.push(json!({"role": "user", "content": text}));
             }
         }
@@ -828,6 +849,39 @@ mod tests {
                     {"role": "user", "content": "next"},
                 ],
             })
+        );
+    }
+
+    #[test]
+    fn images_go_in_a_user_message_after_the_tool_messages() {
+        let request = ModelRequest {
+            model: "m".into(),
+            system: String::new(),
+            messages: vec![Message {
+                role: Role::User,
+                content: vec![
+                    ContentBlock::tool_result("c1", "Image a.png", false),
+                    ContentBlock::image("image/png", "iVBO"),
+                    ContentBlock::text("look"),
+                ],
+            }],
+            tools: vec![],
+            max_tokens: 9,
+            temperature: None,
+        };
+        let body = request_body(&request, "default", "max_tokens");
+        let messages = body["messages"].as_array().expect("messages");
+        let tail = &messages[messages.len() - 2..];
+        assert_eq!(
+            tail,
+            [
+                json!({"role": "tool", "tool_call_id": "c1", "content": "Image a.png"}),
+                json!({"role": "user", "content": [
+                    {"type": "text", "text": "The image returned by tool call c1:"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}},
+                    {"type": "text", "text": "look"},
+                ]}),
+            ]
         );
     }
 }

@@ -200,6 +200,15 @@ fn push_items(message: &Message, out: &mut Vec<Value>) {
                 out.push(json!({"type": "function_call", "call_id": id, "name": name,
                                 "arguments": input.to_string()}));
             }
+            // An image (a Read of a PNG, say) goes as an input image of its
+            // own user message, after the call outputs before it.
+            ContentBlock::Image { media_type, data } => {
+                flush(&mut text, out);
+                out.push(json!({"role": "user", "content": [{
+                    "type": "input_image",
+                    "image_url": format!("data:{media_type};base64,{data}"),
+                }]}));
+            }
             ContentBlock::ToolResult {
                 tool_use_id,
                 content,

@@ -3,7 +3,8 @@
 //! Text is passed through unchanged. Anything the model cannot read as text
 //! (images, audio, binary resources) becomes a one-line placeholder naming
 //! its type and size, e.g. `[image: image/png, 1234 bytes]`; nothing is
-//! silently dropped.
+//! silently dropped. Images of the types models read (PNG, JPEG, GIF,
+//! WebP) are also passed on as images ([`call_result_images`]).
 
 use rmcp::model::{CallToolResult, ContentBlock, ReadResourceResult, ResourceContents};
 
@@ -120,6 +121,30 @@ pub fn call_result_text(result: &CallToolResult) -> String {
         .map(block_text)
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The images of a tool result that a model can see: PNG, JPEG, GIF and
+/// WebP, with their base64 data as the server sent it (white space
+/// removed).
+pub fn call_result_images(result: &CallToolResult) -> Vec<kaji_tools::ToolImage> {
+    result
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Image(image)
+                if matches!(
+                    image.mime_type.as_str(),
+                    "image/png" | "image/jpeg" | "image/gif" | "image/webp"
+                ) =>
+            {
+                Some(kaji_tools::ToolImage {
+                    media_type: image.mime_type.clone(),
+                    data: image.data.split_whitespace().collect(),
+                })
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// A resource read as text: each of its contents, separated by blank lines.

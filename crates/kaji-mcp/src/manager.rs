@@ -154,6 +154,9 @@ pub struct McpCallOutput {
     pub is_error: bool,
     /// The tool's structured result, if it gave one.
     pub structured: Option<Value>,
+    /// Its PNG, JPEG, GIF and WebP images, passed to the model as images
+    /// (each also has its placeholder in `text`).
+    pub images: Vec<kaji_tools::ToolImage>,
 }
 
 /// Every MCP server of a session. Cheap to clone (an `Arc` inside); all
@@ -483,6 +486,7 @@ impl McpManager {
             text: content::call_result_text(&result),
             is_error: result.is_error.unwrap_or(false),
             structured: result.structured_content.clone(),
+            images: content::call_result_images(&result),
         })
     }
 

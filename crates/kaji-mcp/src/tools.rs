@@ -119,6 +119,7 @@ impl Tool for McpTool {
         Ok(ToolOutput {
             content: output.text,
             data: output.structured,
+            images: output.images,
             ..ToolOutput::default()
         })
     }

@@ -166,6 +166,13 @@ async fn images_become_placeholders_and_errors_are_error_results() {
         .parse()
         .expect("a byte count");
     assert!(bytes > 100, "{placeholder}");
+    assert_eq!(out.images.len(), 1, "the image passes through as an image");
+    assert_eq!(out.images[0].media_type, "image/png");
+    assert!(
+        out.images[0].data.starts_with("iVBOR"),
+        "{:?}",
+        out.images[0]
+    );
     assert!(
         out.content.contains("Here's the image you requested"),
         "{}",

@@ -106,12 +106,31 @@ pub enum ContentBlock {
         #[serde(default)]
         is_error: bool,
     },
+    /// An image, base64-encoded. In a user message right after a
+    /// [`ContentBlock::ToolResult`] (before any text) it belongs to that
+    /// result: Anthropic gets it inside the `tool_result`, OpenAI-compatible
+    /// servers (whose tool messages carry only text) in a user message after
+    /// the tool messages. Elsewhere it is an image the user attached.
+    Image {
+        /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+        media_type: String,
+        /// The image bytes, standard base64 with padding.
+        data: String,
+    },
 }
 
 impl ContentBlock {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Self {
         Self::Text { text: text.into() }
+    }
+
+    /// An image block from a media type and base64 data.
+    pub fn image(media_type: impl Into<String>, data: impl Into<String>) -> Self {
+        Self::Image {
+            media_type: media_type.into(),
+            data: data.into(),
+        }
     }
 
     /// A tool result block.

@@ -323,3 +323,44 @@ fn an_unfinished_change_is_finished_by_the_next_opener() {
     assert!(reopened.get(b).unwrap().blocked_by.contains(&a));
     assert!(!store.dir().join(".journal.json").exists());
 }
+
+#[test]
+fn filters_and_what_completing_would_unblock() {
+    use kaji_tasks::list::TaskFilter;
+    let (_home, store) = store();
+    let a = create(&store, "a", &[]);
+    let b = create(&store, "b", &[a]);
+    let c = create(&store, "c", &[]);
+    let d = create(&store, "d", &[a, c]);
+    store.claim(c, "alice").expect("claim");
+    let snap = store.list().expect("list");
+    let ids = |f: &TaskFilter| snap.filtered(f).iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(ids(&TaskFilter::default()), vec![a, b, c, d]);
+    let available = TaskFilter {
+        available: true,
+        ..TaskFilter::default()
+    };
+    assert_eq!(ids(&available), vec![a]);
+    let blocked = TaskFilter {
+        blocked: true,
+        ..TaskFilter::default()
+    };
+    assert_eq!(ids(&blocked), vec![b, d]);
+    let alice = TaskFilter {
+        owner: Some("alice".into()),
+        ..TaskFilter::default()
+    };
+    assert_eq!(ids(&alice), vec![c]);
+    let unowned_pending = TaskFilter {
+        owner: Some(String::new()),
+        status: Some(TaskStatus::Pending),
+        ..TaskFilter::default()
+    };
+    assert_eq!(ids(&unowned_pending), vec![a, b, d]);
+    // d still waits for c, so completing a unblocks only b.
+    let task_a = snap.get(a).expect("a");
+    assert_eq!(snap.would_unblock(task_a), vec![b]);
+    assert_eq!(complete(&store, a), vec![b]);
+    let snap = store.list().expect("list");
+    assert_eq!(snap.would_unblock(snap.get(c).expect("c")), vec![d]);
+}

@@ -212,6 +212,7 @@ impl BashTool {
                     })),
                     control: None,
                     changed_files: true,
+                    images: Vec::new(),
                 });
             }
             RunEnd::Exited(status) => status,
@@ -248,6 +249,7 @@ impl BashTool {
             })),
             control: None,
             changed_files: true,
+            images: Vec::new(),
         })
     }
 
@@ -289,6 +291,7 @@ impl BashTool {
             })),
             control: None,
             changed_files: true,
+            images: Vec::new(),
         })
     }
 }

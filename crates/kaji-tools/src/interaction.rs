@@ -101,6 +101,7 @@ answers are known, list them in options so the user can pick one (they may still
             data: Some(json!({"question": question, "options": options})),
             control: Some(ToolControl::AskUser { question, options }),
             changed_files: false,
+            images: Vec::new(),
         })
     }
 }
@@ -165,6 +166,7 @@ question or an offer of more help. If you need information to go on, use AskUser
             data: Some(json!({"result": result})),
             control: Some(ToolControl::Complete { result }),
             changed_files: false,
+            images: Vec::new(),
         })
     }
 }

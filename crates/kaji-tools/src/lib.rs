@@ -27,6 +27,7 @@ mod runtime_tools;
 pub mod skill;
 mod task_list_tools;
 pub mod todo;
+pub mod web_fetch;
 pub mod worktree;
 
 pub use error::ToolError;
@@ -111,6 +112,14 @@ pub enum ToolAccess {
     SessionState,
     /// Reaches something outside kaji's knowledge (MCP servers).
     External,
+    /// Reads from the network (`WebFetch`): only reads, but the user is
+    /// asked per domain unless a rule allows it.
+    Network {
+        /// The URL, as given.
+        url: String,
+        /// Its host in lower case (`docs.rs`); empty when the URL has none.
+        domain: String,
+    },
 }
 
 /// An instruction from a tool to the executor that ran it.
@@ -160,6 +169,26 @@ pub struct ToolOutput {
     /// Whether the call changed files in the working directory (drives
     /// checkpoints).
     pub changed_files: bool,
+    /// Images for the model (`Read` of an image file, MCP image results).
+    /// The executor sends each, as [`ToolImage::block`], right after the
+    /// call's `ToolResult` in the same user message.
+    pub images: Vec<ToolImage>,
+}
+
+/// An image a tool returns to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolImage {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    /// The bytes, standard base64.
+    pub data: String,
+}
+
+impl ToolImage {
+    /// The image as a history block.
+    pub fn block(&self) -> kaji_protocol::ContentBlock {
+        kaji_protocol::ContentBlock::image(self.media_type.clone(), self.data.clone())
+    }
 }
 
 impl ToolOutput {
@@ -242,5 +271,6 @@ pub fn builtin_tools() -> ToolRegistry {
     todo::register(&mut registry);
     plan::register(&mut registry);
     worktree::register(&mut registry);
+    web_fetch::register(&mut registry);
     registry
 }

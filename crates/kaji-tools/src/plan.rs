@@ -1,12 +1,14 @@
 //! `EnterPlanMode` and `ExitPlanMode`: the tools through which the model
 //! switches the task into plan mode and presents its plan for approval
-//! (the "Plan" layer of seed 002), plus [`save_plan`], which stores an
-//! approved plan under `.kaji/plans/`.
+//! (the "Plan" layer of seed 002), plus [`save_project_plan`], which
+//! stores an approved plan under `$KAJI_HOME/plans/<project>/` (never in
+//! the repository, never in `.git/`).
 //!
 //! The tools themselves do nothing: each returns a [`ToolControl`] that
 //! the core's executor carries out (changing the permission mode, asking
-//! the user to approve the plan). [`save_plan`] is the only code here that
-//! writes, and it never overwrites an existing file.
+//! the user to approve the plan). [`save_project_plan`] (and the older
+//! [`save_plan`]) is the only code here that writes, and it never
+//! overwrites an existing file.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -39,8 +41,63 @@ pub(crate) fn register(registry: &mut ToolRegistry) {
     registry.register(Arc::new(ExitPlanModeTool));
 }
 
+/// The directory of a project's plans: `$KAJI_HOME/plans/<project>/`,
+/// where `<project>` is the last component of the canonical project
+/// directory (letters, digits, `.`, `_` and `-`; others become `-`), a
+/// `-`, and the 64-bit FNV-1a hash of the whole canonical path as 16 hex
+/// digits, so two checkouts with the same name never share plans.
+pub fn project_plans_dir(kaji_home: &Path, project_dir: &Path) -> PathBuf {
+    let canonical = project_dir
+        .canonicalize()
+        .unwrap_or_else(|_| project_dir.to_path_buf());
+    let name: String = canonical
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(64)
+        .collect();
+    let name = name.trim_start_matches('.');
+    let name = if name.is_empty() { "root" } else { name };
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in canonical.as_os_str().as_encoded_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    kaji_home.join("plans").join(format!("{name}-{hash:016x}"))
+}
+
+/// Saves an approved plan of the project in `project_dir` as
+/// `<project_plans_dir>/<yyyymmdd-hhmmss>-<slug>.md` (see
+/// [`project_plans_dir`] and [`save_plan`] for the name) and returns the
+/// path. Refused when that directory would lie inside a `.git` directory
+/// (a `$KAJI_HOME` set inside one).
+pub fn save_project_plan(
+    kaji_home: &Path,
+    project_dir: &Path,
+    plan: &str,
+    now: SystemTime,
+) -> Result<PathBuf, ToolError> {
+    let dir = project_plans_dir(kaji_home, project_dir);
+    if dir.components().any(|c| c.as_os_str() == ".git") {
+        return Err(ToolError::Refused(format!(
+            "plans are never saved inside a .git directory, and {} is one: set KAJI_HOME elsewhere",
+            dir.display()
+        )));
+    }
+    save_plan_in(&dir, plan, now)
+}
+
 /// Saves an approved plan as `<cwd>/.kaji/plans/<yyyymmdd-hhmmss>-<slug>.md`
-/// and returns the path.
+/// and returns the path. Prefer [`save_project_plan`], which keeps plans
+/// out of the repository.
 ///
 /// The time stamp is `now` in UTC. The slug comes from the plan's first
 /// non-empty line (a markdown heading's `#` marks dropped): lower-case
@@ -49,7 +106,12 @@ pub(crate) fn register(registry: &mut ToolRegistry) {
 /// An existing file is never overwritten: `-2`, `-3`, … is appended to the
 /// name instead. The directories are created as needed.
 pub fn save_plan(cwd: &Path, plan: &str, now: SystemTime) -> Result<PathBuf, ToolError> {
-    let dir = cwd.join(PLANS_DIR);
+    save_plan_in(&cwd.join(PLANS_DIR), plan, now)
+}
+
+/// Saves `plan` in `dir` under its time-and-slug name (never overwriting).
+fn save_plan_in(dir: &Path, plan: &str, now: SystemTime) -> Result<PathBuf, ToolError> {
+    let dir = dir.to_path_buf();
     std::fs::create_dir_all(&dir).map_err(|source| ToolError::Io {
         path: dir.clone(),
         source,
@@ -176,6 +238,7 @@ anything. When you have a plan, present it with ExitPlanMode for the user's appr
             data: None,
             control: Some(ToolControl::EnterPlanMode),
             changed_files: false,
+            images: Vec::new(),
         })
     }
 }
@@ -198,7 +261,7 @@ impl Tool for ExitPlanModeTool {
         ToolSpec {
             name: EXIT_PLAN_MODE.to_string(),
             description: "Presents your plan to the user for approval and, once approved, leaves \
-plan mode so you can carry it out (the plan is saved under .kaji/plans/). Call it in plan mode when \
+plan mode so you can carry it out (the plan is saved under $KAJI_HOME/plans/; the result names the file). Call it in plan mode when \
 your investigation is done and you know how to implement the change — not for research-only \
 requests, where you simply answer. Write the plan in markdown, starting with a one-line title: \
 the steps in order, the files you will change, how you will check the result, and any open \
@@ -243,6 +306,7 @@ present it again."
             data: Some(json!({ "plan": plan })),
             control: Some(ToolControl::ExitPlanMode { plan }),
             changed_files: false,
+            images: Vec::new(),
         })
     }
 }

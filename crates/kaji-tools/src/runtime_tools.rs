@@ -139,6 +139,7 @@ Task ids look like b9x4k2m1p; all-digit ids belong to the task list, not to this
             })),
             control: None,
             changed_files: false,
+            images: Vec::new(),
         })
     }
 }
@@ -215,6 +216,7 @@ ids are refused."
             })),
             control: None,
             changed_files: false,
+            images: Vec::new(),
         })
     }
 }

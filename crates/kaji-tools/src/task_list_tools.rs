@@ -12,8 +12,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kaji_protocol::{StateUpdate, TaskListItem, ToolSpec};
 use kaji_tasks::list::{
-    ListSnapshot, NewTask, Task, TaskListError, TaskListErrorKind, TaskListStore, TaskPatch,
-    TaskStatus,
+    ListSnapshot, NewTask, Task, TaskFilter, TaskListError, TaskListErrorKind, TaskListStore,
+    TaskPatch, TaskStatus,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -300,6 +300,10 @@ fn task_json(snapshot: &ListSnapshot, task: &Task) -> Value {
             "openBlockers".to_string(),
             json!(snapshot.open_blockers(task)),
         );
+        map.insert(
+            "wouldUnblock".to_string(),
+            json!(snapshot.would_unblock(task)),
+        );
     }
     value
 }
@@ -331,6 +335,12 @@ fn describe(snapshot: &ListSnapshot, task: &Task) -> String {
         let all: Vec<u64> = task.blocks.iter().copied().collect();
         out.push_str(&format!("Blocks: {}\n", id_list(&all)));
     }
+    if task.status != TaskStatus::Completed {
+        let freed = snapshot.would_unblock(task);
+        if !freed.is_empty() {
+            out.push_str(&format!("Completing it unblocks: {}\n", id_list(&freed)));
+        }
+    }
     if !task.metadata.is_empty() {
         out.push_str(&format!(
             "Metadata: {}\n",
@@ -349,9 +359,37 @@ fn describe(snapshot: &ListSnapshot, task: &Task) -> String {
 /// The `TaskList` tool.
 struct TaskListTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct TaskListInput {}
+struct TaskListInput {
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    owner: Option<String>,
+    #[serde(default)]
+    available: bool,
+    #[serde(default)]
+    blocked: bool,
+}
+
+impl TaskListInput {
+    fn filter(self) -> Result<TaskFilter, ToolError> {
+        let status = self
+            .status
+            .map(|s| s.trim().parse::<TaskStatus>())
+            .transpose()
+            .map_err(|e| ToolError::InvalidInput {
+                tool: TASK_LIST.to_string(),
+                message: format!("status: {e}"),
+            })?;
+        Ok(TaskFilter {
+            status,
+            owner: self.owner,
+            available: self.available,
+            blocked: self.blocked,
+        })
+    }
+}
 
 #[async_trait]
 impl Tool for TaskListTool {
@@ -364,12 +402,31 @@ impl Tool for TaskListTool {
             name: TASK_LIST.to_string(),
             description: "Lists every task in the shared task list, one line each: id, status, owner, \
 subject and the blockers that are still open. Use it to see what is left to do, to choose your next task \
-(prefer the lowest id that is pending, has no owner and nothing blocking it), and to check progress after \
-finishing a task. Use TaskGet for a task's full description."
+(prefer the lowest id that is pending, has no owner and nothing blocking it: `available: true` lists just \
+those), and to check progress after finishing a task. The optional filters narrow the list; every filter \
+given must hold. Use TaskGet for a task's full description."
                 .to_string(),
             input_schema: json!({
                 "type": "object",
-                "properties": {},
+                "properties": {
+                    "status": {
+                        "type": "string",
+                        "enum": ["pending", "in_progress", "completed"],
+                        "description": "Only tasks in this status."
+                    },
+                    "owner": {
+                        "type": "string",
+                        "description": "Only tasks held by this owner; an empty string lists the tasks nobody holds."
+                    },
+                    "available": {
+                        "type": "boolean",
+                        "description": "Only tasks you could claim now: pending, no owner, nothing blocking them."
+                    },
+                    "blocked": {
+                        "type": "boolean",
+                        "description": "Only tasks still waiting for an open blocker."
+                    }
+                },
                 "additionalProperties": false
             }),
         }
@@ -381,16 +438,21 @@ finishing a task. Use TaskGet for a task's full description."
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let input = if input.is_null() { json!({}) } else { input };
-        let _: TaskListInput = parse_input(TASK_LIST, input)?;
+        let filter = parse_input::<TaskListInput>(TASK_LIST, input)?.filter()?;
         let store = store_of(ctx)?;
         let snapshot = blocking(move || store.list()).await?;
         let mut lines: Vec<String> = snapshot
-            .tasks
-            .iter()
+            .filtered(&filter)
+            .into_iter()
             .map(|t| summary_line(&snapshot, t))
             .collect();
-        if lines.is_empty() {
+        if lines.is_empty() && snapshot.tasks.is_empty() {
             lines.push("The task list is empty.".to_string());
+        } else if lines.is_empty() {
+            lines.push(format!(
+                "No task matches the filter ({} tasks in the list).",
+                snapshot.tasks.len()
+            ));
         }
         for e in &snapshot.errors {
             lines.push(format!("(unreadable: {}: {})", e.path.display(), e.problem));
@@ -739,6 +801,60 @@ mod tests {
             err.to_string().contains("subject must not be empty"),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn list_filters_and_get_shows_what_completing_unblocks() {
+        let home = tempfile::tempdir().expect("temp dir");
+        let ctx = ctx(home.path());
+        for subject in ["a", "b", "c"] {
+            call(
+                TASK_CREATE,
+                json!({"subject": subject, "description": ""}),
+                &ctx,
+            )
+            .await
+            .expect("create");
+        }
+        call(
+            TASK_UPDATE,
+            json!({"taskId": "2", "addBlockedBy": ["1"]}),
+            &ctx,
+        )
+        .await
+        .expect("edge");
+        call(TASK_UPDATE, json!({"taskId": "3", "owner": "bob"}), &ctx)
+            .await
+            .expect("owner");
+        let list = |input: Value| {
+            let ctx = ctx.clone();
+            async move { call(TASK_LIST, input, &ctx).await }
+        };
+        let out = list(json!({"available": true})).await.expect("available");
+        assert_eq!(out.content, "#1 [pending] a");
+        let out = list(json!({"blocked": true})).await.expect("blocked");
+        assert_eq!(out.content, "#2 [pending] b — blocked by #1");
+        let out = list(json!({"owner": "bob"})).await.expect("owner");
+        assert_eq!(out.content, "#3 [pending] c (owner: bob)");
+        let out = list(json!({"status": "completed"})).await.expect("none");
+        assert!(
+            out.content.starts_with("No task matches"),
+            "{}",
+            out.content
+        );
+        let err = list(json!({"status": "done"}))
+            .await
+            .expect_err("bad status");
+        assert!(err.to_string().contains("unknown status \"done\""), "{err}");
+        let got = call(TASK_GET, json!({"taskId": "1"}), &ctx)
+            .await
+            .expect("get");
+        assert!(
+            got.content.contains("Completing it unblocks: #2"),
+            "{}",
+            got.content
+        );
+        assert_eq!(got.data.expect("data")["task"]["wouldUnblock"], json!([2]));
     }
 
     #[test]

@@ -255,6 +255,7 @@ Go on with the work and keep the checklist current.",
             update: Some(kaji_protocol::StateUpdate::Todo { items: todos }),
             control: None,
             changed_files: false,
+            images: Vec::new(),
         })
     }
 }

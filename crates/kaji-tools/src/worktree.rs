@@ -9,7 +9,11 @@
 //! `ExitWorktree` moves the task back to its project directory and, with
 //! `action: "remove"`, deletes the worktree and its branch — but only when
 //! that loses nothing (no uncommitted changes, no commits missing from the
-//! project directory's branch) unless `discard_changes` is true.
+//! project directory's branch) unless `discard_changes` is true; with
+//! `action: "merge"`, runs `git merge --no-ff --no-edit kaji/<name>` in the
+//! project directory (on the branch recorded at creation as git config
+//! `branch.kaji/<name>.kajiBase`) and then removes it as with `remove`. A
+//! merge with conflicts is aborted, leaving the checkout as it was.
 //!
 //! These tools must never delete work silently: every refusal lists what
 //! would be lost. They never touch the user's checkout other than
@@ -63,6 +67,15 @@ pub struct Worktree {
     pub cwd: PathBuf,
     /// The commit it started from.
     pub base: String,
+    /// The branch the project directory was on when it was created (what
+    /// `ExitWorktree` `merge` merges into); `None` on a detached HEAD.
+    pub base_branch: Option<String>,
+}
+
+/// The git config key recording a worktree branch's base branch. Deleting
+/// the branch (`git branch -D`) deletes its config section with it.
+fn base_branch_key(branch: &str) -> String {
+    format!("branch.{branch}.kajiBase")
 }
 
 /// Checks a worktree name: 1 to 64 characters of `[A-Za-z0-9._-]`,
@@ -149,6 +162,16 @@ async fn create_worktree_cancellable(
         )));
     }
     let branch = format!("{BRANCH_PREFIX}{name}");
+    let current = run_git(
+        project_dir,
+        &["symbolic-ref", "--quiet", "--short", "HEAD"],
+        cancel,
+    )
+    .await?;
+    let base_branch = current
+        .success
+        .then(|| current.stdout.trim().to_string())
+        .filter(|b| !b.is_empty());
     repo.exclude_worktrees(cancel).await?;
     let root_arg = root.to_string_lossy().into_owned();
     let added = repo
@@ -167,6 +190,17 @@ async fn create_worktree_cancellable(
             added.stderr.trim()
         )));
     }
+    if let Some(base_branch) = &base_branch {
+        let key = base_branch_key(&branch);
+        let recorded = repo.git(&["config", &key, base_branch], cancel).await?;
+        if !recorded.success {
+            return Err(ToolError::Refused(format!(
+                "created worktree {} but could not record its base branch ({key}): {}",
+                root.display(),
+                recorded.stderr.trim()
+            )));
+        }
+    }
     let cwd = match project_dir
         .canonicalize()
         .ok()
@@ -181,6 +215,7 @@ async fn create_worktree_cancellable(
         root,
         cwd,
         base,
+        base_branch,
     })
 }
 
@@ -459,7 +494,7 @@ repository with at least one commit."
         Ok(ToolOutput {
             content: format!(
                 "Created worktree {:?} at {} on branch {} (from {short}). The working directory is now {}; \
-relative paths and Bash use it. Commit your changes there, then call ExitWorktree with action \"keep\" or \"remove\".",
+relative paths and Bash use it. Commit your changes there, then call ExitWorktree with action \"merge\", \"keep\" or \"remove\".",
                 wt.name,
                 wt.root.display(),
                 wt.branch,
@@ -475,6 +510,7 @@ relative paths and Bash use it. Commit your changes there, then call ExitWorktre
             })),
             control: Some(ToolControl::ChangeDirectory { path: wt.cwd }),
             changed_files: false,
+            images: Vec::new(),
         })
     }
 }
@@ -487,6 +523,7 @@ struct ExitWorktreeTool;
 enum ExitAction {
     Keep,
     Remove,
+    Merge,
 }
 
 #[derive(Debug, Deserialize)]
@@ -510,15 +547,18 @@ impl Tool for ExitWorktreeTool {
 directory. action \"keep\" leaves the worktree and its branch kaji/<name> in place (the user can merge or inspect \
 it); action \"remove\" deletes the worktree and its branch, and is refused when that would lose work — uncommitted \
 changes, or commits that are not on the original directory's branch — unless discard_changes is true. Merge or \
-commit what should be kept before removing."
+commit what should be kept before removing. action \"merge\" runs `git merge --no-ff --no-edit kaji/<name>` in the \
+original directory, into the branch it was on when the worktree was created, then removes the worktree and branch; \
+it is refused when the worktree has uncommitted changes (commit them first) or the original checkout is on another \
+branch or has staged changes, and a merge with conflicts is aborted and the conflicting files listed."
                 .to_string(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
                     "action": {
                         "type": "string",
-                        "enum": ["keep", "remove"],
-                        "description": "keep: leave the worktree and branch; remove: delete both."
+                        "enum": ["keep", "remove", "merge"],
+                        "description": "keep: leave the worktree and branch; remove: delete both; merge: merge the branch into the original one, then delete both."
                     },
                     "discard_changes": {
                         "type": "boolean",
@@ -570,32 +610,14 @@ commit what should be kept before removing."
                 data: Some(json!({"name": name, "branch": branch, "path": root, "action": "keep"})),
                 control: Some(back),
                 changed_files: false,
+                images: Vec::new(),
             });
         }
 
-        let uncommitted = if root.is_dir() {
-            let status = run_git(
-                &root,
-                &["status", "--porcelain", "--untracked-files=all"],
-                &ctx.cancel,
-            )
-            .await?;
-            if !status.success {
-                return Err(ToolError::Refused(format!(
-                    "cannot check worktree {} for uncommitted changes: {}",
-                    root.display(),
-                    status.stderr.trim()
-                )));
-            }
-            status
-                .stdout
-                .lines()
-                .map(str::to_string)
-                .filter(|l| !l.is_empty())
-                .collect()
-        } else {
-            Vec::new()
-        };
+        if input.action == ExitAction::Merge {
+            return merge_worktree(ctx, &repo, &name, &root).await;
+        }
+        let uncommitted = uncommitted_changes(&root, &ctx.cancel).await?;
         let original = run_git(
             &ctx.project_dir,
             &["rev-parse", "--verify", "HEAD"],
@@ -645,32 +667,7 @@ commit what should be kept before removing."
             return Err(ToolError::Refused(why));
         }
 
-        let root_arg = root.to_string_lossy().into_owned();
-        if root.exists() {
-            let removed = repo
-                .git(
-                    &["worktree", "remove", "--force", "--force", &root_arg],
-                    &ctx.cancel,
-                )
-                .await?;
-            if !removed.success {
-                return Err(ToolError::Refused(format!(
-                    "`git worktree remove {}` failed: {}",
-                    root.display(),
-                    removed.stderr.trim()
-                )));
-            }
-        } else {
-            repo.git(&["worktree", "prune"], &ctx.cancel).await?;
-        }
-        let deleted = repo.git(&["branch", "-D", &branch], &ctx.cancel).await?;
-        if !deleted.success {
-            return Err(ToolError::Refused(format!(
-                "removed worktree {} but could not delete branch {branch}: {}",
-                root.display(),
-                deleted.stderr.trim()
-            )));
-        }
+        remove_worktree(&repo, &root, &branch, &ctx.cancel).await?;
         let mut content = format!(
             "Removed worktree {name:?} ({}) and branch {branch}. The working directory is {} again.",
             root.display(),
@@ -696,6 +693,203 @@ commit what should be kept before removing."
             })),
             control: Some(back),
             changed_files: true,
+            images: Vec::new(),
         })
     }
+}
+
+/// `git status --porcelain` lines of the worktree at `root` (none when the
+/// directory is gone).
+async fn uncommitted_changes(
+    root: &Path,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<Vec<String>, ToolError> {
+    if !root.is_dir() {
+        return Ok(Vec::new());
+    }
+    let status = run_git(
+        root,
+        &["status", "--porcelain", "--untracked-files=all"],
+        cancel,
+    )
+    .await?;
+    if !status.success {
+        return Err(ToolError::Refused(format!(
+            "cannot check worktree {} for uncommitted changes: {}",
+            root.display(),
+            status.stderr.trim()
+        )));
+    }
+    Ok(lines(&status.stdout))
+}
+
+fn lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::to_string)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Deletes the worktree at `root` (or prunes it when its directory is
+/// gone) and its branch.
+async fn remove_worktree(
+    repo: &Repo,
+    root: &Path,
+    branch: &str,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<(), ToolError> {
+    let root_arg = root.to_string_lossy().into_owned();
+    if root.exists() {
+        let removed = repo
+            .git(
+                &["worktree", "remove", "--force", "--force", &root_arg],
+                cancel,
+            )
+            .await?;
+        if !removed.success {
+            return Err(ToolError::Refused(format!(
+                "`git worktree remove {}` failed: {}",
+                root.display(),
+                removed.stderr.trim()
+            )));
+        }
+    } else {
+        repo.git(&["worktree", "prune"], cancel).await?;
+    }
+    let deleted = repo.git(&["branch", "-D", branch], cancel).await?;
+    if !deleted.success {
+        return Err(ToolError::Refused(format!(
+            "removed worktree {} but could not delete branch {branch}: {}",
+            root.display(),
+            deleted.stderr.trim()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks what `merge` needs before it touches anything: the worktree is
+/// clean, the base branch is recorded, the project directory is on it and
+/// has nothing staged. Returns the base branch.
+async fn merge_preconditions(
+    ctx: &ToolContext,
+    repo: &Repo,
+    name: &str,
+    root: &Path,
+) -> Result<String, ToolError> {
+    let branch = format!("{BRANCH_PREFIX}{name}");
+    let refuse = |why: String| {
+        Err(ToolError::Refused(format!(
+            "cannot merge worktree {name:?}: {why}"
+        )))
+    };
+    let uncommitted = uncommitted_changes(root, &ctx.cancel).await?;
+    if !uncommitted.is_empty() {
+        let mut why = format!("it has uncommitted changes ({}):", uncommitted.len());
+        for line in uncommitted.iter().take(50) {
+            why.push_str(&format!("\n  {line}"));
+        }
+        why.push_str("\nCommit them in the worktree (or discard them), then merge again.");
+        return refuse(why);
+    }
+    let key = base_branch_key(&branch);
+    let recorded = repo.git(&["config", "--get", &key], &ctx.cancel).await?;
+    let base = recorded.stdout.trim().to_string();
+    if !recorded.success || base.is_empty() {
+        return refuse(format!(
+            "no base branch is recorded for {branch} ({key}; the worktree was made on a detached HEAD or by an older kaji). Use action \"keep\" and merge it by hand."
+        ));
+    }
+    let dir = &ctx.project_dir;
+    let head = run_git(
+        dir,
+        &["symbolic-ref", "--quiet", "--short", "HEAD"],
+        &ctx.cancel,
+    )
+    .await?;
+    let on = head.stdout.trim();
+    if !head.success || on != base {
+        let on = if head.success { on } else { "a detached HEAD" };
+        return refuse(format!(
+            "{} is on {on}, not on {base}, the branch the worktree was created from. Switch it back to {base} (or merge by hand), then merge again.",
+            dir.display()
+        ));
+    }
+    let staged = run_git(dir, &["diff", "--cached", "--name-only"], &ctx.cancel).await?;
+    let staged = lines(&staged.stdout);
+    if !staged.is_empty() {
+        return refuse(format!(
+            "{} has staged changes, which a merge would mix with the merge commit: {}. Commit or unstage them first.",
+            dir.display(),
+            staged.join(", ")
+        ));
+    }
+    Ok(base)
+}
+
+/// `ExitWorktree` with `action: "merge"`.
+async fn merge_worktree(
+    ctx: &ToolContext,
+    repo: &Repo,
+    name: &str,
+    root: &Path,
+) -> Result<ToolOutput, ToolError> {
+    let base = merge_preconditions(ctx, repo, name, root).await?;
+    let branch = format!("{BRANCH_PREFIX}{name}");
+    let dir = &ctx.project_dir;
+    let merged = run_git(
+        dir,
+        &["merge", "--no-ff", "--no-edit", &branch],
+        &ctx.cancel,
+    )
+    .await?;
+    if !merged.success {
+        let conflicts = run_git(
+            dir,
+            &["diff", "--name-only", "--diff-filter=U"],
+            &ctx.cancel,
+        )
+        .await?;
+        let conflicts = lines(&conflicts.stdout);
+        let aborted = run_git(dir, &["merge", "--abort"], &ctx.cancel).await?;
+        if !conflicts.is_empty() {
+            let state = if aborted.success {
+                "The merge was aborted; both branches are as they were"
+            } else {
+                "`git merge --abort` failed too, so the checkout may still be mid-merge"
+            };
+            return Err(ToolError::Refused(format!(
+                "merging {branch} into {base} in {} conflicts in {} file(s):\n  {}\n{state}. Resolve the conflicts in the worktree (for example merge {base} into {branch} there and fix the files), commit, then merge again.",
+                dir.display(),
+                conflicts.len(),
+                conflicts.join("\n  ")
+            )));
+        }
+        return Err(ToolError::Refused(format!(
+            "`git merge --no-ff --no-edit {branch}` failed in {}: {}",
+            dir.display(),
+            format!("{} {}", merged.stdout.trim(), merged.stderr.trim()).trim()
+        )));
+    }
+    let commit = run_git(dir, &["rev-parse", "--short", "HEAD"], &ctx.cancel).await?;
+    let commit = commit.stdout.trim().to_string();
+    remove_worktree(repo, root, &branch, &ctx.cancel).await?;
+    Ok(ToolOutput {
+        content: format!(
+            "Merged {branch} into {base} in {} (merge commit {commit}), then removed worktree {name:?} and its branch. The working directory is {} again.",
+            dir.display(),
+            dir.display()
+        ),
+        update: None,
+        data: Some(json!({
+            "name": name,
+            "branch": branch,
+            "path": root,
+            "action": "merge",
+            "into": base,
+            "commit": commit,
+        })),
+        control: Some(ToolControl::ChangeDirectory { path: dir.clone() }),
+        changed_files: true,
+        images: Vec::new(),
+    })
 }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kaji_tools::plan::{plan_slug, save_plan};
+use kaji_tools::plan::{plan_slug, project_plans_dir, save_plan, save_project_plan};
 use kaji_tools::{ToolAccess, ToolContext, ToolControl, ToolError, builtin_tools};
 use serde_json::json;
 
@@ -123,5 +123,48 @@ async fn enter_and_exit_plan_mode_return_their_controls() {
             Err(ToolError::InvalidInput { tool, .. }) => assert_eq!(tool, "ExitPlanMode"),
             other => panic!("{bad}: expected InvalidInput, got {other:?}"),
         }
+    }
+}
+
+#[test]
+fn project_plans_live_in_kaji_home_never_in_the_repository() {
+    let home = tempfile::tempdir().expect("home");
+    let projects = tempfile::tempdir().expect("projects");
+    let a = projects.path().join("a/app");
+    let b = projects.path().join("b/app");
+    std::fs::create_dir_all(a.join(".git")).expect("mkdir");
+    std::fs::create_dir_all(&b).expect("mkdir");
+    let path = save_project_plan(home.path(), &a, "# Ship it\n1. go", when()).expect("saved");
+    let dir = project_plans_dir(home.path(), &a);
+    assert!(
+        dir.starts_with(home.path().join("plans")),
+        "{}",
+        dir.display()
+    );
+    assert_eq!(path, dir.join("20240305-070809-ship-it.md"));
+    assert_eq!(
+        std::fs::read_to_string(&path).expect("read"),
+        "# Ship it\n1. go\n"
+    );
+    let name = dir.file_name().and_then(|n| n.to_str()).expect("name");
+    assert!(
+        name.starts_with("app-") && name.len() == "app-".len() + 16,
+        "{name}"
+    );
+    assert_ne!(
+        dir,
+        project_plans_dir(home.path(), &b),
+        "same name, other project"
+    );
+    assert!(
+        !a.join(".kaji").exists(),
+        "nothing is written in the repository"
+    );
+    assert_eq!(std::fs::read_dir(a.join(".git")).expect("git").count(), 0);
+
+    let inside_git = a.join(".git/kaji-home");
+    match save_project_plan(&inside_git, &a, "# X", when()) {
+        Err(ToolError::Refused(msg)) => assert!(msg.contains(".git"), "{msg}"),
+        other => panic!("expected a refusal, got {other:?}"),
     }
 }

@@ -310,3 +310,109 @@ async fn access_names_the_worktree_and_keep_is_not_an_edit() {
         }
     );
 }
+
+/// Gives the repository an identity so that merge commits can be made.
+fn identity(root: &Path) {
+    git(root, &["config", "user.name", "kaji-test"]);
+    git(root, &["config", "user.email", "kaji-test@example.com"]);
+}
+
+fn commit_in(dir: &Path, file: &str, text: &str, message: &str) {
+    std::fs::write(dir.join(file), text).expect("write");
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", message]);
+}
+
+#[tokio::test]
+async fn merge_merges_into_the_recorded_branch_and_removes_the_worktree() {
+    let (_dir, root) = repo();
+    identity(&root);
+    let inside = enter(&root, "feat").await;
+    assert_eq!(
+        git(&root, &["config", "--get", "branch.kaji/feat.kajiBase"]).trim(),
+        "main"
+    );
+    commit_in(&inside.cwd, "new.txt", "from the worktree\n", "add new.txt");
+    let out = call("ExitWorktree", json!({"action": "merge"}), &inside)
+        .await
+        .expect("merge");
+    assert_eq!(new_dir(&out), root);
+    assert_eq!(out.data.as_ref().expect("data")["into"], "main");
+    assert_eq!(
+        std::fs::read_to_string(root.join("new.txt")).expect("merged file"),
+        "from the worktree\n"
+    );
+    let parents = git(&root, &["rev-list", "--parents", "-n", "1", "HEAD"]);
+    assert_eq!(
+        parents.split_whitespace().count(),
+        3,
+        "a --no-ff merge commit"
+    );
+    assert!(!inside.cwd.exists(), "the worktree is removed");
+    assert!(
+        !branches(&root).contains("kaji/feat"),
+        "{}",
+        branches(&root)
+    );
+}
+
+#[tokio::test]
+async fn merge_is_refused_on_dirty_worktree_other_branch_or_staged_changes() {
+    let (_dir, root) = repo();
+    identity(&root);
+    let inside = enter(&root, "feat").await;
+    commit_in(&inside.cwd, "new.txt", "x\n", "add");
+    std::fs::write(inside.cwd.join("dirty.txt"), "uncommitted").expect("write");
+    let err = call("ExitWorktree", json!({"action": "merge"}), &inside)
+        .await
+        .expect_err("dirty worktree");
+    assert!(err.to_string().contains("uncommitted changes (1)"), "{err}");
+    assert!(err.to_string().contains("dirty.txt"), "{err}");
+    std::fs::remove_file(inside.cwd.join("dirty.txt")).expect("rm");
+
+    git(&root, &["switch", "-q", "-c", "other"]);
+    let err = call("ExitWorktree", json!({"action": "merge"}), &inside)
+        .await
+        .expect_err("other branch");
+    assert!(
+        err.to_string().contains("is on other, not on main"),
+        "{err}"
+    );
+    git(&root, &["switch", "-q", "main"]);
+
+    std::fs::write(root.join("README.md"), "staged\n").expect("write");
+    git(&root, &["add", "README.md"]);
+    let err = call("ExitWorktree", json!({"action": "merge"}), &inside)
+        .await
+        .expect_err("staged");
+    assert!(err.to_string().contains("staged changes"), "{err}");
+    assert!(err.to_string().contains("README.md"), "{err}");
+    assert!(inside.cwd.is_dir(), "nothing was removed");
+    assert!(branches(&root).contains("kaji/feat"));
+}
+
+#[tokio::test]
+async fn a_merge_with_conflicts_is_aborted_and_names_the_files() {
+    let (_dir, root) = repo();
+    identity(&root);
+    let inside = enter(&root, "feat").await;
+    commit_in(&inside.cwd, "README.md", "worktree version\n", "wt");
+    commit_in(&root, "README.md", "main version\n", "main");
+    let head_before = git(&root, &["rev-parse", "HEAD"]);
+    let err = call("ExitWorktree", json!({"action": "merge"}), &inside)
+        .await
+        .expect_err("conflict");
+    let text = err.to_string();
+    assert!(text.contains("conflicts in 1 file(s)"), "{text}");
+    assert!(text.contains("README.md"), "{text}");
+    assert!(text.contains("merge was aborted"), "{text}");
+    assert_eq!(git(&root, &["rev-parse", "HEAD"]), head_before);
+    assert_eq!(
+        git(&root, &["status", "--porcelain"]),
+        "",
+        "no merge in progress"
+    );
+    assert!(!root.join(".git/MERGE_HEAD").exists());
+    assert!(inside.cwd.is_dir(), "the worktree stays");
+    assert!(branches(&root).contains("kaji/feat"));
+}

@@ -1,4 +1,5 @@
-//! The incremental scanner of reply text: finds `<thinking>` sections and,
+//! The incremental scanner of reply text: finds `<thinking>` (and
+//! `<think>`, as DeepSeek-R1 and Qwen3 write it) sections and,
 //! with the xml tool protocol, tool calls written as
 //! `<ToolName><param>value</param>…</ToolName>`.
 //!
@@ -92,7 +93,8 @@ pub(crate) trait ScanSink {
 #[derive(Debug, Clone)]
 enum Mode {
     Text,
-    Thinking,
+    /// Inside `<thinking>` or `<think>`; the field is the closing tag.
+    Thinking(&'static str),
     /// Inside `<Tool>`, between parameters.
     ToolBetween,
     /// Inside `<param>` of the current tool.
@@ -126,7 +128,9 @@ pub(crate) struct TextScanner {
     max_tag_len: usize,
 }
 
-const THINK_OPEN: &str = "<thinking>";
+/// The reasoning tags, opening and closing: `<thinking>` (kaji's prompt)
+/// and `<think>` (DeepSeek-R1, Qwen3 and other open models).
+const THINK_TAGS: [(&str, &str); 2] = [("<thinking>", "</thinking>"), ("<think>", "</think>")];
 const THINK_CLOSE: &str = "</thinking>";
 
 impl TextScanner {
@@ -189,7 +193,7 @@ impl TextScanner {
         }
         match &self.mode {
             Mode::Text => sink.text(s),
-            Mode::Thinking => sink.thinking(s),
+            Mode::Thinking(_) => sink.thinking(s),
             Mode::ToolBetween => {
                 if let Some(tool) = &mut self.tool {
                     tool.junk.push_str(s);
@@ -209,20 +213,22 @@ impl TextScanner {
         let pending = self.pending.as_str();
         let decision = match &self.mode {
             Mode::Text => {
-                if pending == THINK_OPEN {
-                    Some(Match::ThinkOpen)
+                if let Some((_, close)) = THINK_TAGS.iter().find(|(open, _)| pending == *open) {
+                    Some(Match::ThinkOpen(close))
                 } else if let Some(name) = self.tool_open_name(pending) {
                     Some(Match::ToolOpen(name))
-                } else if THINK_OPEN.starts_with(pending) || self.could_open_tool(pending) {
+                } else if THINK_TAGS.iter().any(|(open, _)| open.starts_with(pending))
+                    || self.could_open_tool(pending)
+                {
                     None
                 } else {
                     Some(Match::Literal)
                 }
             }
-            Mode::Thinking => {
-                if pending == THINK_CLOSE {
+            Mode::Thinking(close) => {
+                if pending == *close {
                     Some(Match::ThinkClose)
-                } else if THINK_CLOSE.starts_with(pending) {
+                } else if close.starts_with(pending) {
                     None
                 } else {
                     Some(Match::Literal)
@@ -254,9 +260,9 @@ impl TextScanner {
         };
         match decision {
             Match::Literal => self.no_match(sink),
-            Match::ThinkOpen => {
+            Match::ThinkOpen(close) => {
                 self.pending.clear();
-                self.mode = Mode::Thinking;
+                self.mode = Mode::Thinking(close);
             }
             Match::ThinkClose => {
                 self.pending.clear();
@@ -433,7 +439,7 @@ impl TextScanner {
                 .copied()
                 .unwrap_or(ParamKind::String);
             let value = match kind {
-                ParamKind::String => Value::String(strip_one_newline(raw).to_string()),
+                ParamKind::String => Value::String(string_param(name, raw)),
                 ParamKind::Json => {
                     let trimmed = raw.trim();
                     match serde_json::from_str(trimmed) {
@@ -480,7 +486,7 @@ impl TextScanner {
                 self.commit_param(param);
                 self.close_tool(sink, false);
             }
-            Mode::Thinking => {
+            Mode::Thinking(_) => {
                 let pending = std::mem::take(&mut self.pending);
                 if !pending.is_empty() {
                     sink.thinking(&pending);
@@ -499,7 +505,7 @@ impl TextScanner {
 
 enum Match {
     Literal,
-    ThinkOpen,
+    ThinkOpen(&'static str),
     ThinkClose,
     ToolOpen(String),
     ParamOpen(String),
@@ -535,6 +541,24 @@ fn is_close_tag_prefix(tag: &str, name: &str) -> bool {
                 name.starts_with(rest) || rest.strip_suffix('>') == Some(name)
             }
         }
+    }
+}
+
+/// A string parameter's value from its raw text. A parameter that names a
+/// path is trimmed (a path never starts or ends with white space the model
+/// meant); `content` (what `Write` writes) loses only the newline after its
+/// opening tag, so a file keeps its final newline; any other loses one
+/// newline at each end.
+fn string_param(name: &str, raw: &str) -> String {
+    if name == "path" || name.ends_with("_path") {
+        raw.trim().to_string()
+    } else if name == "content" {
+        raw.strip_prefix("\r\n")
+            .or_else(|| raw.strip_prefix('\n'))
+            .unwrap_or(raw)
+            .to_string()
+    } else {
+        strip_one_newline(raw).to_string()
     }
 }
 

@@ -58,6 +58,9 @@ pub(crate) const SUITE: &[&str] = &[
     "a</thinking>b<thinking></thinking>c",
     "<AttemptCompletion><result>\nAll done.\n</result></AttemptCompletion>",
     "<Write><file_path>w</file_path><content>a</content  >b</content></Write>",
+    "<think>R1 reasons here</think>Answer.<think>no </thinking> close</think>",
+    "<think>unterminated think",
+    "<Write>\n<file_path>  src/lib.rs \n</file_path>\n<content>\nfn a() {}\n</content>\n</Write>",
 ];
 
 fn one_shot(msg: &str) -> Vec<AssistantBlock> {
@@ -170,7 +173,7 @@ fn free_text_may_hold_tags_and_closing_tags() {
     let b = one_shot(SUITE[6]);
     assert_eq!(
         tool(&b, 0).input,
-        Ok(json!({"file_path": "t.rs", "content": "fn main() { let s = \"</content>\"; }"}))
+        Ok(json!({"file_path": "t.rs", "content": "fn main() { let s = \"</content>\"; }\n"}))
     );
     let b = one_shot(SUITE[7]);
     assert_eq!(
@@ -291,5 +294,33 @@ fn native_calls_and_provider_reasoning() {
             name: "Read".into(),
             input: json!({"file_path": "a"})
         }
+    );
+}
+
+#[test]
+fn think_tags_are_reasoning_like_thinking() {
+    let b = one_shot(SUITE[20]);
+    assert_eq!(
+        b[0].content,
+        BlockContent::Reasoning("R1 reasons here".into())
+    );
+    assert_eq!(b[1].content, BlockContent::Text("Answer.".into()));
+    assert_eq!(
+        b[2].content,
+        BlockContent::Reasoning("no </thinking> close".into())
+    );
+    let b = one_shot(SUITE[21]);
+    assert_eq!(
+        b[0].content,
+        BlockContent::Reasoning("unterminated think".into())
+    );
+}
+
+#[test]
+fn written_files_keep_their_final_newline_and_paths_are_trimmed() {
+    let b = one_shot(SUITE[22]);
+    assert_eq!(
+        tool(&b, 0).input,
+        Ok(json!({"file_path": "src/lib.rs", "content": "fn a() {}\n"}))
     );
 }

@@ -25,6 +25,8 @@ pub use lock::{
     DEFAULT_LOCK_TIMEOUT, LOCK_NOTICE_AFTER, LOCK_TIMEOUT_ENV, LockHolder, LockObserver, LockWait,
     lock_timeout_from_env,
 };
-pub use model::{CorruptFile, ListSnapshot, NewTask, Task, TaskPatch, TaskStatus, UpdateOutcome};
+pub use model::{
+    CorruptFile, ListSnapshot, NewTask, Task, TaskFilter, TaskPatch, TaskStatus, UpdateOutcome,
+};
 pub use repair::{LockNote, RepairReport};
 pub use store::{DEFAULT_LIST_ID, ListLock, TaskListStore, lists_root, sanitize_list_id};

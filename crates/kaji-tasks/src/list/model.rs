@@ -265,6 +265,29 @@ impl ListSnapshot {
         self.tasks.iter().filter(|t| self.is_available(t)).collect()
     }
 
+    /// The tasks that completing `task` would unblock: not completed, and
+    /// `task` is their only open blocker.
+    pub fn would_unblock(&self, task: &Task) -> Vec<u64> {
+        if task.status == TaskStatus::Completed {
+            return Vec::new();
+        }
+        task.blocks
+            .iter()
+            .filter_map(|id| self.get(*id))
+            .filter(|t| t.status != TaskStatus::Completed)
+            .filter(|t| self.open_blockers(t).iter().all(|b| *b == task.id))
+            .map(|t| t.id)
+            .collect()
+    }
+
+    /// The tasks that pass `filter`, by id.
+    pub fn filtered(&self, filter: &TaskFilter) -> Vec<&Task> {
+        self.tasks
+            .iter()
+            .filter(|t| filter.accepts(self, t))
+            .collect()
+    }
+
     /// Ids per owner of the unfinished tasks each owner holds.
     pub fn held_by_owner(&self) -> BTreeMap<&str, Vec<u64>> {
         let mut held: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
@@ -274,6 +297,44 @@ impl ListSnapshot {
             }
         }
         held
+    }
+}
+
+/// Which tasks a listing shows; every condition given must hold. The
+/// default shows every task.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    /// Only tasks in this status.
+    pub status: Option<TaskStatus>,
+    /// Only tasks held by this owner; `Some("")` (or blank) means tasks
+    /// with no owner.
+    pub owner: Option<String>,
+    /// Only tasks that can be claimed now: pending, unowned, unblocked.
+    pub available: bool,
+    /// Only tasks that still wait for an open blocker.
+    pub blocked: bool,
+}
+
+impl TaskFilter {
+    /// Whether `task` of `snapshot` passes.
+    pub fn accepts(&self, snapshot: &ListSnapshot, task: &Task) -> bool {
+        if self.status.is_some_and(|s| s != task.status) {
+            return false;
+        }
+        if let Some(owner) = &self.owner
+            && normalize_owner(Some(owner)).as_deref() != task.owner.as_deref()
+        {
+            return false;
+        }
+        if self.available && !snapshot.is_available(task) {
+            return false;
+        }
+        !(self.blocked && snapshot.open_blockers(task).is_empty())
+    }
+
+    /// Whether the filter lets every task through.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
     }
 }
 

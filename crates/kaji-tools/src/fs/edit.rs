@@ -341,6 +341,7 @@ fn write_result(
         })),
         control: None,
         changed_files: true,
+        images: Vec::new(),
     })
 }
 

@@ -25,6 +25,80 @@ const NAME: &str = "Read";
 pub(super) const DEFAULT_LIMIT: usize = 2000;
 /// Characters kept of one line; the rest is replaced by a marker.
 pub(super) const MAX_LINE_CHARS: usize = 2000;
+/// Overrides the largest image `Read` returns, in bytes.
+pub(super) const IMAGE_MAX_BYTES_ENV: &str = "KAJI_READ_IMAGE_MAX_BYTES";
+/// The default largest image: 3.75 MiB, whose base64 fits the providers'
+/// 5 MiB limit per image.
+pub(super) const DEFAULT_IMAGE_MAX_BYTES: u64 = 3_932_160;
+
+fn image_max_bytes() -> u64 {
+    std::env::var(IMAGE_MAX_BYTES_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(DEFAULT_IMAGE_MAX_BYTES)
+}
+
+/// An image file as an image for the model: refused when it is larger than
+/// the limit or its header is damaged (no readable dimensions).
+fn read_image(
+    path: &Path,
+    image: sniff::ImageInfo,
+    mut bytes: Vec<u8>,
+    file: std::fs::File,
+    size: u64,
+) -> Result<ToolOutput, ToolError> {
+    let shown = path.display();
+    let kind = image.kind.name();
+    let max = image_max_bytes();
+    let too_big = |size: u64| {
+        failure(
+            NAME,
+            format!(
+                "{shown} is a {kind} image of {size} bytes, more than the {max} bytes Read sends to the model \
+({IMAGE_MAX_BYTES_ENV} sets the limit); make a smaller copy (e.g. `convert in.png -resize 50% small.png`) and Read that"
+            ),
+        )
+    };
+    if size > max {
+        return Err(too_big(size));
+    }
+    let Some((width, height)) = image.dimensions.filter(|(w, h)| *w > 0 && *h > 0) else {
+        return Err(failure(
+            NAME,
+            format!(
+                "{shown} starts like a {kind} image but its header is damaged (no readable size), {size} bytes; \
+it cannot be shown"
+            ),
+        ));
+    };
+    file.take(max + 1 - bytes.len().min(max as usize) as u64)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_failure(path, "cannot read", &e))?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(bytes.len() as u64));
+    }
+    use base64::Engine as _;
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    Ok(ToolOutput {
+        content: format!(
+            "{shown}: {kind} image, {width}x{height} pixels, {} bytes (attached below).",
+            bytes.len()
+        ),
+        data: Some(json!({
+            "path": path,
+            "kind": "image",
+            "mime_type": image.kind.mime(),
+            "width": width,
+            "height": height,
+            "bytes": bytes.len(),
+        })),
+        images: vec![crate::ToolImage {
+            media_type: image.kind.mime().to_string(),
+            data,
+        }],
+        ..ToolOutput::default()
+    })
+}
 
 /// The `Read` tool.
 pub(super) struct ReadTool;
@@ -57,7 +131,7 @@ then the line. The number and tab are not part of the file; leave them out of Ed
 - Without offset/limit it returns the first {DEFAULT_LIMIT} lines. For longer files pass offset (the 1-based \
 line to start at) and limit (how many lines) to read the next part.\n\
 - Lines longer than {MAX_LINE_CHARS} characters are cut, with a marker.\n\
-- PNG, JPEG, GIF and WebP images are described (type, dimensions, size) rather than shown. Other binary \
+- PNG, JPEG, GIF and WebP images are returned as images you can see (up to {DEFAULT_IMAGE_MAX_BYTES} bytes). Other binary \
 files, directories and special files (pipes, devices) are refused: use Glob to list a directory and Grep \
 to search many files.\n\
 - Read a file before you Edit it, so that old_string matches its current text exactly."
@@ -161,26 +235,7 @@ impl ReadRequest {
             .map_err(|e| io_failure(path, "cannot read", &e))?;
 
         if let Some(image) = sniff::image(&head) {
-            let dims = image
-                .dimensions
-                .map(|(w, h)| format!(", {w}x{h} pixels"))
-                .unwrap_or_default();
-            return Ok(ToolOutput {
-                content: format!(
-                    "{shown} is a {} image{dims}, {} bytes. Read describes images but cannot show their pixels.",
-                    image.kind.name(),
-                    size
-                ),
-                data: Some(json!({
-                    "path": path,
-                    "kind": "image",
-                    "mime_type": image.kind.mime(),
-                    "width": image.dimensions.map(|d| d.0),
-                    "height": image.dimensions.map(|d| d.1),
-                    "bytes": size,
-                })),
-                ..ToolOutput::default()
-            });
+            return read_image(path, image, head, file, size);
         }
         if let Some(format) = sniff::binary_format(&head) {
             return Err(failure(

@@ -134,5 +134,6 @@ fn write(cwd: &std::path::Path, path: PathBuf, content: &str) -> Result<ToolOutp
         })),
         control: None,
         changed_files: true,
+        images: Vec::new(),
     })
 }

@@ -156,7 +156,7 @@ async fn invalid_utf8_is_shown_lossily_with_a_note() {
 }
 
 #[tokio::test]
-async fn images_are_described_not_dumped() {
+async fn images_are_returned_as_image_blocks() {
     let (_d, root) = workdir();
     let mut png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR".to_vec();
     png.extend_from_slice(&32u32.to_be_bytes());
@@ -174,6 +174,20 @@ async fn images_are_described_not_dumped() {
     let data = out.data.unwrap();
     assert_eq!(data["mime_type"], "image/png");
     assert_eq!(data["width"], 32);
+    assert_eq!(out.images.len(), 1);
+    assert_eq!(out.images[0].media_type, "image/png");
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(&out.images[0].data)
+        .expect("base64");
+    assert_eq!(decoded, png, "the whole file, exactly");
+    assert_eq!(
+        out.images[0].block(),
+        kaji_protocol::ContentBlock::Image {
+            media_type: "image/png".into(),
+            data: out.images[0].data.clone()
+        }
+    );
 
     put(&root, "anim.gif", b"GIF89a\x05\x00\x07\x00\x00\x00\x00;");
     let out = ok("Read", json!({"file_path": "anim.gif"}), &root).await;
@@ -182,6 +196,32 @@ async fn images_are_described_not_dumped() {
         "{}",
         out.content
     );
+    assert_eq!(out.images[0].media_type, "image/gif");
+}
+
+#[tokio::test]
+async fn a_huge_or_corrupt_image_is_a_clear_error() {
+    let (_d, root) = workdir();
+    let mut png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR".to_vec();
+    png.extend_from_slice(&4000u32.to_be_bytes());
+    png.extend_from_slice(&4000u32.to_be_bytes());
+    put(&root, "huge.png", &png);
+    // 100 MB, sparse: nothing is written but the header.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(root.join("huge.png"))
+        .and_then(|f| f.set_len(100 * 1024 * 1024))
+        .expect("grow");
+    let e = err("Read", json!({"file_path": "huge.png"}), &root).await;
+    assert!(e.contains("PNG image of 104857600 bytes"), "{e}");
+    assert!(e.contains("KAJI_READ_IMAGE_MAX_BYTES"), "{e}");
+
+    put(&root, "broken.png", b"\x89PNG\r\n\x1a\ngarbage");
+    let e = err("Read", json!({"file_path": "broken.png"}), &root).await;
+    assert!(e.contains("header is damaged"), "{e}");
+    put(&root, "broken.jpg", [0xFF, 0xD8, 0xFF, 0x00, 0x01]);
+    let e = err("Read", json!({"file_path": "broken.jpg"}), &root).await;
+    assert!(e.contains("JPEG image but its header is damaged"), "{e}");
 }
 
 #[tokio::test]

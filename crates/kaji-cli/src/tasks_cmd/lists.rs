@@ -1,0 +1,159 @@
+//! `kaji tasks lists`: every task list under `$KAJI_HOME/tasks/`, with how
+//! many sessions use it, its tasks, the open ones and its last change.
+//!
+//! A session uses the list its file records (`task_list` record), else the
+//! list named after its id. It only reads: it never creates, repairs or
+//! locks a list, and an unreadable list or session is a warning, not a
+//! failure.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use kaji_core::session::replay::replay;
+use kaji_core::session::store::SessionStore;
+use kaji_tasks::list::{TaskListStore, TaskStatus, lists_root};
+use serde_json::{Value, json};
+
+use super::{Failure, emit, print_json, warn};
+
+/// One row of the listing.
+struct ListRow {
+    id: String,
+    sessions: usize,
+    tasks: usize,
+    open: usize,
+    /// Milliseconds since the Unix epoch of the newest task change (0 when
+    /// the list has no task).
+    updated: u64,
+}
+
+/// Prints every list as a table (or JSON with `json`).
+pub(super) fn run(home: &Path, json: bool) -> Result<(), Failure> {
+    let sessions = sessions_per_list(home);
+    let mut rows = Vec::new();
+    for id in list_ids(home) {
+        let store = match TaskListStore::open_existing(home, &id) {
+            Ok(store) => store,
+            Err(e) => {
+                warn(&format!("kaji tasks: skipping list {id:?}: {e}"));
+                continue;
+            }
+        };
+        let snapshot = match store.list() {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                warn(&format!("kaji tasks: skipping list {id:?}: {e}"));
+                continue;
+            }
+        };
+        rows.push(ListRow {
+            sessions: sessions.get(&id).copied().unwrap_or(0),
+            tasks: snapshot.tasks.len(),
+            open: snapshot
+                .tasks
+                .iter()
+                .filter(|t| t.status != TaskStatus::Completed)
+                .count(),
+            updated: snapshot
+                .tasks
+                .iter()
+                .map(|t| t.updated_at)
+                .max()
+                .unwrap_or(0),
+            id,
+        });
+    }
+    if json {
+        return print_json(&Value::Array(rows.iter().map(row_json).collect()));
+    }
+    emit(&table(&rows))
+}
+
+fn row_json(row: &ListRow) -> Value {
+    json!({
+        "listId": row.id,
+        "sessions": row.sessions,
+        "tasks": row.tasks,
+        "open": row.open,
+        "updatedAt": row.updated,
+    })
+}
+
+/// The names of the list directories, sorted.
+fn list_ids(home: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(lists_root(home)) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|name| !name.starts_with('.'))
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// How many saved sessions use each list.
+fn sessions_per_list(home: &Path) -> BTreeMap<String, usize> {
+    let store = SessionStore::new(home);
+    let mut counts = BTreeMap::new();
+    let Ok(listing) = store.list() else {
+        return counts;
+    };
+    for entry in listing.entries.iter().filter(|e| !e.removed) {
+        let list = match store.load(&entry.id) {
+            Ok(loaded) => replay(&loaded).task_list_id,
+            Err(_) => None,
+        };
+        *counts
+            .entry(list.unwrap_or_else(|| entry.id.clone()))
+            .or_insert(0) += 1;
+    }
+    counts
+}
+
+fn table(rows: &[ListRow]) -> String {
+    if rows.is_empty() {
+        return "no task lists\n".to_string();
+    }
+    let mut cells = vec![["LIST", "SESSIONS", "TASKS", "OPEN", "UPDATED"].map(str::to_string)];
+    for row in rows {
+        cells.push([
+            row.id.clone(),
+            row.sessions.to_string(),
+            row.tasks.to_string(),
+            row.open.to_string(),
+            format_time(row.updated),
+        ]);
+    }
+    let mut widths = [0usize; 5];
+    for row in &cells {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in &cells {
+        let line: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `2026-12-01 12:30` (UTC), or `-` for no time.
+fn format_time(millis: u64) -> String {
+    if millis == 0 {
+        return "-".to_string();
+    }
+    let Ok(t) = time::OffsetDateTime::from_unix_timestamp((millis / 1000) as i64) else {
+        return "-".to_string();
+    };
+    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]");
+    t.format(format).unwrap_or_else(|_| "-".to_string())
+}

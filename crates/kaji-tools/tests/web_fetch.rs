@@ -1,0 +1,212 @@
+//! `WebFetch` against a local axum server on 127.0.0.1 (never the
+//! internet): HTML becomes markdown, text passes, binary is refused, the
+//! prompt is echoed, and the bad cases — a dead host, a redirect loop, too
+//! many redirects, a 1 GB body with and without a declared length, an HTTP
+//! error — are clear errors.
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use kaji_tools::{ToolAccess, ToolContext, ToolError, ToolOutput, builtin_tools};
+use serde_json::{Value, json};
+
+const PAGE: &str = "<!doctype html><html><head><title>T</title><script>steal()</script>\
+<style>p{}</style></head><body><h1>Hello</h1><p>A <a href=\"/x\">link</a> and <b>bold</b>.</p>\
+<ul><li>one</li><li>two</li></ul></body></html>";
+
+/// A body of `total` bytes made lazily, 64 KiB at a time.
+fn huge(total: u64) -> Body {
+    let chunk = bytes::Bytes::from(vec![b'a'; 64 * 1024]);
+    let n = total / chunk.len() as u64;
+    Body::from_stream(futures::stream::iter(
+        (0..n).map(move |_| Ok::<_, std::io::Error>(chunk.clone())),
+    ))
+}
+
+fn app() -> Router {
+    Router::new()
+        .route(
+            "/page",
+            get(|| async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE) }),
+        )
+        .route("/text", get(|| async { "plain body\nline 2\n" }))
+        .route(
+            "/json",
+            get(|| async { ([(header::CONTENT_TYPE, "application/json")], "{\"a\": 1}") }),
+        )
+        .route(
+            "/png",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "image/png")],
+                    vec![0x89u8, b'P', b'N', b'G', 0, 0],
+                )
+            }),
+        )
+        .route("/moved", get(|| async { Redirect::temporary("/text") }))
+        .route("/loop-a", get(|| async { Redirect::temporary("/loop-b") }))
+        .route("/loop-b", get(|| async { Redirect::temporary("/loop-a") }))
+        .route(
+            "/chain/{n}",
+            get(
+                |axum::extract::Path(n): axum::extract::Path<u32>| async move {
+                    Redirect::temporary(&format!("/chain/{}", n + 1))
+                },
+            ),
+        )
+        .route(
+            "/missing",
+            get(|| async { (StatusCode::NOT_FOUND, "no such page") }),
+        )
+        .route(
+            "/huge-streamed",
+            get(|| async {
+                Response::builder()
+                    .header(header::CONTENT_TYPE, "text/plain")
+                    .body(huge(1 << 30))
+                    .map_or_else(
+                        |_| StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                        IntoResponse::into_response,
+                    )
+            }),
+        )
+        .route(
+            "/huge-declared",
+            get(|| async {
+                Response::builder()
+                    .header(header::CONTENT_TYPE, "text/plain")
+                    .header(header::CONTENT_LENGTH, (1u64 << 30).to_string())
+                    .body(huge(1 << 30))
+                    .map_or_else(
+                        |_| StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                        IntoResponse::into_response,
+                    )
+            }),
+        )
+}
+
+/// Serves [`app`] on 127.0.0.1; returns its base URL.
+async fn serve() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app()).await;
+    });
+    format!("http://{addr}")
+}
+
+async fn fetch(input: Value) -> Result<ToolOutput, ToolError> {
+    let registry = builtin_tools();
+    let tool = registry.get("WebFetch").expect("registered");
+    let dir = tempfile::tempdir().expect("tempdir");
+    tool.call(input, &ToolContext::new(dir.path())).await
+}
+
+async fn fetch_err(url: String) -> String {
+    match fetch(json!({ "url": url })).await {
+        Err(ToolError::Refused(message)) => message,
+        other => panic!("expected a refusal for {url}, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn html_becomes_markdown_with_the_prompt_above_it() {
+    let base = serve().await;
+    let out = fetch(json!({"url": format!("{base}/page"), "prompt": "What does it say?"}))
+        .await
+        .expect("fetched");
+    let text = &out.content;
+    assert!(text.starts_with("Prompt: What does it say?\n\n"), "{text}");
+    assert!(text.contains(&format!("Content of {base}/page")), "{text}");
+    assert!(text.contains("# Hello"), "{text}");
+    assert!(text.contains("[link](/x)"), "{text}");
+    assert!(text.contains("**bold**"), "{text}");
+    assert!(!text.contains("steal()"), "scripts are dropped: {text}");
+    assert!(!text.contains("<p>"), "{text}");
+    assert_eq!(out.data.expect("data")["html"], true);
+}
+
+#[tokio::test]
+async fn text_passes_through_and_redirects_name_the_final_url() {
+    let base = serve().await;
+    let out = fetch(json!({"url": format!("{base}/json")}))
+        .await
+        .expect("json");
+    assert!(out.content.ends_with("{\"a\": 1}"), "{}", out.content);
+    let out = fetch(json!({"url": format!("{base}/moved")}))
+        .await
+        .expect("moved");
+    assert!(
+        out.content.contains(&format!(
+            "Content of {base}/text (redirected from {base}/moved)"
+        )),
+        "{}",
+        out.content
+    );
+    assert!(
+        out.content.ends_with("plain body\nline 2"),
+        "{}",
+        out.content
+    );
+}
+
+#[tokio::test]
+async fn binary_types_and_http_errors_are_refused() {
+    let base = serve().await;
+    let msg = fetch_err(format!("{base}/png")).await;
+    assert!(msg.contains("image/png, not text"), "{msg}");
+    let msg = fetch_err(format!("{base}/missing")).await;
+    assert!(msg.contains("HTTP 404"), "{msg}");
+}
+
+#[tokio::test]
+async fn redirect_loops_and_long_chains_are_clear_errors() {
+    let base = serve().await;
+    let msg = fetch_err(format!("{base}/loop-a")).await;
+    assert!(msg.contains("redirect loop"), "{msg}");
+    assert!(msg.contains("/loop-a"), "{msg}");
+    let msg = fetch_err(format!("{base}/chain/0")).await;
+    assert!(msg.contains("more than 10 redirects"), "{msg}");
+}
+
+#[tokio::test]
+async fn a_gigabyte_body_is_refused_without_reading_it_whole() {
+    let base = serve().await;
+    let msg = fetch_err(format!("{base}/huge-declared")).await;
+    assert!(msg.contains("1073741824 bytes long"), "{msg}");
+    assert!(msg.contains("KAJI_WEBFETCH_MAX_BYTES"), "{msg}");
+    let msg = fetch_err(format!("{base}/huge-streamed")).await;
+    assert!(msg.contains("the rest was not read"), "{msg}");
+}
+
+#[tokio::test]
+async fn a_dead_host_and_bad_urls_are_clear_errors() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    drop(listener);
+    let msg = fetch_err(format!("http://127.0.0.1:{port}/")).await;
+    assert!(msg.contains("cannot connect to 127.0.0.1"), "{msg}");
+    let msg = fetch_err("file:///etc/passwd".into()).await;
+    assert!(msg.contains("only http and https"), "{msg}");
+    let msg = fetch_err("not a url".into()).await;
+    assert!(msg.contains("not a valid URL"), "{msg}");
+}
+
+#[test]
+fn access_names_the_domain_and_the_tool_only_reads() {
+    let registry = builtin_tools();
+    let tool = registry.get("WebFetch").expect("registered");
+    assert!(tool.is_read_only());
+    let ctx = ToolContext::new(".");
+    assert_eq!(
+        tool.access(&json!({"url": " https://Docs.RS/tokio "}), &ctx),
+        ToolAccess::Network {
+            url: "https://Docs.RS/tokio".into(),
+            domain: "docs.rs".into()
+        }
+    );
+}
