@@ -16,6 +16,7 @@ mod fsio;
 mod graph;
 mod lock;
 mod model;
+pub mod pg;
 mod repair;
 mod store;
 
