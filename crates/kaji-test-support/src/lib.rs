@@ -17,6 +17,7 @@
 //! loopback interface, and must never panic on what a client sends.
 
 pub mod fixtures;
+pub mod pg;
 pub mod script;
 pub mod server;
 pub mod wire;
