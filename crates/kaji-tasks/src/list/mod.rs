@@ -21,7 +21,7 @@ pub mod pg;
 mod repair;
 mod store;
 
-pub use backend::{ListTarget, TASK_LIST_ID_ENV, TaskList, resolve_target};
+pub use backend::{ListTarget, TASK_LIST_ID_ENV, TaskList, normalize_import, resolve_target};
 pub use error::{ClaimRefusal, TaskListError, TaskListErrorKind};
 pub use fsio::{DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV, max_file_bytes_from_env};
 pub use lock::{
