@@ -20,8 +20,8 @@ mod repair;
 
 use clap::{Args, Subcommand};
 use kaji_tasks::list::{
-    DEFAULT_LIST_ID, ListTarget, resolve_target, ListSnapshot, LockWait, NewTask, Task, TaskListError, TaskListErrorKind,
-    TaskListStore, TaskPatch, TaskStatus,
+    DEFAULT_LIST_ID, ListSnapshot, ListTarget, LockWait, NewTask, Task, TaskListError,
+    TaskListErrorKind, TaskListStore, TaskPatch, TaskStatus, resolve_target,
 };
 use serde_json::{Value, json};
 
@@ -241,7 +241,12 @@ fn run_inner(args: TasksArgs) -> Result<(), Failure> {
     }
 }
 
-fn run_files(home: &Path, list_id: String, json: bool, command: TasksCommand) -> Result<(), Failure> {
+fn run_files(
+    home: &Path,
+    list_id: String,
+    json: bool,
+    command: TasksCommand,
+) -> Result<(), Failure> {
     let home = home.to_path_buf();
     let out = Printer { json };
     let existing = || TaskListStore::open_existing(&home, &list_id).map(with_wait_notice);

@@ -64,7 +64,11 @@ async fn claimers(n: usize) -> Vec<PgTaskList> {
 }
 
 async fn fresh_list(first: &PgTaskList) -> String {
-    let name = format!("bench-{}-{}", std::process::id(), LISTS.fetch_add(1, Ordering::SeqCst));
+    let name = format!(
+        "bench-{}-{}",
+        std::process::id(),
+        LISTS.fetch_add(1, Ordering::SeqCst)
+    );
     let list = first.with_list(&name).expect("name");
     list.create(NewTask::new("warm-up")).await.expect("create");
     list.delete(1).await.expect("delete");
@@ -84,7 +88,11 @@ async fn claim_all(claimers: &[PgTaskList], name: &str, leased: bool) -> u64 {
         handles.push(tokio::spawn(async move {
             let owner = format!("c{i}");
             let lease = if leased {
-                Some(list.acquire_lease(&owner, Duration::from_secs(60)).await.expect("lease"))
+                Some(
+                    list.acquire_lease(&owner, Duration::from_secs(60))
+                        .await
+                        .expect("lease"),
+                )
             } else {
                 None
             };

@@ -24,7 +24,9 @@ pub const PG_PASSWORD: &str = "kaji-test-pw";
 #[derive(Debug, thiserror::Error)]
 pub enum PgFixtureError {
     /// No `initdb` in `$KAJI_PG_BIN` or `/usr/lib/postgresql/*/bin`.
-    #[error("no PostgreSQL binaries (initdb) found; install the postgresql package or set KAJI_PG_BIN")]
+    #[error(
+        "no PostgreSQL binaries (initdb) found; install the postgresql package or set KAJI_PG_BIN"
+    )]
     NoBinaries,
     /// A step failed; `what` names it, `output` is its output.
     #[error("{what} failed: {output}")]
@@ -79,7 +81,13 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-fn run(what: &str, bin: &Path, tool: &str, args: &[&str], as_postgres: bool) -> Result<(), PgFixtureError> {
+fn run(
+    what: &str,
+    bin: &Path,
+    tool: &str,
+    args: &[&str],
+    as_postgres: bool,
+) -> Result<(), PgFixtureError> {
     let program = bin.join(tool);
     let mut cmd = if as_postgres {
         let mut c = Command::new("runuser");
@@ -114,7 +122,13 @@ fn run(what: &str, bin: &Path, tool: &str, args: &[&str], as_postgres: bool) -> 
 fn pg_ctl_stop(bin: &Path, dir: &Path, as_postgres: bool) -> Result<(), PgFixtureError> {
     let data = dir.join("data");
     let data = data.to_string_lossy();
-    run("pg_ctl stop", bin, "pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"], as_postgres)
+    run(
+        "pg_ctl stop",
+        bin,
+        "pg_ctl",
+        &["-D", &data, "-m", "immediate", "-w", "stop"],
+        as_postgres,
+    )
 }
 
 impl PgServer {
@@ -156,7 +170,19 @@ impl PgServer {
             "initdb",
             &bin,
             "initdb",
-            &["-D", &data, "-U", "kaji", "--pwfile", &pw, "--auth", "scram-sha-256", "-E", "UTF8", "--no-sync"],
+            &[
+                "-D",
+                &data,
+                "-U",
+                "kaji",
+                "--pwfile",
+                &pw,
+                "--auth",
+                "scram-sha-256",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
             as_postgres,
         )?;
         let mut last = None;
@@ -167,7 +193,13 @@ impl PgServer {
                 dir.display()
             );
             let log = dir.join("log").to_string_lossy().into_owned();
-            match run("pg_ctl start", &bin, "pg_ctl", &["-D", &data, "-o", &opts, "-l", &log, "-w", "start"], as_postgres) {
+            match run(
+                "pg_ctl start",
+                &bin,
+                "pg_ctl",
+                &["-D", &data, "-o", &opts, "-l", &log, "-w", "start"],
+                as_postgres,
+            ) {
                 Ok(()) => {
                     if let Ok(mut all) = STOP_ON_EXIT.lock() {
                         if all.is_empty() {
@@ -176,7 +208,12 @@ impl PgServer {
                         }
                         all.push((bin.clone(), dir.clone(), as_postgres));
                     }
-                    return Ok(Self { dir, port, bin, as_postgres });
+                    return Ok(Self {
+                        dir,
+                        port,
+                        bin,
+                        as_postgres,
+                    });
                 }
                 Err(e) => last = Some(e),
             }

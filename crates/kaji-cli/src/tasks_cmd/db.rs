@@ -94,7 +94,10 @@ async fn run_async(
             if json {
                 print_json(&json!({"listId": list.list_id(), "imported": count}))
             } else {
-                emit(&format!("imported {count} tasks into list {}\n", list.list_id()))
+                emit(&format!(
+                    "imported {count} tasks into list {}\n",
+                    list.list_id()
+                ))
             }
         }
         TasksCommand::List => {
@@ -171,7 +174,10 @@ async fn run_async(
         TasksCommand::Claim { id, owner } => {
             let list = open(home, target, false).await?;
             let task = claim(&list, id, &owner).await?;
-            out.task(&task, &format!("claimed #{} for {owner}: {}", task.id, task.subject))
+            out.task(
+                &task,
+                &format!("claimed #{} for {owner}: {}", task.id, task.subject),
+            )
         }
         TasksCommand::Release { owner } => {
             let list = open(home, target, false).await?;
@@ -260,10 +266,15 @@ fn read_export(file: &str) -> Result<ListSnapshot, Failure> {
         std::fs::read_to_string(file).map(|t| text = t)
     };
     read.map_err(|e| bad(format!("{file}: {e}")))?;
-    let value: Value = serde_json::from_str(&text).map_err(|e| bad(format!("{file}: not JSON: {e}")))?;
-    let tasks: Vec<Task> = serde_json::from_value(value.get("tasks").cloned().unwrap_or(Value::Null))
-        .map_err(|e| bad(format!("{file}: \"tasks\" is not a list of tasks: {e}")))?;
-    let highwatermark = value.get("highwatermark").and_then(Value::as_u64).unwrap_or(0);
+    let value: Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("{file}: not JSON: {e}")))?;
+    let tasks: Vec<Task> =
+        serde_json::from_value(value.get("tasks").cloned().unwrap_or(Value::Null))
+            .map_err(|e| bad(format!("{file}: \"tasks\" is not a list of tasks: {e}")))?;
+    let highwatermark = value
+        .get("highwatermark")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
     Ok(ListSnapshot {
         tasks,
         errors: Vec::new(),

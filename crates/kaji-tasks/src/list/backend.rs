@@ -91,7 +91,9 @@ macro_rules! both {
                 let $s = $s.clone();
                 tokio::task::spawn_blocking(move || $files)
                     .await
-                    .map_err(|e| TaskListError::InvalidInput(format!("task-list worker failed: {e}")))?
+                    .map_err(|e| {
+                        TaskListError::InvalidInput(format!("task-list worker failed: {e}"))
+                    })?
             }
             TaskList::Pg($p) => $pg.await,
         }
@@ -108,7 +110,10 @@ impl TaskList {
     }
 
     /// Opens the list `target` names; a missing list is `ListNotFound`.
-    pub async fn open_existing(kaji_home: &Path, target: &ListTarget) -> Result<Self, TaskListError> {
+    pub async fn open_existing(
+        kaji_home: &Path,
+        target: &ListTarget,
+    ) -> Result<Self, TaskListError> {
         match target {
             ListTarget::Files(id) => Ok(Self::Files(TaskListStore::open_existing(kaji_home, id)?)),
             ListTarget::Pg(url, id) => Ok(Self::Pg(PgTaskList::open_existing(url, id).await?)),
@@ -190,7 +195,11 @@ pub fn normalize_import(snapshot: &ListSnapshot) -> Result<ListSnapshot, TaskLis
     for t in &tasks {
         super::model::validate_subject(&t.subject)?;
         for &b in t.blocks.iter().chain(&t.blocked_by) {
-            let (blocker, blocked) = if t.blocks.contains(&b) { (t.id, b) } else { (b, t.id) };
+            let (blocker, blocked) = if t.blocks.contains(&b) {
+                (t.id, b)
+            } else {
+                (b, t.id)
+            };
             if ids.contains(&b) && !edges.contains(&(blocker, blocked)) {
                 if let Some(cycle) = graph.cycle_if_added(blocker, blocked) {
                     return Err(TaskListError::Cycle { cycle });
@@ -204,9 +213,7 @@ pub fn normalize_import(snapshot: &ListSnapshot) -> Result<ListSnapshot, TaskLis
         t.blocks = edges.iter().filter(|e| e.0 == t.id).map(|e| e.1).collect();
         t.blocked_by = edges.iter().filter(|e| e.1 == t.id).map(|e| e.0).collect();
     }
-    let highwatermark = snapshot
-        .highwatermark
-        .max(tasks.last().map_or(0, |t| t.id));
+    let highwatermark = snapshot.highwatermark.max(tasks.last().map_or(0, |t| t.id));
     Ok(ListSnapshot {
         tasks,
         errors: Vec::new(),
@@ -241,7 +248,10 @@ mod tests {
         assert_eq!(name(Some(url), Some("e"), None), "fromurl");
         assert_eq!(name(Some("a/b"), None, None), "files:a/b");
         let err = name(Some("postgres://u:pw@h/db"), None, None);
-        assert!(err.starts_with("error:") && err.contains("no list name") && !err.contains(":pw@"), "{err}");
+        assert!(
+            err.starts_with("error:") && err.contains("no list name") && !err.contains(":pw@"),
+            "{err}"
+        );
         let err = name(None, None, Some("postgres://h/db?list=%20"));
         assert!(err.starts_with("error:"), "{err}");
     }

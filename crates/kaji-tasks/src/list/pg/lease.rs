@@ -47,10 +47,16 @@ fn ms(d: Duration) -> f64 {
 impl PgTaskList {
     /// Takes a lease for `holder`; refused while another live lease of that
     /// name exists.
-    pub async fn acquire_lease(&self, holder: &str, duration: Duration) -> Result<Lease, TaskListError> {
+    pub async fn acquire_lease(
+        &self,
+        holder: &str,
+        duration: Duration,
+    ) -> Result<Lease, TaskListError> {
         let holder = holder.trim().to_string();
         if holder.is_empty() {
-            return Err(TaskListError::InvalidInput("the holder name must not be empty".into()));
+            return Err(TaskListError::InvalidInput(
+                "the holder name must not be empty".into(),
+            ));
         }
         let token = in_tx!(self, |tx| {
             async {
@@ -173,7 +179,18 @@ impl PgTaskList {
     /// Checks (and renews) the lease inside `tx`, or refuses.
     async fn fence(&self, tx: &Transaction<'_>, lease: &Lease, id: u64) -> Result<(), Fail> {
         match self.renew_in(tx, lease).await {
-            Err(Fail::List(_)) => Err(Fail::List(self.lapsed(lease, id))),
+            Err(Fail::List(_)) => {
+                let mut err = self.lapsed(lease, id);
+                if id != 0
+                    && let Ok(task) = self.fetch(tx, id, false).await
+                    && let (TaskListError::LeaseLost { problem, .. }, Some(other)) =
+                        (&mut err, &task.owner)
+                    && other != &lease.holder
+                {
+                    problem.push_str(&format!("; the task is now held by {other:?}"));
+                }
+                Err(Fail::List(err))
+            }
             other => other,
         }
     }

@@ -94,9 +94,7 @@ macro_rules! in_tx {
             let result: Result<_, $crate::list::pg::Fail> = async {
                 let $tx = client.transaction().await?;
                 let value = $body?;
-                $tx.commit()
-                    .await
-                    .map_err($crate::list::pg::Fail::Commit)?;
+                $tx.commit().await.map_err($crate::list::pg::Fail::Commit)?;
                 Ok(value)
             }
             .await;

@@ -30,7 +30,6 @@ macro_rules! select_tasks {
     };
 }
 
-
 /// Open blockers of task `$2` in list `$1`.
 const OPEN_BLOCKERS: &str = "SELECT e.blocker FROM kaji_task_edges e \
      JOIN kaji_tasks b ON b.list = e.list AND b.id = e.blocker \
@@ -134,7 +133,12 @@ impl PgTaskList {
         }
     }
 
-    async fn fetch(&self, tx: &Transaction<'_>, id: u64, lock: bool) -> Result<Task, Fail> {
+    pub(super) async fn fetch(
+        &self,
+        tx: &Transaction<'_>,
+        id: u64,
+        lock: bool,
+    ) -> Result<Task, Fail> {
         let sql = if lock {
             select_tasks!("WHERE t.list = $1 AND t.id = $2 FOR UPDATE OF t")
         } else {
@@ -149,7 +153,10 @@ impl PgTaskList {
     async fn snapshot_in(&self, tx: &Transaction<'_>) -> Result<ListSnapshot, Fail> {
         let highwatermark = self.require_list(tx).await?;
         let rows = tx
-            .query(select_tasks!("WHERE t.list = $1 ORDER BY t.id"), &[&self.list_id])
+            .query(
+                select_tasks!("WHERE t.list = $1 ORDER BY t.id"),
+                &[&self.list_id],
+            )
             .await?;
         let tasks = rows.iter().map(task_of).collect::<Result<Vec<_>, _>>()?;
         Ok(ListSnapshot {
@@ -429,7 +436,12 @@ impl PgTaskList {
         Ok(UpdateOutcome { task, unblocked })
     }
 
-    async fn remove_edge(&self, tx: &Transaction<'_>, blocker: u64, blocked: u64) -> Result<(), Fail> {
+    async fn remove_edge(
+        &self,
+        tx: &Transaction<'_>,
+        blocker: u64,
+        blocked: u64,
+    ) -> Result<(), Fail> {
         tx.execute(
             "DELETE FROM kaji_task_edges WHERE list = $1 AND blocker = $2 AND blocked = $3",
             &[&self.list_id, &sql_id(blocker)?, &sql_id(blocked)?],
@@ -485,7 +497,12 @@ impl PgTaskList {
         in_tx!(self, |tx| { self.claim_in(&tx, id, &owner).await })
     }
 
-    pub(super) async fn claim_in(&self, tx: &Transaction<'_>, id: u64, owner: &str) -> Result<Task, Fail> {
+    pub(super) async fn claim_in(
+        &self,
+        tx: &Transaction<'_>,
+        id: u64,
+        owner: &str,
+    ) -> Result<Task, Fail> {
         self.require_list(tx).await?;
         let task = match self.fetch(tx, id, true).await {
             Ok(task) => task,
@@ -498,9 +515,14 @@ impl PgTaskList {
             return Err(refused(id, ClaimRefusal::AlreadyCompleted));
         }
         if task.owner.is_some() || task.status == TaskStatus::InProgress {
-            return Err(refused(id, ClaimRefusal::AlreadyClaimed { owner: task.owner }));
+            return Err(refused(
+                id,
+                ClaimRefusal::AlreadyClaimed { owner: task.owner },
+            ));
         }
-        let open = tx.query(OPEN_BLOCKERS, &[&self.list_id, &sql_id(id)?]).await?;
+        let open = tx
+            .query(OPEN_BLOCKERS, &[&self.list_id, &sql_id(id)?])
+            .await?;
         if !open.is_empty() {
             let by = open
                 .iter()
@@ -525,7 +547,11 @@ impl PgTaskList {
         in_tx!(self, |tx| { self.claim_next_in(&tx, &owner).await })
     }
 
-    pub(super) async fn claim_next_in(&self, tx: &Transaction<'_>, owner: &str) -> Result<Option<Task>, Fail> {
+    pub(super) async fn claim_next_in(
+        &self,
+        tx: &Transaction<'_>,
+        owner: &str,
+    ) -> Result<Option<Task>, Fail> {
         let row = tx
             .query_opt(
                 "WITH next AS (SELECT t.id FROM kaji_tasks t \
@@ -604,10 +630,17 @@ impl PgTaskList {
         in_tx!(self, |tx| { self.import_in(&tx, snapshot).await })
     }
 
-    async fn import_in(&self, tx: &Transaction<'_>, snapshot: &ListSnapshot) -> Result<usize, Fail> {
+    async fn import_in(
+        &self,
+        tx: &Transaction<'_>,
+        snapshot: &ListSnapshot,
+    ) -> Result<usize, Fail> {
         let hwm = self.lock_list(tx).await?;
         let count: i64 = tx
-            .query_one("SELECT count(*) FROM kaji_tasks WHERE list = $1", &[&self.list_id])
+            .query_one(
+                "SELECT count(*) FROM kaji_tasks WHERE list = $1",
+                &[&self.list_id],
+            )
             .await?
             .try_get(0)?;
         if count > 0 {

@@ -51,7 +51,7 @@ impl PgUrl {
         let scheme_ok = url.starts_with("postgres://") || url.starts_with("postgresql://");
         if !scheme_ok {
             return Err(bad(
-                "only postgres:// and postgresql:// URLs are supported".to_string(),
+                "only postgres:// and postgresql:// URLs are supported".to_string()
             ));
         }
         let (base, list) = split_list_param(url);
@@ -155,7 +155,12 @@ fn pgpass_password(config: &Config) -> Option<String> {
         Some(Host::Tcp(h)) => h.clone(),
         _ => "localhost".to_string(),
     };
-    let port = config.get_ports().first().copied().unwrap_or(5432).to_string();
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
     let user = config.get_user().unwrap_or("");
     let db = config.get_dbname().unwrap_or(user);
     let wanted = [host.as_str(), port.as_str(), db, user];
@@ -200,17 +205,23 @@ mod tests {
 
     #[test]
     fn list_parameter_is_split_off_and_password_never_shown() {
-        let url = PgUrl::parse("postgres://u:sekrit@127.0.0.1:5999/kaji?sslmode=disable&list=a%2Fb")
-            .unwrap();
+        let url =
+            PgUrl::parse("postgres://u:sekrit@127.0.0.1:5999/kaji?sslmode=disable&list=a%2Fb")
+                .unwrap();
         assert_eq!(url.list.as_deref(), Some("a/b"));
         assert_eq!(url.server, "127.0.0.1:5999/kaji");
         assert!(!format!("{url:?}").contains("sekrit"));
-        let err = PgUrl::parse("mysql://u:sekrit@h/db").unwrap_err().to_string();
+        let err = PgUrl::parse("mysql://u:sekrit@h/db")
+            .unwrap_err()
+            .to_string();
         assert!(!err.contains("sekrit"), "{err}");
     }
 
     #[test]
     fn pgpass_lines_honour_escapes() {
-        assert_eq!(pgpass_fields(r"h:5432:db:u:p\:w"), ["h", "5432", "db", "u", "p:w"]);
+        assert_eq!(
+            pgpass_fields(r"h:5432:db:u:p\:w"),
+            ["h", "5432", "db", "u", "p:w"]
+        );
     }
 }

@@ -34,7 +34,9 @@ pub struct ListWatcher {
 
 impl std::fmt::Debug for ListWatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ListWatcher").field("mode", &self.mode).finish()
+        f.debug_struct("ListWatcher")
+            .field("mode", &self.mode)
+            .finish()
     }
 }
 
