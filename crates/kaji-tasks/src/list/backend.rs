@@ -31,7 +31,7 @@ pub enum ListTarget {
     /// A file list with this (raw) id.
     Files(String),
     /// A database list.
-    Pg(PgUrl, String),
+    Pg(Box<PgUrl>, String),
 }
 
 /// Resolves the backend and list name. `list_flag` is `--list` /
@@ -76,7 +76,7 @@ pub fn resolve_target(
         Some(n) => super::sanitize_list_id(n).err().map(|e| e.to_string()),
     };
     match (problem, name) {
-        (None, Some(name)) => Ok(ListTarget::Pg(parsed, name)),
+        (None, Some(name)) => Ok(ListTarget::Pg(Box::new(parsed), name)),
         (problem, _) => Err(TaskListError::BadUrl {
             url: kaji_protocol::redact::redact_url_passwords(url),
             problem: problem.unwrap_or_default(),

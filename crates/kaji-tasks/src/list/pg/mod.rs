@@ -153,12 +153,19 @@ impl PgTaskList {
         Ok(list)
     }
 
-    /// The same database and pool, another list.
+    /// The same database and pool, another list (not checked or created;
+    /// see [`create_list`](Self::create_list)).
     pub fn with_list(&self, list_id: &str) -> Result<Self, TaskListError> {
         Ok(Self {
             shared: Arc::clone(&self.shared),
             list_id: super::sanitize_list_id(list_id)?,
         })
+    }
+
+    /// Creates this handle's list if it is missing (a handle from
+    /// [`with_list`](Self::with_list) does not check its list).
+    pub async fn create_list(&self) -> Result<(), TaskListError> {
+        self.ensure_list(true).await
     }
 
     /// The list id.

@@ -302,7 +302,7 @@ impl PgTaskList {
             .collect();
         self.add_edges(tx, id, &edges).await?;
         self.notify(tx).await?;
-        Ok(self.fetch(tx, id, false).await?)
+        self.fetch(tx, id, false).await
     }
 
     /// Checks and inserts edges (the list lock is held): each peer must
@@ -537,7 +537,7 @@ impl PgTaskList {
         )
         .await?;
         self.notify(tx).await?;
-        Ok(self.fetch(tx, id, false).await?)
+        self.fetch(tx, id, false).await
     }
 
     /// Claims the lowest-id available task for `owner` in one statement
