@@ -15,13 +15,14 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
 
+mod db;
 mod lists;
 mod repair;
 
 use clap::{Args, Subcommand};
 use kaji_tasks::list::{
-    DEFAULT_LIST_ID, ListSnapshot, LockWait, NewTask, Task, TaskFilter, TaskListError,
-    TaskListErrorKind, TaskListStore, TaskPatch, TaskStatus,
+    DEFAULT_LIST_ID, ListSnapshot, ListTarget, LockWait, NewTask, Task, TaskFilter, TaskListError,
+    TaskListErrorKind, TaskListStore, TaskPatch, TaskStatus, resolve_target,
 };
 use serde_json::{Value, json};
 
@@ -32,7 +33,8 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(200);
 #[derive(Debug, Args)]
 pub struct TasksArgs {
     /// Task list to use (letters, digits, `_` and `-`; other characters
-    /// become `-`). Defaults to $KAJI_TASK_LIST_ID, then "default".
+    /// become `-`). Defaults to $KAJI_TASK_LIST_ID, then "default". A
+    /// value containing `://` is a PostgreSQL URL (see docs/task-list.md).
     #[arg(
         long = "list",
         value_name = "ID",
@@ -122,6 +124,18 @@ enum TasksCommand {
     /// id seen), clear stale locks, and report unreadable files. Exit 0
     /// when the list is sound afterwards, else 1.
     Repair,
+    /// Create or upgrade the task-list schema of the database
+    /// ($KAJI_TASK_LIST_URL or a URL given to --list).
+    Migrate,
+    /// Print the list as JSON (every task, with the high-water mark), for
+    /// `import` on either backend.
+    Export,
+    /// Put an exported list (a JSON file, `-` for stdin) into an empty list
+    /// of the chosen backend, ids and all.
+    Import {
+        /// The file `export` wrote.
+        file: String,
+    },
 }
 
 /// The filters of `kaji tasks list`.
@@ -248,14 +262,30 @@ pub fn run(args: TasksArgs) -> i32 {
 
 fn run_inner(args: TasksArgs) -> Result<(), Failure> {
     let home = crate::paths::kaji_home();
-    let list_id = args
-        .list
-        .filter(|l| !l.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_LIST_ID.to_string());
-    let json = args.json;
+    let flag = args.list.filter(|l| !l.trim().is_empty());
+    let url = std::env::var(kaji_tasks::list::pg::TASK_LIST_URL_ENV).ok();
+    let target = resolve_target(flag.as_deref(), None, url.as_deref(), DEFAULT_LIST_ID)?;
+    match target {
+        ListTarget::Files(id) if !db::needs_async(&args.command) => {
+            run_files(&home, id, args.json, args.command)
+        }
+        target => db::run(&home, &target, args.json, args.command),
+    }
+}
+
+fn run_files(
+    home: &Path,
+    list_id: String,
+    json: bool,
+    command: TasksCommand,
+) -> Result<(), Failure> {
+    let home = home.to_path_buf();
     let out = Printer { json };
     let existing = || TaskListStore::open_existing(&home, &list_id).map(with_wait_notice);
-    match args.command {
+    match command {
+        TasksCommand::Migrate | TasksCommand::Export | TasksCommand::Import { .. } => {
+            return db::run(&home, &ListTarget::Files(list_id), json, command);
+        }
         TasksCommand::List(filter) => {
             let filter = filter.filter()?;
             let store = existing()?;

@@ -20,6 +20,7 @@
 
 pub mod cache;
 pub mod fixtures;
+pub mod pg;
 pub mod script;
 pub mod server;
 pub mod wire;

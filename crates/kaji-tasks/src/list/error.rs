@@ -17,7 +17,7 @@ pub enum TaskListError {
     },
     /// The list's directory does not exist (only from
     /// [`TaskListStore::open_existing`](super::TaskListStore::open_existing)).
-    #[error("task list {list_id:?} does not exist (no directory {})", path.display())]
+    #[error("task list {list_id:?} does not exist (no {})", path.display())]
     ListNotFound {
         /// The sanitised list id.
         list_id: String,
@@ -25,7 +25,7 @@ pub enum TaskListError {
         path: PathBuf,
     },
     /// No task with this id exists in the list.
-    #[error("task #{id} does not exist in list {list_id:?} (no file {})", path.display())]
+    #[error("task #{id} does not exist in list {list_id:?} (no {})", path.display())]
     TaskNotFound {
         /// The list id.
         list_id: String,
@@ -36,7 +36,7 @@ pub enum TaskListError {
     },
     /// A dependency names a task that does not exist.
     #[error(
-        "task #{to} does not exist (no file {}), so task #{from} cannot depend on it or block it",
+        "task #{to} does not exist (no {}), so task #{from} cannot depend on it or block it",
         path.display()
     )]
     EdgeToMissingTask {
@@ -119,6 +119,55 @@ pub enum TaskListError {
         /// The holder its lock file names, if readable.
         holder: Option<super::LockHolder>,
     },
+    /// The database of a PostgreSQL task list cannot be used: it is down,
+    /// refuses the credentials, dropped the connection, or failed a
+    /// statement. `server` never holds a password.
+    #[error("task list {list_id:?} on {server}: {problem}")]
+    Database {
+        /// `host:port/database` (no password).
+        server: String,
+        /// The list id.
+        list_id: String,
+        /// What went wrong, with what to do.
+        problem: String,
+        /// Whether trying again later may succeed (the change was not made).
+        retryable: bool,
+    },
+    /// The database holds a task-list schema from a newer kaji.
+    #[error(
+        "task list schema on {server} is version {found}, newer than this kaji understands \
+         ({supported}); upgrade kaji (nothing was changed)"
+    )]
+    SchemaTooNew {
+        /// `host:port/database` (no password).
+        server: String,
+        /// The version found.
+        found: i32,
+        /// The newest version this build knows.
+        supported: i32,
+    },
+    /// A fenced change by a lease holder was refused: its lease lapsed or
+    /// the task is no longer its own.
+    #[error("refused: {holder:?} cannot change task #{id} of list {list_id:?}: {problem}")]
+    LeaseLost {
+        /// The list id.
+        list_id: String,
+        /// The holder whose lease is gone.
+        holder: String,
+        /// The task (0 when the refusal is not about one task).
+        id: u64,
+        /// Why, e.g. `its lease expired and the task is now held by "b"`.
+        problem: String,
+    },
+    /// A task-list URL that cannot be used (`KAJI_TASK_LIST_URL`,
+    /// `task_list_url`, or a `--list` value containing `://`).
+    #[error("invalid task list URL {url}: {problem}")]
+    BadUrl {
+        /// The URL with its password masked.
+        url: String,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// The operating system refused an operation on a file of the list.
     #[error("{}: {source}", path.display())]
     Io {
@@ -159,7 +208,12 @@ impl TaskListError {
                 ..
             } => TaskListErrorKind::NotFound,
             Self::Cycle { .. } | Self::ClaimRefused { .. } => TaskListErrorKind::Refused,
-            Self::InvalidListId { .. } | Self::InvalidInput(_) => TaskListErrorKind::InvalidInput,
+            Self::LeaseLost { .. } => TaskListErrorKind::Refused,
+            Self::InvalidListId { .. } | Self::InvalidInput(_) | Self::BadUrl { .. } => {
+                TaskListErrorKind::InvalidInput
+            }
+            Self::SchemaTooNew { .. } => TaskListErrorKind::Corrupt,
+            Self::Database { .. } => TaskListErrorKind::Io,
             Self::Corrupt { .. } | Self::NotRegularFile { .. } | Self::TooLarge { .. } => {
                 TaskListErrorKind::Corrupt
             }

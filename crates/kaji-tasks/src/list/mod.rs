@@ -11,14 +11,17 @@
 //! anything but file I/O, or lose a readable task because another file is
 //! corrupt. It knows nothing of models, tools or terminals.
 
+mod backend;
 mod error;
 mod fsio;
 mod graph;
 mod lock;
 mod model;
+pub mod pg;
 mod repair;
 mod store;
 
+pub use backend::{ListTarget, TASK_LIST_ID_ENV, TaskList, normalize_import, resolve_target};
 pub use error::{ClaimRefusal, TaskListError, TaskListErrorKind};
 pub use fsio::{DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV, max_file_bytes_from_env};
 pub use lock::{

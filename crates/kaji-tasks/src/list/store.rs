@@ -613,6 +613,27 @@ impl TaskListStore {
         Ok(released)
     }
 
+    /// Writes the tasks of an exported list (see
+    /// [`normalize_import`](super::backend::normalize_import)) into this
+    /// list, which must be empty; the high-water mark becomes at least the
+    /// export's. Returns how many tasks were written.
+    pub fn import(&self, snapshot: &ListSnapshot) -> Result<usize, TaskListError> {
+        let _list = self.lock_list()?;
+        if !fsio::task_ids_in(&self.dir)?.is_empty() {
+            return Err(TaskListError::InvalidInput(format!(
+                "list {:?} ({}) is not empty; import only into an empty list",
+                self.list_id,
+                self.dir.display()
+            )));
+        }
+        let hwm = self.highwatermark()?.max(snapshot.highwatermark);
+        self.write_highwatermark(hwm)?;
+        for task in &snapshot.tasks {
+            self.write_task(task)?;
+        }
+        Ok(snapshot.tasks.len())
+    }
+
     // ----- internals -----------------------------------------------------
 
     fn not_found(&self, id: u64) -> TaskListError {
