@@ -127,6 +127,8 @@ pub struct TaskConfig {
     /// The cost of a request's usage in USD, when the model's prices are
     /// known.
     pub pricing: Option<Pricing>,
+    /// Runs sub-agents for the `Agent` tool (see [`crate::subagent`]).
+    pub agents: Option<Arc<dyn kaji_tools::agent_tools::AgentSpawner>>,
 }
 
 impl std::fmt::Debug for TaskConfig {
@@ -176,6 +178,7 @@ impl TaskConfig {
             task_id: None,
             context_window: None,
             pricing: None,
+            agents: None,
         }
     }
 }
@@ -909,6 +912,7 @@ impl Task {
             task_list: self.config.task_list.clone(),
             runtime: self.config.runtime.clone(),
             sandbox: None,
+            agents: self.config.agents.clone(),
         }
     }
 

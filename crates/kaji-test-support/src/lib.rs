@@ -21,6 +21,6 @@ pub mod script;
 pub mod server;
 pub mod wire;
 
-pub use script::{DEFAULT_CHUNK_SIZE, Fault, Part, Script, ScriptError, Turn};
+pub use script::{AgentScript, DEFAULT_CHUNK_SIZE, Fault, Part, Script, ScriptError, Turn};
 pub use server::{RecordedRequest, ScriptedModelServer};
 pub use wire::WireFormat;

@@ -17,6 +17,7 @@ use kaji_protocol::ToolSpec;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+pub mod agent_tools;
 mod bash;
 mod error;
 mod fs;
@@ -58,6 +59,8 @@ pub struct ToolContext {
     /// The sandbox `Bash` commands (foreground and background) run in;
     /// `None` runs them unconfined. Nothing else a tool starts is confined.
     pub sandbox: Option<Arc<kaji_sandbox::SandboxPolicy>>,
+    /// Runs sub-agents for the `Agent` tool; `None` refuses them.
+    pub agents: Option<Arc<dyn agent_tools::AgentSpawner>>,
 }
 
 impl ToolContext {
@@ -74,6 +77,7 @@ impl ToolContext {
             task_list: None,
             runtime: None,
             sandbox: None,
+            agents: None,
         }
     }
 
@@ -234,5 +238,6 @@ pub fn builtin_tools() -> ToolRegistry {
     todo::register(&mut registry);
     plan::register(&mut registry);
     worktree::register(&mut registry);
+    agent_tools::register(&mut registry);
     registry
 }

@@ -163,6 +163,8 @@ impl SessionBuilder {
             tool_result_max_chars: settings
                 .tool_result_max_chars
                 .unwrap_or(crate::executor::DEFAULT_TOOL_RESULT_MAX_CHARS),
+            subagents: self.options.subagents.clone(),
+            persist: self.options.persist,
         };
         let (conversation, files) = match restored {
             Some(r) => {

@@ -66,6 +66,10 @@ pub(crate) struct Services {
     pub max_mistakes: u32,
     pub max_turns: Option<u32>,
     pub tool_result_max_chars: usize,
+    /// Limits of sub-agents.
+    pub subagents: crate::subagent::SubagentLimits,
+    /// Whether the session (and its sub-agents) are saved.
+    pub persist: bool,
 }
 
 /// The conversation's state between prompts.
@@ -121,6 +125,8 @@ pub struct Session {
     frontend: Arc<dyn TaskFrontend>,
     busy: AtomicBool,
     running: Mutex<Option<AbortHandle>>,
+    /// What the session's sub-agents used, rolled into [`Session::usage`].
+    subagent_usage: Arc<Mutex<Usage>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -168,6 +174,7 @@ impl Session {
             frontend,
             busy: AtomicBool::new(false),
             running: Mutex::new(None),
+            subagent_usage: Arc::new(Mutex::new(Usage::default())),
         })
     }
 
@@ -205,9 +212,11 @@ impl Session {
         self.lock().history.clone()
     }
 
-    /// Tokens used so far, over every prompt.
+    /// Tokens used so far, over every prompt, sub-agents included.
     pub fn usage(&self) -> Usage {
-        self.lock().usage
+        let mut usage = self.lock().usage;
+        usage.add(&self.subagent_usage.lock().unwrap_or_else(|e| e.into_inner()));
+        usage
     }
 
     /// Model turns so far, over every prompt.
@@ -320,12 +329,51 @@ impl Session {
         config.checkpoints = builder::open_checkpoints(s.checkpoints, &s.kaji_home, &cwd)
             .ok()
             .flatten();
+        config.agents = Some(Arc::new(self.subagent_spawner(&cwd, mode)));
         let mut executor = ToolExecutor::new(s.tools.clone());
         executor.set_result_cap(s.tool_result_max_chars);
         if let Some(mcp) = &s.mcp {
             executor.set_mcp(mcp.clone());
         }
         Task::new(config, executor, Arc::clone(&self.frontend))
+    }
+
+    /// The spawner of the main agent's sub-agents for one prompt: the
+    /// session's services, the agent types as the files say now.
+    fn subagent_spawner(
+        &self,
+        cwd: &Path,
+        mode: PermissionMode,
+    ) -> crate::subagent::SubagentSpawner {
+        let s = &self.services;
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let catalog = crate::subagent::types::AgentCatalog::discover(
+            &s.kaji_home,
+            &s.project_dir,
+            home.as_deref(),
+        );
+        crate::subagent::SubagentSpawner::new(crate::subagent::SubagentEnv {
+            kaji_home: s.kaji_home.clone(),
+            project_dir: s.project_dir.clone(),
+            cwd: cwd.to_path_buf(),
+            provider: Arc::clone(&s.provider),
+            model: s.provider_config.model.clone(),
+            tools: s.tools.clone(),
+            mcp: s.mcp.clone(),
+            task_list: Some(s.task_list.clone()),
+            runtime: Some(Arc::clone(&s.runtime)),
+            frontend: Arc::clone(&self.frontend),
+            approvals: Arc::clone(&self.approvals),
+            message_ids: Arc::clone(&self.message_ids),
+            parent_mode: mode,
+            parent_session_id: self.id.clone(),
+            tool_protocol: s.tool_protocol,
+            max_mistakes: s.max_mistakes,
+            persist: s.persist && self.files.is_some(),
+            usage: Arc::clone(&self.subagent_usage),
+            catalog: Arc::new(catalog),
+            limits: s.subagents.clone(),
+        })
     }
 
     /// Aborts the running prompt, if any: its model request, its

@@ -52,6 +52,8 @@ pub struct SessionOptions {
     pub resume: Option<ResumeFrom>,
     /// What the new session is (main, or a fork).
     pub kind: SessionKind,
+    /// Depth limit, token budget and model aliases of sub-agents.
+    pub subagents: crate::subagent::SubagentLimits,
 }
 
 impl Default for SessionOptions {
@@ -71,6 +73,7 @@ impl Default for SessionOptions {
             persist: true,
             resume: None,
             kind: SessionKind::Main,
+            subagents: crate::subagent::SubagentLimits::default(),
         }
     }
 }
