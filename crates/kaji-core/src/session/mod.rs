@@ -417,6 +417,11 @@ impl Session {
         });
     }
 
+    /// The session's runtime task registry (background shells and agents).
+    pub fn runtime(&self) -> &Arc<kaji_tasks::RuntimeTaskRegistry> {
+        &self.services.runtime
+    }
+
     /// The background tasks (shells, agents) still running.
     pub fn background_tasks(&self) -> Vec<BackgroundTask> {
         running_background(&self.services.runtime)
