@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod agent;
+mod agents_cmd;
 mod checkpoints_cmd;
 mod demo;
 mod doctor_cmd;
@@ -64,6 +65,9 @@ enum Command {
     /// Trust a project, so its settings that run code or widen permissions
     /// take effect (`--revoke` to stop trusting it).
     Trust(permissions_cmd::TrustArgs),
+    /// List the agent types the Agent tool offers (built-in, user and
+    /// project ones) and where each comes from.
+    Agents(agents_cmd::AgentsArgs),
     /// List the runtime tasks (background shells and agents) of every
     /// running kaji session on this machine.
     Ps(ps_cmd::PsArgs),
@@ -97,6 +101,7 @@ fn main() -> ExitCode {
         Some(Command::Checkpoints(args)) => block_on(checkpoints_cmd::run(args)),
         Some(Command::Tasks(args)) => tasks_cmd::run(args),
         Some(Command::Ps(args)) => ps_cmd::run(args),
+        Some(Command::Agents(args)) => agents_cmd::run(args),
         Some(Command::Doctor(args)) => block_on(doctor_cmd::run(args)),
         Some(Command::Rules(args)) => rules_cmd::run(args),
         Some(Command::Permissions(args)) => permissions_cmd::run(args),
