@@ -551,6 +551,14 @@ impl Task {
                 user_content.push(ContentBlock::text(notice.to_prompt_text()));
             }
         }
+        // Messages and completion notices from the team's mailbox.
+        if let Some(list) = &self.config.task_list
+            && let Ok(messages) = list.take_messages(&self.config.agent)
+        {
+            for message in messages {
+                user_content.push(ContentBlock::text(message.to_prompt_text()));
+            }
+        }
     }
 
     /// An empty reply: retried with backoff, then the user is asked.

@@ -26,6 +26,7 @@ pub mod plan;
 mod registry;
 mod runtime_tools;
 mod task_list_tools;
+pub mod team_tools;
 pub mod todo;
 pub mod worktree;
 
@@ -234,6 +235,7 @@ pub fn builtin_tools() -> ToolRegistry {
     bash::register(&mut registry);
     interaction::register(&mut registry);
     task_list_tools::register(&mut registry);
+    team_tools::register(&mut registry);
     runtime_tools::register(&mut registry);
     todo::register(&mut registry);
     plan::register(&mut registry);
