@@ -22,6 +22,7 @@ mod rules_cmd;
 mod sessions_cmd;
 mod tasks_cmd;
 mod tui;
+mod worker_cmd;
 
 /// kaji — a coding agent for the terminal.
 #[derive(Debug, Parser)]
@@ -65,6 +66,9 @@ enum Command {
     /// Trust a project, so its settings that run code or widen permissions
     /// take effect (`--revoke` to stop trusting it).
     Trust(permissions_cmd::TrustArgs),
+    /// Run a headless teammate that claims and works tasks of a shared
+    /// task list until none can become available.
+    Worker(worker_cmd::WorkerArgs),
     /// List the agent types the Agent tool offers (built-in, user and
     /// project ones) and where each comes from.
     Agents(agents_cmd::AgentsArgs),
@@ -102,6 +106,7 @@ fn main() -> ExitCode {
         Some(Command::Tasks(args)) => tasks_cmd::run(args),
         Some(Command::Ps(args)) => ps_cmd::run(args),
         Some(Command::Agents(args)) => agents_cmd::run(args),
+        Some(Command::Worker(args)) => block_on(worker_cmd::run(args)),
         Some(Command::Doctor(args)) => block_on(doctor_cmd::run(args)),
         Some(Command::Rules(args)) => rules_cmd::run(args),
         Some(Command::Permissions(args)) => permissions_cmd::run(args),

@@ -15,6 +15,7 @@ mod error;
 mod fsio;
 mod graph;
 mod lock;
+mod liveness;
 mod mailbox;
 mod model;
 mod repair;
@@ -26,6 +27,7 @@ pub use lock::{
     DEFAULT_LOCK_TIMEOUT, LOCK_NOTICE_AFTER, LOCK_TIMEOUT_ENV, LockHolder, LockObserver, LockWait,
     lock_timeout_from_env,
 };
+pub use liveness::LivenessLock;
 pub use mailbox::MailMessage;
 pub use model::{CorruptFile, ListSnapshot, NewTask, Task, TaskPatch, TaskStatus, UpdateOutcome};
 pub use repair::{LockNote, RepairReport};
