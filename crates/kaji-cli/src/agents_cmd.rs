@@ -83,7 +83,13 @@ pub fn run(args: AgentsArgs) -> i32 {
         writeln!(out, "{}", json!({"agents": agents}))
     } else {
         catalog.agents.iter().try_for_each(|a| {
-            writeln!(out, "{:<20} {:<10} {}", a.name, a.source, one_line(&a.description))
+            writeln!(
+                out,
+                "{:<20} {:<10} {}",
+                a.name,
+                a.source,
+                one_line(&a.description)
+            )
         })
     };
     if written.is_err() {

@@ -127,10 +127,20 @@ fn role_prompt(args: &WorkerArgs) -> Result<String, String> {
     catalog
         .find(kind)
         .map(|def| format!("{}\n\n", def.system_prompt))
-        .ok_or_else(|| format!("--agent {kind}: no such agent type; the types are: {}", catalog.names()))
+        .ok_or_else(|| {
+            format!(
+                "--agent {kind}: no such agent type; the types are: {}",
+                catalog.names()
+            )
+        })
 }
 
-async fn work(args: &WorkerArgs, name: &str, store: &TaskListStore, role: &str) -> Result<(), String> {
+async fn work(
+    args: &WorkerArgs,
+    name: &str,
+    store: &TaskListStore,
+    role: &str,
+) -> Result<(), String> {
     loop {
         for (owner, ids) in store.release_departed().map_err(|e| e.to_string())? {
             for id in ids {
@@ -188,7 +198,10 @@ async fn work_one(
         println!("completed #{}", task.id);
     } else {
         store
-            .release_with_note(name, &format!("the teammate ended as {}", outcome.status.as_str()))
+            .release_with_note(
+                name,
+                &format!("the teammate ended as {}", outcome.status.as_str()),
+            )
             .map_err(|e| e.to_string())?;
         println!("released #{}", task.id);
     }

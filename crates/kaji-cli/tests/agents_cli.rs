@@ -50,19 +50,39 @@ fn lists_every_agent_type_and_its_source() {
     let value: Value = serde_json::from_slice(&out.stdout).expect("json");
     let agents = value["agents"].as_array().expect("agents");
     let names: Vec<&str> = agents.iter().filter_map(|a| a["name"].as_str()).collect();
-    for name in ["general-purpose", "Explore", "Plan", "tester", "old-claude", "reviewer"] {
+    for name in [
+        "general-purpose",
+        "Explore",
+        "Plan",
+        "tester",
+        "old-claude",
+        "reviewer",
+    ] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
-    let reviewer = agents.iter().find(|a| a["name"] == "reviewer").expect("reviewer");
+    let reviewer = agents
+        .iter()
+        .find(|a| a["name"] == "reviewer")
+        .expect("reviewer");
     assert_eq!(reviewer["description"], "kaji version");
     assert_eq!(reviewer["max_turns"], 4);
-    assert!(reviewer["source"].as_str().unwrap_or("").contains(".kaji/agents/rev.md"));
+    assert!(
+        reviewer["source"]
+            .as_str()
+            .unwrap_or("")
+            .contains(".kaji/agents/rev.md")
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("unknown key `color`"), "{stderr}");
 
     let text = run(false);
     let stdout = String::from_utf8_lossy(&text.stdout);
-    assert!(stdout.lines().any(|l| l.starts_with("Explore") && l.contains("built-in")), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("Explore") && l.contains("built-in")),
+        "{stdout}"
+    );
 }
 
 #[test]

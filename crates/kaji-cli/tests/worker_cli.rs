@@ -24,7 +24,13 @@ fn worker(home: &Path, work: &Path, server: &ScriptedModelServer, name: &str) ->
         .args(["worker", "--task-list", "team", "--name", name])
         .args(["--provider", "anthropic", "--base-url"])
         .arg(server.anthropic_base_url())
-        .args(["--model", "scripted", "--no-checkpoints", "--no-session-persistence", "-C"])
+        .args([
+            "--model",
+            "scripted",
+            "--no-checkpoints",
+            "--no-session-persistence",
+            "-C",
+        ])
         .arg(work)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -54,7 +60,11 @@ async fn three_workers_one_killed_complete_every_task_exactly_once() {
     .await;
     let mut children: Vec<_> = ["w0", "w1", "w2"]
         .iter()
-        .map(|name| worker(home.path(), work.path(), &server, name).spawn().expect("spawn"))
+        .map(|name| {
+            worker(home.path(), work.path(), &server, name)
+                .spawn()
+                .expect("spawn")
+        })
         .collect();
 
     // All three are in the middle of a task.

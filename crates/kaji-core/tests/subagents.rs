@@ -106,7 +106,10 @@ async fn a_foreground_sub_agent_returns_its_result_and_usage_to_the_parent() {
     assert_eq!(outcome.result.as_deref(), Some("done"));
 
     let requests = server.requests();
-    let child: Vec<_> = requests.iter().filter(|r| r.agent.as_deref() == Some(EXPLORE)).collect();
+    let child: Vec<_> = requests
+        .iter()
+        .filter(|r| r.agent.as_deref() == Some(EXPLORE))
+        .collect();
     assert_eq!(child.len(), 1, "the sub-agent made one request");
     // The child has its own history: only its prompt.
     assert!(child[0].body.to_string().contains("Where is the parser?"));
@@ -124,8 +127,14 @@ async fn a_foreground_sub_agent_returns_its_result_and_usage_to_the_parent() {
 
     let last_main = requests.iter().rfind(|r| r.agent.is_none()).expect("main");
     let results = results_text(&last_main.body);
-    assert!(results.contains("the parser is in src/parse.rs"), "{results}");
-    assert!(results.contains("100 input and 7 output tokens"), "{results}");
+    assert!(
+        results.contains("the parser is in src/parse.rs"),
+        "{results}"
+    );
+    assert!(
+        results.contains("100 input and 7 output tokens"),
+        "{results}"
+    );
     // Rolled into the parent's totals.
     assert_eq!(session.usage().input_tokens, 120);
     assert_eq!(session.usage().output_tokens, 9);
@@ -184,7 +193,10 @@ async fn the_depth_limit_refuses_a_sub_agent_of_a_sub_agent() {
             "Agent",
             json!({"description": "deeper", "prompt": "go deeper", "subagent_type": "general-purpose"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "could not go deeper"})),
+        Turn::tool_call(
+            "AttemptCompletion",
+            json!({"result": "could not go deeper"}),
+        ),
     ]);
     let main = Script::new([
         Turn::tool_call(
@@ -202,8 +214,15 @@ async fn the_depth_limit_refuses_a_sub_agent_of_a_sub_agent() {
     let session = session(home.path(), work.path(), &server, limits).await;
     session.submit("go".into()).await.expect("submit");
     let requests = server.requests();
-    let child: Vec<_> = requests.iter().filter(|r| r.agent.as_deref() == Some(GENERAL)).collect();
-    assert_eq!(child.len(), 2, "the nested Agent call never became a request of its own");
+    let child: Vec<_> = requests
+        .iter()
+        .filter(|r| r.agent.as_deref() == Some(GENERAL))
+        .collect();
+    assert_eq!(
+        child.len(),
+        2,
+        "the nested Agent call never became a request of its own"
+    );
     let refused = results_text(&child[1].body);
     assert!(refused.contains("depth limit (1)"), "{refused}");
     let last_main = requests.iter().rfind(|r| r.agent.is_none()).expect("main");
@@ -218,7 +237,9 @@ async fn a_background_sub_agent_is_read_with_task_output_and_stopped_with_task_s
     std::fs::write(work.path().join("a.txt"), "x\n").expect("write");
     let explore = Script::new([
         Turn::text("looking around").and_tool_call("Glob", json!({"pattern": "*.txt"})),
-        Turn::text("still thinking").and_hold().and_text(" and more"),
+        Turn::text("still thinking")
+            .and_hold()
+            .and_text(" and more"),
     ]);
     let main = Script::new([
         Turn::tool_call(
@@ -230,7 +251,10 @@ async fn a_background_sub_agent_is_read_with_task_output_and_stopped_with_task_s
     .with_agent(EXPLORE, explore);
     let server = ScriptedModelServer::start(main).await;
     let session = session(home.path(), work.path(), &server, SubagentLimits::default()).await;
-    let outcome = session.submit("scan in the background".into()).await.expect("submit");
+    let outcome = session
+        .submit("scan in the background".into())
+        .await
+        .expect("submit");
     assert_eq!(outcome.result.as_deref(), Some("started"));
     let agent = session
         .background_tasks()
@@ -249,7 +273,11 @@ async fn a_background_sub_agent_is_read_with_task_output_and_stopped_with_task_s
         .call(json!({"task_id": agent.id, "block": false}), &ctx)
         .await
         .expect("read");
-    assert!(first.content.contains("looking around"), "{}", first.content);
+    assert!(
+        first.content.contains("looking around"),
+        "{}",
+        first.content
+    );
     assert!(first.content.contains("Glob"), "{}", first.content);
     assert_eq!(first.data.as_ref().expect("data")["status"], "running");
     let again = output
@@ -264,8 +292,16 @@ async fn a_background_sub_agent_is_read_with_task_output_and_stopped_with_task_s
         .await
         .expect("stop");
     assert!(stopped.content.contains("killed"), "{}", stopped.content);
-    assert!(stopped.content.contains("did NOT finish"), "{}", stopped.content);
-    assert!(stopped.content.contains("stopped before finishing"), "{}", stopped.content);
+    assert!(
+        stopped.content.contains("did NOT finish"),
+        "{}",
+        stopped.content
+    );
+    assert!(
+        stopped.content.contains("stopped before finishing"),
+        "{}",
+        stopped.content
+    );
     assert!(session.background_tasks().is_empty());
     server.release();
     session.shutdown().await;

@@ -111,7 +111,11 @@ async fn stop_cancels_the_agent_and_waits_for_its_end() {
         .read_since_last(MAIN_CALLER, &id, false, LONG)
         .await
         .expect("read");
-    assert!(read.text().contains("stopped after step 1"), "{}", read.text());
+    assert!(
+        read.text().contains("stopped after step 1"),
+        "{}",
+        read.text()
+    );
     assert!(matches!(
         reg.stop(&id).await,
         Err(RuntimeError::NotRunning { .. })

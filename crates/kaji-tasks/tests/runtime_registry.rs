@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use kaji_tasks::RuntimeTaskRegistry;
 use kaji_tasks::runtime::{
-    MAIN_CALLER, OutputRead, ReadWait, RuntimeConfig, RuntimeError, RuntimeTaskStatus, RuntimeTaskType,
-    StartRequest, scan_sessions,
+    MAIN_CALLER, OutputRead, ReadWait, RuntimeConfig, RuntimeError, RuntimeTaskStatus,
+    RuntimeTaskType, StartRequest, scan_sessions,
 };
 
 const LONG: Duration = Duration::from_secs(120);

@@ -45,8 +45,11 @@ pub struct AgentRequest {
 pub trait AgentSpawner: Send + Sync + std::fmt::Debug {
     /// Runs (or, with `run_in_background`, starts) a sub-agent for `request`
     /// on behalf of the caller described by `ctx`.
-    async fn spawn(&self, request: AgentRequest, ctx: &ToolContext)
-    -> Result<ToolOutput, ToolError>;
+    async fn spawn(
+        &self,
+        request: AgentRequest,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError>;
 
     /// The agent types on offer, one per line (`name: description`), for
     /// the tool's description.
@@ -120,8 +123,7 @@ ends."
         )?;
         let Some(spawner) = ctx.agents.as_ref() else {
             return Err(ToolError::Refused(
-                "Agent: sub-agents cannot run here (this session has no agent support)"
-                    .to_string(),
+                "Agent: sub-agents cannot run here (this session has no agent support)".to_string(),
             ));
         };
         spawner.spawn(request, ctx).await

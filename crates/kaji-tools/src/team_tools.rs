@@ -41,7 +41,10 @@ pub fn notify_completion(
     snapshot: &ListSnapshot,
 ) {
     let task = &outcome.task;
-    let mut text = format!("Task #{} ({}) was completed by {by}.", task.id, task.subject);
+    let mut text = format!(
+        "Task #{} ({}) was completed by {by}.",
+        task.id, task.subject
+    );
     if !outcome.unblocked.is_empty() {
         let ids: Vec<String> = outcome.unblocked.iter().map(|i| format!("#{i}")).collect();
         text.push_str(&format!(" It unblocked {}.", ids.join(", ")));

@@ -215,7 +215,12 @@ impl Session {
     /// Tokens used so far, over every prompt, sub-agents included.
     pub fn usage(&self) -> Usage {
         let mut usage = self.lock().usage;
-        usage.add(&self.subagent_usage.lock().unwrap_or_else(|e| e.into_inner()));
+        usage.add(
+            &self
+                .subagent_usage
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
         usage
     }
 

@@ -34,6 +34,7 @@ use kaji_tools::agent_tools::{AgentRequest, AgentSpawner};
 use kaji_tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
 use serde_json::json;
 
+use crate::ToolExecutor;
 use crate::frontend::{AskRequest, TaskFrontend};
 use crate::parser::ToolProtocol;
 use crate::permissions::{PermissionMode, SharedApprovals};
@@ -41,7 +42,6 @@ use crate::session::persist;
 use crate::session::record::SessionKind;
 use crate::session::recorder::Recorder;
 use crate::task::{AbortHandle, Task, TaskConfig, TaskOutcome};
-use crate::ToolExecutor;
 use types::{AgentCatalog, AgentDefinition, narrower_mode};
 
 /// Default depth limit: the main agent's sub-agents may have sub-agents,
@@ -254,7 +254,11 @@ impl SubagentSpawner {
             budget_hit: AtomicBool::new(false),
             tools_used: Mutex::new(Vec::new()),
         });
-        let task = Task::new(config, executor, Arc::clone(&frontend) as Arc<dyn TaskFrontend>);
+        let task = Task::new(
+            config,
+            executor,
+            Arc::clone(&frontend) as Arc<dyn TaskFrontend>,
+        );
         let _ = frontend.abort.set(task.abort_handle());
         Ok(Prepared {
             task,
@@ -444,7 +448,9 @@ impl Report {
                 TaskStatus::Completed => String::new(),
                 TaskStatus::MaxTurns => format!(
                     "it reached its turn budget (maxTurns {}) before finishing",
-                    max_turns.map(|n| n.to_string()).unwrap_or_else(|| "?".into())
+                    max_turns
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|| "?".into())
                 ),
                 TaskStatus::Aborted => "it was stopped before finishing".to_string(),
                 TaskStatus::MistakeLimit => {
@@ -476,14 +482,20 @@ impl Report {
             self.turns, self.usage.input_tokens, self.usage.output_tokens
         );
         if self.complete {
-            return format!("Sub-agent {agent} finished {usage}. Its result:\n{}", self.result);
+            return format!(
+                "Sub-agent {agent} finished {usage}. Its result:\n{}",
+                self.result
+            );
         }
         let mut out = format!(
             "Sub-agent {agent} did NOT finish: {} {usage}. The task is unfinished; this is a partial result.\n",
             self.unfinished
         );
         if !self.tools_used.is_empty() {
-            out.push_str(&format!("Tool calls it made: {}.\n", self.tools_used.join(", ")));
+            out.push_str(&format!(
+                "Tool calls it made: {}.\n",
+                self.tools_used.join(", ")
+            ));
         }
         if self.result.trim().is_empty() {
             out.push_str("It had reported nothing yet.");
@@ -558,7 +570,12 @@ impl TaskFrontend for SubagentFrontend {
                 self.activity(name);
                 self.note(&format!("[{}] tool {name} {input}\n", event.agent));
             }
-            TaskEvent::ToolResult { name, output, is_error, .. } => {
+            TaskEvent::ToolResult {
+                name,
+                output,
+                is_error,
+                ..
+            } => {
                 self.activity("thinking");
                 let first: String = output.chars().take(400).collect();
                 let label = if *is_error { "error" } else { "result" };

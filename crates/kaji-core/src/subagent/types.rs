@@ -187,10 +187,7 @@ enum Value {
 /// Parses one agent file: front matter between `---` lines, then the body.
 /// Returns the definition and warnings (unknown keys, bad values); fails
 /// only when there is no front matter or no `name`.
-pub fn parse_agent_file(
-    text: &str,
-    path: &Path,
-) -> Result<(AgentDefinition, Vec<String>), String> {
+pub fn parse_agent_file(text: &str, path: &Path) -> Result<(AgentDefinition, Vec<String>), String> {
     let where_ = path.display();
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text.lines();
@@ -223,16 +220,19 @@ pub fn parse_agent_file(
         }
         if let Some((key, value)) = trimmed.split_once(':') {
             let value = value.trim();
-            let value = if let Some(inner) = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
-                Value::List(split_list(inner))
-            } else {
-                Value::Text(unquote(value))
-            };
+            let value =
+                if let Some(inner) = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
+                    Value::List(split_list(inner))
+                } else {
+                    Value::Text(unquote(value))
+                };
             front.push((key.trim().to_string(), value));
         }
     }
     if !closed {
-        return Err(format!("{where_}: the front matter has no closing `---` line"));
+        return Err(format!(
+            "{where_}: the front matter has no closing `---` line"
+        ));
     }
     body_lines.extend(lines);
     let mut warnings = Vec::new();
@@ -343,7 +343,10 @@ mod tests {
         let text = "---\nname: reviewer\ndescription: Reviews code\ntools: Read, Grep, Glob\nmodel: sonnet\npermissionMode: acceptEdits\nmaxTurns: 5\ncolor: blue\n---\nYou review code.\n";
         let (def, warnings) = parse_agent_file(text, Path::new("/a/reviewer.md")).expect("parse");
         assert_eq!(def.name, "reviewer");
-        assert_eq!(def.tools, Some(vec!["Read".into(), "Grep".into(), "Glob".into()]));
+        assert_eq!(
+            def.tools,
+            Some(vec!["Read".into(), "Grep".into(), "Glob".into()])
+        );
         assert_eq!(def.model.as_deref(), Some("sonnet"));
         assert_eq!(def.permission_mode, Some(PermissionMode::AcceptEdits));
         assert_eq!(def.max_turns, Some(5));
@@ -386,8 +389,11 @@ mod tests {
         for (dir, body) in [(".claude", "from claude"), (".kaji", "from kaji")] {
             let d = project.path().join(dir).join("agents");
             std::fs::create_dir_all(&d).expect("mkdir");
-            std::fs::write(d.join("r.md"), format!("---\nname: Reviewer\n---\n{body}\n"))
-                .expect("write");
+            std::fs::write(
+                d.join("r.md"),
+                format!("---\nname: Reviewer\n---\n{body}\n"),
+            )
+            .expect("write");
         }
         let catalog = AgentCatalog::discover(home.path(), project.path(), None);
         let def = catalog.find("reviewer").expect("found");

@@ -152,8 +152,14 @@ mod tests {
         assert_eq!(task.owner, None);
         assert_eq!(task.status, TaskStatus::Pending);
         assert_eq!(task.metadata["released"]["owner"], "gone");
-        assert_eq!(store.get(a.id).expect("get").owner.as_deref(), Some("alive"));
-        assert_eq!(store.get(c.id).expect("get").owner.as_deref(), Some("by-hand"));
+        assert_eq!(
+            store.get(a.id).expect("get").owner.as_deref(),
+            Some("alive")
+        );
+        assert_eq!(
+            store.get(c.id).expect("get").owner.as_deref(),
+            Some("by-hand")
+        );
         drop(alive);
     }
 }

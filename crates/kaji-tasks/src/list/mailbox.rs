@@ -116,8 +116,12 @@ mod tests {
     fn messages_are_delivered_once_in_order() {
         let home = tempfile::tempdir().expect("tempdir");
         let store = TaskListStore::open(home.path(), "team").expect("store");
-        store.post_message("main", "alice/1", "first").expect("post");
-        store.post_message("bob", "alice/1", "second").expect("post");
+        store
+            .post_message("main", "alice/1", "first")
+            .expect("post");
+        store
+            .post_message("bob", "alice/1", "second")
+            .expect("post");
         // A second handle (another process) sees the same mailbox.
         let other = TaskListStore::open(home.path(), "team").expect("store");
         let got = other.take_messages("alice/1").expect("take");

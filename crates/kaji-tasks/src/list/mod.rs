@@ -14,8 +14,8 @@
 mod error;
 mod fsio;
 mod graph;
-mod lock;
 mod liveness;
+mod lock;
 mod mailbox;
 mod model;
 mod repair;
@@ -23,11 +23,11 @@ mod store;
 
 pub use error::{ClaimRefusal, TaskListError, TaskListErrorKind};
 pub use fsio::{DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV, max_file_bytes_from_env};
+pub use liveness::LivenessLock;
 pub use lock::{
     DEFAULT_LOCK_TIMEOUT, LOCK_NOTICE_AFTER, LOCK_TIMEOUT_ENV, LockHolder, LockObserver, LockWait,
     lock_timeout_from_env,
 };
-pub use liveness::LivenessLock;
 pub use mailbox::MailMessage;
 pub use model::{CorruptFile, ListSnapshot, NewTask, Task, TaskPatch, TaskStatus, UpdateOutcome};
 pub use repair::{LockNote, RepairReport};

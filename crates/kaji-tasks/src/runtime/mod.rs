@@ -451,7 +451,9 @@ impl OutputRead {
             ));
         }
         if self.timed_out && !t.status.is_terminal() && !self.output.is_empty() {
-            out.push_str("[the task is still running: the wait timed out; this is its output so far]\n");
+            out.push_str(
+                "[the task is still running: the wait timed out; this is its output so far]\n",
+            );
         }
         if self.output.is_empty() {
             if self.timed_out {
