@@ -22,7 +22,7 @@ fn ctx(dir: &std::path::Path, store: &TaskListStore, agent: &str) -> ToolContext
 fn new_task(subject: &str, blocked_by: &[u64]) -> NewTask {
     NewTask {
         subject: subject.to_string(),
-        blocked_by: blocked_by.iter().copied().collect(),
+        blocked_by: blocked_by.to_vec(),
         ..NewTask::default()
     }
 }
