@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod acp;
 mod agent;
+mod agents_cmd;
 mod checkpoints_cmd;
 mod demo;
 mod doctor_cmd;
@@ -22,6 +23,7 @@ mod rules_cmd;
 mod sessions_cmd;
 mod tasks_cmd;
 mod tui;
+mod worker_cmd;
 
 /// kaji — a coding agent for the terminal.
 #[derive(Debug, Parser)]
@@ -65,6 +67,12 @@ enum Command {
     /// Trust a project, so its settings that run code or widen permissions
     /// take effect (`--revoke` to stop trusting it).
     Trust(permissions_cmd::TrustArgs),
+    /// Run a headless teammate that claims and works tasks of a shared
+    /// task list until none can become available.
+    Worker(worker_cmd::WorkerArgs),
+    /// List the agent types the Agent tool offers (built-in, user and
+    /// project ones) and where each comes from.
+    Agents(agents_cmd::AgentsArgs),
     /// List the runtime tasks (background shells and agents) of every
     /// running kaji session on this machine.
     Ps(ps_cmd::PsArgs),
@@ -102,6 +110,8 @@ fn main() -> ExitCode {
         Some(Command::Checkpoints(args)) => block_on(checkpoints_cmd::run(args)),
         Some(Command::Tasks(args)) => tasks_cmd::run(args),
         Some(Command::Ps(args)) => ps_cmd::run(args),
+        Some(Command::Agents(args)) => agents_cmd::run(args),
+        Some(Command::Worker(args)) => block_on(worker_cmd::run(args)),
         Some(Command::Doctor(args)) => block_on(doctor_cmd::run(args)),
         Some(Command::Rules(args)) => rules_cmd::run(args),
         Some(Command::Permissions(args)) => permissions_cmd::run(args),

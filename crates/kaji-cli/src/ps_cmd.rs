@@ -228,7 +228,10 @@ fn write_table(
             [
                 t.id.to_string(),
                 t.task_type.to_string(),
-                t.status.to_string(),
+                match (&t.activity, t.status.is_terminal()) {
+                    (Some(activity), false) => format!("{} ({})", t.status, one_line(activity)),
+                    _ => t.status.to_string(),
+                },
                 format_age(now.saturating_sub(t.started_at_ms) / 1000),
                 one_line(&t.description),
             ]

@@ -21,6 +21,7 @@ pub mod permissions;
 pub mod prompt;
 pub mod rules;
 pub mod session;
+pub mod subagent;
 pub mod task;
 pub mod trust;
 

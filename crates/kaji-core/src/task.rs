@@ -146,6 +146,8 @@ pub struct TaskConfig {
     /// The share of the context window past which it is compacted before
     /// a request (`auto_compact_threshold`).
     pub compact_threshold: f64,
+    /// Runs sub-agents for the `Agent` tool (see [`crate::subagent`]).
+    pub agents: Option<Arc<dyn kaji_tools::agent_tools::AgentSpawner>>,
 }
 
 impl std::fmt::Debug for TaskConfig {
@@ -198,6 +200,7 @@ impl TaskConfig {
             compaction: Compaction::Auto,
             compact_threshold: 0.85,
             on_text_reply: TextReply::Nudge,
+            agents: None,
         }
     }
 }
@@ -624,6 +627,14 @@ impl Task {
         if let Some(runtime) = &self.config.runtime {
             for notice in runtime.take_finished_notices_for(&self.config.agent) {
                 user_content.push(ContentBlock::text(notice.to_prompt_text()));
+            }
+        }
+        // Messages and completion notices from the team's mailbox.
+        if let Some(list) = &self.config.task_list
+            && let Ok(messages) = list.take_messages(&self.config.agent)
+        {
+            for message in messages {
+                user_content.push(ContentBlock::text(message.to_prompt_text()));
             }
         }
     }
@@ -1240,6 +1251,7 @@ impl Task {
             kaji_home: self.config.kaji_home.clone(),
             task_list: self.config.task_list.clone(),
             runtime: self.config.runtime.clone(),
+            agents: self.config.agents.clone(),
         }
     }
 

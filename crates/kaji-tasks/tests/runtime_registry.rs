@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use kaji_tasks::RuntimeTaskRegistry;
 use kaji_tasks::runtime::{
-    MAIN_CALLER, OutputRead, RuntimeConfig, RuntimeError, RuntimeTaskStatus, RuntimeTaskType,
-    StartRequest, scan_sessions,
+    MAIN_CALLER, OutputRead, ReadWait, RuntimeConfig, RuntimeError, RuntimeTaskStatus,
+    RuntimeTaskType, StartRequest, scan_sessions,
 };
 
 const LONG: Duration = Duration::from_secs(120);
@@ -68,7 +68,7 @@ async fn read_pids(
             return pids;
         }
         let read = reg
-            .read_since_last(caller, id, true, LONG)
+            .read_waiting(caller, id, ReadWait::NewOutput, LONG)
             .await
             .expect("read");
         assert!(
@@ -501,7 +501,7 @@ async fn refusals_say_what_is_wrong() {
 
     for t in RuntimeTaskType::ALL
         .into_iter()
-        .filter(|t| *t != RuntimeTaskType::LocalBash)
+        .filter(|t| !t.is_implemented())
     {
         let err = reg
             .start(StartRequest {
@@ -516,6 +516,17 @@ async fn refusals_say_what_is_wrong() {
         assert!(err.to_string().contains(t.as_str()), "{err}");
         assert!(err.to_string().contains("not implemented"), "{err}");
     }
+    let err = reg
+        .start(StartRequest {
+            task_type: RuntimeTaskType::LocalAgent,
+            description: "x".into(),
+            command: "true".into(),
+            cwd: home.path().to_path_buf(),
+            owner: MAIN_CALLER.into(),
+        })
+        .await
+        .expect_err("an agent is no command");
+    assert!(err.to_string().contains("Agent tool"), "{err}");
 }
 
 #[tokio::test]

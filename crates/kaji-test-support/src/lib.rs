@@ -26,6 +26,6 @@ pub mod server;
 pub mod wire;
 mod wire_responses;
 
-pub use script::{DEFAULT_CHUNK_SIZE, Fault, Part, Script, ScriptError, Turn};
+pub use script::{AgentScript, DEFAULT_CHUNK_SIZE, Fault, Part, Script, ScriptError, Turn};
 pub use server::{RecordedRequest, ScriptedModelServer};
 pub use wire::WireFormat;

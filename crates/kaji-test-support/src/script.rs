@@ -40,6 +40,13 @@ pub struct Script {
     /// the first request after it). The first matching route wins.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub routes: Vec<Route>,
+    /// Scripts of other agents: a request whose system prompt contains an
+    /// entry's `marker` is answered from that entry's script (the first
+    /// matching entry wins), with turns counted in that request alone, so
+    /// each agent (a sub-agent, a teammate) gets its own conversation.
+    /// Requests that match no marker get this script's turns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<AgentScript>,
 }
 
 /// A request whose last message contains `contains` gets turn `turn`.
@@ -49,6 +56,15 @@ pub struct Route {
     pub contains: String,
     /// The turn (an index into the script's turns) it gets.
     pub turn: usize,
+}
+
+/// The script of the agents whose system prompt contains `marker`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentScript {
+    /// Text the agent's system prompt contains.
+    pub marker: String,
+    /// Its replies.
+    pub script: Script,
 }
 
 /// Why a script could not be loaded.
@@ -105,6 +121,29 @@ impl Script {
     pub fn with_max_request_bytes(mut self, bytes: usize) -> Self {
         self.max_request_bytes = Some(bytes);
         self
+    }
+
+    /// Answers requests whose system prompt contains `marker` from
+    /// `script` (see [`Script::agents`]).
+    pub fn with_agent(mut self, marker: impl Into<String>, script: Script) -> Self {
+        self.agents.push(AgentScript {
+            marker: marker.into(),
+            script,
+        });
+        self
+    }
+
+    /// The script that answers a request with this system prompt, and the
+    /// index of its [`Script::agents`] entry (`None`: this script).
+    pub fn route(&self, system: &str) -> (Option<usize>, &Script) {
+        match self
+            .agents
+            .iter()
+            .position(|a| !a.marker.is_empty() && system.contains(&a.marker))
+        {
+            Some(i) => (Some(i), &self.agents[i].script),
+            None => (None, self),
+        }
     }
 
     /// Parses a script from JSON text.

@@ -57,6 +57,10 @@ pub struct RecordedRequest {
     pub turn: Option<usize>,
     /// Which attempt at that turn this was (1-based).
     pub attempt: usize,
+    /// The marker of the agent script that answered it (see
+    /// [`crate::Script::agents`]); `None`: the main script.
+    #[serde(default)]
+    pub agent: Option<String>,
 }
 
 impl RecordedRequest {
@@ -93,7 +97,7 @@ struct Shared {
 #[derive(Default)]
 struct ServerState {
     requests: Vec<RecordedRequest>,
-    attempts: HashMap<usize, usize>,
+    attempts: HashMap<(Option<usize>, usize), usize>,
 }
 
 impl Shared {
@@ -285,6 +289,7 @@ async fn handle(
         format,
         turn: None,
         attempt: 1,
+        agent: None,
     };
 
     let outcome = decide(&shared, format, &parsed, &mut record);
@@ -298,14 +303,18 @@ async fn handle(
         Decision::Error(status, body) => json_response(status, &body),
         Decision::Serve {
             format,
+            route,
             turn_index,
             attempt,
             model,
             include_usage,
         } => {
-            let turn = &shared.script.turns[turn_index];
-            let fault = shared
-                .script
+            let script = match route {
+                Some(i) => &shared.script.agents[i].script,
+                None => &shared.script,
+            };
+            let turn = &script.turns[turn_index];
+            let fault = script
                 .every_request
                 .clone()
                 .or_else(|| turn.faults.get(attempt - 1).cloned());
@@ -325,6 +334,7 @@ enum Decision {
     Error(StatusCode, Value),
     Serve {
         format: WireFormat,
+        route: Option<usize>,
         turn_index: usize,
         attempt: usize,
         model: String,
@@ -375,7 +385,9 @@ fn decide(
             ),
         );
     };
-    if let Some(max) = shared.script.max_request_bytes
+    let (route, script) = shared.script.route(&system_text(format, body));
+    record.agent = route.map(|i| shared.script.agents[i].marker.clone());
+    if let Some(max) = script.max_request_bytes
         && record_len(record) > max
     {
         let server = match format {
@@ -403,8 +415,8 @@ fn decide(
     {
         turn_index = route.turn;
     }
-    let turns = shared.script.turns.len();
-    if shared.script.every_request.is_some() && turns > 0 {
+    let turns = script.turns.len();
+    if script.every_request.is_some() && turns > 0 {
         turn_index = turn_index.min(turns - 1);
     }
     if turn_index >= turns {
@@ -419,7 +431,7 @@ fn decide(
     }
     let attempt = {
         let mut state = shared.state();
-        let counter = state.attempts.entry(turn_index).or_insert(0);
+        let counter = state.attempts.entry((route, turn_index)).or_insert(0);
         *counter += 1;
         *counter
     };
@@ -437,10 +449,44 @@ fn decide(
         .unwrap_or(false);
     Decision::Serve {
         format,
+        route,
         turn_index,
         attempt,
         model,
         include_usage,
+    }
+}
+
+/// The system prompt of a request: Anthropic's `system` (text or blocks),
+/// or OpenAI's `system` messages.
+fn system_text(format: WireFormat, body: &Value) -> String {
+    let text_of = |v: &Value| -> String {
+        match v {
+            Value::String(s) => s.clone(),
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        }
+    };
+    match format {
+        WireFormat::Anthropic => body.get("system").map(text_of).unwrap_or_default(),
+        WireFormat::Responses => body.get("instructions").map(text_of).unwrap_or_default(),
+        WireFormat::OpenAi => body
+            .get("messages")
+            .and_then(Value::as_array)
+            .map(|messages| {
+                messages
+                    .iter()
+                    .filter(|m| m.get("role").and_then(Value::as_str) == Some("system"))
+                    .filter_map(|m| m.get("content"))
+                    .map(text_of)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default(),
     }
 }
 

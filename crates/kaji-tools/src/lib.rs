@@ -17,6 +17,7 @@ use kaji_protocol::ToolSpec;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+pub mod agent_tools;
 mod bash;
 mod error;
 mod fs;
@@ -26,6 +27,7 @@ mod registry;
 mod runtime_tools;
 pub mod skill;
 mod task_list_tools;
+pub mod team_tools;
 pub mod todo;
 pub mod web_fetch;
 pub mod worktree;
@@ -60,6 +62,8 @@ pub struct ToolContext {
     /// The sandbox `Bash` commands (foreground and background) run in;
     /// `None` runs them unconfined. Nothing else a tool starts is confined.
     pub sandbox: Option<Arc<kaji_sandbox::SandboxPolicy>>,
+    /// Runs sub-agents for the `Agent` tool; `None` refuses them.
+    pub agents: Option<Arc<dyn agent_tools::AgentSpawner>>,
 }
 
 impl ToolContext {
@@ -76,6 +80,7 @@ impl ToolContext {
             task_list: None,
             runtime: None,
             sandbox: None,
+            agents: None,
         }
     }
 
@@ -267,10 +272,12 @@ pub fn builtin_tools() -> ToolRegistry {
     bash::register(&mut registry);
     interaction::register(&mut registry);
     task_list_tools::register(&mut registry);
+    team_tools::register(&mut registry);
     runtime_tools::register(&mut registry);
     todo::register(&mut registry);
     plan::register(&mut registry);
     worktree::register(&mut registry);
     web_fetch::register(&mut registry);
+    agent_tools::register(&mut registry);
     registry
 }

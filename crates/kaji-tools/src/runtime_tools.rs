@@ -67,10 +67,11 @@ impl Tool for TaskOutputTool {
         ToolSpec {
             name: self.name().to_string(),
             description:
-                "Returns the output a background task (started by Bash with run_in_background) \
-wrote since your previous TaskOutput call for it, with its status and, once it has ended, its exit \
-code. With block (the default) it waits until new output appears, the task ends, or the timeout \
-passes. A long reply keeps the newest 30000 characters and says where the full output file is. \
+                "Returns the output a background task (a Bash command with run_in_background, or \
+a background Agent's transcript) wrote since your previous TaskOutput call for it, with its status \
+and, once it has ended, its exit code. With block (the default) it waits until the task has ended \
+or the timeout passes, then returns all the output you have not read; with block false it returns \
+at once. A long reply keeps the newest 30000 characters and says where the full output file is. \
 Task ids look like b9x4k2m1p; all-digit ids belong to the task list, not to this tool."
                     .to_string(),
             input_schema: json!({
@@ -79,7 +80,7 @@ Task ids look like b9x4k2m1p; all-digit ids belong to the task list, not to this
                     "task_id": {"type": "string", "description": "The runtime task id, e.g. b9x4k2m1p."},
                     "block": {
                         "type": "boolean",
-                        "description": "Wait for new output or the end of the task (default true)."
+                        "description": "Wait until the task has ended or the timeout passed (default true); false returns at once."
                     },
                     "timeout": {
                         "type": "number",
@@ -164,9 +165,10 @@ impl Tool for TaskStopTool {
         ToolSpec {
             name: self.name().to_string(),
             description:
-                "Stops a running background task (started by Bash with run_in_background): \
+                "Stops a running background task. A Bash command (run_in_background) gets \
 SIGTERM to its whole process group, SIGKILL after a grace period, so everything it started stops \
-too. Its status becomes killed. Unknown ids, tasks that already ended and task-list (all-digit) \
+too; a background Agent is cancelled (its model request and its commands) and ends with what it \
+had done. Its status becomes killed. Unknown ids, tasks that already ended and task-list (all-digit) \
 ids are refused."
                     .to_string(),
             input_schema: json!({
@@ -197,7 +199,7 @@ ids are refused."
             .stop(&input.task_id)
             .await
             .map_err(|e| ToolError::Refused(format!("TaskStop: {e}")))?;
-        let content = format!(
+        let mut content = format!(
             "Stopped background task {} ({}): status {}. {} bytes of output in total; the file is {}.",
             info.id,
             info.description,
@@ -205,6 +207,15 @@ ids are refused."
             info.output_bytes,
             info.output_path.display()
         );
+        if info.task_type.is_agent()
+            && let Ok(read) = registry
+                .read_since_last(&ctx.session_id, info.id.as_str(), false, Duration::ZERO)
+                .await
+            && !read.output.is_empty()
+        {
+            content.push_str("\nWhat it had done (the transcript you had not read):\n");
+            content.push_str(&read.text());
+        }
         Ok(ToolOutput {
             content,
             update: None,

@@ -37,13 +37,13 @@ const TASK_UPDATE: &str = "TaskUpdate";
 /// or, leniently, a number.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-enum TaskIdInput {
+pub(crate) enum TaskIdInput {
     Number(u64),
     Text(String),
 }
 
 impl TaskIdInput {
-    fn parse(&self, tool: &str, field: &str) -> Result<u64, ToolError> {
+    pub(crate) fn parse(&self, tool: &str, field: &str) -> Result<u64, ToolError> {
         match self {
             Self::Number(id) => Ok(*id),
             Self::Text(text) => {
@@ -73,7 +73,7 @@ fn parse_ids(
 }
 
 /// The store of the session, or a refusal the model can understand.
-fn store_of(ctx: &ToolContext) -> Result<TaskListStore, ToolError> {
+pub(crate) fn store_of(ctx: &ToolContext) -> Result<TaskListStore, ToolError> {
     ctx.task_list.clone().ok_or_else(|| {
         ToolError::Refused(
             "this session has no task list, so the task tools are unavailable; keep track of the \
@@ -84,7 +84,7 @@ fn store_of(ctx: &ToolContext) -> Result<TaskListStore, ToolError> {
 }
 
 /// Runs blocking store work off the async runtime.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, TaskListError> + Send + 'static,
 ) -> Result<T, ToolError> {
     match tokio::task::spawn_blocking(work).await {
@@ -601,9 +601,15 @@ which tasks a completion unblocked."
             remove_blocked_by: parse_ids(TASK_UPDATE, "removeBlockedBy", &input.remove_blocked_by)?,
         };
         let changed = changed_fields(&patch);
+        let completing = patch.status == Some(TaskStatus::Completed);
+        let agent = ctx.agent.clone();
         let (outcome, snapshot) = blocking(move || {
             let outcome = store.update(id, patch)?;
-            Ok((outcome, store.list()?))
+            let snapshot = store.list()?;
+            if completing {
+                crate::team_tools::notify_completion(&store, &agent, &outcome, &snapshot);
+            }
+            Ok((outcome, snapshot))
         })
         .await?;
         let mut content = if changed.is_empty() {

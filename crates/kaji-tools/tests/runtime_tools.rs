@@ -107,14 +107,21 @@ async fn task_stop_kills_the_group_and_refuses_what_it_cannot_stop() {
         if let Some(pid) = seen.lines().find_map(|l| l.strip_prefix("pid=")) {
             break pid.trim().parse().expect("pid");
         }
-        let out = call(
-            &ctx,
-            "TaskOutput",
-            json!({"task_id": id, "timeout": 120000}),
-        )
-        .await
-        .expect("reads");
-        seen.push_str(&out.content);
+        // TaskOutput with block waits for the end: follow the output as
+        // it comes through the registry instead.
+        let read = ctx
+            .runtime
+            .as_ref()
+            .expect("runtime")
+            .read_waiting(
+                "observer",
+                &id,
+                kaji_tasks::runtime::ReadWait::NewOutput,
+                Duration::from_secs(120),
+            )
+            .await
+            .expect("reads");
+        seen.push_str(&read.text());
     };
     let stopped = call(&ctx, "TaskStop", json!({"task_id": id}))
         .await

@@ -14,11 +14,11 @@ use kaji_tasks::list::{
 };
 use serde_json::{Value, json};
 
-use kaji_tasks::list::TaskFilter;
 use super::{
     Failure, Printer, TasksCommand, WATCH_INTERVAL, describe, emit, id_list, print_json, table,
     warn,
 };
+use kaji_tasks::list::TaskFilter;
 
 /// Whether `command` goes through the async interface even on files.
 pub(super) fn needs_async(command: &TasksCommand) -> bool {

@@ -191,6 +191,8 @@ impl SessionBuilder {
             on_text_reply: settings
                 .on_text_reply
                 .unwrap_or(self.options.text_reply_default),
+            subagents: self.options.subagents.clone(),
+            persist: self.options.persist,
         };
         let (conversation, files) = match restored {
             Some(r) => {

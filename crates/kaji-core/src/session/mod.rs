@@ -71,6 +71,10 @@ pub(crate) struct Services {
     pub compaction: crate::config::Compaction,
     pub compact_threshold: f64,
     pub on_text_reply: crate::config::TextReply,
+    /// Limits of sub-agents.
+    pub subagents: crate::subagent::SubagentLimits,
+    /// Whether the session (and its sub-agents) are saved.
+    pub persist: bool,
 }
 
 /// The conversation's state between prompts.
@@ -126,6 +130,8 @@ pub struct Session {
     frontend: Arc<dyn TaskFrontend>,
     busy: AtomicBool,
     running: Mutex<Option<AbortHandle>>,
+    /// What the session's sub-agents used, rolled into [`Session::usage`].
+    subagent_usage: Arc<Mutex<Usage>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -174,6 +180,7 @@ impl Session {
             frontend,
             busy: AtomicBool::new(false),
             running: Mutex::new(None),
+            subagent_usage: Arc::new(Mutex::new(Usage::default())),
         })
     }
 
@@ -211,9 +218,16 @@ impl Session {
         self.lock().history.clone()
     }
 
-    /// Tokens used so far, over every prompt.
+    /// Tokens used so far, over every prompt, sub-agents included.
     pub fn usage(&self) -> Usage {
-        self.lock().usage
+        let mut usage = self.lock().usage;
+        usage.add(
+            &self
+                .subagent_usage
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        usage
     }
 
     /// Model turns so far, over every prompt.
@@ -345,6 +359,7 @@ impl Session {
         config.checkpoints = builder::open_checkpoints(s.checkpoints, &s.kaji_home, &cwd)
             .ok()
             .flatten();
+        config.agents = Some(Arc::new(self.subagent_spawner(&cwd, mode)));
         let mut executor = ToolExecutor::new(s.tools.clone());
         executor.set_result_cap(s.tool_result_max_chars);
         if let Some(mcp) = &s.mcp {
@@ -366,6 +381,44 @@ impl Session {
         }
         self.busy.store(false, Ordering::SeqCst);
         result.map(|_| ()).map_err(SessionError::Setup)
+    }
+
+    /// The spawner of the main agent's sub-agents for one prompt: the
+    /// session's services, the agent types as the files say now.
+    fn subagent_spawner(
+        &self,
+        cwd: &Path,
+        mode: PermissionMode,
+    ) -> crate::subagent::SubagentSpawner {
+        let s = &self.services;
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let catalog = crate::subagent::types::AgentCatalog::discover(
+            &s.kaji_home,
+            &s.project_dir,
+            home.as_deref(),
+        );
+        crate::subagent::SubagentSpawner::new(crate::subagent::SubagentEnv {
+            kaji_home: s.kaji_home.clone(),
+            project_dir: s.project_dir.clone(),
+            cwd: cwd.to_path_buf(),
+            provider: Arc::clone(&s.provider),
+            model: s.provider_config.model.clone(),
+            tools: s.tools.clone(),
+            mcp: s.mcp.clone(),
+            task_list: Some(s.task_list.clone()),
+            runtime: Some(Arc::clone(&s.runtime)),
+            frontend: Arc::clone(&self.frontend),
+            approvals: Arc::clone(&self.approvals),
+            message_ids: Arc::clone(&self.message_ids),
+            parent_mode: mode,
+            parent_session_id: self.id.clone(),
+            tool_protocol: s.tool_protocol,
+            max_mistakes: s.max_mistakes,
+            persist: s.persist && self.files.is_some(),
+            usage: Arc::clone(&self.subagent_usage),
+            catalog: Arc::new(catalog),
+            limits: s.subagents.clone(),
+        })
     }
 
     /// Aborts the running prompt, if any: its model request, its
@@ -407,6 +460,11 @@ impl Session {
         self.recorder.record_synced(SessionRecord::Mode {
             mode: mode.as_str().to_string(),
         });
+    }
+
+    /// The session's runtime task registry (background shells and agents).
+    pub fn runtime(&self) -> &Arc<kaji_tasks::RuntimeTaskRegistry> {
+        &self.services.runtime
     }
 
     /// The background tasks (shells, agents) still running.

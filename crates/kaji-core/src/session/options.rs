@@ -69,6 +69,8 @@ pub struct SessionOptions {
     /// Nobody can approve asks (`kaji exec`): denied approvals are listed
     /// ([`super::Session::permission_denials`]) and count as mistakes.
     pub headless: bool,
+    /// Depth limit, token budget and model aliases of sub-agents.
+    pub subagents: crate::subagent::SubagentLimits,
 }
 
 impl Default for SessionOptions {
@@ -94,6 +96,7 @@ impl Default for SessionOptions {
             deny: Vec::new(),
             sandbox: None,
             headless: false,
+            subagents: crate::subagent::SubagentLimits::default(),
         }
     }
 }

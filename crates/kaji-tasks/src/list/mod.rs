@@ -15,7 +15,9 @@ mod backend;
 mod error;
 mod fsio;
 mod graph;
+mod liveness;
 mod lock;
+mod mailbox;
 mod model;
 pub mod pg;
 mod repair;
@@ -24,10 +26,12 @@ mod store;
 pub use backend::{ListTarget, TASK_LIST_ID_ENV, TaskList, normalize_import, resolve_target};
 pub use error::{ClaimRefusal, TaskListError, TaskListErrorKind};
 pub use fsio::{DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV, max_file_bytes_from_env};
+pub use liveness::LivenessLock;
 pub use lock::{
     DEFAULT_LOCK_TIMEOUT, LOCK_NOTICE_AFTER, LOCK_TIMEOUT_ENV, LockHolder, LockObserver, LockWait,
     lock_timeout_from_env,
 };
+pub use mailbox::MailMessage;
 pub use model::{
     CorruptFile, ListSnapshot, NewTask, Task, TaskFilter, TaskPatch, TaskStatus, UpdateOutcome,
 };

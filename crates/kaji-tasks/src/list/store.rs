@@ -584,6 +584,13 @@ impl TaskListStore {
     /// it back to `pending` (for an agent that stops). Completed tasks keep
     /// their owner. Returns the ids released.
     pub fn release(&self, owner: &str) -> Result<Vec<u64>, TaskListError> {
+        self.release_with_note(owner, "its owner released it")
+    }
+
+    /// [`Self::release`], recording in each released task's metadata, under
+    /// `released`, who held it, when, and `why` (e.g. "the teammate
+    /// crashed").
+    pub fn release_with_note(&self, owner: &str, why: &str) -> Result<Vec<u64>, TaskListError> {
         let owner = require_owner(owner)?;
         let _list = self.lock_list()?;
         let snapshot = self.list()?;
@@ -604,6 +611,10 @@ impl TaskListStore {
             task.owner = None;
             task.status = TaskStatus::Pending;
             task.updated_at = now_ms().max(task.updated_at);
+            task.metadata.insert(
+                "released".to_string(),
+                serde_json::json!({"owner": owner, "at": task.updated_at, "why": why}),
+            );
             self.replace_task(&task)?;
             released.push(task.id);
         }

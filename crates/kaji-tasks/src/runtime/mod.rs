@@ -19,6 +19,7 @@
 //! capture keeps reading whatever the cap), never polls while waiting, and
 //! never leaves a process running once its registry is stopped or dropped.
 
+mod agent;
 pub mod orphans;
 mod output;
 pub mod state;
@@ -34,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::process::{self, GroupChild};
+pub use agent::{AgentEnd, AgentStart, AgentTaskHandle};
 pub use orphans::{KilledOrphan, OrphanGroup, find_orphans, kill_orphans};
 use output::OutputLog;
 pub use state::{SessionScan, SessionState, SkippedStateFile, scan_sessions};
@@ -109,7 +111,16 @@ impl RuntimeTaskType {
 
     /// Whether this kaji can start tasks of this type.
     pub fn is_implemented(self) -> bool {
-        matches!(self, Self::LocalBash)
+        matches!(
+            self,
+            Self::LocalBash | Self::LocalAgent | Self::InProcessTeammate
+        )
+    }
+
+    /// Whether tasks of this type are agents (started with
+    /// [`RuntimeTaskRegistry::start_agent`], not a command line).
+    pub fn is_agent(self) -> bool {
+        matches!(self, Self::LocalAgent | Self::InProcessTeammate)
     }
 }
 
@@ -259,6 +270,13 @@ pub struct RuntimeTaskInfo {
     /// Why the task could not be run or its output not be kept, if so.
     #[serde(default)]
     pub error: Option<String>,
+    /// For agents: the agent's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// For agents: what it is doing now (`idle` for a teammate waiting for
+    /// work, else a few words such as `Bash` or `thinking`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<String>,
 }
 
 /// Limits of a registry.
@@ -317,8 +335,18 @@ pub enum RuntimeError {
         exit: String,
     },
     /// This kind of runtime task cannot be started by this kaji.
-    #[error("runtime tasks of type {0} are not implemented yet; only local_bash can be started")]
+    #[error(
+        "runtime tasks of type {0} are not implemented yet; local_bash (commands), local_agent and in_process_teammate (agents) can be started"
+    )]
     UnsupportedType(RuntimeTaskType),
+    /// An agent type given where a command is started, or the other way
+    /// round.
+    #[error(
+        "runtime tasks of type {0} are {kind}: start them with {with}",
+        kind = if .0.is_agent() { "agents" } else { "commands" },
+        with = if .0.is_agent() { "start_agent (the Agent tool)" } else { "start (Bash with run_in_background)" }
+    )]
+    WrongStart(RuntimeTaskType),
     /// The registry has been shut down ([`RuntimeTaskRegistry::shutdown`]).
     #[error("the session is shutting down: no new runtime task can be started")]
     ShuttingDown,
@@ -361,6 +389,18 @@ pub struct StartRequest {
     pub owner: String,
 }
 
+/// How long a read waits before it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadWait {
+    /// Returns at once (`block: false`).
+    Now,
+    /// Until the task has ended or the timeout passed (`block: true`).
+    Ended,
+    /// Until new output appears, the task ends, or the timeout passes (for
+    /// callers that follow output as it comes, such as tests and UIs).
+    NewOutput,
+}
+
 /// The answer to [`RuntimeTaskRegistry::read_since_last`].
 #[derive(Debug, Clone)]
 pub struct OutputRead {
@@ -380,7 +420,8 @@ pub struct OutputRead {
     /// New bytes left out of this reply by the reply cap (the newest were
     /// kept); they are still in the output file.
     pub skipped_bytes: u64,
-    /// The call blocked and the timeout passed with no news.
+    /// The call blocked and the timeout passed before what it waited for
+    /// (the end of the task, or new output) came.
     pub timed_out: bool,
 }
 
@@ -408,6 +449,11 @@ impl OutputRead {
                 self.skipped_bytes,
                 t.output_path.display()
             ));
+        }
+        if self.timed_out && !t.status.is_terminal() && !self.output.is_empty() {
+            out.push_str(
+                "[the task is still running: the wait timed out; this is its output so far]\n",
+            );
         }
         if self.output.is_empty() {
             if self.timed_out {
@@ -457,6 +503,10 @@ pub struct FinishedNotice {
     pub owner: String,
     /// The output file.
     pub output_path: PathBuf,
+    /// For agents: the result it reported (its final answer, or its
+    /// partial result naming what is unfinished).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
 }
 
 impl FinishedNotice {
@@ -473,6 +523,15 @@ impl fmt::Display for FinishedNotice {
             (RuntimeTaskStatus::Killed, _) => f.write_str("was killed")?,
             (status, Some(code)) => write!(f, "{status} with exit code {code}")?,
             (status, None) => write!(f, "{status}")?,
+        }
+        if let Some(result) = &self.result {
+            write!(f, ". Its result:\n{result}\n")?;
+            return write!(
+                f,
+                "(The whole transcript: TaskOutput {{\"task_id\": \"{}\"}} or the file {}.)",
+                self.id,
+                self.output_path.display()
+            );
         }
         if self.unread_bytes > 0 {
             write!(
@@ -501,6 +560,10 @@ struct TaskState {
     offsets: HashMap<String, u64>,
     /// The owner has seen the task's end and read everything: no notice.
     owner_saw_end: bool,
+    /// For agents: what it is doing now.
+    activity: Option<String>,
+    /// For agents: the result it reported.
+    result: Option<String>,
 }
 
 #[derive(Debug)]
@@ -510,6 +573,8 @@ struct TaskEntry {
     description: String,
     command: Option<String>,
     owner: String,
+    /// For agents: the agent's name.
+    agent: Option<String>,
     started_at_ms: u64,
     log: Arc<OutputLog>,
     stop: CancellationToken,
@@ -544,6 +609,8 @@ impl TaskEntry {
             output_bytes: progress.written,
             dropped_bytes: self.log.dropped(),
             error: st.error.clone().or_else(|| self.log.error()),
+            agent: self.agent.clone(),
+            activity: st.activity.clone(),
         }
     }
 
@@ -705,6 +772,9 @@ impl RuntimeTaskRegistry {
         if !request.task_type.is_implemented() {
             return Err(RuntimeError::UnsupportedType(request.task_type));
         }
+        if request.task_type.is_agent() {
+            return Err(RuntimeError::WrongStart(request.task_type));
+        }
         if self.shared.shutdown.is_cancelled() {
             return Err(RuntimeError::ShuttingDown);
         }
@@ -754,6 +824,7 @@ impl RuntimeTaskRegistry {
             description: request.description,
             command: Some(request.command),
             owner: request.owner,
+            agent: None,
             started_at_ms: now_ms(),
             log: Arc::clone(&log),
             stop: self.shared.shutdown.child_token(),
@@ -766,6 +837,8 @@ impl RuntimeTaskRegistry {
                 error: None,
                 offsets: HashMap::new(),
                 owner_saw_end: false,
+                activity: None,
+                result: None,
             }),
         });
 
@@ -871,16 +944,33 @@ impl RuntimeTaskRegistry {
     /// (cut by the file cap) or [`OutputRead::skipped_bytes`] (cut by the
     /// reply cap; the newest are kept).
     ///
-    /// With `block`, when there is no new output and the task is still
-    /// running, waits until output appears, the task ends, or `timeout`
-    /// passes — woken by the capture, never polling. While the task runs, a
-    /// UTF-8 character cut by the end of the available output is held back
-    /// for the next read.
+    /// With `block`, waits until the task has *ended* or `timeout` passes
+    /// ([`ReadWait::Ended`], as Claude Code's TaskOutput does), then returns
+    /// everything this caller has not read yet; without it, returns at once
+    /// ([`ReadWait::Now`]).
     pub async fn read_since_last(
         &self,
         caller: &str,
         task_id: &str,
         block: bool,
+        timeout: Duration,
+    ) -> Result<OutputRead, RuntimeError> {
+        let wait = if block {
+            ReadWait::Ended
+        } else {
+            ReadWait::Now
+        };
+        self.read_waiting(caller, task_id, wait, timeout).await
+    }
+
+    /// [`Self::read_since_last`] with the wait spelled out. Woken by the
+    /// producer, never polling. While the task runs, a UTF-8 character cut
+    /// by the end of the available output is held back for the next read.
+    pub async fn read_waiting(
+        &self,
+        caller: &str,
+        task_id: &str,
+        wait: ReadWait,
         timeout: Duration,
     ) -> Result<OutputRead, RuntimeError> {
         let entry = self.lookup(task_id)?;
@@ -889,14 +979,20 @@ impl RuntimeTaskRegistry {
         // Wait for more than this many bytes (or the end) before reading.
         let mut threshold = entry.state().offsets.get(caller).copied().unwrap_or(0);
         loop {
-            let mut timed_out = false;
-            if block {
-                let news = rx.wait_for(|p| p.finished || p.written > threshold);
-                timed_out = tokio::time::timeout_at(deadline, news).await.is_err();
-            }
+            let timed_out = match wait {
+                ReadWait::Now => false,
+                ReadWait::Ended => {
+                    let end = rx.wait_for(|p| p.finished);
+                    tokio::time::timeout_at(deadline, end).await.is_err()
+                }
+                ReadWait::NewOutput => {
+                    let news = rx.wait_for(|p| p.finished || p.written > threshold);
+                    tokio::time::timeout_at(deadline, news).await.is_err()
+                }
+            };
             let read = self.read_now(&entry, caller)?;
             let read = OutputRead {
-                timed_out: timed_out && read.output.is_empty(),
+                timed_out: timed_out && (wait == ReadWait::Ended || read.output.is_empty()),
                 ..read
             };
             // New bytes that were all held back (half a UTF-8 character):
@@ -905,7 +1001,7 @@ impl RuntimeTaskRegistry {
                 && read.skipped_bytes == 0
                 && read.dropped_bytes == 0
                 && !read.task.status.is_terminal();
-            if !block || timed_out || !only_held_back {
+            if wait != ReadWait::NewOutput || timed_out || !only_held_back {
                 return Ok(read);
             }
             threshold = entry.log.progress().written;
@@ -1106,6 +1202,7 @@ impl RuntimeTaskRegistry {
                 unread_bytes: info.output_bytes.saturating_sub(read),
                 owner: entry.owner.clone(),
                 output_path: info.output_path,
+                result: st.result.clone(),
             });
         }
         notices
@@ -1329,6 +1426,7 @@ mod tests {
             unread_bytes: 42,
             owner: MAIN_CALLER.to_string(),
             output_path: PathBuf::from("/x/b123456ab.output"),
+            result: None,
         };
         let text = n.to_prompt_text();
         assert!(text.contains("b123456ab"), "{text}");

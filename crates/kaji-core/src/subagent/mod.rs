@@ -1,0 +1,608 @@
+//! Sub-agents: the core's side of the `Agent` tool.
+//!
+//! A [`SubagentSpawner`] runs a child [`Task`] for one `Agent` call: its
+//! own history and session id (saved as a child session,
+//! [`SessionKind::Subagent`], of its parent's), the tool set of its type
+//! ([`types`]), a permission mode no wider than its parent's, and the
+//! parent's provider, MCP servers, task list, runtime registry, approvals
+//! and front end (its asks reach the user labelled with its name; its own
+//! AttemptCompletion is accepted here, for its parent to judge). In the
+//! foreground the call returns its result and usage; in the background it
+//! is a `local_agent` runtime task whose output is its transcript, stopped
+//! by `TaskStop`, and whose result reaches the parent as a notice. At a
+//! budget (`maxTurns`, the token budget), on abort and on error it returns
+//! what it has: a partial result naming what is unfinished. Sub-agents
+//! nest up to a depth limit.
+//!
+//! This module must never print, decide about permissions (the child's
+//! executor does) or hold a lock across an await.
+
+pub mod types;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use async_trait::async_trait;
+use kaji_llm::ModelProvider;
+use kaji_protocol::{
+    AskKind, AskResponse, ContentBlock, Role, SessionEvent, TaskEvent, TaskStatus, Usage,
+};
+use kaji_tasks::runtime::{AgentEnd, AgentStart, AgentTaskHandle, RuntimeTaskType};
+use kaji_tools::agent_tools::{AgentRequest, AgentSpawner};
+use kaji_tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
+use serde_json::json;
+
+use crate::ToolExecutor;
+use crate::frontend::{AskRequest, TaskFrontend};
+use crate::parser::ToolProtocol;
+use crate::permissions::{PermissionMode, SharedApprovals};
+use crate::session::persist;
+use crate::session::record::SessionKind;
+use crate::session::recorder::Recorder;
+use crate::task::{AbortHandle, Task, TaskConfig, TaskOutcome};
+use types::{AgentCatalog, AgentDefinition, narrower_mode};
+
+/// Default depth limit: the main agent's sub-agents may have sub-agents,
+/// and those none.
+pub const DEFAULT_MAX_DEPTH: u32 = 2;
+
+/// Limits and mappings that apply to every sub-agent of a session.
+#[derive(Debug, Clone)]
+pub struct SubagentLimits {
+    /// How deep sub-agents nest (the main agent is depth 0).
+    pub max_depth: u32,
+    /// Total tokens a sub-agent may use, unless its type says otherwise.
+    pub token_budget: Option<u64>,
+    /// `[model_aliases]`: `sonnet`, `opus`, `haiku` (or any alias) to a
+    /// model name of the session's provider.
+    pub model_aliases: BTreeMap<String, String>,
+}
+
+impl Default for SubagentLimits {
+    fn default() -> Self {
+        Self {
+            max_depth: DEFAULT_MAX_DEPTH,
+            token_budget: None,
+            model_aliases: BTreeMap::new(),
+        }
+    }
+}
+
+/// What sub-agents share with the session that starts them.
+pub struct SubagentEnv {
+    /// `$KAJI_HOME`.
+    pub kaji_home: PathBuf,
+    /// The user's checkout.
+    pub project_dir: PathBuf,
+    /// Where the parent works now.
+    pub cwd: PathBuf,
+    /// The parent's provider.
+    pub provider: Arc<dyn ModelProvider>,
+    /// The parent's model.
+    pub model: String,
+    /// Every tool the parent has.
+    pub tools: ToolRegistry,
+    /// The parent's MCP servers.
+    pub mcp: Option<kaji_mcp::McpManager>,
+    /// The shared task list.
+    pub task_list: Option<kaji_tasks::TaskListStore>,
+    /// The shared runtime registry.
+    pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
+    /// The parent's front end.
+    pub frontend: Arc<dyn TaskFrontend>,
+    /// The session's approvals.
+    pub approvals: SharedApprovals,
+    /// The session's message counter.
+    pub message_ids: Arc<AtomicU64>,
+    /// The parent's permission mode (the widest a sub-agent gets).
+    pub parent_mode: PermissionMode,
+    /// The parent's session id (the child sessions' parent).
+    pub parent_session_id: String,
+    /// How the model calls tools.
+    pub tool_protocol: ToolProtocol,
+    /// Consecutive mistakes allowed.
+    pub max_mistakes: u32,
+    /// Save each sub-agent's conversation as a child session.
+    pub persist: bool,
+    /// Every sub-agent's usage, rolled into the session's totals.
+    pub usage: Arc<Mutex<Usage>>,
+    /// The agent types.
+    pub catalog: Arc<AgentCatalog>,
+    /// Limits and aliases.
+    pub limits: SubagentLimits,
+}
+
+/// Runs sub-agents at one depth; see the module docs.
+#[derive(Clone)]
+pub struct SubagentSpawner {
+    env: Arc<SubagentEnv>,
+    depth: u32,
+}
+
+impl std::fmt::Debug for SubagentSpawner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubagentSpawner")
+            .field("depth", &self.depth)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One prepared sub-agent run.
+struct Prepared {
+    task: Task,
+    frontend: Arc<SubagentFrontend>,
+    agent: String,
+    prompt: String,
+    max_turns: Option<u32>,
+    budget: Option<u64>,
+}
+
+impl SubagentSpawner {
+    /// The spawner of the main agent (depth 0).
+    pub fn new(env: SubagentEnv) -> Self {
+        Self {
+            env: Arc::new(env),
+            depth: 0,
+        }
+    }
+
+    fn resolve_model(&self, def: &AgentDefinition, asked: Option<&str>) -> String {
+        let wanted = asked.or(def.model.as_deref()).map(str::trim);
+        match wanted {
+            None | Some("") | Some("inherit") => self.env.model.clone(),
+            Some(name) => match self.env.limits.model_aliases.get(name) {
+                Some(model) => model.clone(),
+                // An alias the settings do not map keeps the parent's model
+                // rather than asking the provider for a name it lacks.
+                None if matches!(name, "sonnet" | "opus" | "haiku") => self.env.model.clone(),
+                None => name.to_string(),
+            },
+        }
+    }
+
+    fn tools_for(&self, def: &AgentDefinition) -> ToolRegistry {
+        let mut tools = ToolRegistry::new();
+        for name in self.env.tools.names() {
+            let Some(tool) = self.env.tools.get(name) else {
+                continue;
+            };
+            let listed = def
+                .tools
+                .as_ref()
+                .is_none_or(|list| list.iter().any(|t| t == name));
+            let refused = def.disallowed_tools.iter().any(|t| t == name);
+            if listed && !refused && (!def.read_only || tool.is_read_only()) {
+                tools.register(Arc::clone(tool));
+            }
+        }
+        tools
+    }
+
+    fn prepare(&self, request: &AgentRequest, caller: &ToolContext) -> Result<Prepared, ToolError> {
+        let env = &self.env;
+        if self.depth >= env.limits.max_depth {
+            return Err(ToolError::Refused(format!(
+                "Agent: the sub-agent depth limit ({}) is reached: this agent cannot start sub-agents; do the work yourself",
+                env.limits.max_depth
+            )));
+        }
+        let def = env.catalog.find(&request.subagent_type).ok_or_else(|| {
+            ToolError::Refused(format!(
+                "Agent: there is no agent type `{}`; the types are: {}",
+                request.subagent_type,
+                env.catalog.names()
+            ))
+        })?;
+        let child_id = persist::new_session_id();
+        let short: String = child_id.chars().rev().take(6).collect();
+        let agent = format!("{}-{short}", def.name);
+        let recorder = if env.persist {
+            persist::create(
+                &env.kaji_home,
+                &child_id,
+                SessionKind::Subagent,
+                Some(&caller.session_id),
+                &env.project_dir,
+            )
+            .map(|f| f.recorder)
+            .unwrap_or_else(|_| Recorder::disabled())
+        } else {
+            Recorder::disabled()
+        };
+        let mut config = TaskConfig::new(
+            env.project_dir.clone(),
+            Arc::clone(&env.provider),
+            self.resolve_model(def, request.model.as_deref()),
+        );
+        config.start_dir = (caller.cwd != env.project_dir).then(|| caller.cwd.clone());
+        config.tool_protocol = env.tool_protocol;
+        config.permission_mode = narrower_mode(env.parent_mode, def.permission_mode);
+        config.max_mistakes = env.max_mistakes;
+        config.max_turns = def.max_turns;
+        config.session_id = child_id;
+        config.kaji_home = env.kaji_home.clone();
+        config.task_list = env.task_list.clone();
+        config.runtime = env.runtime.clone();
+        config.approvals = Arc::clone(&env.approvals);
+        config.recorder = recorder;
+        config.message_ids = Arc::clone(&env.message_ids);
+        config.agent = agent.clone();
+        config.extra_system_sections = vec![format!(
+            "# Sub-agent\nYou are the sub-agent `{agent}` (type {}), started by `{}` for: {}. Your parent sees only your final AttemptCompletion result.\n\n{}",
+            def.name, caller.agent, request.description, def.system_prompt
+        )];
+        config.agents = Some(Arc::new(Self {
+            env: Arc::clone(&self.env),
+            depth: self.depth + 1,
+        }));
+        let mut executor = ToolExecutor::new(self.tools_for(def));
+        if def.tools.is_none()
+            && !def.read_only
+            && let Some(mcp) = &env.mcp
+        {
+            executor.set_mcp(mcp.clone());
+        }
+        let budget = def.token_budget.or(env.limits.token_budget);
+        let frontend = Arc::new(SubagentFrontend {
+            inner: Arc::clone(&env.frontend),
+            transcript: OnceLock::new(),
+            tokens: AtomicU64::new(0),
+            budget,
+            abort: OnceLock::new(),
+            budget_hit: AtomicBool::new(false),
+            tools_used: Mutex::new(Vec::new()),
+        });
+        let task = Task::new(
+            config,
+            executor,
+            Arc::clone(&frontend) as Arc<dyn TaskFrontend>,
+        );
+        let _ = frontend.abort.set(task.abort_handle());
+        Ok(Prepared {
+            task,
+            frontend,
+            agent,
+            prompt: request.prompt.clone(),
+            max_turns: def.max_turns,
+            budget,
+        })
+    }
+
+    fn add_usage(&self, usage: &Usage) {
+        self.env
+            .usage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(usage);
+    }
+}
+
+#[async_trait]
+impl AgentSpawner for SubagentSpawner {
+    async fn spawn(
+        &self,
+        request: AgentRequest,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let prepared = self.prepare(&request, ctx)?;
+        if request.run_in_background {
+            return self.spawn_background(prepared, &request, ctx);
+        }
+        let abort = prepared.task.abort_handle();
+        let cancel = ctx.cancel.clone();
+        let watcher = tokio::spawn(async move {
+            cancel.cancelled().await;
+            abort.abort();
+        });
+        let Prepared {
+            task,
+            frontend,
+            agent,
+            prompt,
+            max_turns,
+            budget,
+        } = prepared;
+        let outcome = task.run(prompt).await;
+        watcher.abort();
+        self.add_usage(&outcome.usage);
+        if let Some(runtime) = &self.env.runtime {
+            runtime.stop_owned_by(&agent).await;
+        }
+        let report = Report::new(&outcome, &frontend, max_turns, budget);
+        Ok(ToolOutput {
+            content: report.text(&agent),
+            data: Some(json!({
+                "agent": agent,
+                "status": outcome.status.as_str(),
+                "complete": report.complete,
+                "turns": outcome.turns,
+                "usage": {
+                    "input_tokens": outcome.usage.input_tokens,
+                    "output_tokens": outcome.usage.output_tokens,
+                },
+            })),
+            ..ToolOutput::default()
+        })
+    }
+
+    fn describe_types(&self) -> String {
+        self.env
+            .catalog
+            .agents
+            .iter()
+            .map(|a| format!("{}: {}", a.name, a.description))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl SubagentSpawner {
+    fn spawn_background(
+        &self,
+        prepared: Prepared,
+        request: &AgentRequest,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let Some(runtime) = self.env.runtime.clone() else {
+            return Err(ToolError::Refused(
+                "Agent: this session has no runtime tasks, so nothing can run in the background"
+                    .to_string(),
+            ));
+        };
+        let handle = runtime
+            .start_agent(AgentStart {
+                task_type: RuntimeTaskType::LocalAgent,
+                description: request.description.clone(),
+                agent: prepared.agent.clone(),
+                owner: ctx.agent.clone(),
+            })
+            .map_err(|e| ToolError::Refused(format!("Agent: {e}")))?;
+        let handle = Arc::new(handle);
+        let _ = prepared.frontend.transcript.set(Arc::clone(&handle));
+        let id = handle.id().clone();
+        let info = handle.info();
+        let spawner = self.clone();
+        tokio::spawn(async move {
+            let Prepared {
+                task,
+                frontend,
+                agent,
+                prompt,
+                max_turns,
+                budget,
+            } = prepared;
+            let abort = task.abort_handle();
+            let stop = handle.stop_token();
+            let watcher = tokio::spawn(async move {
+                stop.cancelled().await;
+                abort.abort();
+            });
+            handle.append(&format!("[{agent}] prompt: {prompt}\n"));
+            let outcome = task.run(prompt).await;
+            watcher.abort();
+            spawner.add_usage(&outcome.usage);
+            runtime.stop_owned_by(&agent).await;
+            let report = Report::new(&outcome, &frontend, max_turns, budget);
+            let text = report.text(&agent);
+            handle.append(&format!("\n{text}\n"));
+            handle.set_result(&text);
+            drop(frontend);
+            let end = if report.complete {
+                AgentEnd::Completed
+            } else {
+                AgentEnd::Failed(report.unfinished.clone())
+            };
+            if let Ok(handle) = Arc::try_unwrap(handle) {
+                handle.finish(end);
+            }
+        });
+        Ok(ToolOutput {
+            content: format!(
+                "Started sub-agent {} in the background as runtime task {id} ({}). Its result reaches you as a notice when it ends; read its transcript so far with TaskOutput {{\"task_id\": \"{id}\", \"block\": false}}, stop it with TaskStop.",
+                info.agent.as_deref().unwrap_or(""),
+                info.description
+            ),
+            data: Some(json!({
+                "task_id": id.as_str(),
+                "agent": info.agent,
+                "output_path": info.output_path,
+            })),
+            ..ToolOutput::default()
+        })
+    }
+}
+
+/// What a sub-agent's run amounts to.
+struct Report {
+    complete: bool,
+    result: String,
+    unfinished: String,
+    turns: u32,
+    usage: Usage,
+    tools_used: Vec<String>,
+}
+
+impl Report {
+    fn new(
+        outcome: &TaskOutcome,
+        frontend: &SubagentFrontend,
+        max_turns: Option<u32>,
+        budget: Option<u64>,
+    ) -> Self {
+        let complete = outcome.status == TaskStatus::Completed;
+        let result = outcome
+            .result
+            .clone()
+            .filter(|_| complete)
+            .or_else(|| last_assistant_text(outcome))
+            .unwrap_or_default();
+        let unfinished = if frontend.budget_hit.load(Ordering::SeqCst) {
+            format!(
+                "it reached its token budget ({} tokens) before finishing",
+                budget.unwrap_or(0)
+            )
+        } else {
+            match outcome.status {
+                TaskStatus::Completed => String::new(),
+                TaskStatus::MaxTurns => format!(
+                    "it reached its turn budget (maxTurns {}) before finishing",
+                    max_turns
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|| "?".into())
+                ),
+                TaskStatus::Aborted => "it was stopped before finishing".to_string(),
+                TaskStatus::MistakeLimit => {
+                    "it made too many mistakes in a row and gave up".to_string()
+                }
+                TaskStatus::Failed => format!(
+                    "it failed: {}",
+                    outcome.result.clone().unwrap_or_else(|| "an error".into())
+                ),
+            }
+        };
+        Self {
+            complete,
+            result,
+            unfinished,
+            turns: outcome.turns,
+            usage: outcome.usage,
+            tools_used: frontend
+                .tools_used
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        }
+    }
+
+    fn text(&self, agent: &str) -> String {
+        let usage = format!(
+            "({} turns, {} input and {} output tokens)",
+            self.turns, self.usage.input_tokens, self.usage.output_tokens
+        );
+        if self.complete {
+            return format!(
+                "Sub-agent {agent} finished {usage}. Its result:\n{}",
+                self.result
+            );
+        }
+        let mut out = format!(
+            "Sub-agent {agent} did NOT finish: {} {usage}. The task is unfinished; this is a partial result.\n",
+            self.unfinished
+        );
+        if !self.tools_used.is_empty() {
+            out.push_str(&format!(
+                "Tool calls it made: {}.\n",
+                self.tools_used.join(", ")
+            ));
+        }
+        if self.result.trim().is_empty() {
+            out.push_str("It had reported nothing yet.");
+        } else {
+            out.push_str(&format!("Its last words:\n{}", self.result));
+        }
+        out
+    }
+}
+
+fn last_assistant_text(outcome: &TaskOutcome) -> Option<String> {
+    outcome
+        .history
+        .iter()
+        .rev()
+        .filter(|m| m.role == Role::Assistant)
+        .find_map(|m| {
+            let text: Vec<&str> = m
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Text { text, .. } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            (!text.is_empty()).then(|| text.join("\n"))
+        })
+}
+
+/// The front end of a sub-agent: passes everything on to the parent's,
+/// writes the transcript of a background agent, counts tokens against the
+/// budget, and accepts the agent's own AttemptCompletion.
+struct SubagentFrontend {
+    inner: Arc<dyn TaskFrontend>,
+    transcript: OnceLock<Arc<AgentTaskHandle>>,
+    tokens: AtomicU64,
+    budget: Option<u64>,
+    abort: OnceLock<AbortHandle>,
+    budget_hit: AtomicBool,
+    tools_used: Mutex<Vec<String>>,
+}
+
+impl SubagentFrontend {
+    fn note(&self, text: &str) {
+        if let Some(handle) = self.transcript.get() {
+            handle.append(text);
+        }
+    }
+
+    fn activity(&self, text: &str) {
+        if let Some(handle) = self.transcript.get() {
+            handle.set_activity(text);
+        }
+    }
+}
+
+#[async_trait]
+impl TaskFrontend for SubagentFrontend {
+    fn emit(&self, event: SessionEvent) {
+        match &event.event {
+            TaskEvent::Say {
+                text,
+                partial: false,
+                kind,
+                ..
+            } => self.note(&format!("[{}] {:?}: {text}\n", event.agent, kind)),
+            TaskEvent::ToolUse { name, input, .. } => {
+                self.tools_used
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(name.clone());
+                self.activity(name);
+                self.note(&format!("[{}] tool {name} {input}\n", event.agent));
+            }
+            TaskEvent::ToolResult {
+                name,
+                output,
+                is_error,
+                ..
+            } => {
+                self.activity("thinking");
+                let first: String = output.chars().take(400).collect();
+                let label = if *is_error { "error" } else { "result" };
+                self.note(&format!("[{}] {name} {label}: {first}\n", event.agent));
+            }
+            TaskEvent::Usage(report) => {
+                let used = report.usage.input_tokens + report.usage.output_tokens;
+                let total = self.tokens.fetch_add(used, Ordering::SeqCst) + used;
+                if let Some(budget) = self.budget
+                    && total >= budget
+                    && !self.budget_hit.swap(true, Ordering::SeqCst)
+                    && let Some(abort) = self.abort.get()
+                {
+                    abort.abort();
+                }
+            }
+            _ => {}
+        }
+        self.inner.emit(event);
+    }
+
+    async fn answer(&self, ask: &AskRequest) -> AskResponse {
+        if ask.kind == AskKind::CompletionResult {
+            // The parent judges the result, not the user.
+            return AskResponse::Approve;
+        }
+        self.activity("waiting for an answer");
+        self.inner.answer(ask).await
+    }
+}

@@ -1,0 +1,214 @@
+//! Team tools: `TaskClaim` (take work from the shared task list through the
+//! store's claim: list lock, task lock, availability checks, the caller's
+//! agent name as owner) and `SendMessage` (a message to a teammate or the
+//! lead through the durable mailbox beside the list, delivered at the
+//! recipient's next model request), plus the completion notices the list
+//! sends when a task is completed.
+//!
+//! These tools never edit a task but through the store, and never deliver
+//! a message themselves.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kaji_protocol::ToolSpec;
+use kaji_tasks::TaskListStore;
+use kaji_tasks::list::{ListSnapshot, UpdateOutcome};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::task_list_tools::{TaskIdInput, blocking, store_of};
+use crate::{
+    Tool, ToolAccess, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_input, require_text,
+};
+
+/// The name the lead (the session's main agent) is addressed by.
+pub const LEAD: &str = "main";
+
+/// Adds `TaskClaim` and `SendMessage` to `registry`.
+pub(crate) fn register(registry: &mut ToolRegistry) {
+    registry.register(Arc::new(TaskClaimTool));
+    registry.register(Arc::new(SendMessageTool));
+}
+
+/// Tells the lead and the owners of the tasks it unblocked that a task was
+/// completed (by `by`). Failures to post are not the completer's problem:
+/// they are ignored.
+pub fn notify_completion(
+    store: &TaskListStore,
+    by: &str,
+    outcome: &UpdateOutcome,
+    snapshot: &ListSnapshot,
+) {
+    let task = &outcome.task;
+    let mut text = format!(
+        "Task #{} ({}) was completed by {by}.",
+        task.id, task.subject
+    );
+    if !outcome.unblocked.is_empty() {
+        let ids: Vec<String> = outcome.unblocked.iter().map(|i| format!("#{i}")).collect();
+        text.push_str(&format!(" It unblocked {}.", ids.join(", ")));
+    }
+    let mut recipients: Vec<String> = Vec::new();
+    if by != LEAD {
+        recipients.push(LEAD.to_string());
+    }
+    for id in &outcome.unblocked {
+        if let Some(owner) = snapshot
+            .tasks
+            .iter()
+            .find(|t| t.id == *id)
+            .and_then(|t| t.owner.clone())
+            && owner != by
+            && !recipients.contains(&owner)
+        {
+            recipients.push(owner);
+        }
+    }
+    for to in recipients {
+        let _ = store.post_message("kaji", &to, &text);
+    }
+}
+
+/// The `TaskClaim` tool.
+#[derive(Debug, Clone, Copy)]
+struct TaskClaimTool;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskClaimInput {
+    #[serde(default, rename = "taskId")]
+    task_id: Option<TaskIdInput>,
+}
+
+#[async_trait]
+impl Tool for TaskClaimTool {
+    fn name(&self) -> &'static str {
+        "TaskClaim"
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name().to_string(),
+            description: "Claims a task of the shared task list for you: it becomes yours and \
+in_progress, only if it is available (pending, no owner, every blocker completed); two agents \
+never both get it. Without taskId it claims the next available task (lowest id). Claiming is the \
+way to take work; complete it with TaskUpdate status completed."
+                .to_string(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "taskId": {"type": "string", "description": "The task to claim; leave out to claim the next available one."}
+                },
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    fn access(&self, _input: &Value, _ctx: &ToolContext) -> ToolAccess {
+        ToolAccess::SessionState
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let input: TaskClaimInput = parse_input(self.name(), input)?;
+        let id = match &input.task_id {
+            Some(id) => Some(id.parse(self.name(), "taskId")?),
+            None => None,
+        };
+        let store = store_of(ctx)?;
+        let owner = ctx.agent.clone();
+        let claimed = blocking(move || match id {
+            Some(id) => store.claim(id, &owner).map(Some),
+            None => store.claim_next(&owner),
+        })
+        .await?;
+        let Some(task) = claimed else {
+            return Ok(ToolOutput {
+                content: "No task is available to claim now (every open task is claimed or \
+                          blocked). Wait for a notice, or stop if the work is done."
+                    .to_string(),
+                data: Some(json!({"claimed": null})),
+                ..ToolOutput::default()
+            });
+        };
+        let mut content = format!(
+            "Claimed task #{} for {}: {}",
+            task.id, ctx.agent, task.subject
+        );
+        if !task.description.trim().is_empty() {
+            content.push_str(&format!("\n\n{}", task.description));
+        }
+        Ok(ToolOutput {
+            content,
+            data: Some(json!({"claimed": task.id, "owner": task.owner})),
+            ..ToolOutput::default()
+        })
+    }
+}
+
+/// The `SendMessage` tool.
+#[derive(Debug, Clone, Copy)]
+struct SendMessageTool;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SendMessageInput {
+    to: String,
+    message: String,
+}
+
+#[async_trait]
+impl Tool for SendMessageTool {
+    fn name(&self) -> &'static str {
+        "SendMessage"
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name().to_string(),
+            description: "Sends a message to a teammate (by name) or to the lead (\"main\" or \
+\"lead\"). It is kept in the team's durable mailbox and reaches the recipient at its next request."
+                .to_string(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "to": {"type": "string", "description": "The recipient: a teammate's name, or main (the lead)."},
+                    "message": {"type": "string", "description": "What to tell them."}
+                },
+                "required": ["to", "message"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    fn access(&self, _input: &Value, _ctx: &ToolContext) -> ToolAccess {
+        ToolAccess::SessionState
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let input: SendMessageInput = parse_input(self.name(), input)?;
+        require_text(self.name(), "to", &input.to, "name a teammate or main")?;
+        require_text(self.name(), "message", &input.message, "say something")?;
+        let to = match input.to.trim() {
+            "lead" => LEAD.to_string(),
+            other => other.to_string(),
+        };
+        let store = store_of(ctx)?;
+        let from = ctx.agent.clone();
+        let recipient = to.clone();
+        blocking(move || store.post_message(&from, &recipient, &input.message)).await?;
+        Ok(ToolOutput {
+            content: format!("Message sent to {to}; it reaches them at their next request."),
+            data: Some(json!({"to": to})),
+            ..ToolOutput::default()
+        })
+    }
+}

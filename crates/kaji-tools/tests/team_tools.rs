@@ -1,0 +1,115 @@
+//! `TaskClaim`, `SendMessage` and the completion notices, against a real
+//! task list on disk.
+
+use kaji_tasks::TaskListStore;
+use kaji_tasks::list::NewTask;
+use kaji_tools::{ToolContext, ToolError, ToolOutput, builtin_tools};
+use serde_json::{Value, json};
+
+async fn call(ctx: &ToolContext, tool: &str, input: Value) -> Result<ToolOutput, ToolError> {
+    let registry = builtin_tools();
+    let tool = registry.get(tool).expect("registered");
+    tool.call(input, ctx).await
+}
+
+fn ctx(dir: &std::path::Path, store: &TaskListStore, agent: &str) -> ToolContext {
+    let mut ctx = ToolContext::new(dir);
+    ctx.task_list = Some(store.clone());
+    ctx.agent = agent.to_string();
+    ctx
+}
+
+fn new_task(subject: &str, blocked_by: &[u64]) -> NewTask {
+    NewTask {
+        subject: subject.to_string(),
+        blocked_by: blocked_by.to_vec(),
+        ..NewTask::default()
+    }
+}
+
+#[tokio::test]
+async fn claims_go_through_the_store_with_the_agent_as_owner() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = TaskListStore::open(dir.path(), "team").expect("store");
+    let first = store.create(new_task("build", &[])).expect("create");
+    let second = store.create(new_task("test", &[first.id])).expect("create");
+    let alice = ctx(dir.path(), &store, "alice");
+    let bob = ctx(dir.path(), &store, "bob");
+
+    let claimed = call(&alice, "TaskClaim", json!({})).await.expect("claim");
+    assert_eq!(claimed.data.as_ref().expect("data")["claimed"], first.id);
+    assert_eq!(
+        store.get(first.id).expect("get").owner.as_deref(),
+        Some("alice")
+    );
+    // Taken, and the other one is blocked: nothing for bob.
+    let none = call(&bob, "TaskClaim", json!({})).await.expect("claim");
+    assert!(
+        none.content.contains("No task is available"),
+        "{}",
+        none.content
+    );
+    let err = call(&bob, "TaskClaim", json!({"taskId": first.id.to_string()}))
+        .await
+        .expect_err("already claimed");
+    assert!(err.to_string().contains("alice"), "{err}");
+    let err = call(&bob, "TaskClaim", json!({"taskId": second.id.to_string()}))
+        .await
+        .expect_err("blocked");
+    assert!(err.to_string().contains("block"), "{err}");
+
+    // bob owns the blocked task by assignment; alice completes the blocker.
+    call(
+        &bob,
+        "TaskUpdate",
+        json!({"taskId": second.id.to_string(), "owner": "bob"}),
+    )
+    .await
+    .expect("assign");
+    call(
+        &alice,
+        "TaskUpdate",
+        json!({"taskId": first.id.to_string(), "status": "completed"}),
+    )
+    .await
+    .expect("complete");
+    let to_lead = store.take_messages("main").expect("take");
+    assert_eq!(to_lead.len(), 1, "{to_lead:?}");
+    assert!(
+        to_lead[0].text.contains("completed by alice"),
+        "{:?}",
+        to_lead[0]
+    );
+    let to_bob = store.take_messages("bob").expect("take");
+    assert_eq!(to_bob.len(), 1, "{to_bob:?}");
+    assert!(
+        to_bob[0]
+            .text
+            .contains(&format!("unblocked #{}", second.id))
+    );
+}
+
+#[tokio::test]
+async fn messages_wait_in_the_mailbox_for_their_recipient() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = TaskListStore::open(dir.path(), "team").expect("store");
+    let alice = ctx(dir.path(), &store, "alice");
+    call(
+        &alice,
+        "SendMessage",
+        json!({"to": "lead", "message": "I need the API key name"}),
+    )
+    .await
+    .expect("send");
+    let got = store.take_messages("main").expect("take");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].from, "alice");
+    assert_eq!(
+        got[0].to_prompt_text(),
+        "[message from alice] I need the API key name"
+    );
+    let err = call(&alice, "SendMessage", json!({"to": " ", "message": "x"}))
+        .await
+        .expect_err("no recipient");
+    assert!(err.to_string().contains("to is empty"), "{err}");
+}
