@@ -106,7 +106,7 @@ fn main() -> ExitCode {
         Some(Command::Tui(args)) => block_on(tui::run(args)),
         Some(Command::Resume(args)) => block_on(tui::run(tui::TuiArgs {
             agent: args.agent,
-            prompt: None,
+            prompt: Vec::new(),
             continue_: false,
             resume: Some(args.id),
         })),

@@ -12,7 +12,10 @@
 //! servers running after it returns.
 
 mod app;
+mod commands;
+mod diff;
 mod input;
+mod markdown;
 mod render;
 
 use std::io::Write;
@@ -26,16 +29,16 @@ use kaji_protocol::{AskResponse, SessionEvent, TaskEvent};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::agent::{AgentArgs, UsageError};
-use app::{Action, App, EntryStyle, StatusInfo};
+use app::{Action, App, StatusInfo};
 
 /// Arguments of `kaji tui`.
 #[derive(Debug, clap::Args)]
 pub struct TuiArgs {
     #[command(flatten)]
     pub agent: AgentArgs,
-    /// A first prompt to run at once.
-    #[arg(value_name = "PROMPT")]
-    pub prompt: Option<String>,
+    /// A first prompt to run at once (its words are joined by spaces).
+    #[arg(value_name = "PROMPT", trailing_var_arg = true)]
+    pub prompt: Vec<String>,
     /// Continue the most recent session of this directory.
     #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
     pub continue_: bool,
@@ -161,18 +164,22 @@ pub async fn run(args: TuiArgs) -> i32 {
             // Pasted text arrives whole instead of as keys (an Enter in it
             // would send the prompt).
             let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
+            let prompt = args.prompt.join(" ");
             let code = event_loop(
                 terminal,
                 &args.agent,
                 &mut session,
                 warnings,
-                args.prompt,
+                Some(prompt),
                 &tx,
                 &mut rx,
             )
             .await;
             restore_terminal();
-            code
+            if let Ok(cost) = &code {
+                print_summary(&session, *cost);
+            }
+            code.map(|_| ())
         }
         Err(e) => {
             restore_terminal();
@@ -200,6 +207,33 @@ pub async fn run(args: TuiArgs) -> i32 {
             1
         }
     }
+}
+
+/// What leaving prints to the normal screen: the session, how to resume
+/// it, its tokens (and cost when known).
+fn summary(session: &Session, cost: Option<f64>) -> String {
+    let usage = session.usage();
+    let cost = cost.map(|c| format!(", ${c:.4}")).unwrap_or_default();
+    let mut out = format!(
+        "kaji: session {} · {} input / {} output tokens{cost}\n",
+        session.id(),
+        usage.input_tokens,
+        usage.output_tokens
+    );
+    if session.session_file().is_some() {
+        out.push_str(&format!(
+            "  resume it with `kaji -c` (the latest here) or `kaji resume {}`\n",
+            session.id()
+        ));
+    } else {
+        out.push_str("  (not saved: --no-session-persistence)\n");
+    }
+    out
+}
+
+fn print_summary(session: &Session, cost: Option<f64>) {
+    let _ = write!(std::io::stdout(), "{}", summary(session, cost));
+    let _ = std::io::stdout().flush();
 }
 
 /// Leaves raw mode and the alternate screen. Unlike `ratatui::restore`,
@@ -336,15 +370,22 @@ async fn event_loop(
     first_prompt: Option<String>,
     tx: &mpsc::UnboundedSender<UiMessage>,
     rx: &mut mpsc::UnboundedReceiver<UiMessage>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<f64>> {
+    let mut agent = agent.clone();
     let mut app = App::new(status_info(session));
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let dirs = commands::command_dirs(
+        session.project_dir(),
+        &crate::paths::kaji_home(),
+        home.as_deref(),
+    );
+    let (custom, command_warnings) = commands::load(&dirs);
+    app.custom = custom;
+    app.seed_usage(&session.usage());
     // The ids of the last `/sessions` listing, for `/resume N`.
     let mut listed: Vec<String> = Vec::new();
-    for w in warnings {
-        app.entries.push(app::Entry {
-            style: EntryStyle::Error,
-            text: format!("! {w}"),
-        });
+    for w in warnings.into_iter().chain(command_warnings) {
+        app.error(w);
     }
     if session.is_resuming() {
         app.show_history(&session.history());
@@ -364,8 +405,12 @@ async fn event_loop(
     let mut quitting = false;
     loop {
         terminal.draw(|f| render::draw(f, &mut app))?;
+        if std::mem::take(&mut app.bell) {
+            let _ = std::io::stdout().write_all(b"\x07");
+            let _ = std::io::stdout().flush();
+        }
         if quitting && !app.running {
-            return Ok(());
+            return Ok(app.cost_usd);
         }
         tokio::select! {
             key = keys.next() => match key {
@@ -386,9 +431,26 @@ async fn event_loop(
                             Ok(n) if (1..=listed.len()).contains(&n) => listed[n - 1].clone(),
                             _ => which,
                         };
-                        switch(&mut app, agent, session, tx, Switch::Resume(id)).await;
+                        switch(&mut app, &agent, session, tx, Switch::Resume(id)).await;
                     }
-                    Action::Fork => switch(&mut app, agent, session, tx, Switch::Fork).await,
+                    Action::Fork => switch(&mut app, &agent, session, tx, Switch::Fork).await,
+                    Action::Mode(mode) => {
+                        session.set_permission_mode(mode);
+                        app.status.permission_mode = mode.as_str().to_string();
+                        app.note(format!("  permission mode: {}", mode.as_str()));
+                    }
+                    Action::Model(model) => {
+                        // The Session has no model setter: continue in a
+                        // fork of this conversation built with the model.
+                        let mut next = agent.clone();
+                        next.model = Some(model.clone());
+                        let before = session.id().to_string();
+                        switch(&mut app, &next, session, tx, Switch::Fork).await;
+                        if session.id() != before {
+                            agent = next;
+                            app.note(format!("  model: {model} from the next prompt on"));
+                        }
+                    }
                     Action::Abort => {
                         session.abort();
                         app.pending = None;
@@ -401,7 +463,7 @@ async fn event_loop(
                 Some(Ok(Event::Paste(text))) => app.on_paste(&text),
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(anyhow::anyhow!("cannot read the terminal: {e}")),
-                None => return Ok(()),
+                None => return Ok(app.cost_usd),
             },
             message = rx.recv() => {
                 // Drain what is queued so one redraw covers a burst of
@@ -425,12 +487,13 @@ async fn event_loop(
                                     crossterm::event::EnableBracketedPaste
                                 );
                                 let _ = terminal.clear();
-                                app.entries.push(app::Entry {
-                                    style: EntryStyle::Error,
-                                    text: format!("! the task died: {e}"),
-                                });
+                                app.error(format!("the task died: {e}"));
                             }
                             app.task_ended();
+                            if !quitting && let Some(prompt) = app.next_queued() {
+                                app.task_started();
+                                start_prompt(session, tx, prompt);
+                            }
                         }
                     }
                     next = rx.try_recv().ok();
