@@ -655,10 +655,20 @@ impl App {
             return self.on_ask_key(stage, key);
         }
         match key.code {
-            KeyCode::Enter => {
-                let text = self.input.text().trim().to_string();
+            KeyCode::Enter
+                if !key
+                    .modifiers
+                    .intersects(KeyModifiers::SHIFT | KeyModifiers::ALT) =>
+            {
+                let mut text = self.input.text().trim().to_string();
                 if text.is_empty() {
                     return Action::None;
+                }
+                // Enter in the open menu runs its first command, unless
+                // what is typed names one already.
+                let menu = self.menu();
+                if !menu.is_empty() && !menu.iter().any(|(name, _)| *name == text) {
+                    text = menu[0].0.clone();
                 }
                 self.history_pos = None;
                 if self.history.last() != Some(&text) {
@@ -734,7 +744,11 @@ impl App {
                 _ => {}
             },
             AskStage::DenyFeedback | AskStage::Text => match key.code {
-                KeyCode::Enter => {
+                KeyCode::Enter
+                    if !key
+                        .modifiers
+                        .intersects(KeyModifiers::SHIFT | KeyModifiers::ALT) =>
+                {
                     let text = self.input.text().trim().to_string();
                     let response = match (stage, kind) {
                         (AskStage::DenyFeedback, _) => AskResponse::Deny {
@@ -1265,6 +1279,11 @@ mod tests {
             help.contains("/model") && help.contains("/review"),
             "{help}"
         );
+        // Enter in the menu runs its first match.
+        assert_eq!(enter(&mut app, "/he"), Action::None);
+        assert!(app.entries.last().unwrap().text.contains("/model"));
+        assert_eq!(enter(&mut app, "/mod"), Action::None);
+        assert!(app.entries.last().unwrap().text.contains("model: big"));
         assert_eq!(enter(&mut app, "/frobnicate x"), Action::None);
         assert_eq!(
             app.entries.last().unwrap().text,
@@ -1313,6 +1332,23 @@ mod tests {
         app.on_key(code(KeyCode::Up));
         app.on_key(code(KeyCode::Up));
         assert_eq!(app.input.text(), "/review a.rs");
+    }
+
+    #[test]
+    fn shift_and_alt_enter_break_the_line_instead_of_sending() {
+        let mut app = App::new(StatusInfo::default());
+        type_text(&mut app, "one");
+        let shift = KeyEvent::new(KeyCode::Enter, KeyModifiers::SHIFT);
+        let alt = KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT);
+        assert_eq!(app.on_key(shift), Action::None);
+        type_text(&mut app, "two");
+        assert_eq!(app.on_key(alt), Action::None);
+        assert_eq!(app.on_key(ctrl('j')), Action::None);
+        type_text(&mut app, "three");
+        assert_eq!(
+            app.on_key(code(KeyCode::Enter)),
+            Action::Submit("one\ntwo\n\nthree".into())
+        );
     }
 
     #[test]
