@@ -562,3 +562,35 @@ async fn the_summary_on_quit_and_kaji_c_continuing_the_conversation() {
     tmux.wait_for("[completed]").await;
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }
+
+/// `@` completes project files (Tab takes the best match) and a mentioned
+/// file's content goes to the model with the prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_mentions_complete_and_attach_the_file() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join("docs")).unwrap();
+    std::fs::write(work.path().join("docs/notes.txt"), "the-content-of-notes\n").unwrap();
+    std::fs::write(work.path().join("other.txt"), "not this one\n").unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "summarised"}),
+    )]))
+    .await;
+    let tmux = launch("mention", home.path(), work.path(), &server);
+    tmux.wait_for("Enter sends").await;
+    tmux.send_text("summarise @nots");
+    tmux.wait_for("@docs/notes.txt").await;
+    tmux.send_key("Tab");
+    tmux.wait_for("› summarise @docs/notes.txt ").await;
+    tmux.send_key("Enter");
+    let screen = tmux.wait_for("✓ summarised").await;
+    assert!(screen.contains("attached @docs/notes.txt"), "{screen}");
+    server.wait_for_requests(1).await;
+    let body = server.requests()[0].body.to_string();
+    assert!(body.contains("the-content-of-notes"), "{body}");
+    assert!(!body.contains("not this one"), "{body}");
+    tmux.send_key("Enter");
+    tmux.wait_for("[completed]").await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}

@@ -113,6 +113,15 @@ pub struct PendingAsk {
     pub stage: AskStage,
 }
 
+/// A Ctrl-R search of the prompt history.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HistorySearch {
+    /// What is searched for.
+    pub query: String,
+    /// How many newer matches to pass over (each Ctrl-R adds one).
+    pub skip: usize,
+}
+
 /// Facts shown in the status line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StatusInfo {
@@ -179,6 +188,10 @@ pub struct App {
     pub bell: bool,
     /// Whether tool results show their whole output (Ctrl-O).
     pub expanded: bool,
+    /// The project's files, for `@` completion.
+    pub files: Vec<String>,
+    /// Ctrl-R: the history search under way.
+    pub search: Option<HistorySearch>,
     /// Rendered Markdown by entry index, with the hash of its text.
     pub markdown_cache: HashMap<usize, (u64, Vec<ratatui::text::Line<'static>>)>,
 }
@@ -240,6 +253,65 @@ impl App {
             return Vec::new();
         }
         commands::matches(text, &self.custom)
+    }
+
+    /// The files matching the `@word` being typed (the mention menu).
+    pub fn file_menu(&self) -> Vec<String> {
+        if self.pending.is_some() || self.search.is_some() {
+            return Vec::new();
+        }
+        match super::mentions::typing(self.input.before_cursor()) {
+            Some(query) => super::mentions::matches(&self.files, query, 8),
+            None => Vec::new(),
+        }
+    }
+
+    /// The newest history entry the search finds, past `skip` newer ones.
+    pub fn search_match(&self) -> Option<&str> {
+        let search = self.search.as_ref()?;
+        self.history
+            .iter()
+            .rev()
+            .filter(|h| h.contains(&search.query))
+            .nth(search.skip)
+            .map(String::as_str)
+    }
+
+    /// Keys while Ctrl-R searches: typing narrows, Ctrl-R goes older,
+    /// Enter or Tab takes the match into the input, Esc leaves it as it was.
+    fn on_search_key(&mut self, key: KeyEvent) {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let Some(search) = self.search.as_mut() else {
+            return;
+        };
+        match key.code {
+            KeyCode::Char('r') if ctrl => search.skip += 1,
+            KeyCode::Char('g') if ctrl => self.search = None,
+            KeyCode::Esc => self.search = None,
+            KeyCode::Enter | KeyCode::Tab | KeyCode::Right => {
+                if let Some(found) = self.search_match().map(str::to_string) {
+                    self.input.set(&found);
+                }
+                self.search = None;
+            }
+            KeyCode::Backspace => {
+                search.query.pop();
+                search.skip = 0;
+            }
+            KeyCode::Char(c) if !ctrl => {
+                search.query.push(c);
+                search.skip = 0;
+            }
+            _ => {}
+        }
+        // Past the oldest match: stay on it.
+        if let Some(search) = &self.search
+            && search.skip > 0
+            && self.search_match().is_none()
+            && let Some(s) = self.search.as_mut()
+        {
+            s.skip -= 1;
+        }
     }
 
     /// Handles a slash command locally: it never reaches the model unless
@@ -654,6 +726,14 @@ impl App {
         if let Some(stage) = self.pending.as_ref().map(|p| p.stage) {
             return self.on_ask_key(stage, key);
         }
+        if self.search.is_some() {
+            self.on_search_key(key);
+            return Action::None;
+        }
+        if ctrl && key.code == KeyCode::Char('r') {
+            self.search = Some(HistorySearch::default());
+            return Action::None;
+        }
         match key.code {
             KeyCode::Enter
                 if !key
@@ -684,6 +764,12 @@ impl App {
                 if let Some((name, _)) = self.menu().first() {
                     let name = format!("{name} ");
                     self.input.set(&name);
+                } else if let Some(path) = self.file_menu().first() {
+                    let typed = super::mentions::typing(self.input.before_cursor())
+                        .map(|q| q.chars().count() + 1)
+                        .unwrap_or(0);
+                    self.input
+                        .replace_before_cursor(typed, &format!("@{path} "));
                 }
                 Action::None
             }
@@ -1332,6 +1418,47 @@ mod tests {
         app.on_key(code(KeyCode::Up));
         app.on_key(code(KeyCode::Up));
         assert_eq!(app.input.text(), "/review a.rs");
+    }
+
+    #[test]
+    fn ctrl_r_searches_the_prompt_history() {
+        let mut app = App::new(StatusInfo::default());
+        app.history = vec![
+            "cargo test".into(),
+            "fix the bug".into(),
+            "cargo build".into(),
+        ];
+        app.on_key(ctrl('r'));
+        type_text(&mut app, "cargo");
+        assert_eq!(app.search_match(), Some("cargo build"));
+        app.on_key(ctrl('r'));
+        assert_eq!(app.search_match(), Some("cargo test"));
+        // No older match: it stays.
+        app.on_key(ctrl('r'));
+        assert_eq!(app.search_match(), Some("cargo test"));
+        app.on_key(code(KeyCode::Enter));
+        assert!(app.search.is_none());
+        assert_eq!(app.input.text(), "cargo test");
+        // Esc leaves the input as it was.
+        app.on_key(ctrl('r'));
+        type_text(&mut app, "bug");
+        app.on_key(code(KeyCode::Esc));
+        assert_eq!(app.input.text(), "cargo test");
+    }
+
+    #[test]
+    fn at_completes_project_files_with_tab() {
+        let mut app = App::new(StatusInfo::default());
+        app.files = vec![
+            "README.md".into(),
+            "src/main.rs".into(),
+            "src/tui/app.rs".into(),
+        ];
+        type_text(&mut app, "look at @tuiap");
+        assert_eq!(app.file_menu(), ["src/tui/app.rs"]);
+        app.on_key(code(KeyCode::Tab));
+        assert_eq!(app.input.text(), "look at @src/tui/app.rs ");
+        assert!(app.file_menu().is_empty());
     }
 
     #[test]

@@ -52,6 +52,19 @@ impl InputLine {
             .unwrap_or(self.text.len())
     }
 
+    /// The text before the cursor.
+    pub fn before_cursor(&self) -> &str {
+        &self.text[..self.byte_index(self.cursor)]
+    }
+
+    /// Replaces the `chars` characters before the cursor with `with`.
+    pub fn replace_before_cursor(&mut self, chars: usize, with: &str) {
+        let end = self.byte_index(self.cursor);
+        let start = self.byte_index(self.cursor.saturating_sub(chars));
+        self.text.replace_range(start..end, with);
+        self.cursor = self.cursor.saturating_sub(chars) + with.chars().count();
+    }
+
     /// Whether the text spans more than one line.
     pub fn is_multiline(&self) -> bool {
         self.text.contains('\n')
@@ -170,5 +183,9 @@ mod tests {
         assert_eq!(line.text(), "a\nb\nc\n\nd");
         assert!(line.is_multiline());
         assert_eq!(line.row_col(), (4, 1));
+        line.set("see @sr");
+        line.replace_before_cursor(3, "@src/main.rs ");
+        assert_eq!(line.text(), "see @src/main.rs ");
+        assert_eq!(line.before_cursor(), "see @src/main.rs ");
     }
 }

@@ -16,6 +16,7 @@ mod commands;
 mod diff;
 mod input;
 mod markdown;
+mod mentions;
 mod render;
 
 use std::io::Write;
@@ -103,6 +104,9 @@ enum UiMessage {
     Ask(AskRequest, oneshot::Sender<AskResponse>),
     /// The task's `run` returned (or its tokio task died).
     Done(Result<TaskOutcome, String>),
+    /// The project's files, for `@` completion (scanned in the
+    /// background at start).
+    Files(Vec<String>),
 }
 
 /// The front end the tasks see: forwards everything to the UI loop.
@@ -343,6 +347,15 @@ async fn switch(
     }
 }
 
+/// The prompt with the files it mentions (`@path`) attached.
+async fn with_mentions(app: &mut App, session: &Session, prompt: String) -> String {
+    let (prompt, notes) = mentions::attach(&prompt, &session.cwd()).await;
+    for note in notes {
+        app.note(note);
+    }
+    prompt
+}
+
 /// Runs one prompt of the session in the background; its end comes back
 /// as [`UiMessage::Done`].
 fn start_prompt(session: &Arc<Session>, tx: &mpsc::UnboundedSender<UiMessage>, prompt: String) {
@@ -382,6 +395,13 @@ async fn event_loop(
     let (custom, command_warnings) = commands::load(&dirs);
     app.custom = custom;
     app.seed_usage(&session.usage());
+    {
+        let root = session.cwd();
+        let tx = tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = tx.send(UiMessage::Files(mentions::scan(&root, mentions::MAX_FILES)));
+        });
+    }
     // The ids of the last `/sessions` listing, for `/resume N`.
     let mut listed: Vec<String> = Vec::new();
     for w in warnings.into_iter().chain(command_warnings) {
@@ -417,6 +437,7 @@ async fn event_loop(
                 Some(Ok(Event::Key(key))) => match app.on_key(key) {
                     Action::None => {}
                     Action::Submit(prompt) => {
+                        let prompt = with_mentions(&mut app, session, prompt).await;
                         app.task_started();
                         start_prompt(session, tx, prompt);
                     }
@@ -475,6 +496,7 @@ async fn event_loop(
                         UiMessage::Ask(request, reply) => {
                             app.on_ask(request, reply);
                         }
+                        UiMessage::Files(files) => app.files = files,
                         UiMessage::Done(outcome) => {
                             if let Err(e) = outcome {
                                 // A panic in the task ran ratatui's panic
@@ -490,7 +512,9 @@ async fn event_loop(
                                 app.error(format!("the task died: {e}"));
                             }
                             app.task_ended();
+                            app.background = session.background_tasks();
                             if !quitting && let Some(prompt) = app.next_queued() {
+                                let prompt = with_mentions(&mut app, session, prompt).await;
                                 app.task_started();
                                 start_prompt(session, tx, prompt);
                             }

@@ -157,7 +157,14 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
     } else {
         panel.len().min(8) as u16 + 1
     };
-    let menu = app.menu();
+    let mut menu = app.menu();
+    if menu.is_empty() {
+        menu = app
+            .file_menu()
+            .into_iter()
+            .map(|f| (format!("@{f}"), String::new()))
+            .collect();
+    }
     let menu_height = menu.len().min(8) as u16 + u16::from(menu.len() > 8);
     let input_rows = app.input.text().split('\n').count().clamp(1, 6) as u16;
     let [
@@ -243,6 +250,10 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
 fn draw_input(frame: &mut Frame<'_>, app: &App, area: Rect, rows: u16) {
     let title = match app.pending.as_ref() {
         Some(_) => " answer ".to_string(),
+        None if app.search.is_some() => {
+            let query = app.search.as_ref().map(|s| s.query.as_str()).unwrap_or("");
+            format!(" history search: {query} (Ctrl-R older · Enter takes · Esc) ")
+        }
         None if app.running && !app.queued.is_empty() => {
             format!(" task running · {} queued (Esc aborts) ", app.queued.len())
         }
@@ -255,9 +266,12 @@ fn draw_input(frame: &mut Frame<'_>, app: &App, area: Rect, rows: u16) {
     let (row, col) = app.input.row_col();
     let skip = col.saturating_sub(room);
     let top = row.saturating_sub(rows as usize - 1);
-    let lines: Vec<Line> = app
-        .input
-        .text()
+    let searched = app
+        .search
+        .as_ref()
+        .map(|_| app.search_match().unwrap_or(""));
+    let lines: Vec<Line> = searched
+        .unwrap_or(app.input.text())
         .split('\n')
         .enumerate()
         .skip(top)
