@@ -192,8 +192,9 @@ pub struct App {
     pub files: Vec<String>,
     /// Ctrl-R: the history search under way.
     pub search: Option<HistorySearch>,
-    /// Rendered Markdown by entry index, with the hash of its text.
-    pub markdown_cache: HashMap<usize, (u64, Vec<ratatui::text::Line<'static>>)>,
+    /// Rendered Markdown by entry index (text entries only grow between
+    /// replacements, which drop their rendering).
+    pub markdown_cache: HashMap<usize, super::markdown::Incremental>,
 }
 
 impl App {
@@ -476,7 +477,10 @@ impl App {
     /// Adds or replaces the entry of message `id`.
     fn upsert(&mut self, id: u64, style: EntryStyle, text: String) {
         match self.by_id.get(&id) {
-            Some(&i) => self.entries[i] = Entry::new(style, text),
+            Some(&i) => {
+                self.entries[i] = Entry::new(style, text);
+                self.markdown_cache.remove(&i);
+            }
             None => {
                 let i = self.push(style, text);
                 self.by_id.insert(id, i);

@@ -230,6 +230,87 @@ fn end(b: &mut Builder, tag: TagEnd) {
     }
 }
 
+/// The rendering of a text that only grows (a streamed reply), kept in
+/// two parts: the blocks before the last blank line outside a code fence,
+/// rendered once, and the rest, rendered again on each change. Appending
+/// costs the new bytes, not the whole text.
+#[derive(Debug, Default, Clone)]
+pub struct Incremental {
+    /// Bytes of the text rendered into `stable`.
+    stable_len: usize,
+    /// The lines of the text's first `stable_len` bytes (it only ends
+    /// at a blank line outside a code fence).
+    stable: Vec<Line<'static>>,
+    /// The tail's lines and the text length they were made for.
+    tail: Vec<Line<'static>>,
+    tail_for: usize,
+    /// Where the scan for a split point resumes, and whether a fence is
+    /// open there.
+    scanned: usize,
+    in_fence: bool,
+}
+
+impl Incremental {
+    /// Brings the rendering up to `text`, which must extend the text of
+    /// the previous call (else start with a new `Incremental`).
+    pub fn update(&mut self, text: &str) {
+        if text.len() == self.tail_for {
+            return;
+        }
+        if text.len() < self.scanned || !text.is_char_boundary(self.scanned) {
+            *self = Self::default();
+        }
+        // Find the last blank line outside a fence in the new part.
+        let mut split = None;
+        let mut pos = self.scanned;
+        for line in text[self.scanned..].split_inclusive('\n') {
+            if !line.ends_with('\n') {
+                break;
+            }
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+                self.in_fence = !self.in_fence;
+            }
+            pos += line.len();
+            if !self.in_fence && line.trim().is_empty() {
+                split = Some(pos);
+            }
+        }
+        self.scanned = pos;
+        if let Some(split) = split
+            && split > self.stable_len
+        {
+            let block = render(&text[self.stable_len..split]);
+            if !block.is_empty() {
+                if !self.stable.is_empty() {
+                    self.stable.push(Line::default());
+                }
+                self.stable.extend(block);
+            }
+            self.stable_len = split;
+        }
+        self.tail = render(&text[self.stable_len..]);
+        if !self.tail.is_empty() && !self.stable.is_empty() {
+            self.tail.insert(0, Line::default());
+        }
+        self.tail_for = text.len();
+    }
+
+    /// How many lines there are.
+    pub fn len(&self) -> usize {
+        self.stable.len() + self.tail.len()
+    }
+
+    /// Line `i`.
+    pub fn line(&self, i: usize) -> &Line<'static> {
+        if i < self.stable.len() {
+            &self.stable[i]
+        } else {
+            &self.tail[i - self.stable.len()]
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,5 +353,23 @@ mod tests {
         let text = plain(&render("```\npartial code\nmore"));
         assert!(text.iter().any(|l| l.contains("partial code")), "{text:?}");
         assert!(text.iter().any(|l| l.contains("more")), "{text:?}");
+    }
+
+    #[test]
+    fn incremental_rendering_matches_rendering_the_whole() {
+        let text = "# Head\n\npara one\nstill one\n\n```\ncode\n\nmore code\n```\n\n- a\n- b\n\nlast *words*";
+        let mut inc = Incremental::default();
+        // Streamed in small pieces.
+        let mut end = 0;
+        while end < text.len() {
+            end = (end + 3).min(text.len());
+            while !text.is_char_boundary(end) {
+                end += 1;
+            }
+            inc.update(&text[..end]);
+        }
+        let whole = plain(&render(text));
+        let parts: Vec<String> = (0..inc.len()).map(|i| inc.line(i).to_string()).collect();
+        assert_eq!(parts, whole);
     }
 }

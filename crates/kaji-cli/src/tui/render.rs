@@ -7,11 +7,11 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::{Line, Span, Text};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use super::app::{self, App, EntryStyle};
-use super::{diff, markdown};
+use super::diff;
 
 fn style_of(style: EntryStyle) -> Style {
     match style {
@@ -27,62 +27,87 @@ fn style_of(style: EntryStyle) -> Style {
     }
 }
 
-/// Markdown of entry `i`, parsed again only when its text changed.
-fn markdown_of(app: &mut App, i: usize) -> Vec<Line<'static>> {
-    use std::hash::{Hash, Hasher};
+/// Brings the Markdown rendering of entry `i` up to date.
+fn update_markdown(app: &mut App, i: usize) {
     let text = &app.entries[i].text;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut h);
-    let key = h.finish();
-    if let Some((k, lines)) = app.markdown_cache.get(&i)
-        && *k == key
-    {
-        return lines.clone();
+    app.markdown_cache.entry(i).or_default().update(text);
+}
+
+/// The lines of entry `i` that are not Markdown.
+fn plain_lines(app: &App, i: usize) -> Vec<Line<'static>> {
+    let entry = &app.entries[i];
+    let style = style_of(entry.style);
+    let mut lines = Vec::new();
+    if entry.style == EntryStyle::Diff {
+        for l in entry.text.split('\n') {
+            lines.push(Line::styled(format!("    {l}"), diff::line_style(l)));
+        }
+        return lines;
     }
-    let lines = markdown::render(text);
-    app.markdown_cache.insert(i, (key, lines.clone()));
+    match (&entry.detail, app.expanded) {
+        (Some(detail), true) => {
+            let first = entry.text.split('\n').next().unwrap_or("");
+            let first = first.split(" (+").next().unwrap_or(first);
+            lines.push(Line::styled(first.to_string(), style));
+            for l in detail.split('\n').skip(1) {
+                lines.push(Line::styled(format!("      {l}"), style));
+            }
+        }
+        _ => {
+            for l in entry.text.split('\n') {
+                lines.push(Line::styled(l.to_string(), style));
+            }
+        }
+    }
     lines
 }
 
-/// The transcript as styled lines, a blank line before each user message.
-pub fn transcript_text(app: &mut App) -> Text<'static> {
-    let mut lines = Vec::new();
-    for i in 0..app.entries.len() {
-        let entry = &app.entries[i];
-        if entry.style == EntryStyle::User && !lines.is_empty() {
-            lines.push(Line::default());
+/// The transcript's last lines, enough to fill `rows` rows of `width`
+/// columns (an over-estimate: wrapped lines may take more), oldest first,
+/// and whether they reach back to its start. A blank line goes before
+/// each user message. Only what is collected is cloned, so a frame costs
+/// what is on screen, not the whole transcript.
+pub fn transcript_tail(app: &mut App, width: u16, rows: usize) -> (Vec<Line<'static>>, bool) {
+    let width = width.max(1) as usize;
+    let mut out: Vec<Line<'static>> = Vec::new();
+    let mut height = 0usize;
+    let cost = |l: &Line<'_>| {
+        let w = l.width();
+        w.div_ceil(width).max(1) + usize::from(w > width)
+    };
+    for i in (0..app.entries.len()).rev() {
+        if app.entries[i].style == EntryStyle::Text {
+            update_markdown(app, i);
+            if let Some(md) = app.markdown_cache.get(&i) {
+                for j in (0..md.len()).rev() {
+                    let line = md.line(j);
+                    height += cost(line);
+                    out.push(line.clone());
+                    if height >= rows {
+                        break;
+                    }
+                }
+            }
+        } else {
+            for line in plain_lines(app, i).into_iter().rev() {
+                height += cost(&line);
+                out.push(line);
+                if height >= rows {
+                    break;
+                }
+            }
         }
-        let style = style_of(entry.style);
-        match entry.style {
-            EntryStyle::Text => {
-                lines.extend(markdown_of(app, i));
-                continue;
-            }
-            EntryStyle::Diff => {
-                for l in entry.text.split('\n') {
-                    lines.push(Line::styled(format!("    {l}"), diff::line_style(l)));
-                }
-                continue;
-            }
-            _ => {}
+        if app.entries[i].style == EntryStyle::User && i > 0 {
+            out.push(Line::default());
+            height += 1;
         }
-        match (&entry.detail, app.expanded) {
-            (Some(detail), true) => {
-                let first = entry.text.split('\n').next().unwrap_or("");
-                let first = first.split(" (+").next().unwrap_or(first);
-                lines.push(Line::styled(first.to_string(), style));
-                for l in detail.split('\n').skip(1) {
-                    lines.push(Line::styled(format!("      {l}"), style));
-                }
-            }
-            _ => {
-                for l in entry.text.split('\n') {
-                    lines.push(Line::styled(l.to_string(), style));
-                }
-            }
+        if height >= rows {
+            out.reverse();
+            return (out, i == 0 && height < rows);
         }
     }
-    Text::from(lines)
+    out.reverse();
+    (out, true)
 }
 
 /// The checklist panel's lines: the todo list and the task list while any
@@ -292,11 +317,16 @@ fn draw_input(frame: &mut Frame<'_>, app: &App, area: Rect, rows: u16) {
 
 fn draw_transcript(frame: &mut Frame<'_>, app: &mut App, area: Rect) {
     app.page_height = area.height.saturating_sub(1).max(1);
-    let paragraph = Paragraph::new(transcript_text(app)).wrap(Wrap { trim: false });
-    let total = paragraph.line_count(area.width) as u16;
+    let rows = area.height as usize + app.scroll_up as usize;
+    let (lines, whole) = transcript_tail(app, area.width, rows);
+    let paragraph = Paragraph::new(lines).wrap(Wrap { trim: false });
+    let total = paragraph.line_count(area.width).min(u16::MAX as usize) as u16;
     let bottom = total.saturating_sub(area.height);
-    app.scroll_up = app.scroll_up.min(bottom);
-    let top = bottom - app.scroll_up;
+    // Scrolling stops at the top only when the lines reach back to it.
+    if whole {
+        app.scroll_up = app.scroll_up.min(bottom);
+    }
+    let top = bottom.saturating_sub(app.scroll_up);
     frame.render_widget(paragraph.scroll((top, 0)), area);
 }
 
