@@ -205,8 +205,8 @@ fn damerau_levenshtein(a: &str, b: &str) -> usize {
     for (i, row) in d.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=b.len() {
-        d[0][j] = j;
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
     }
     for i in 1..=a.len() {
         for j in 1..=b.len() {
@@ -221,6 +221,26 @@ fn damerau_levenshtein(a: &str, b: &str) -> usize {
         }
     }
     d[a.len()][b.len()]
+}
+
+/// Runs an async command on a multi-threaded tokio runtime.
+fn block_on<F: std::future::Future<Output = i32>>(future: F) -> i32 {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => {
+            let code = rt.block_on(future);
+            // Blocking work that will not end (a read of a FIFO, a held
+            // lock) must not keep kaji alive once the command is done.
+            rt.shutdown_timeout(std::time::Duration::from_millis(500));
+            code
+        }
+        Err(e) => {
+            eprintln!("kaji: cannot start the async runtime: {e}");
+            1
+        }
+    }
 }
 
 #[cfg(test)]
@@ -246,25 +266,5 @@ mod tests {
     #[test]
     fn the_cli_is_consistent() {
         Cli::command().debug_assert();
-    }
-}
-
-/// Runs an async command on a multi-threaded tokio runtime.
-fn block_on<F: std::future::Future<Output = i32>>(future: F) -> i32 {
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => {
-            let code = rt.block_on(future);
-            // Blocking work that will not end (a read of a FIFO, a held
-            // lock) must not keep kaji alive once the command is done.
-            rt.shutdown_timeout(std::time::Duration::from_millis(500));
-            code
-        }
-        Err(e) => {
-            eprintln!("kaji: cannot start the async runtime: {e}");
-            1
-        }
     }
 }

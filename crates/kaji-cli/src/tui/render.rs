@@ -407,8 +407,8 @@ pub fn status_line(app: &App, width: u16) -> Line<'static> {
 
 #[cfg(test)]
 mod tests {
+    use super::app::StatusInfo;
     use super::*;
-    use crate::tui::app::StatusInfo;
     use kaji_protocol::{SayKind, TaskEvent};
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
@@ -636,7 +636,7 @@ mod tests {
     #[test]
     fn typing_a_slash_opens_the_command_menu_and_tab_completes() {
         let mut app = App::new(StatusInfo::default());
-        app.custom = vec![crate::tui::commands::parse(
+        app.custom = vec![super::super::commands::parse(
             "review",
             "---\ndescription: Review the diff\n---\nReview it",
             Default::default(),
