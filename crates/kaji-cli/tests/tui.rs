@@ -499,6 +499,9 @@ async fn a_prompt_typed_while_a_task_runs_is_sent_when_it_ends() {
     submit(&tmux, "the queued one").await;
     tmux.wait_for("queued (sent when this task ends): the queued one")
         .await;
+    // The first prompt's command waits for `go`: nothing more is asked
+    // of the model until then.
+    server.wait_for_requests(1).await;
     assert_eq!(server.requests().len(), 1);
     std::fs::write(work.path().join("go"), "").unwrap();
     tmux.wait_for("✓ first done").await;
