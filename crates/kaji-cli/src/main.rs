@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod acp;
 mod agent;
@@ -37,6 +37,10 @@ mod worker_cmd;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Print mode: run the prompt without the UI, as `kaji exec PROMPT`
+    /// (`-p -c PROMPT` is `kaji exec --continue PROMPT`).
+    #[arg(short = 'p', long = "print")]
+    print: bool,
     /// Without a subcommand: the interactive terminal UI (`kaji tui`).
     #[command(flatten)]
     tui: tui::TuiArgs,
@@ -90,6 +94,15 @@ enum Command {
     /// Speak the Agent Client Protocol over stdio, for editors (Zed,
     /// JetBrains IDEs, Neovim): see docs/acp.md.
     Acp(acp::AcpArgs),
+    /// Print a shell completion script (`kaji completions bash > …`).
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_name = "SHELL")]
+    shell: clap_complete::Shell,
 }
 
 #[derive(Debug, clap::Args)]
@@ -102,7 +115,19 @@ struct ResumeArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(first) = argv.get(1).and_then(|a| a.to_str())
+        && let Some(near) = near_miss(first)
+    {
+        eprintln!(
+            "kaji: `{first}` is not a command: did you mean `kaji {near}`? (to send it to the model as a prompt: kaji -- {first})"
+        );
+        return ExitCode::from(2);
+    }
+    let cli = Cli::parse_from(argv);
+    if cli.print && cli.command.is_none() {
+        return ExitCode::from(print_mode(cli.tui).clamp(0, 255) as u8);
+    }
     let code = match cli.command {
         Some(Command::Exec(args)) => block_on(exec::run(args)),
         Some(Command::Acp(args)) => block_on(acp::run(args)),
@@ -121,13 +146,96 @@ fn main() -> ExitCode {
         Some(Command::Tui(args)) => block_on(tui::run(args)),
         Some(Command::Resume(args)) => block_on(tui::run(tui::TuiArgs {
             agent: args.agent,
-            prompt: None,
+            prompt: Vec::new(),
             continue_: false,
             resume: Some(args.id),
         })),
+        Some(Command::Completions(args)) => {
+            // Into memory first: a closed pipe must not panic.
+            let mut script = Vec::new();
+            clap_complete::generate(args.shell, &mut Cli::command(), "kaji", &mut script);
+            use std::io::Write;
+            let _ = std::io::stdout().write_all(&script);
+            0
+        }
         None => block_on(tui::run(cli.tui)),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// `kaji -p PROMPT…`: `kaji exec PROMPT` (with `--continue` for `-c`,
+/// `--resume ID` for `-r ID`).
+fn print_mode(args: tui::TuiArgs) -> i32 {
+    let prompt = args.prompt.join(" ");
+    if prompt.trim().is_empty() {
+        eprintln!("kaji -p: a prompt is needed (kaji -p PROMPT…)");
+        return 2;
+    }
+    let resume = match args.resume {
+        Some(Some(id)) => Some(id),
+        Some(None) => {
+            eprintln!("kaji -p: -r needs a session id here");
+            return 2;
+        }
+        None => None,
+    };
+    block_on(exec::run(exec::ExecArgs {
+        prompt,
+        json: false,
+        approve_plan: false,
+        resume,
+        continue_: args.continue_,
+        agent: args.agent,
+    }))
+}
+
+/// The subcommand `word` nearly names: not a subcommand itself, and at
+/// Damerau–Levenshtein distance 1 from one of at least 4 letters.
+fn near_miss(word: &str) -> Option<String> {
+    if word.starts_with('-') {
+        return None;
+    }
+    let command = Cli::command();
+    let names: Vec<String> = command
+        .get_subcommands()
+        .flat_map(|c| {
+            std::iter::once(c.get_name().to_string()).chain(c.get_all_aliases().map(str::to_string))
+        })
+        .chain(["help".to_string()])
+        .collect();
+    if names.iter().any(|n| n == word) {
+        return None;
+    }
+    names
+        .into_iter()
+        .find(|n| n.chars().count() >= 4 && damerau_levenshtein(n, word) == 1)
+}
+
+/// The optimal-string-alignment distance: insertions, deletions,
+/// substitutions and swaps of neighbours.
+fn damerau_levenshtein(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 /// Runs an async command on a multi-threaded tokio runtime.
@@ -147,5 +255,31 @@ fn block_on<F: std::future::Future<Output = i32>>(future: F) -> i32 {
             eprintln!("kaji: cannot start the async runtime: {e}");
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn near_misses_are_one_edit_from_a_long_subcommand() {
+        assert_eq!(damerau_levenshtein("exec", "exce"), 1);
+        assert_eq!(damerau_levenshtein("exec", "exec"), 0);
+        assert_eq!(damerau_levenshtein("tasks", "tsaks"), 1);
+        assert_eq!(damerau_levenshtein("tasks", "test"), 3);
+        assert_eq!(near_miss("exce").as_deref(), Some("exec"));
+        assert_eq!(near_miss("doctr").as_deref(), Some("doctor"));
+        assert_eq!(near_miss("sessionss").as_deref(), Some("sessions"));
+        assert_eq!(near_miss("exec"), None);
+        assert_eq!(near_miss("fix"), None);
+        // Short subcommands never count: `pss` is a prompt.
+        assert_eq!(near_miss("pss"), None);
+        assert_eq!(near_miss("--exce"), None);
+    }
+
+    #[test]
+    fn the_cli_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

@@ -67,6 +67,14 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The pane with its scrollback.
+    fn capture_all(&self) -> String {
+        let out = self
+            .run(&["capture-pane", "-p", "-S", "-200", "-t", "main"])
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     fn send_text(&self, text: &str) {
         let out = self
             .run(&["send-keys", "-t", "main", "-l", text])
@@ -417,6 +425,176 @@ async fn after_an_abort_the_next_prompt_can_start_background_work() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    tmux.send_key("Enter");
+    tmux.wait_for("[completed]").await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+/// `/help` and an unknown `/word` are answered by the UI itself: the model
+/// is never asked. Typing `/` opens the command menu; Ctrl-J and Alt-Enter
+/// put line breaks into the prompt, which is sent whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_commands_stay_local_and_the_input_takes_several_lines() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join(".kaji/commands")).unwrap();
+    std::fs::write(
+        work.path().join(".kaji/commands/greet.md"),
+        "---\ndescription: Say hello to someone\n---\nSay hello to $ARGUMENTS.\n",
+    )
+    .unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "said it"}),
+    )]))
+    .await;
+    let tmux = launch("slash", home.path(), work.path(), &server);
+    tmux.wait_for("Enter sends").await;
+    tmux.send_text("/he");
+    tmux.wait_for("list the commands").await;
+    tmux.send_key("Enter");
+    let screen = tmux.wait_for("Commands (handled here").await;
+    assert!(screen.contains("/greet"), "{screen}");
+    assert!(screen.contains("Say hello to someone"), "{screen}");
+    submit(&tmux, "/frobnicate").await;
+    tmux.wait_for("unknown command /frobnicate").await;
+    assert!(
+        server.requests().is_empty(),
+        "a slash command reached the model"
+    );
+
+    // Two line breaks, one with Ctrl-J, one with Alt-Enter.
+    tmux.send_text("/greet Ada");
+    tmux.send_key("C-j");
+    tmux.send_text("and Bob");
+    tmux.send_key("M-Enter");
+    tmux.send_text("too");
+    tmux.wait_for("  too").await;
+    tmux.send_key("Enter");
+    tmux.wait_for("Task complete").await;
+    server.wait_for_requests(1).await;
+    let body = server.requests()[0].body.to_string();
+    assert!(body.contains("Say hello to Ada\\nand Bob\\ntoo."), "{body}");
+    tmux.send_key("Enter");
+    tmux.wait_for("[completed]").await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+/// A prompt typed while a task runs waits, and runs when that task ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_typed_while_a_task_runs_is_sent_when_it_ends() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call(
+            "Bash",
+            json!({"command": "while [ ! -f go ]; do sleep 0.05; done; echo went"}),
+        ),
+        Turn::tool_call("AttemptCompletion", json!({"result": "first done"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "second done"})),
+    ]))
+    .await;
+    let tmux = launch_with("queue", home.path(), work.path(), &server, "tui", "--yolo");
+    tmux.wait_for("Enter sends").await;
+    submit(&tmux, "first").await;
+    tmux.wait_for("Enter queues").await;
+    submit(&tmux, "the queued one").await;
+    tmux.wait_for("queued (sent when this task ends): the queued one")
+        .await;
+    // The first prompt's command waits for `go`: nothing more is asked
+    // of the model until then.
+    server.wait_for_requests(1).await;
+    assert_eq!(server.requests().len(), 1);
+    std::fs::write(work.path().join("go"), "").unwrap();
+    tmux.wait_for("✓ first done").await;
+    tmux.send_key("Enter");
+    let screen = tmux.wait_for("✓ second done").await;
+    assert!(screen.contains("> the queued one"), "{screen}");
+    server.wait_for_requests(3).await;
+    assert!(
+        server.requests()[2]
+            .body
+            .to_string()
+            .contains("the queued one")
+    );
+    tmux.send_key("Enter");
+    tmux.wait_until("two completed tasks", |s| {
+        s.matches("[completed]").count() == 2
+    })
+    .await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+/// Quitting prints the session and how to resume it on the normal screen;
+/// `kaji -c` then shows the conversation and continues it (issue 10).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_summary_on_quit_and_kaji_c_continuing_the_conversation() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("AttemptCompletion", json!({"result": "noted the kiwi"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "it was kiwi"})),
+    ]))
+    .await;
+    let tmux = launch("summary", home.path(), work.path(), &server);
+    tmux.wait_for("Enter sends").await;
+    submit(&tmux, "remember the word kiwi").await;
+    tmux.wait_for("✓ noted the kiwi").await;
+    tmux.send_key("Enter");
+    tmux.wait_for("[completed]").await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+    let screen = tmux.capture_all();
+    assert!(screen.contains("kaji: session "), "{screen}");
+    assert!(screen.contains("`kaji -c`"), "{screen}");
+    assert!(screen.contains("kaji resume "), "{screen}");
+    assert!(screen.contains("output tokens"), "{screen}");
+    drop(tmux);
+
+    std::fs::remove_file(home.path().join("exit-code")).unwrap();
+    let tmux = launch_with("continue", home.path(), work.path(), &server, "", "-c");
+    let screen = tmux.wait_for("Enter sends").await;
+    assert!(screen.contains("> remember the word kiwi"), "{screen}");
+    assert!(screen.contains("resumed"), "{screen}");
+    submit(&tmux, "what was the word").await;
+    tmux.wait_for("✓ it was kiwi").await;
+    server.wait_for_requests(2).await;
+    let body = server.requests()[1].body.to_string();
+    assert!(
+        body.contains("remember the word kiwi") && body.contains("what was the word"),
+        "{body}"
+    );
+    tmux.send_key("Enter");
+    tmux.wait_for("[completed]").await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+/// `@` completes project files (Tab takes the best match) and a mentioned
+/// file's content goes to the model with the prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_mentions_complete_and_attach_the_file() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join("docs")).unwrap();
+    std::fs::write(work.path().join("docs/notes.txt"), "the-content-of-notes\n").unwrap();
+    std::fs::write(work.path().join("other.txt"), "not this one\n").unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "summarised"}),
+    )]))
+    .await;
+    let tmux = launch("mention", home.path(), work.path(), &server);
+    tmux.wait_for("Enter sends").await;
+    tmux.send_text("summarise @nots");
+    tmux.wait_for("@docs/notes.txt").await;
+    tmux.send_key("Tab");
+    tmux.wait_for("› summarise @docs/notes.txt ").await;
+    tmux.send_key("Enter");
+    let screen = tmux.wait_for("✓ summarised").await;
+    assert!(screen.contains("attached @docs/notes.txt"), "{screen}");
+    server.wait_for_requests(1).await;
+    let body = server.requests()[0].body.to_string();
+    assert!(body.contains("the-content-of-notes"), "{body}");
+    assert!(!body.contains("not this one"), "{body}");
     tmux.send_key("Enter");
     tmux.wait_for("[completed]").await;
     assert_eq!(quit(&tmux, home.path()).await, "0");

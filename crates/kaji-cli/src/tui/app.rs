@@ -5,13 +5,17 @@
 //! event loop. It never draws and never touches the terminal or a task:
 //! every transition here is testable with plain values.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use kaji_core::AskRequest;
-use kaji_protocol::{AskKind, AskPayload, AskResponse, SayKind, TaskEvent, TaskStatus};
+use kaji_core::{AskRequest, PermissionMode};
+use kaji_protocol::{
+    AskKind, AskPayload, AskResponse, BackgroundTask, SayKind, SayPayload, StateUpdate, TaskEvent,
+    TaskListItem, TaskStatus, TodoItem, TodoStatus,
+};
 use tokio::sync::oneshot;
 
+use super::commands::{self, CustomCommand};
 use super::input::InputLine;
 
 /// How a transcript entry looks.
@@ -35,6 +39,8 @@ pub enum EntryStyle {
     Completion,
     /// Side notes: command output, todo lists, hook output, answers.
     Note,
+    /// A unified diff (an Edit or Write call), coloured by line.
+    Diff,
 }
 
 /// One block of the transcript.
@@ -44,6 +50,19 @@ pub struct Entry {
     pub style: EntryStyle,
     /// Its text, already prefixed (`⏺ `, `> `, …); may span lines.
     pub text: String,
+    /// What opening it shows (a tool's whole output), if anything.
+    pub detail: Option<String>,
+}
+
+impl Entry {
+    /// An entry without detail.
+    pub fn new(style: EntryStyle, text: String) -> Self {
+        Self {
+            style,
+            text,
+            detail: None,
+        }
+    }
 }
 
 /// What the event loop must do after a key press.
@@ -66,6 +85,10 @@ pub enum Action {
     Resume(Option<String>),
     /// `/fork`: continue in a new session with a copy of this one's history.
     Fork,
+    /// `/model NAME`: use this model from the next prompt on.
+    Model(String),
+    /// `/mode NAME`: change the permission mode.
+    Mode(PermissionMode),
 }
 
 /// Where an unanswered ask stands.
@@ -88,6 +111,15 @@ pub struct PendingAsk {
     reply: Option<oneshot::Sender<AskResponse>>,
     /// What the keys do now.
     pub stage: AskStage,
+}
+
+/// A Ctrl-R search of the prompt history.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HistorySearch {
+    /// What is searched for.
+    pub query: String,
+    /// How many newer matches to pass over (each Ctrl-R adds one).
+    pub skip: usize,
 }
 
 /// Facts shown in the status line.
@@ -134,6 +166,35 @@ pub struct App {
     pub notice: Option<String>,
     /// When the running task started.
     pub started_at: Option<std::time::Instant>,
+    /// Cost in USD over the session, when the model's prices are known.
+    pub cost_usd: Option<f64>,
+    /// The context the conversation fills, after the last round.
+    pub context_tokens: u64,
+    /// The model's context window, when known.
+    pub context_window: Option<u64>,
+    /// Custom slash commands (`.kaji/commands/*.md`, …).
+    pub custom: Vec<CustomCommand>,
+    /// The todo checklist as it stands.
+    pub todo: Vec<TodoItem>,
+    /// The shared task list as it stands.
+    pub task_list: Vec<TaskListItem>,
+    /// Background tasks last reported.
+    pub background: Vec<BackgroundTask>,
+    /// Prompts typed while a task ran, sent in order when it ends.
+    pub queued: VecDeque<String>,
+    /// A first Ctrl-C on an empty input was pressed: a second quits.
+    quit_armed: bool,
+    /// The terminal bell is due (an ask waits, a task ended).
+    pub bell: bool,
+    /// Whether tool results show their whole output (Ctrl-O).
+    pub expanded: bool,
+    /// The project's files, for `@` completion.
+    pub files: Vec<String>,
+    /// Ctrl-R: the history search under way.
+    pub search: Option<HistorySearch>,
+    /// Rendered Markdown by entry index (text entries only grow between
+    /// replacements, which drop their rendering).
+    pub markdown_cache: HashMap<usize, super::markdown::Incremental>,
 }
 
 impl App {
@@ -164,26 +225,222 @@ impl App {
 
     fn push(&mut self, style: EntryStyle, text: String) -> usize {
         let text = kaji_protocol::terminal::sanitize_terminal(&text, false);
-        self.entries.push(Entry { style, text });
+        self.entries.push(Entry::new(style, text));
         self.entries.len() - 1
     }
 
-    /// `/sessions`, `/resume [ID|N]`, `/fork`: handled by the event loop,
-    /// never sent to the model. Refused while a task runs.
-    fn session_command(&mut self, text: &str) -> Option<Action> {
-        let mut words = text.split_whitespace();
-        let action = match words.next()? {
-            "/sessions" => Action::Sessions,
-            "/resume" => Action::Resume(words.next().map(str::to_string)),
-            "/fork" => Action::Fork,
-            _ => return None,
-        };
+    /// Sends a prompt, or queues it while a task runs.
+    fn send(&mut self, prompt: String) -> Action {
         if self.running {
-            self.notice = Some("a task is running: wait, or Esc to abort it".into());
-            return Some(Action::None);
+            self.note(format!("  queued (sent when this task ends): {prompt}"));
+            self.queued.push_back(prompt);
+            return Action::None;
         }
-        self.input.clear();
-        Some(action)
+        Action::Submit(prompt)
+    }
+
+    /// The next queued prompt, once no task runs.
+    pub fn next_queued(&mut self) -> Option<String> {
+        if self.running {
+            return None;
+        }
+        self.queued.pop_front()
+    }
+
+    /// The slash commands matching what is typed, while the input is one
+    /// word starting with `/` (the completion menu).
+    pub fn menu(&self) -> Vec<(String, String)> {
+        let text = self.input.text();
+        if self.pending.is_some() || !text.starts_with('/') || text.contains(char::is_whitespace) {
+            return Vec::new();
+        }
+        commands::matches(text, &self.custom)
+    }
+
+    /// The files matching the `@word` being typed (the mention menu).
+    pub fn file_menu(&self) -> Vec<String> {
+        if self.pending.is_some() || self.search.is_some() {
+            return Vec::new();
+        }
+        match super::mentions::typing(self.input.before_cursor()) {
+            Some(query) => super::mentions::matches(&self.files, query, 8),
+            None => Vec::new(),
+        }
+    }
+
+    /// The newest history entry the search finds, past `skip` newer ones.
+    pub fn search_match(&self) -> Option<&str> {
+        let search = self.search.as_ref()?;
+        self.history
+            .iter()
+            .rev()
+            .filter(|h| h.contains(&search.query))
+            .nth(search.skip)
+            .map(String::as_str)
+    }
+
+    /// Keys while Ctrl-R searches: typing narrows, Ctrl-R goes older,
+    /// Enter or Tab takes the match into the input, Esc leaves it as it was.
+    fn on_search_key(&mut self, key: KeyEvent) {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let Some(search) = self.search.as_mut() else {
+            return;
+        };
+        match key.code {
+            KeyCode::Char('r') if ctrl => search.skip += 1,
+            KeyCode::Char('g') if ctrl => self.search = None,
+            KeyCode::Esc => self.search = None,
+            KeyCode::Enter | KeyCode::Tab | KeyCode::Right => {
+                if let Some(found) = self.search_match().map(str::to_string) {
+                    self.input.set(&found);
+                }
+                self.search = None;
+            }
+            KeyCode::Backspace => {
+                search.query.pop();
+                search.skip = 0;
+            }
+            KeyCode::Char(c) if !ctrl => {
+                search.query.push(c);
+                search.skip = 0;
+            }
+            _ => {}
+        }
+        // Past the oldest match: stay on it.
+        if let Some(search) = &self.search
+            && search.skip > 0
+            && self.search_match().is_none()
+            && let Some(s) = self.search.as_mut()
+        {
+            s.skip -= 1;
+        }
+    }
+
+    /// Handles a slash command locally: it never reaches the model unless
+    /// it is a custom command, whose expansion is sent as the prompt.
+    fn slash(&mut self, text: &str) -> Action {
+        let (name, args) = match text.split_once(char::is_whitespace) {
+            Some((n, a)) => (n, a.trim()),
+            None => (text, ""),
+        };
+        let busy = || Some("a task is running: wait, or Esc to abort it".to_string());
+        match name {
+            "/exit" | "/quit" => return Action::Quit,
+            "/help" => self.note(commands::help(&self.custom)),
+            "/cost" => self.note(self.cost_text()),
+            "/todo" => self.note(self.todo_text()),
+            "/tasks" => self.note(self.tasks_text()),
+            "/mode" => match args.parse::<PermissionMode>() {
+                Ok(mode) => return Action::Mode(mode),
+                Err(_) => self.error(format!(
+                    "/mode {args:?}: not a permission mode (default, accept-edits, plan, yolo)"
+                )),
+            },
+            "/model" if args.is_empty() => self.note(format!(
+                "  model: {} (/model NAME to change)",
+                self.status.model
+            )),
+            "/model" | "/clear" | "/sessions" | "/resume" | "/fork" if self.running => {
+                self.notice = busy();
+            }
+            "/model" => return Action::Model(args.to_string()),
+            "/clear" => {
+                self.note("— conversation cleared: the next prompt starts a new one —".into());
+                return Action::Clear;
+            }
+            "/sessions" => return Action::Sessions,
+            "/resume" => return Action::Resume((!args.is_empty()).then(|| args.to_string())),
+            "/fork" => return Action::Fork,
+            _ => return self.custom_command(name, args),
+        }
+        Action::None
+    }
+
+    /// A custom command: its expansion is the prompt.
+    fn custom_command(&mut self, name: &str, args: &str) -> Action {
+        let Some(command) = self.custom.iter().find(|c| c.name == name[1..]).cloned() else {
+            self.error(format!("unknown command {name} (/help lists the commands)"));
+            return Action::None;
+        };
+        let (prompt, skipped) = commands::expand(&command, args);
+        if skipped > 0 {
+            self.note(format!(
+                "  {name}: {skipped} `!` line(s) left out: running commands from a command file needs a trusted project"
+            ));
+        }
+        if let Some(model) = &command.model {
+            self.note(format!(
+                "  {name}: its model {model:?} is not applied (use /model)"
+            ));
+        }
+        if prompt.is_empty() {
+            self.error(format!("{name}: the command expands to nothing"));
+            return Action::None;
+        }
+        self.send(prompt)
+    }
+
+    /// `/cost`.
+    fn cost_text(&self) -> String {
+        let cost = match self.cost_usd {
+            Some(c) => format!("${c:.4}"),
+            None => "unknown (no prices for this model)".into(),
+        };
+        format!(
+            "  tokens: {} input, {} output · cost: {cost}",
+            self.input_tokens, self.output_tokens
+        )
+    }
+
+    /// `/todo`: the checklist.
+    fn todo_text(&self) -> String {
+        if self.todo.is_empty() {
+            return "  no todo list yet".into();
+        }
+        let lines: Vec<String> = self
+            .todo
+            .iter()
+            .map(|t| format!("  {}", todo_line(t)))
+            .collect();
+        lines.join("\n")
+    }
+
+    /// `/tasks`: the task list and the background tasks.
+    fn tasks_text(&self) -> String {
+        let mut lines: Vec<String> = self
+            .task_list
+            .iter()
+            .map(|t| format!("  {}", task_line(t)))
+            .collect();
+        lines.extend(
+            self.background
+                .iter()
+                .map(|b| format!("  {}", background_line(b))),
+        );
+        if lines.is_empty() {
+            return "  no tasks and no background work".into();
+        }
+        lines.join("\n")
+    }
+
+    /// Typed state updates go to the panels, not the transcript; `true`
+    /// when the payload was handled so.
+    fn on_say_payload(&mut self, _id: u64, payload: Option<&SayPayload>) -> bool {
+        match payload {
+            Some(SayPayload::Update(StateUpdate::Todo { items })) => self.todo = items.clone(),
+            Some(SayPayload::Update(StateUpdate::TaskList { tasks })) => {
+                self.task_list = tasks.clone()
+            }
+            Some(SayPayload::Background { tasks }) => self.background = tasks.clone(),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Seeds the counters from a resumed session's totals.
+    pub fn seed_usage(&mut self, usage: &kaji_protocol::Usage) {
+        self.input_tokens = usage.input_tokens;
+        self.output_tokens = usage.output_tokens;
     }
 
     /// Adds a note to the transcript.
@@ -200,6 +457,7 @@ impl App {
     /// `/fork`).
     pub fn switch_session(&mut self, status: StatusInfo, history: &[kaji_protocol::Message]) {
         self.entries.clear();
+        self.markdown_cache.clear();
         self.status = status;
         for event in kaji_core::session::transcript::history_events(history) {
             self.on_event(event);
@@ -222,7 +480,10 @@ impl App {
     fn upsert(&mut self, id: u64, style: EntryStyle, text: String) {
         let text = kaji_protocol::terminal::sanitize_terminal(&text, false);
         match self.by_id.get(&id) {
-            Some(&i) => self.entries[i] = Entry { style, text },
+            Some(&i) => {
+                self.entries[i] = Entry::new(style, text);
+                self.markdown_cache.remove(&i);
+            }
             None => {
                 let i = self.push(style, text);
                 self.by_id.insert(id, i);
@@ -233,7 +494,16 @@ impl App {
     /// Handles one event of the running task.
     pub fn on_event(&mut self, event: TaskEvent) {
         match event {
-            TaskEvent::Say { id, kind, text, .. } => {
+            TaskEvent::Say {
+                id,
+                kind,
+                text,
+                payload,
+                ..
+            } => {
+                if self.on_say_payload(id, payload.as_ref()) {
+                    return;
+                }
                 let (style, text) = match kind {
                     SayKind::UserFeedback => (EntryStyle::User, prefix_lines("> ", &text)),
                     SayKind::Text => (EntryStyle::Text, text),
@@ -252,7 +522,14 @@ impl App {
                     }
                     SayKind::ContextCompacted => (EntryStyle::Note, format!("── {text} ──")),
                 };
+                let new = !self.by_id.contains_key(&id);
                 self.upsert(id, style, text);
+                if new
+                    && let Some(SayPayload::Tool { tool, input, .. }) = payload
+                    && let Some(diff) = super::diff::of_call(&tool, &input, None)
+                {
+                    self.push(EntryStyle::Diff, diff);
+                }
             }
             TaskEvent::Delta { id, text } => {
                 if let Some(&i) = self.by_id.get(&id) {
@@ -314,13 +591,21 @@ impl App {
                 // Tabs (Read's line numbers) would be dropped by the
                 // terminal renderer: show them as spaces.
                 let first = first.replace('\t', "  ");
-                self.push(style, format!("  {mark}{first}{suffix}"));
+                let i = self.push(style, format!("  {mark}{first}{suffix}"));
+                if more > 0 {
+                    self.entries[i].detail = Some(output.replace('\t', "  "));
+                }
             }
             // The status line's counters move every round.
             TaskEvent::Usage(report) => {
                 self.turns = report.turn;
                 self.input_tokens += report.usage.input_tokens;
                 self.output_tokens += report.usage.output_tokens;
+                self.context_tokens = report.context_tokens;
+                self.context_window = report.context_window.or(self.context_window);
+                if let Some(c) = report.cost_usd {
+                    self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
+                }
             }
             TaskEvent::Finished {
                 status,
@@ -347,6 +632,7 @@ impl App {
                 }
                 self.push(style, line);
                 self.running = false;
+                self.bell = true;
             }
         }
     }
@@ -360,6 +646,7 @@ impl App {
         };
         self.input.clear();
         self.scroll_up = 0;
+        self.bell = true;
         self.pending = Some(PendingAsk {
             request,
             reply: Some(reply),
@@ -404,8 +691,13 @@ impl App {
             return Action::None;
         }
         self.notice = None;
+        let armed = std::mem::take(&mut self.quit_armed);
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         match key.code {
+            KeyCode::Char('o') if ctrl => {
+                self.expanded = !self.expanded;
+                return Action::None;
+            }
             KeyCode::PageUp => {
                 self.scroll_up = self.scroll_up.saturating_add(self.page_height.max(1));
                 return Action::None;
@@ -418,10 +710,14 @@ impl App {
                 if self.running {
                     return Action::Abort;
                 }
-                if self.input.is_empty() {
+                if !self.input.is_empty() {
+                    self.input.clear();
+                } else if armed {
                     return Action::Quit;
+                } else {
+                    self.quit_armed = true;
+                    self.notice = Some("press Ctrl-C again to quit".into());
                 }
-                self.input.clear();
                 return Action::None;
             }
             KeyCode::Char('d') if ctrl => {
@@ -449,37 +745,54 @@ impl App {
         if let Some(stage) = self.pending.as_ref().map(|p| p.stage) {
             return self.on_ask_key(stage, key);
         }
+        if self.search.is_some() {
+            self.on_search_key(key);
+            return Action::None;
+        }
+        if ctrl && key.code == KeyCode::Char('r') {
+            self.search = Some(HistorySearch::default());
+            return Action::None;
+        }
         match key.code {
-            KeyCode::Enter => {
-                let text = self.input.text().trim().to_string();
+            KeyCode::Enter
+                if !key
+                    .modifiers
+                    .intersects(KeyModifiers::SHIFT | KeyModifiers::ALT) =>
+            {
+                let mut text = self.input.text().trim().to_string();
                 if text.is_empty() {
                     return Action::None;
                 }
-                if text == "/exit" || text == "/quit" {
-                    return Action::Quit;
+                // Enter in the open menu runs its first command, unless
+                // what is typed names one already.
+                let menu = self.menu();
+                if !menu.is_empty() && !menu.iter().any(|(name, _)| *name == text) {
+                    text = menu[0].0.clone();
                 }
-                if let Some(action) = self.session_command(&text) {
-                    return action;
-                }
-                if text == "/clear" && !self.running {
-                    self.input.clear();
-                    self.push(
-                        EntryStyle::Note,
-                        "— conversation cleared: the next prompt starts a new one —".to_string(),
-                    );
-                    return Action::Clear;
-                }
-                if self.running {
-                    self.notice = Some("a task is running: wait, or Esc to abort it".into());
-                    return Action::None;
-                }
-                self.input.clear();
                 self.history_pos = None;
                 if self.history.last() != Some(&text) {
                     self.history.push(text.clone());
                 }
-                Action::Submit(text)
+                self.input.clear();
+                if commands::is_command(&text) {
+                    return self.slash(&text);
+                }
+                self.send(text)
             }
+            KeyCode::Tab => {
+                if let Some((name, _)) = self.menu().first() {
+                    let name = format!("{name} ");
+                    self.input.set(&name);
+                } else if let Some(path) = self.file_menu().first() {
+                    let typed = super::mentions::typing(self.input.before_cursor())
+                        .map(|q| q.chars().count() + 1)
+                        .unwrap_or(0);
+                    self.input
+                        .replace_before_cursor(typed, &format!("@{path} "));
+                }
+                Action::None
+            }
+            KeyCode::Up | KeyCode::Down if self.input.is_multiline() => Action::None,
             KeyCode::Up if !self.history.is_empty() => {
                 let pos = match self.history_pos {
                     Some(p) => p.saturating_sub(1),
@@ -536,7 +849,11 @@ impl App {
                 _ => {}
             },
             AskStage::DenyFeedback | AskStage::Text => match key.code {
-                KeyCode::Enter => {
+                KeyCode::Enter
+                    if !key
+                        .modifiers
+                        .intersects(KeyModifiers::SHIFT | KeyModifiers::ALT) =>
+                {
                     let text = self.input.text().trim().to_string();
                     let response = match (stage, kind) {
                         (AskStage::DenyFeedback, _) => AskResponse::Deny {
@@ -612,8 +929,51 @@ impl App {
             AskKind::Resume => "Resume?",
             AskKind::Plan => "Approve the plan?",
         };
-        Some((format!("{title}\n{}", p.request.text), keys))
+        let mut text = format!("{title}\n{}", p.request.text);
+        if let Some(AskPayload::ToolApproval {
+            tool,
+            input,
+            preview,
+        }) = &p.request.payload
+            && let Some(diff) = super::diff::of_call(tool, input, preview.as_deref())
+        {
+            text.push('\n');
+            text.push_str(&diff);
+        }
+        Some((text, keys))
     }
+}
+
+/// One todo item as a checklist line.
+pub fn todo_line(t: &TodoItem) -> String {
+    match t.status {
+        TodoStatus::Completed => format!("☑ {}", t.content),
+        TodoStatus::InProgress => format!("◐ {}", t.active_form),
+        TodoStatus::Pending => format!("☐ {}", t.content),
+    }
+}
+
+/// One task of the task list as a checklist line.
+pub fn task_line(t: &TaskListItem) -> String {
+    let mark = match t.status.as_str() {
+        "completed" => "☑",
+        "in_progress" => "◐",
+        _ => "☐",
+    };
+    let mut line = format!("{mark} #{} {}", t.id, t.subject);
+    if let Some(owner) = &t.owner {
+        line.push_str(&format!(" ({owner})"));
+    }
+    if !t.blocked_by.is_empty() {
+        let ids: Vec<String> = t.blocked_by.iter().map(|b| format!("#{b}")).collect();
+        line.push_str(&format!(" — blocked by {}", ids.join(", ")));
+    }
+    line
+}
+
+/// One background task as a panel line.
+pub fn background_line(b: &BackgroundTask) -> String {
+    format!("⚙ {} {} — {}", b.id, b.description, b.status)
 }
 
 /// The options a followup question offers.
@@ -964,9 +1324,14 @@ mod tests {
         assert_eq!(app.on_key(ctrl('d')), Action::None);
         app.task_ended();
         type_text(&mut app, "draft");
-        // Ctrl-C with text clears it; on an empty line it quits.
+        // Ctrl-C with text clears it; on an empty line it asks for a
+        // second one, which quits; another key in between disarms it.
         assert_eq!(app.on_key(ctrl('c')), Action::None);
         assert!(app.input.is_empty());
+        assert_eq!(app.on_key(ctrl('c')), Action::None);
+        assert_eq!(app.notice.as_deref(), Some("press Ctrl-C again to quit"));
+        app.on_key(code(KeyCode::Left));
+        assert_eq!(app.on_key(ctrl('c')), Action::None);
         assert_eq!(app.on_key(ctrl('c')), Action::Quit);
         assert_eq!(app.on_key(ctrl('d')), Action::Quit);
         type_text(&mut app, "/exit");
@@ -974,7 +1339,7 @@ mod tests {
     }
 
     #[test]
-    fn up_and_down_recall_sent_prompts_and_paste_inserts_one_line() {
+    fn up_and_down_recall_sent_prompts_and_paste_keeps_newlines() {
         let mut app = App::new(StatusInfo::default());
         for p in ["one", "two"] {
             type_text(&mut app, p);
@@ -992,7 +1357,10 @@ mod tests {
         app.on_key(code(KeyCode::Down));
         assert!(app.input.is_empty());
         app.on_paste("a\nb");
-        assert_eq!(app.input.text(), "a b");
+        assert_eq!(app.input.text(), "a\nb");
+        // Up and Down move nowhere in a multi-line input.
+        app.on_key(code(KeyCode::Up));
+        assert_eq!(app.input.text(), "a\nb");
         // A pending y/a/n choice ignores pastes (a stray `y` must not
         // approve anything).
         app.input.clear();
@@ -1014,5 +1382,174 @@ mod tests {
         assert_eq!(app.scroll_up, 5);
         app.task_started();
         assert_eq!(app.scroll_up, 0);
+    }
+
+    fn enter(app: &mut App, text: &str) -> Action {
+        app.input.set(text);
+        app.on_key(code(KeyCode::Enter))
+    }
+
+    #[test]
+    fn slash_commands_are_handled_here_and_never_submitted() {
+        let mut app = App::new(StatusInfo {
+            model: "big".into(),
+            ..StatusInfo::default()
+        });
+        app.custom = vec![commands::parse(
+            "review",
+            "---\ndescription: Review\n---\nReview $1 please\n!`git diff`",
+            Default::default(),
+        )];
+        assert_eq!(enter(&mut app, "/help"), Action::None);
+        let help = app.entries.last().unwrap().text.clone();
+        assert!(
+            help.contains("/model") && help.contains("/review"),
+            "{help}"
+        );
+        // Enter in the menu runs its first match.
+        assert_eq!(enter(&mut app, "/he"), Action::None);
+        assert!(app.entries.last().unwrap().text.contains("/model"));
+        assert_eq!(enter(&mut app, "/mod"), Action::None);
+        assert!(app.entries.last().unwrap().text.contains("model: big"));
+        assert_eq!(enter(&mut app, "/frobnicate x"), Action::None);
+        assert_eq!(
+            app.entries.last().unwrap().text,
+            "! unknown command /frobnicate (/help lists the commands)"
+        );
+        assert_eq!(app.entries.last().unwrap().style, EntryStyle::Error);
+        assert_eq!(
+            enter(&mut app, "/mode accept-edits"),
+            Action::Mode(PermissionMode::AcceptEdits)
+        );
+        assert_eq!(enter(&mut app, "/mode sideways"), Action::None);
+        assert!(
+            app.entries
+                .last()
+                .unwrap()
+                .text
+                .contains("not a permission mode")
+        );
+        assert_eq!(
+            enter(&mut app, "/model small"),
+            Action::Model("small".into())
+        );
+        assert_eq!(enter(&mut app, "/model"), Action::None);
+        assert!(app.entries.last().unwrap().text.contains("model: big"));
+        assert_eq!(enter(&mut app, "/cost"), Action::None);
+        assert!(app.entries.last().unwrap().text.contains("tokens: 0 input"));
+        assert_eq!(enter(&mut app, "/todo"), Action::None);
+        assert_eq!(enter(&mut app, "/tasks"), Action::None);
+        assert_eq!(enter(&mut app, "/clear"), Action::Clear);
+        // A custom command's expansion is the prompt; `!` lines are left out.
+        assert_eq!(
+            enter(&mut app, "/review a.rs"),
+            Action::Submit("Review a.rs please".into())
+        );
+        assert!(
+            texts(&app)
+                .iter()
+                .any(|t| t.contains("needs a trusted project"))
+        );
+        // A path is a prompt, not a command.
+        assert_eq!(
+            enter(&mut app, "/etc/hosts is odd"),
+            Action::Submit("/etc/hosts is odd".into())
+        );
+        // The typed command is recalled with Up, not its expansion.
+        app.on_key(code(KeyCode::Up));
+        app.on_key(code(KeyCode::Up));
+        assert_eq!(app.input.text(), "/review a.rs");
+    }
+
+    #[test]
+    fn ctrl_r_searches_the_prompt_history() {
+        let mut app = App::new(StatusInfo::default());
+        app.history = vec![
+            "cargo test".into(),
+            "fix the bug".into(),
+            "cargo build".into(),
+        ];
+        app.on_key(ctrl('r'));
+        type_text(&mut app, "cargo");
+        assert_eq!(app.search_match(), Some("cargo build"));
+        app.on_key(ctrl('r'));
+        assert_eq!(app.search_match(), Some("cargo test"));
+        // No older match: it stays.
+        app.on_key(ctrl('r'));
+        assert_eq!(app.search_match(), Some("cargo test"));
+        app.on_key(code(KeyCode::Enter));
+        assert!(app.search.is_none());
+        assert_eq!(app.input.text(), "cargo test");
+        // Esc leaves the input as it was.
+        app.on_key(ctrl('r'));
+        type_text(&mut app, "bug");
+        app.on_key(code(KeyCode::Esc));
+        assert_eq!(app.input.text(), "cargo test");
+    }
+
+    #[test]
+    fn at_completes_project_files_with_tab() {
+        let mut app = App::new(StatusInfo::default());
+        app.files = vec![
+            "README.md".into(),
+            "src/main.rs".into(),
+            "src/tui/app.rs".into(),
+        ];
+        type_text(&mut app, "look at @tuiap");
+        assert_eq!(app.file_menu(), ["src/tui/app.rs"]);
+        app.on_key(code(KeyCode::Tab));
+        assert_eq!(app.input.text(), "look at @src/tui/app.rs ");
+        assert!(app.file_menu().is_empty());
+    }
+
+    #[test]
+    fn shift_and_alt_enter_break_the_line_instead_of_sending() {
+        let mut app = App::new(StatusInfo::default());
+        type_text(&mut app, "one");
+        let shift = KeyEvent::new(KeyCode::Enter, KeyModifiers::SHIFT);
+        let alt = KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT);
+        assert_eq!(app.on_key(shift), Action::None);
+        type_text(&mut app, "two");
+        assert_eq!(app.on_key(alt), Action::None);
+        assert_eq!(app.on_key(ctrl('j')), Action::None);
+        type_text(&mut app, "three");
+        assert_eq!(
+            app.on_key(code(KeyCode::Enter)),
+            Action::Submit("one\ntwo\n\nthree".into())
+        );
+    }
+
+    #[test]
+    fn a_prompt_typed_while_a_task_runs_is_queued_in_order() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        assert_eq!(enter(&mut app, "next one"), Action::None);
+        assert_eq!(enter(&mut app, "and then"), Action::None);
+        assert!(texts(&app).iter().any(|t| t.contains("queued")));
+        // Not while the task runs.
+        assert_eq!(app.next_queued(), None);
+        // Session commands wait too.
+        assert_eq!(enter(&mut app, "/model x"), Action::None);
+        app.task_ended();
+        assert_eq!(app.next_queued().as_deref(), Some("next one"));
+        assert_eq!(app.next_queued().as_deref(), Some("and then"));
+        assert_eq!(app.next_queued(), None);
+    }
+
+    #[test]
+    fn the_bell_rings_when_an_ask_waits_and_when_a_task_ends() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        assert!(!app.bell);
+        let (tx, _rx) = oneshot::channel();
+        app.on_ask(command_ask("ls"), tx);
+        assert!(std::mem::take(&mut app.bell));
+        app.on_event(TaskEvent::Finished {
+            status: TaskStatus::Completed,
+            turns: 1,
+            usage: Usage::default(),
+            result: None,
+        });
+        assert!(app.bell);
     }
 }

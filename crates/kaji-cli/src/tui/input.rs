@@ -1,11 +1,13 @@
-//! The one-line input of the TUI: text, a cursor, and the editing keys.
+//! The input of the TUI: multi-line text, a cursor, and the editing keys
+//! (Shift-Enter, Alt-Enter and Ctrl-J insert a line break).
 //!
 //! Pure state, like [`super::app::App`]: it never draws and never decides
 //! what Enter means.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-/// An editable line with a cursor (counted in characters).
+/// Editable text (one or more lines) with a cursor (counted in
+/// characters).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct InputLine {
     text: String,
@@ -20,6 +22,7 @@ impl InputLine {
     }
 
     /// The cursor position in characters.
+    #[cfg(test)]
     pub fn cursor(&self) -> usize {
         self.cursor
     }
@@ -49,16 +52,39 @@ impl InputLine {
             .unwrap_or(self.text.len())
     }
 
-    /// Inserts text at the cursor; line breaks become spaces (the line
-    /// holds one line).
+    /// The text before the cursor.
+    pub fn before_cursor(&self) -> &str {
+        &self.text[..self.byte_index(self.cursor)]
+    }
+
+    /// Replaces the `chars` characters before the cursor with `with`.
+    pub fn replace_before_cursor(&mut self, chars: usize, with: &str) {
+        let end = self.byte_index(self.cursor);
+        let start = self.byte_index(self.cursor.saturating_sub(chars));
+        self.text.replace_range(start..end, with);
+        self.cursor = self.cursor.saturating_sub(chars) + with.chars().count();
+    }
+
+    /// Whether the text spans more than one line.
+    pub fn is_multiline(&self) -> bool {
+        self.text.contains('\n')
+    }
+
+    /// The cursor's line and column (in characters), from 0.
+    pub fn row_col(&self) -> (usize, usize) {
+        let before: String = self.text.chars().take(self.cursor).collect();
+        let row = before.matches('\n').count();
+        let col = before.rsplit('\n').next().unwrap_or("").chars().count();
+        (row, col)
+    }
+
+    /// Inserts text at the cursor; line breaks are kept (`\r\n` and `\r`
+    /// become `\n`), tabs become spaces, other control characters go.
     pub fn insert_str(&mut self, s: &str) {
+        let s = s.replace("\r\n", "\n").replace('\r', "\n");
         for c in s.chars() {
-            let c = if c == '\n' || c == '\r' || c == '\t' {
-                ' '
-            } else {
-                c
-            };
-            if c.is_control() {
+            let c = if c == '\t' { ' ' } else { c };
+            if c.is_control() && c != '\n' {
                 continue;
             }
             let at = self.byte_index(self.cursor);
@@ -71,8 +97,13 @@ impl InputLine {
     /// with (Enter, Esc, Up, …).
     pub fn edit(&mut self, key: &KeyEvent) -> bool {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let newline = key
+            .modifiers
+            .intersects(KeyModifiers::SHIFT | KeyModifiers::ALT);
         let len = self.text.chars().count();
         match key.code {
+            KeyCode::Enter if newline => self.insert_str("\n"),
+            KeyCode::Char('j') if ctrl => self.insert_str("\n"),
             KeyCode::Char('a') if ctrl => self.cursor = 0,
             KeyCode::Char('e') if ctrl => self.cursor = len,
             KeyCode::Char('u') if ctrl => {
@@ -126,7 +157,7 @@ mod tests {
         assert_eq!((line.text(), line.cursor()), ("hélo", 2));
         line.edit(&key(KeyCode::Home));
         line.edit(&key(KeyCode::Delete));
-        line.insert_str("H\nx");
+        line.insert_str("H\tx");
         assert_eq!(line.text(), "H xélo");
         line.edit(&key(KeyCode::End));
         line.edit(&key(KeyCode::Right));
@@ -138,5 +169,23 @@ mod tests {
         line.edit(&key(KeyCode::Backspace));
         line.edit(&key(KeyCode::Delete));
         assert!(!line.edit(&key(KeyCode::Enter)));
+    }
+
+    #[test]
+    fn newline_keys_and_pastes_keep_line_breaks() {
+        let mut line = InputLine::default();
+        line.insert_str("a\r\nb");
+        line.edit(&KeyEvent::new(KeyCode::Enter, KeyModifiers::SHIFT));
+        line.edit(&key(KeyCode::Char('c')));
+        line.edit(&KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT));
+        line.edit(&KeyEvent::new(KeyCode::Char('j'), KeyModifiers::CONTROL));
+        line.edit(&key(KeyCode::Char('d')));
+        assert_eq!(line.text(), "a\nb\nc\n\nd");
+        assert!(line.is_multiline());
+        assert_eq!(line.row_col(), (4, 1));
+        line.set("see @sr");
+        line.replace_before_cursor(3, "@src/main.rs ");
+        assert_eq!(line.text(), "see @src/main.rs ");
+        assert_eq!(line.before_cursor(), "see @src/main.rs ");
     }
 }

@@ -12,7 +12,11 @@
 //! servers running after it returns.
 
 mod app;
+mod commands;
+mod diff;
 mod input;
+mod markdown;
+mod mentions;
 mod render;
 
 use std::io::Write;
@@ -26,16 +30,16 @@ use kaji_protocol::{AskResponse, SessionEvent, TaskEvent};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::agent::{AgentArgs, UsageError};
-use app::{Action, App, EntryStyle, StatusInfo};
+use app::{Action, App, StatusInfo};
 
 /// Arguments of `kaji tui`.
 #[derive(Debug, clap::Args)]
 pub struct TuiArgs {
     #[command(flatten)]
     pub agent: AgentArgs,
-    /// A first prompt to run at once.
-    #[arg(value_name = "PROMPT")]
-    pub prompt: Option<String>,
+    /// A first prompt to run at once (its words are joined by spaces).
+    #[arg(value_name = "PROMPT", trailing_var_arg = true)]
+    pub prompt: Vec<String>,
     /// Continue the most recent session of this directory.
     #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
     pub continue_: bool,
@@ -100,6 +104,9 @@ enum UiMessage {
     Ask(AskRequest, oneshot::Sender<AskResponse>),
     /// The task's `run` returned (or its tokio task died).
     Done(Result<TaskOutcome, String>),
+    /// The project's files, for `@` completion (scanned in the
+    /// background at start).
+    Files(Vec<String>),
 }
 
 /// The front end the tasks see: forwards everything to the UI loop.
@@ -163,18 +170,22 @@ pub async fn run(mut args: TuiArgs) -> i32 {
             // Pasted text arrives whole instead of as keys (an Enter in it
             // would send the prompt).
             let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableBracketedPaste);
+            let prompt = args.prompt.join(" ");
             let code = event_loop(
                 terminal,
                 &args.agent,
                 &mut session,
                 warnings,
-                args.prompt,
+                Some(prompt),
                 &tx,
                 &mut rx,
             )
             .await;
             restore_terminal();
-            code
+            if let Ok(cost) = &code {
+                print_summary(&session, *cost);
+            }
+            code.map(|_| ())
         }
         Err(e) => {
             restore_terminal();
@@ -202,6 +213,33 @@ pub async fn run(mut args: TuiArgs) -> i32 {
             1
         }
     }
+}
+
+/// What leaving prints to the normal screen: the session, how to resume
+/// it, its tokens (and cost when known).
+fn summary(session: &Session, cost: Option<f64>) -> String {
+    let usage = session.usage();
+    let cost = cost.map(|c| format!(", ${c:.4}")).unwrap_or_default();
+    let mut out = format!(
+        "kaji: session {} · {} input / {} output tokens{cost}\n",
+        session.id(),
+        usage.input_tokens,
+        usage.output_tokens
+    );
+    if session.session_file().is_some() {
+        out.push_str(&format!(
+            "  resume it with `kaji -c` (the latest here) or `kaji resume {}`\n",
+            session.id()
+        ));
+    } else {
+        out.push_str("  (not saved: --no-session-persistence)\n");
+    }
+    out
+}
+
+fn print_summary(session: &Session, cost: Option<f64>) {
+    let _ = write!(std::io::stdout(), "{}", summary(session, cost));
+    let _ = std::io::stdout().flush();
 }
 
 /// Leaves raw mode and the alternate screen. Unlike `ratatui::restore`,
@@ -311,6 +349,15 @@ async fn switch(
     }
 }
 
+/// The prompt with the files it mentions (`@path`) attached.
+async fn with_mentions(app: &mut App, session: &Session, prompt: String) -> String {
+    let (prompt, notes) = mentions::attach(&prompt, &session.cwd()).await;
+    for note in notes {
+        app.note(note);
+    }
+    prompt
+}
+
 /// Runs one prompt of the session in the background; its end comes back
 /// as [`UiMessage::Done`].
 fn start_prompt(session: &Arc<Session>, tx: &mpsc::UnboundedSender<UiMessage>, prompt: String) {
@@ -338,15 +385,29 @@ async fn event_loop(
     first_prompt: Option<String>,
     tx: &mpsc::UnboundedSender<UiMessage>,
     rx: &mut mpsc::UnboundedReceiver<UiMessage>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<f64>> {
+    let mut agent = agent.clone();
     let mut app = App::new(status_info(session));
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let dirs = commands::command_dirs(
+        session.project_dir(),
+        &crate::paths::kaji_home(),
+        home.as_deref(),
+    );
+    let (custom, command_warnings) = commands::load(&dirs);
+    app.custom = custom;
+    app.seed_usage(&session.usage());
+    {
+        let root = session.cwd();
+        let tx = tx.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = tx.send(UiMessage::Files(mentions::scan(&root, mentions::MAX_FILES)));
+        });
+    }
     // The ids of the last `/sessions` listing, for `/resume N`.
     let mut listed: Vec<String> = Vec::new();
-    for w in warnings {
-        app.entries.push(app::Entry {
-            style: EntryStyle::Error,
-            text: format!("! {w}"),
-        });
+    for w in warnings.into_iter().chain(command_warnings) {
+        app.error(w);
     }
     if session.is_resuming() {
         app.show_history(&session.history());
@@ -366,14 +427,19 @@ async fn event_loop(
     let mut quitting = false;
     loop {
         terminal.draw(|f| render::draw(f, &mut app))?;
+        if std::mem::take(&mut app.bell) {
+            let _ = std::io::stdout().write_all(b"\x07");
+            let _ = std::io::stdout().flush();
+        }
         if quitting && !app.running {
-            return Ok(());
+            return Ok(app.cost_usd);
         }
         tokio::select! {
             key = keys.next() => match key {
                 Some(Ok(Event::Key(key))) => match app.on_key(key) {
                     Action::None => {}
                     Action::Submit(prompt) => {
+                        let prompt = with_mentions(&mut app, session, prompt).await;
                         app.task_started();
                         start_prompt(session, tx, prompt);
                     }
@@ -388,9 +454,26 @@ async fn event_loop(
                             Ok(n) if (1..=listed.len()).contains(&n) => listed[n - 1].clone(),
                             _ => which,
                         };
-                        switch(&mut app, agent, session, tx, Switch::Resume(id)).await;
+                        switch(&mut app, &agent, session, tx, Switch::Resume(id)).await;
                     }
-                    Action::Fork => switch(&mut app, agent, session, tx, Switch::Fork).await,
+                    Action::Fork => switch(&mut app, &agent, session, tx, Switch::Fork).await,
+                    Action::Mode(mode) => {
+                        session.set_permission_mode(mode);
+                        app.status.permission_mode = mode.as_str().to_string();
+                        app.note(format!("  permission mode: {}", mode.as_str()));
+                    }
+                    Action::Model(model) => {
+                        // The Session has no model setter: continue in a
+                        // fork of this conversation built with the model.
+                        let mut next = agent.clone();
+                        next.model = Some(model.clone());
+                        let before = session.id().to_string();
+                        switch(&mut app, &next, session, tx, Switch::Fork).await;
+                        if session.id() != before {
+                            agent = next;
+                            app.note(format!("  model: {model} from the next prompt on"));
+                        }
+                    }
                     Action::Abort => {
                         session.abort();
                         app.pending = None;
@@ -403,7 +486,7 @@ async fn event_loop(
                 Some(Ok(Event::Paste(text))) => app.on_paste(&text),
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(anyhow::anyhow!("cannot read the terminal: {e}")),
-                None => return Ok(()),
+                None => return Ok(app.cost_usd),
             },
             message = rx.recv() => {
                 // Drain what is queued so one redraw covers a burst of
@@ -415,6 +498,7 @@ async fn event_loop(
                         UiMessage::Ask(request, reply) => {
                             app.on_ask(request, reply);
                         }
+                        UiMessage::Files(files) => app.files = files,
                         UiMessage::Done(outcome) => {
                             if let Err(e) = outcome {
                                 // A panic in the task ran ratatui's panic
@@ -427,12 +511,15 @@ async fn event_loop(
                                     crossterm::event::EnableBracketedPaste
                                 );
                                 let _ = terminal.clear();
-                                app.entries.push(app::Entry {
-                                    style: EntryStyle::Error,
-                                    text: format!("! the task died: {e}"),
-                                });
+                                app.error(format!("the task died: {e}"));
                             }
                             app.task_ended();
+                            app.background = session.background_tasks();
+                            if !quitting && let Some(prompt) = app.next_queued() {
+                                let prompt = with_mentions(&mut app, session, prompt).await;
+                                app.task_started();
+                                start_prompt(session, tx, prompt);
+                            }
                         }
                     }
                     next = rx.try_recv().ok();

@@ -1,0 +1,193 @@
+//! `@path` mentions in a prompt: the project's files for fuzzy completion
+//! (gitignore- and `.kajiignore`-aware, via the `ignore` crate), and the
+//! mentioned files attached to the prompt as the `Read` tool returns them
+//! (its caps, its refusals).
+//!
+//! It never writes anything and never reads a file the `Read` tool would
+//! refuse: attaching goes through that tool.
+
+use std::path::Path;
+
+use serde_json::json;
+
+/// At most this many files are indexed for completion.
+pub const MAX_FILES: usize = 50_000;
+
+/// The project's files, relative to its root, `/`-separated, sorted.
+pub fn scan(root: &Path, limit: usize) -> Vec<String> {
+    let kajiignore = kaji_tools::KajiIgnore::load(root);
+    let mut files = Vec::new();
+    let walk = ignore::WalkBuilder::new(root)
+        .hidden(true)
+        .git_ignore(true)
+        .require_git(false)
+        .build();
+    for entry in walk.flatten() {
+        if files.len() >= limit {
+            break;
+        }
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        if kajiignore.excludes_entry(entry.path(), false) {
+            continue;
+        }
+        if let Ok(rel) = entry.path().strip_prefix(root) {
+            files.push(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    files.sort();
+    files
+}
+
+/// How well `path` matches `query` (its characters in order, case
+/// ignored); lower is better, `None` when it does not match.
+fn score(path: &str, query: &str) -> Option<(u8, usize, usize)> {
+    let lower = path.to_lowercase();
+    let query = query.to_lowercase();
+    let name = lower.rsplit('/').next().unwrap_or(&lower);
+    let mut gaps = 0;
+    let mut rest = lower.chars();
+    for q in query.chars() {
+        let mut skipped = 0;
+        loop {
+            match rest.next() {
+                Some(c) if c == q => break,
+                Some(_) => skipped += 1,
+                None => return None,
+            }
+        }
+        if skipped > 0 {
+            gaps += 1;
+        }
+    }
+    let tier = if name.starts_with(&query) {
+        0
+    } else if name.contains(&query) {
+        1
+    } else if lower.contains(&query) {
+        2
+    } else {
+        3
+    };
+    Some((tier, gaps, path.len()))
+}
+
+/// The best `n` files for `query`, best first.
+pub fn matches(files: &[String], query: &str, n: usize) -> Vec<String> {
+    let mut scored: Vec<_> = files
+        .iter()
+        .filter_map(|f| score(f, query).map(|s| (s, f)))
+        .collect();
+    scored.sort();
+    scored.into_iter().take(n).map(|(_, f)| f.clone()).collect()
+}
+
+/// The `@` word being typed: the text before the cursor from its last
+/// `@` that starts a word, when no space follows it.
+pub fn typing(before_cursor: &str) -> Option<&str> {
+    let word = before_cursor.rsplit(char::is_whitespace).next()?;
+    word.strip_prefix('@')
+}
+
+/// The paths a prompt mentions (`@path` words), in order, once each.
+pub fn mentioned(prompt: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for word in prompt.split_whitespace() {
+        if let Some(path) = word.strip_prefix('@') {
+            let path = path.trim_end_matches([',', '.', ';', ':', ')', '?', '!']);
+            if !path.is_empty() && !out.iter().any(|p| p == path) {
+                out.push(path.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The prompt with each mentioned file that exists attached after it, as
+/// `Read` returns it; the notes say what was attached or refused.
+/// Mentions of things that are not files stay plain text.
+pub async fn attach(prompt: &str, cwd: &Path) -> (String, Vec<String>) {
+    let mut out = prompt.to_string();
+    let mut notes = Vec::new();
+    let paths: Vec<String> = mentioned(prompt)
+        .into_iter()
+        .filter(|p| cwd.join(p).is_file())
+        .collect();
+    if paths.is_empty() {
+        return (out, notes);
+    }
+    let tools = kaji_tools::builtin_tools();
+    let Some(read) = tools.get("Read") else {
+        return (out, notes);
+    };
+    let ctx = kaji_tools::ToolContext::new(cwd);
+    for path in paths {
+        match read.call(json!({"file_path": path}), &ctx).await {
+            Ok(output) => {
+                out.push_str(&format!(
+                    "\n\n<file path=\"{path}\">\n{}\n</file>",
+                    output.content
+                ));
+                notes.push(format!("  attached @{path}"));
+            }
+            Err(e) => notes.push(format!("  @{path} not attached: {e}")),
+        }
+    }
+    (out, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scans_without_ignored_files_and_matches_fuzzily() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("src/tui")).unwrap();
+        std::fs::create_dir_all(root.join("target")).unwrap();
+        std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+        std::fs::write(root.join(".kajiignore"), "secret.txt\n").unwrap();
+        std::fs::write(root.join("src/tui/render.rs"), "").unwrap();
+        std::fs::write(root.join("src/main.rs"), "").unwrap();
+        std::fs::write(root.join("README.md"), "").unwrap();
+        std::fs::write(root.join("secret.txt"), "").unwrap();
+        std::fs::write(root.join("target/out.rs"), "").unwrap();
+        let files = scan(root, MAX_FILES);
+        assert_eq!(files, ["README.md", "src/main.rs", "src/tui/render.rs"]);
+        assert_eq!(matches(&files, "rend", 5), ["src/tui/render.rs"]);
+        assert_eq!(matches(&files, "str", 5), ["src/tui/render.rs"]);
+        assert_eq!(matches(&files, "main", 5)[0], "src/main.rs");
+        assert!(matches(&files, "zzz", 5).is_empty());
+        assert_eq!(scan(root, 1).len(), 1);
+    }
+
+    #[test]
+    fn mentions_are_found_while_typing_and_in_the_prompt() {
+        assert_eq!(typing("look at @src/ma"), Some("src/ma"));
+        assert_eq!(typing("look at @src/main.rs "), None);
+        assert_eq!(typing("mail me@"), None);
+        assert_eq!(
+            mentioned("see @a.rs, and @b/c.md. and @a.rs again, not me@x"),
+            ["a.rs", "b/c.md"]
+        );
+    }
+
+    #[tokio::test]
+    async fn attaches_files_as_read_returns_them() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+        let (prompt, notes) = attach("summarise @notes.txt and @missing.txt", dir.path()).await;
+        assert!(
+            prompt
+                .starts_with("summarise @notes.txt and @missing.txt\n\n<file path=\"notes.txt\">")
+        );
+        assert!(
+            prompt.contains("alpha") && prompt.contains("beta"),
+            "{prompt}"
+        );
+        assert!(!prompt.contains("missing.txt\">"), "{prompt}");
+        assert_eq!(notes, ["  attached @notes.txt"]);
+    }
+}
