@@ -719,6 +719,16 @@ struct HookEntry {
     timeout: Option<Spanned<u64>>,
 }
 
+/// A hook's timeout when its entry sets none: 60 s, or
+/// `KAJI_HOOK_TIMEOUT_MS` (so tests never wait for the real default).
+fn default_hook_timeout() -> Duration {
+    std::env::var("KAJI_HOOK_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_HOOK_TIMEOUT)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -730,14 +740,4 @@ mod tests {
         assert_eq!(line_column(text, 6), (2, 1));
         assert_eq!(line_column(text, 10), (2, 4));
     }
-}
-
-/// A hook's timeout when its entry sets none: 60 s, or
-/// `KAJI_HOOK_TIMEOUT_MS` (so tests never wait for the real default).
-fn default_hook_timeout() -> Duration {
-    std::env::var("KAJI_HOOK_TIMEOUT_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(DEFAULT_HOOK_TIMEOUT)
 }
