@@ -183,7 +183,9 @@ async fn allow_always_is_remembered_for_the_session() {
     let work = tempfile::tempdir().unwrap();
     let server = ScriptedModelServer::start(Script::new([
         Turn::tool_call("Write", json!({"file_path": "a.txt", "content": "1\n"})),
-        Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "2\n"})),
+        // "Always" on an edit remembers that path (issue 11: a path
+        // pattern inside the project), so the second write of it runs.
+        Turn::tool_call("Write", json!({"file_path": "a.txt", "content": "2\n"})),
         Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
     ]))
     .await;
@@ -197,7 +199,7 @@ async fn allow_always_is_remembered_for_the_session() {
     .await;
     assert_eq!(log["permissions"].as_array().unwrap().len(), 1, "{log}");
     assert_eq!(
-        std::fs::read_to_string(work.path().join("b.txt")).unwrap(),
+        std::fs::read_to_string(work.path().join("a.txt")).unwrap(),
         "2\n"
     );
     let write = updates(&log, "tool_call")[0];

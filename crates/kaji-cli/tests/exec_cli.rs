@@ -667,7 +667,14 @@ async fn plan_mode_in_exec_ends_with_the_plan_unless_approved() {
         std::fs::read_to_string(work.path().join("x.txt")).unwrap(),
         "x"
     );
-    assert!(work.path().join(".kaji/plans").read_dir().unwrap().count() == 1);
+    assert!(
+        !work.path().join(".kaji/plans").exists(),
+        "no plan in the repository"
+    );
+    let projects: Vec<_> = std::fs::read_dir(home.path().join("kaji-home/plans"))
+        .unwrap()
+        .collect();
+    assert_eq!(projects.len(), 1);
 }
 
 /// Stop always stops: a TaskCancel hook that would take a minute does not

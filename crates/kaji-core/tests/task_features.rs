@@ -269,13 +269,17 @@ async fn exit_plan_mode_approve_saves_the_plan_and_leaves_plan_mode() {
         dir.path().join("hello.txt").exists(),
         "after approval the write ran"
     );
-    let plans: Vec<_> = std::fs::read_dir(dir.path().join(".kaji/plans"))
+    // Plans live under $KAJI_HOME/plans/<project>/, never in the repository.
+    assert!(!dir.path().join(".kaji/plans").exists());
+    let projects: Vec<_> = std::fs::read_dir(dir.path().join(".kaji-home/plans"))
         .unwrap()
         .collect();
-    assert_eq!(plans.len(), 1);
+    assert_eq!(projects.len(), 1);
+    let project = projects[0].as_ref().unwrap().path();
+    assert_eq!(std::fs::read_dir(project).unwrap().count(), 1);
     let r = &frontend.tool_results()[1];
     assert!(
-        r.3.contains("approved") && r.3.contains(".kaji/plans/"),
+        r.3.contains("approved") && r.3.contains(".kaji-home/plans/"),
         "{r:?}"
     );
     assert!(frontend.ask_kinds().contains(&AskKind::Plan));

@@ -33,12 +33,10 @@ use frontend::AcpFrontend;
 /// Arguments of `kaji acp`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AcpArgs {
+    /// The agent flags; `--trust` trusts each session's project for the
+    /// session, so its settings that run code or widen permissions apply.
     #[command(flatten)]
     pub agent: AgentArgs,
-    /// Trust each session's project (as `kaji trust DIR` does), so its
-    /// settings that run code or widen permissions take effect.
-    #[arg(long)]
-    pub trust: bool,
 }
 
 /// One open ACP session.
@@ -160,9 +158,8 @@ impl Acp {
             .map_err(|e| Error::invalid_params().data(e.0))?;
         options.cwd = Some(cwd.to_path_buf());
         options.resume = resume;
-        if self.args.trust {
-            trust(cwd).map_err(|e| Error::internal_error().data(e))?;
-        }
+        // An editor's user answers: a text-only reply ends the turn.
+        options.text_reply_default = kaji_core::config::TextReply::Finish;
         let frontend = Arc::new(AcpFrontend::new(cx, cwd.to_path_buf()));
         let builder = SessionBuilder::new(crate::paths::kaji_home(), options);
         let dyn_frontend: Arc<dyn kaji_core::TaskFrontend> = frontend.clone();
@@ -381,20 +378,4 @@ fn warn_mcp(n: usize) {
             "kaji acp: the client passed {n} MCP server(s); kaji uses only the ones configured in its settings (see docs/acp.md)"
         );
     }
-}
-
-/// Records `dir`'s project as trusted (`--trust`).
-fn trust(dir: &Path) -> Result<(), String> {
-    use kaji_core::trust::{self, TrustStore};
-    let home = crate::paths::kaji_home();
-    let project = trust::project_dir(dir).map_err(|e| e.to_string())?;
-    let mut store = TrustStore::load(&home).map_err(|e| e.to_string())?;
-    if store.get(&project).is_some_and(|e| e.trusted) {
-        return Ok(());
-    }
-    let at = time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .map_err(|e| e.to_string())?;
-    store.set(&project, true, at);
-    store.save().map_err(|e| e.to_string())
 }
