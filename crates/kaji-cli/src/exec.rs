@@ -157,7 +157,7 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
 
 /// How long an aborted task may take to end before kaji exits anyway
 /// (`KAJI_EXIT_GRACE_MS`, default 4 s: within the 5 s promised).
-fn exit_grace() -> std::time::Duration {
+pub(crate) fn exit_grace() -> std::time::Duration {
     let ms = std::env::var("KAJI_EXIT_GRACE_MS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -433,7 +433,15 @@ impl TaskFrontend for ExecFrontend {
     async fn answer(&self, ask: &AskRequest) -> AskResponse {
         match ask.kind {
             AskKind::CompletionResult => AskResponse::Approve,
-            AskKind::Plan if self.approve_plan => AskResponse::Approve,
+            AskKind::Plan if self.approve_plan => {
+                // The task leaves plan mode: later denials name the mode it
+                // goes on in (accept-edits when it started in plan mode).
+                let mut mode = self.mode.lock().unwrap_or_else(|e| e.into_inner());
+                if *mode == "plan" {
+                    *mode = "accept-edits".to_string();
+                }
+                AskResponse::Approve
+            }
             AskKind::Plan => AskResponse::Deny { feedback: None },
             AskKind::Tool | AskKind::Command => AskResponse::Deny {
                 feedback: Some(format!(

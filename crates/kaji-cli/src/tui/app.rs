@@ -85,6 +85,8 @@ pub enum Action {
     Resume(Option<String>),
     /// `/fork`: continue in a new session with a copy of this one's history.
     Fork,
+    /// `/compact [instructions]`: compact the conversation now.
+    Compact(String),
     /// `/model NAME`: use this model from the next prompt on.
     Model(String),
     /// `/mode NAME`: change the permission mode.
@@ -340,10 +342,13 @@ impl App {
                 "  model: {} (/model NAME to change)",
                 self.status.model
             )),
-            "/model" | "/clear" | "/sessions" | "/resume" | "/fork" if self.running => {
+            "/model" | "/clear" | "/sessions" | "/resume" | "/fork" | "/compact"
+                if self.running =>
+            {
                 self.notice = busy();
             }
             "/model" => return Action::Model(args.to_string()),
+            "/compact" => return Action::Compact(args.to_string()),
             "/clear" => {
                 self.note("— conversation cleared: the next prompt starts a new one —".into());
                 return Action::Clear;
@@ -1420,6 +1425,10 @@ mod tests {
         assert_eq!(
             enter(&mut app, "/mode accept-edits"),
             Action::Mode(PermissionMode::AcceptEdits)
+        );
+        assert_eq!(
+            enter(&mut app, "/compact keep the test plan"),
+            Action::Compact("keep the test plan".into())
         );
         assert_eq!(enter(&mut app, "/mode sideways"), Action::None);
         assert!(

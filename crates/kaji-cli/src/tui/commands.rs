@@ -17,6 +17,10 @@ pub const BUILTINS: &[(&str, &str)] = &[
         "NAME: permission mode (default, accept-edits, plan, yolo)",
     ),
     ("/cost", "tokens and cost of this session so far"),
+    (
+        "/compact",
+        "[INSTRUCTIONS]: compact the conversation now (the model summarises it)",
+    ),
     ("/todo", "the todo checklist"),
     ("/tasks", "the task list and the background tasks"),
     ("/sessions", "this directory's saved sessions"),

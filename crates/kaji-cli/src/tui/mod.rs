@@ -104,6 +104,8 @@ enum UiMessage {
     Ask(AskRequest, oneshot::Sender<AskResponse>),
     /// The task's `run` returned (or its tokio task died).
     Done(Result<TaskOutcome, String>),
+    /// `/compact` ended.
+    Compacted(Result<(), String>),
     /// The project's files, for `@` completion (scanned in the
     /// background at start).
     Files(Vec<String>),
@@ -194,16 +196,21 @@ pub async fn run(mut args: TuiArgs) -> i32 {
     };
     // Leaving with a prompt still running (the terminal went away, an
     // error): abort it and let it kill its commands before going on.
+    // Both waits are bounded: a tool or hook that will not let go never
+    // keeps the UI from leaving (the watchdog ends what it started).
     if session.is_busy() {
         session.abort();
-        while let Some(message) = rx.recv().await {
-            if let UiMessage::Done(_) = message {
-                break;
+        let _ = tokio::time::timeout(crate::exec::exit_grace(), async {
+            while let Some(message) = rx.recv().await {
+                if let UiMessage::Done(_) = message {
+                    break;
+                }
             }
-        }
+        })
+        .await;
     }
     // No orphans: what the session left running stops with kaji.
-    let _ = session.shutdown().await;
+    let _ = tokio::time::timeout(crate::exec::exit_grace(), session.shutdown()).await;
     let _ = kaji_home;
     match code {
         Ok(()) => 0,
@@ -425,6 +432,11 @@ async fn event_loop(
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut quitting = false;
+    // Signals received; past the grace after the first, the UI leaves
+    // whether or not the aborted prompt has ended.
+    let mut signals = 0u32;
+    let quit_grace = tokio::time::sleep(std::time::Duration::from_secs(3600 * 24));
+    tokio::pin!(quit_grace);
     loop {
         terminal.draw(|f| render::draw(f, &mut app))?;
         if std::mem::take(&mut app.bell) {
@@ -432,6 +444,10 @@ async fn event_loop(
             let _ = std::io::stdout().flush();
         }
         if quitting && !app.running {
+            return Ok(app.cost_usd);
+        }
+        if signals >= 2 {
+            // A second signal leaves at once.
             return Ok(app.cost_usd);
         }
         tokio::select! {
@@ -457,6 +473,16 @@ async fn event_loop(
                         switch(&mut app, &agent, session, tx, Switch::Resume(id)).await;
                     }
                     Action::Fork => switch(&mut app, &agent, session, tx, Switch::Fork).await,
+                    Action::Compact(instructions) => {
+                        app.task_started();
+                        let session = Arc::clone(session);
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            let instructions = Some(instructions).filter(|i| !i.is_empty());
+                            let done = session.compact(instructions).await.map_err(|e| e.to_string());
+                            let _ = tx.send(UiMessage::Compacted(done));
+                        });
+                    }
                     Action::Mode(mode) => {
                         session.set_permission_mode(mode);
                         app.status.permission_mode = mode.as_str().to_string();
@@ -499,6 +525,12 @@ async fn event_loop(
                             app.on_ask(request, reply);
                         }
                         UiMessage::Files(files) => app.files = files,
+                        UiMessage::Compacted(done) => {
+                            app.task_ended();
+                            if let Err(e) = done {
+                                app.error(format!("/compact: {e}"));
+                            }
+                        }
                         UiMessage::Done(outcome) => {
                             if let Err(e) = outcome {
                                 // A panic in the task ran ratatui's panic
@@ -526,19 +558,38 @@ async fn event_loop(
                 }
             }
             _ = tick.tick(), if app.running => {}
+            _ = &mut quit_grace, if signals > 0 => return Ok(app.cost_usd),
             // SIGTERM, SIGHUP (the terminal closed) and a SIGINT sent from
             // outside: abort the task and quit.
             _ = term.recv() => {
                 quitting = true;
                 session.abort();
+                signals += 1;
+                if signals == 1 {
+                    quit_grace
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + crate::exec::exit_grace());
+                }
             }
             _ = hangup.recv() => {
                 quitting = true;
                 session.abort();
+                signals += 1;
+                if signals == 1 {
+                    quit_grace
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + crate::exec::exit_grace());
+                }
             }
             _ = interrupt.recv() => {
                 quitting = true;
                 session.abort();
+                signals += 1;
+                if signals == 1 {
+                    quit_grace
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + crate::exec::exit_grace());
+                }
             }
         }
     }
