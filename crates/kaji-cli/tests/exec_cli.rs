@@ -802,3 +802,33 @@ async fn background_work_stopped_at_exit_is_reported() {
         }
     }
 }
+
+/// Nothing fails silently: an MCP server that cannot start is named, with
+/// why, in `kaji exec`'s output.
+#[tokio::test]
+async fn an_mcp_server_that_cannot_start_is_warned_about() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let kaji_home = home.path().join("kaji-home");
+    std::fs::create_dir_all(&kaji_home).unwrap();
+    std::fs::write(
+        kaji_home.join("config.toml"),
+        "[mcp_servers.ghost]\ncommand = \"/nonexistent/mcp-server-ghost\"\n",
+    )
+    .unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "ok"}),
+    )]))
+    .await;
+    let mut cmd = exec_in(home.path(), work.path(), &server, &["--json"], "hi");
+    cmd.env("KAJI_MCP_CONNECT_WAIT_MS", "5000");
+    let out = cmd.output().await.unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let warned = lines(&out.stdout).into_iter().any(|l| {
+        l["type"] == "say"
+            && l["kind"] == "error"
+            && l["text"].as_str().is_some_and(|t| t.contains("MCP server ghost"))
+    });
+    assert!(warned, "{}", String::from_utf8_lossy(&out.stdout));
+}
