@@ -828,7 +828,9 @@ async fn an_mcp_server_that_cannot_start_is_warned_about() {
     let warned = lines(&out.stdout).into_iter().any(|l| {
         l["type"] == "say"
             && l["kind"] == "error"
-            && l["text"].as_str().is_some_and(|t| t.contains("MCP server ghost"))
+            && l["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("MCP server ghost"))
     });
     assert!(warned, "{}", String::from_utf8_lossy(&out.stdout));
 }
