@@ -1154,6 +1154,9 @@ impl Task {
                         None,
                     );
                 }
+                // The task ended (and its runtime went away) before the
+                // checkpoint did: nothing is left to protect.
+                Err(e) if e.to_string().ends_with("was cancelled") => {}
                 Err(e) => {
                     emitter.say(
                         SayKind::Error,
