@@ -1156,7 +1156,7 @@ impl Task {
                 }
                 // The task ended (and its runtime went away) before the
                 // checkpoint did: nothing is left to protect.
-                Err(e) if e.to_string().ends_with("was cancelled") => {}
+                Err(crate::checkpoints::CheckpointError::Cancelled) => {}
                 Err(e) => {
                     emitter.say(
                         SayKind::Error,

@@ -642,10 +642,7 @@ impl CheckpointStore {
         let work_tree = self.work_tree.clone();
         let unsaved = tokio::task::spawn_blocking(move || capture::unsaved(&work_tree, &diff))
             .await
-            .map_err(|e| CheckpointError::Io {
-                path: self.work_tree.clone(),
-                source: std::io::Error::other(e.to_string()),
-            })?;
+            .map_err(|e| self.join_error(e))?;
         if !unsaved.refused.is_empty() {
             return Err(CheckpointError::RestoreWouldLose {
                 work_tree: self.work_tree.clone(),
@@ -907,10 +904,20 @@ impl CheckpointStore {
             (keep, skipped)
         })
         .await
-        .map_err(|e| CheckpointError::Io {
-            path: self.work_tree.clone(),
-            source: std::io::Error::other(e.to_string()),
-        })
+        .map_err(|e| self.join_error(e))
+    }
+
+    /// A blocking step that did not finish: cancelled when the runtime
+    /// shuts down (the task ended first), or an I/O failure otherwise.
+    fn join_error(&self, e: tokio::task::JoinError) -> CheckpointError {
+        if e.is_cancelled() {
+            CheckpointError::Cancelled
+        } else {
+            CheckpointError::Io {
+                path: self.work_tree.clone(),
+                source: std::io::Error::other(e.to_string()),
+            }
+        }
     }
 
     /// Lists the files inside nested repositories (directories git shows as
