@@ -7,12 +7,20 @@
 //! `!rule` there can re-admit what the root file excludes). `Read`, `Write`
 //! and `Edit` refuse matching paths; `Glob` and `Grep` skip them.
 //!
-//! This matcher only answers questions: it never reads the files it judges,
-//! and a path outside the directory of a `.kajiignore` is simply not matched
-//! by it (never a panic).
+//! A file is judged by its identity too: a hard link (or any other path)
+//! to an excluded file is excluded as well. Only files with more than one
+//! link can have another path, so only for those are the excluded files
+//! looked up (once per matcher, by walking the ignore files' directories).
+//!
+//! This matcher only answers questions: it never reads the contents of the
+//! files it judges, and a path outside the directory of a `.kajiignore` is
+//! simply not matched by it (never a panic).
 
+use std::collections::HashMap;
 use std::fmt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -52,6 +60,20 @@ pub struct KajiIgnore {
     /// Deepest first: the working directory's file, then the root's.
     files: Vec<IgnoreFile>,
     warnings: Vec<String>,
+    /// The excluded files with more than one link, by (device, inode):
+    /// found on the first question about a multiply-linked file.
+    linked: Arc<OnceLock<LinkedExcluded>>,
+}
+
+/// How many entries the identity walk visits at most; past it, a
+/// multiply-linked file cannot be cleared and counts as excluded.
+const MAX_IDENTITY_WALK: usize = 200_000;
+
+#[derive(Debug, Default)]
+struct LinkedExcluded {
+    by_identity: HashMap<(u64, u64), IgnoreRule>,
+    /// The walk stopped at [`MAX_IDENTITY_WALK`] entries.
+    incomplete: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -150,16 +172,94 @@ impl KajiIgnore {
             return Some(rule);
         }
         let real = super::paths::real_path(path);
-        if real == path {
+        if real != path
+            && let Some(rule) = self.excluded_as(&real, is_dir, true)
+        {
+            return Some(rule);
+        }
+        if is_dir {
             return None;
         }
-        self.excluded_as(&real, is_dir, true)
+        std::fs::metadata(path)
+            .ok()
+            .and_then(|meta| self.excluded_identity(&meta))
+    }
+
+    /// The rule excluding another path of the same file, when the file
+    /// `meta` describes has more than one link (a hard link to an
+    /// excluded file).
+    pub fn excluded_identity(&self, meta: &std::fs::Metadata) -> Option<IgnoreRule> {
+        if self.is_empty() || !meta.is_file() || meta.nlink() < 2 {
+            return None;
+        }
+        let linked = self.linked.get_or_init(|| self.find_linked());
+        if let Some(rule) = linked.by_identity.get(&(meta.dev(), meta.ino())) {
+            return Some(rule.clone());
+        }
+        linked.incomplete.then(|| IgnoreRule {
+            file: self.files[0].path.clone(),
+            line: 0,
+            rule: format!(
+                "(a file with several hard links, which cannot be checked against the excluded files: the tree has more than {MAX_IDENTITY_WALK} entries)"
+            ),
+        })
+    }
+
+    /// Walks the directories of the ignore files for excluded files with
+    /// more than one link. Symlinks are not followed; `.git` is skipped.
+    fn find_linked(&self) -> LinkedExcluded {
+        let mut out = LinkedExcluded::default();
+        let mut seen = 0usize;
+        let mut stack: Vec<PathBuf> = self.files.iter().map(|f| f.root.clone()).collect();
+        stack.dedup();
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                seen += 1;
+                if seen > MAX_IDENTITY_WALK {
+                    out.incomplete = true;
+                    return out;
+                }
+                let path = entry.path();
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                if meta.is_dir() {
+                    if entry.file_name() != ".git" {
+                        stack.push(path);
+                    }
+                    continue;
+                }
+                if !meta.is_file() || meta.nlink() < 2 {
+                    continue;
+                }
+                // Rules on a parent directory count (`secrets/`).
+                if let Some(rule) = self.excluded_as(&path, false, false) {
+                    out.by_identity.insert((meta.dev(), meta.ino()), rule);
+                }
+            }
+        }
+        out
     }
 
     /// Whether a path met while walking a tree is excluded. Only the path
     /// itself is checked, not its parents: the walk prunes excluded
     /// directories before it reaches their contents.
     pub fn excludes_entry(&self, path: &Path, is_dir: bool) -> bool {
+        if self.excludes_entry_path(path, is_dir) {
+            return true;
+        }
+        !is_dir
+            && !self.is_empty()
+            && std::fs::symlink_metadata(path)
+                .ok()
+                .and_then(|meta| self.excluded_identity(&meta))
+                .is_some()
+    }
+
+    fn excludes_entry_path(&self, path: &Path, is_dir: bool) -> bool {
         for file in &self.files {
             if !path.starts_with(&file.root) {
                 continue;
@@ -267,5 +367,25 @@ mod tests {
         let ig = KajiIgnore::load(dir.path());
         assert_eq!(ig.warnings().len(), 1, "{:?}", ig.warnings());
         assert!(ig.excluded(&dir.path().join("b.txt"), false).is_some());
+    }
+
+    #[test]
+    fn a_hard_link_to_an_excluded_file_is_excluded() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(&root.join(".kajiignore"), "secrets/\n");
+        write(&root.join("secrets/key.txt"), "TOPSECRET");
+        write(&root.join("src/plain.txt"), "hello");
+        std::fs::hard_link(root.join("secrets/key.txt"), root.join("src/innocent.txt")).unwrap();
+        std::fs::hard_link(root.join("src/plain.txt"), root.join("src/plain2.txt")).unwrap();
+        let ig = KajiIgnore::load(root);
+        let hit = ig
+            .excluded(&root.join("src/innocent.txt"), false)
+            .expect("the link is excluded");
+        assert_eq!(hit.rule, "secrets/");
+        assert!(ig.excludes_entry(&root.join("src/innocent.txt"), false));
+        // Another multiply-linked file that is not excluded stays readable.
+        assert!(ig.excluded(&root.join("src/plain2.txt"), false).is_none());
+        assert!(!ig.excludes_entry(&root.join("src/plain2.txt"), false));
     }
 }

@@ -73,3 +73,31 @@ async fn a_symlink_does_not_smuggle_an_ignored_file() {
     let e = err("Read", json!({"file_path": "innocent.txt"}), &root).await;
     assert_names_rule(&e, "secrets/", &root.join(".kajiignore"));
 }
+
+#[tokio::test]
+async fn a_hard_link_to_an_ignored_file_is_refused_by_read_edit_and_grep() {
+    let (_d, root) = setup();
+    std::fs::hard_link(root.join("secrets/api.txt"), root.join("src/notes.txt")).unwrap();
+    let e = err("Read", json!({"file_path": "src/notes.txt"}), &root).await;
+    assert_names_rule(&e, "secrets/", &root.join(".kajiignore"));
+    let e = err(
+        "Edit",
+        json!({"file_path": "src/notes.txt", "old_string": "token", "new_string": "x"}),
+        &root,
+    )
+    .await;
+    assert!(e.contains("excluded"), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("secrets/api.txt")).unwrap(),
+        "token\n"
+    );
+    let out = ok(
+        "Grep",
+        json!({"pattern": "token", "output_mode": "content"}),
+        &root,
+    )
+    .await
+    .content;
+    assert!(out.starts_with("No matches"), "{out}");
+    assert!(!out.contains("notes.txt"), "{out}");
+}
