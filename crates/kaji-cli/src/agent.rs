@@ -63,6 +63,10 @@ pub struct AgentArgs {
     /// set by the front end, not a flag.
     #[arg(skip)]
     pub text_reply_default: Option<TextReply>,
+    /// The owner name of a teammate (`kaji worker --name`): set by the
+    /// front end, not a flag.
+    #[arg(skip)]
+    pub agent_name: Option<String>,
     /// Allow what RULE matches (Claude Code syntax: `Bash(cargo test:*)`,
     /// `Edit(src/**)`); repeatable.
     #[arg(long = "allow", value_name = "RULE")]
@@ -131,6 +135,12 @@ impl AgentArgs {
             task_list: self.task_list.clone(),
             persist: !self.no_session_persistence,
             text_reply_default: self.text_reply_default.unwrap_or(TextReply::Nudge),
+            role: if self.agent_name.is_some() {
+                kaji_tools::AgentRole::Teammate
+            } else {
+                kaji_tools::AgentRole::Main
+            },
+            agent_name: self.agent_name.clone(),
             ..SessionOptions::default()
         })
     }

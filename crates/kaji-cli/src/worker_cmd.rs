@@ -67,12 +67,14 @@ fn poll_interval() -> Duration {
 }
 
 /// Runs `kaji worker`; returns the exit code.
-pub async fn run(args: WorkerArgs) -> i32 {
+pub async fn run(mut args: WorkerArgs) -> i32 {
     let name = args.name.trim().to_string();
     if name.is_empty() {
         eprintln!("kaji worker: --name is empty; give the teammate a name");
         return 2;
     }
+    // The model's task tools act as this teammate.
+    args.agent.agent_name = Some(name.clone());
     let Some(list_id) = args.agent.task_list.clone() else {
         eprintln!("kaji worker: --task-list ID is required: the list to claim tasks from");
         return 2;

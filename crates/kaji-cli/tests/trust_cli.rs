@@ -372,3 +372,66 @@ async fn no_password_or_terminal_escape_leaks() {
     assert!(!stored.is_empty());
     assert!(!stored.contains("SECRETPW"));
 }
+
+#[tokio::test]
+async fn the_main_agent_taking_over_a_teammates_task_asks_so_exec_denies_it() {
+    let home = tempfile::tempdir().unwrap();
+    let work = repo();
+    let store = kaji_tasks::TaskListStore::open(&home.path().join("kaji-home"), "team").unwrap();
+    let held = store
+        .create(kaji_tasks::list::NewTask {
+            subject: "alice's".to_string(),
+            ..Default::default()
+        })
+        .unwrap();
+    store.claim(held.id, "alice").unwrap();
+    let script = || {
+        Script::new([
+            Turn::tool_call(
+                "TaskUpdate",
+                json!({"taskId": held.id.to_string(), "status": "deleted"}),
+            ),
+            Turn::tool_call(
+                "TaskUpdate",
+                json!({"taskId": held.id.to_string(), "owner": "me"}),
+            ),
+            done("tried"),
+        ])
+    };
+    let server = ScriptedModelServer::start(script()).await;
+    let out = exec(
+        home.path(),
+        work.path(),
+        &server.anthropic_base_url(),
+        &["--json", "--task-list", "team"],
+    )
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = lines(&out.stdout);
+    let denials = lines.last().unwrap()["permission_denials"].clone();
+    assert_eq!(denials.as_array().map(Vec::len), Some(2), "{denials}");
+    assert_eq!(denials[0]["tool"], "TaskUpdate");
+    let task = store.get(held.id).expect("not deleted");
+    assert_eq!(task.owner.as_deref(), Some("alice"));
+
+    // In yolo the user let everything run: the takeover happens.
+    let server = ScriptedModelServer::start(script()).await;
+    let out = exec(
+        home.path(),
+        work.path(),
+        &server.anthropic_base_url(),
+        &["--json", "--task-list", "team", "--yolo"],
+    )
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(store.get(held.id).is_err(), "deleted in yolo");
+}

@@ -272,7 +272,9 @@ pub fn requests_for(tool: &str, access: &ToolAccess, input: &Value) -> Vec<Permi
             name: tool.to_string(),
         }],
         ToolAccess::Network { url, .. } => vec![PermissionRequest::WebFetch { url: url.clone() }],
-        ToolAccess::Interaction | ToolAccess::SessionState => Vec::new(),
+        ToolAccess::Interaction | ToolAccess::SessionState | ToolAccess::TakeOver { .. } => {
+            Vec::new()
+        }
     }
 }
 
@@ -286,6 +288,14 @@ pub fn decide(
     ctx: &Context,
     approvals: &SessionApprovals,
 ) -> Decision {
+    // Taking over another owner's task: the user decides, in every mode
+    // but yolo (no rule covers it).
+    if let ToolAccess::TakeOver { .. } = access {
+        return match mode {
+            PermissionMode::Yolo => Decision::Allow,
+            _ => Decision::Ask(AskKind::Tool),
+        };
+    }
     let mut worst = Decision::Allow;
     for request in &requests_for(tool, access, input) {
         let d = decide_one(mode, tool, access, request, ctx, approvals);

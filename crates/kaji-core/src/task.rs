@@ -129,6 +129,10 @@ pub struct TaskConfig {
     pub message_ids: Arc<AtomicU64>,
     /// Whose Task this is: `main`, or a sub-agent's name.
     pub agent: String,
+    /// The name its agent holds tasks of the shared list under.
+    pub owner: String,
+    /// What kind of agent runs it (the task list's owner rules).
+    pub role: kaji_tools::AgentRole,
     /// Set when this Task continues a session loaded from disk: the
     /// TaskResume hook runs and the model gets this notice first.
     pub resumed: Option<String>,
@@ -193,6 +197,8 @@ impl TaskConfig {
             recorder: Recorder::disabled(),
             message_ids: Arc::new(AtomicU64::new(0)),
             agent: "main".into(),
+            owner: "main".into(),
+            role: kaji_tools::AgentRole::Main,
             resumed: None,
             task_id: None,
             context_window: None,
@@ -1251,6 +1257,8 @@ impl Task {
             cancel: self.cancel.child_token(),
             session_id: self.config.session_id.clone(),
             agent: self.config.agent.clone(),
+            owner: self.config.owner.clone(),
+            role: self.config.role,
             kaji_home: self.config.kaji_home.clone(),
             task_list: self.config.task_list.clone(),
             runtime: self.config.runtime.clone(),

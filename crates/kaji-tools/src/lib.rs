@@ -36,6 +36,19 @@ pub use error::ToolError;
 pub use fs::{IgnoreRule, KajiIgnore, normalize_lexically, real_path};
 pub use registry::ToolRegistry;
 
+/// What kind of agent makes a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AgentRole {
+    /// The session's main agent, with a person (or `kaji exec`) behind it:
+    /// taking over another owner's task is an ask.
+    #[default]
+    Main,
+    /// A sub-agent started by the `Agent` tool: it never takes over.
+    Subagent,
+    /// A teammate or `kaji worker`: it never takes over either.
+    Teammate,
+}
+
 /// Everything a tool may use while it runs.
 #[derive(Debug, Clone)]
 pub struct ToolContext {
@@ -59,6 +72,12 @@ pub struct ToolContext {
     /// The agent making the call: `main`, or a sub-agent's name. It owns
     /// the background tasks it starts and gets their finished notices.
     pub agent: String,
+    /// The name the caller holds tasks of the shared list under (their
+    /// `owner`): a teammate's or worker's `--name`, a sub-agent's name, the
+    /// main agent's `KAJI_AGENT_NAME` or else its session id.
+    pub owner: String,
+    /// What kind of agent calls: the owner rules of the task list differ.
+    pub role: AgentRole,
     /// The sandbox `Bash` commands (foreground and background) run in;
     /// `None` runs them unconfined. Nothing else a tool starts is confined.
     pub sandbox: Option<Arc<kaji_sandbox::SandboxPolicy>>,
@@ -77,6 +96,8 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             session_id: "local".to_string(),
             agent: "main".to_string(),
+            owner: "main".to_string(),
+            role: AgentRole::Main,
             task_list: None,
             runtime: None,
             sandbox: None,
@@ -117,6 +138,15 @@ pub enum ToolAccess {
     SessionState,
     /// Reaches something outside kaji's knowledge (MCP servers).
     External,
+    /// Deletes a task of the shared list that another owner holds, or
+    /// changes its owner: the main agent asks first (in every mode but
+    /// yolo); other agents are refused by the tool itself.
+    TakeOver {
+        /// The task.
+        task_id: u64,
+        /// Who holds it now.
+        holder: String,
+    },
     /// Reads from the network (`WebFetch`): only reads, but the user is
     /// asked per domain unless a rule allows it.
     Network {

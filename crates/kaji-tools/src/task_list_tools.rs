@@ -18,7 +18,9 @@ use kaji_tasks::list::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_input};
+use crate::{
+    AgentRole, Tool, ToolAccess, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_input,
+};
 
 /// Adds `TaskCreate`, `TaskGet`, `TaskList` and `TaskUpdate` to `registry`.
 pub(crate) fn register(registry: &mut ToolRegistry) {
@@ -552,7 +554,15 @@ which tasks a completion unblocked."
         false
     }
 
-    fn access(&self, _input: &Value, _ctx: &ToolContext) -> ToolAccess {
+    fn access(&self, input: &Value, ctx: &ToolContext) -> ToolAccess {
+        // Only the main agent may take over (after an ask); the others are
+        // refused in `call`.
+        if ctx.role == AgentRole::Main
+            && let Ok(parsed) = serde_json::from_value::<TaskUpdateInput>(input.clone())
+            && let Some(takeover) = takeover(&parsed, ctx)
+        {
+            return takeover;
+        }
         ToolAccess::SessionState
     }
 
@@ -560,6 +570,15 @@ which tasks a completion unblocked."
         let input: TaskUpdateInput = parse_input(TASK_UPDATE, input)?;
         let id = input.task_id.parse(TASK_UPDATE, "taskId")?;
         let store = store_of(ctx)?;
+        if ctx.role != AgentRole::Main
+            && let Some(ToolAccess::TakeOver { task_id, holder }) = takeover(&input, ctx)
+        {
+            return Err(ToolError::Refused(format!(
+                "task #{task_id} is held by {holder}: only its owner may delete it or change its owner \
+                 (you are {}). Take available work with TaskClaim, or ask {holder} with SendMessage.",
+                ctx.owner
+            )));
+        }
         if input.status.as_deref() == Some("deleted") {
             let (task, snapshot) = blocking(move || {
                 let task = store.delete(id)?;
@@ -634,6 +653,31 @@ which tasks a completion unblocked."
             ..ToolOutput::default()
         })
     }
+}
+
+/// Whether `input` deletes a task another owner holds or changes such a
+/// task's owner: the task's holder, as a [`ToolAccess::TakeOver`]. A task
+/// with no owner, or the caller's own, may be given to anyone.
+fn takeover(input: &TaskUpdateInput, ctx: &ToolContext) -> Option<ToolAccess> {
+    let deleting = input.status.as_deref() == Some("deleted");
+    if !deleting && input.owner.is_none() {
+        return None;
+    }
+    let id = input.task_id.parse(TASK_UPDATE, "taskId").ok()?;
+    let task = ctx.task_list.as_ref()?.get(id).ok()?;
+    let holder = task.owner.filter(|o| *o != ctx.owner)?;
+    let new_owner = input
+        .owner
+        .as_deref()
+        .map(str::trim)
+        .filter(|o| !o.is_empty());
+    if !deleting && new_owner == Some(holder.as_str()) {
+        return None;
+    }
+    Some(ToolAccess::TakeOver {
+        task_id: id,
+        holder,
+    })
 }
 
 fn changed_fields(patch: &TaskPatch) -> Vec<&'static str> {

@@ -120,7 +120,7 @@ way to take work; complete it with TaskUpdate status completed."
             None => None,
         };
         let store = store_of(ctx)?;
-        let owner = ctx.agent.clone();
+        let owner = ctx.owner.clone();
         let claimed = blocking(move || match id {
             Some(id) => store.claim(id, &owner).map(Some),
             None => store.claim_next(&owner),
@@ -137,7 +137,7 @@ way to take work; complete it with TaskUpdate status completed."
         };
         let mut content = format!(
             "Claimed task #{} for {}: {}",
-            task.id, ctx.agent, task.subject
+            task.id, ctx.owner, task.subject
         );
         if !task.description.trim().is_empty() {
             content.push_str(&format!("\n\n{}", task.description));

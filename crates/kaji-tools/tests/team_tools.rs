@@ -16,6 +16,8 @@ fn ctx(dir: &std::path::Path, store: &TaskListStore, agent: &str) -> ToolContext
     let mut ctx = ToolContext::new(dir);
     ctx.task_list = Some(store.clone());
     ctx.agent = agent.to_string();
+    ctx.owner = agent.to_string();
+    ctx.role = kaji_tools::AgentRole::Teammate;
     ctx
 }
 
@@ -112,4 +114,86 @@ async fn messages_wait_in_the_mailbox_for_their_recipient() {
         .await
         .expect_err("no recipient");
     assert!(err.to_string().contains("to is empty"), "{err}");
+}
+
+#[tokio::test]
+async fn a_teammate_never_takes_over_another_owners_task() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = TaskListStore::open(dir.path(), "team").expect("store");
+    let held = store
+        .create(new_task("held by alice", &[]))
+        .expect("create");
+    let free = store.create(new_task("nobody's", &[])).expect("create");
+    store.claim(held.id, "alice").expect("claim");
+    let bob = ctx(dir.path(), &store, "bob");
+    let id = held.id.to_string();
+    for input in [
+        json!({"taskId": id, "status": "deleted"}),
+        json!({"taskId": id, "owner": "bob"}),
+        json!({"taskId": id, "owner": ""}),
+    ] {
+        let err = call(&bob, "TaskUpdate", input.clone())
+            .await
+            .expect_err("refused");
+        assert!(matches!(err, ToolError::Refused(_)), "{input}: {err}");
+        assert!(err.to_string().contains("held by alice"), "{err}");
+    }
+    let after = store.get(held.id).expect("still there");
+    assert_eq!(after.owner.as_deref(), Some("alice"));
+    // A task nobody holds, or one's own, may be given to anyone.
+    call(
+        &bob,
+        "TaskUpdate",
+        json!({"taskId": free.id.to_string(), "owner": "bob"}),
+    )
+    .await
+    .expect("take a free task");
+    call(
+        &bob,
+        "TaskUpdate",
+        json!({"taskId": free.id.to_string(), "owner": "carol"}),
+    )
+    .await
+    .expect("hand one's own task on");
+    // Other changes to alice's task (its metadata, say) are not a takeover.
+    call(
+        &bob,
+        "TaskUpdate",
+        json!({"taskId": id, "metadata": {"seen": true}}),
+    )
+    .await
+    .expect("metadata");
+}
+
+#[test]
+fn the_main_agent_taking_over_is_an_access_that_asks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = TaskListStore::open(dir.path(), "team").expect("store");
+    let held = store
+        .create(new_task("held by alice", &[]))
+        .expect("create");
+    let mine = store.create(new_task("mine", &[])).expect("create");
+    store.claim(held.id, "alice").expect("claim");
+    let mut lead = ToolContext::new(dir.path());
+    lead.task_list = Some(store.clone());
+    lead.owner = "lead-session".to_string();
+    store.claim(mine.id, "lead-session").expect("claim");
+    let registry = builtin_tools();
+    let tool = registry.get("TaskUpdate").expect("registered");
+    let access = tool.access(
+        &json!({"taskId": held.id.to_string(), "status": "deleted"}),
+        &lead,
+    );
+    assert_eq!(
+        access,
+        kaji_tools::ToolAccess::TakeOver {
+            task_id: held.id,
+            holder: "alice".to_string()
+        }
+    );
+    let access = tool.access(
+        &json!({"taskId": mine.id.to_string(), "status": "deleted"}),
+        &lead,
+    );
+    assert_eq!(access, kaji_tools::ToolAccess::SessionState);
 }

@@ -193,6 +193,8 @@ impl SessionBuilder {
                 .unwrap_or(self.options.text_reply_default),
             subagents: self.options.subagents.clone(),
             persist: self.options.persist,
+            owner: owner_name(self.options.agent_name.as_deref(), &session_id),
+            role: self.options.role,
         };
         let (conversation, files) = match restored {
             Some(r) => {
@@ -386,6 +388,17 @@ impl SessionBuilder {
 }
 
 /// The warning for project settings ignored because the project is not
+/// The main agent's owner name on the task list: the name it was given
+/// (`kaji worker --name`), else `KAJI_AGENT_NAME`, else the session id.
+fn owner_name(given: Option<&str>, session_id: &str) -> String {
+    given
+        .map(str::to_string)
+        .or_else(|| std::env::var("KAJI_AGENT_NAME").ok())
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| session_id.to_string())
+}
+
 /// trusted: each file and its keys, and how to trust it.
 fn untrusted_warning(ignored: &[IgnoredSetting]) -> String {
     let mut files: Vec<(&Path, Vec<&str>)> = Vec::new();

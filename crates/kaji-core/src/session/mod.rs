@@ -75,6 +75,10 @@ pub(crate) struct Services {
     pub subagents: crate::subagent::SubagentLimits,
     /// Whether the session (and its sub-agents) are saved.
     pub persist: bool,
+    /// The main agent's owner name on the task list.
+    pub owner: String,
+    /// The main agent's role (a `kaji worker` is a teammate).
+    pub role: kaji_tools::AgentRole,
 }
 
 /// The conversation's state between prompts.
@@ -360,6 +364,8 @@ impl Session {
             .ok()
             .flatten();
         config.agents = Some(Arc::new(self.subagent_spawner(&cwd, mode)));
+        config.owner = s.owner.clone();
+        config.role = s.role;
         let mut executor = ToolExecutor::new(s.tools.clone());
         executor.set_result_cap(s.tool_result_max_chars);
         if let Some(mcp) = &s.mcp {

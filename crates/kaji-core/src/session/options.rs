@@ -71,6 +71,12 @@ pub struct SessionOptions {
     pub headless: bool,
     /// Depth limit, token budget and model aliases of sub-agents.
     pub subagents: crate::subagent::SubagentLimits,
+    /// The main agent's owner name on the task list (`kaji worker
+    /// --name`); `None`: `KAJI_AGENT_NAME`, else the session id.
+    pub agent_name: Option<String>,
+    /// The main agent's role: a `kaji worker` is a teammate, which never
+    /// takes over another owner's task.
+    pub role: kaji_tools::AgentRole,
 }
 
 impl Default for SessionOptions {
@@ -97,6 +103,8 @@ impl Default for SessionOptions {
             sandbox: None,
             headless: false,
             subagents: crate::subagent::SubagentLimits::default(),
+            agent_name: None,
+            role: kaji_tools::AgentRole::Main,
         }
     }
 }

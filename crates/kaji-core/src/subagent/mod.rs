@@ -229,6 +229,8 @@ impl SubagentSpawner {
         config.recorder = recorder;
         config.message_ids = Arc::clone(&env.message_ids);
         config.agent = agent.clone();
+        config.owner = agent.clone();
+        config.role = kaji_tools::AgentRole::Subagent;
         config.extra_system_sections = vec![format!(
             "# Sub-agent\nYou are the sub-agent `{agent}` (type {}), started by `{}` for: {}. Your parent sees only your final AttemptCompletion result.\n\n{}",
             def.name, caller.agent, request.description, def.system_prompt
