@@ -765,6 +765,7 @@ fn ask_data(payload: &AskPayload) -> AskData {
             tool,
             input,
             preview,
+            ..
         } => AskData::Tool(ToolAskData {
             tool: tool.clone(),
             input: input.clone(),
@@ -838,6 +839,7 @@ mod tests {
                 tool: "Bash".into(),
                 input: json!({"command": "ls"}),
                 preview: None,
+                always: Vec::new(),
             }),
         };
         assert_eq!(

@@ -3,9 +3,9 @@
 //!
 //! A thin layer over `kaji_policy` (the rules and the decision),
 //! `kaji_core::config` (where rules are read from) and `kaji_core::trust`
-//! (`$KAJI_HOME/trusted.toml`). `add` and `rm` edit one settings file with
-//! `toml_edit`, keeping everything else in it as it was, and never write a
-//! file that would not load. Nothing here runs a command: `check` only
+//! (`$KAJI_HOME/trusted.toml`). `add` and `rm` edit one settings file
+//! through `kaji_core::rule_files`, which keeps everything else in it and
+//! never writes a file that would not load. Nothing here runs a command: `check` only
 //! says what kaji would decide.
 //!
 //! Exit codes: 0 done (for `check`, whatever the decision); 1 `rm` found
@@ -13,7 +13,7 @@
 //! cannot be read or written.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Subcommand, ValueEnum};
@@ -193,14 +193,8 @@ pub fn run(args: PermissionsArgs) -> i32 {
 pub fn run_trust(args: TrustArgs) -> i32 {
     let result = (|| {
         let place = Place::find(args.dir)?;
-        let mut store = TrustStore::load(&place.kaji_home)?;
-        let at = time::OffsetDateTime::now_utc()
-            .replace_nanosecond(0)
-            .unwrap_or_else(|_| time::OffsetDateTime::now_utc())
-            .format(&time::format_description::well_known::Rfc3339)
-            .context("cannot format the time")?;
-        store.set(&place.project, !args.revoke, at);
-        store.save()?;
+        kaji_core::trust::record(&place.kaji_home, &place.project, !args.revoke)?;
+        let store = TrustStore::load(&place.kaji_home)?;
         let verb = if args.revoke {
             "No longer trusting"
         } else {
@@ -356,7 +350,7 @@ fn parse_rule(text: &str) -> anyhow::Result<Rule> {
 fn add(place: &Place, text: &str, scope: Scope, kind: Decision) -> anyhow::Result<i32> {
     let rule = parse_rule(text)?;
     let path = place.file(scope);
-    let added = edit_file(&path, |doc| add_to(doc, kind, &rule))?;
+    let added = kaji_core::rule_files::add_rule(&path, kind, &rule)?;
     if added {
         println!("Added {rule} to {} in {}", kind.as_str(), path.display());
     } else {
@@ -381,7 +375,7 @@ fn rm(place: &Place, text: &str, scope: Option<Scope>) -> anyhow::Result<i32> {
         if !path.is_file() {
             continue;
         }
-        let n = edit_file(&path, |doc| remove_from(doc, &rule))?;
+        let n = kaji_core::rule_files::remove_rule(&path, &rule)?;
         if n > 0 {
             println!("Removed {rule} from {}", path.display());
         }
@@ -392,106 +386,4 @@ fn rm(place: &Place, text: &str, scope: Option<Scope>) -> anyhow::Result<i32> {
         return Ok(1);
     }
     Ok(0)
-}
-
-/// Applies `change` to the settings file at `path` (a missing file is
-/// empty) and writes it back when the result changed and still loads.
-fn edit_file<T: Changed>(
-    path: &Path,
-    change: impl FnOnce(&mut toml_edit::DocumentMut) -> anyhow::Result<T>,
-) -> anyhow::Result<T> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("{}: cannot read", path.display())),
-    };
-    KajiConfig::from_toml_str(&text, path)?;
-    let mut doc: toml_edit::DocumentMut = text
-        .parse()
-        .with_context(|| format!("{}: not valid TOML", path.display()))?;
-    let result = change(&mut doc)?;
-    if !result.changed() {
-        return Ok(result);
-    }
-    let new_text = doc.to_string();
-    KajiConfig::from_toml_str(&new_text, path)?;
-    write_atomically(path, &new_text)?;
-    Ok(result)
-}
-
-/// Whether an edit changed anything.
-trait Changed {
-    fn changed(&self) -> bool;
-}
-
-impl Changed for bool {
-    fn changed(&self) -> bool {
-        *self
-    }
-}
-
-impl Changed for usize {
-    fn changed(&self) -> bool {
-        *self > 0
-    }
-}
-
-fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("{}: cannot create", dir.display()))?;
-    }
-    let tmp = path.with_extension(format!("toml.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, text).with_context(|| format!("{}: cannot write", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("{}: cannot write", path.display())
-    })
-}
-
-fn list_name(kind: Decision) -> &'static str {
-    kind.as_str()
-}
-
-fn add_to(doc: &mut toml_edit::DocumentMut, kind: Decision, rule: &Rule) -> anyhow::Result<bool> {
-    let table = doc
-        .entry("permissions")
-        .or_insert_with(toml_edit::table)
-        .as_table_like_mut()
-        .context("`permissions` is not a table")?;
-    let list = table
-        .entry(list_name(kind))
-        .or_insert(toml_edit::value(toml_edit::Array::new()))
-        .as_array_mut()
-        .with_context(|| format!("`permissions.{}` is not an array", list_name(kind)))?;
-    let present = list
-        .iter()
-        .any(|v| v.as_str().and_then(|s| s.parse::<Rule>().ok()).as_ref() == Some(rule));
-    if present {
-        return Ok(false);
-    }
-    list.push(rule.to_string());
-    Ok(true)
-}
-
-fn remove_from(doc: &mut toml_edit::DocumentMut, rule: &Rule) -> anyhow::Result<usize> {
-    let Some(table) = doc
-        .get_mut("permissions")
-        .and_then(|p| p.as_table_like_mut())
-    else {
-        return Ok(0);
-    };
-    let mut removed = 0;
-    for kind in [Decision::Allow, Decision::Ask, Decision::Deny] {
-        let Some(list) = table
-            .get_mut(list_name(kind))
-            .and_then(|l| l.as_array_mut())
-        else {
-            continue;
-        };
-        let before = list.len();
-        list.retain(|v| v.as_str().and_then(|s| s.parse::<Rule>().ok()).as_ref() != Some(rule));
-        removed += before - list.len();
-    }
-    Ok(removed)
 }

@@ -435,3 +435,70 @@ async fn the_main_agent_taking_over_a_teammates_task_asks_so_exec_denies_it() {
     assert_eq!(out.status.code(), Some(0));
     assert!(store.get(held.id).is_err(), "deleted in yolo");
 }
+
+/// `kaji worker` in a project whose settings need trust (`permission_mode =
+/// "yolo"`): the project's settings apply only with `--trust`.
+async fn worker_in_untrusted_project(trust: bool) -> (bool, String) {
+    let home = tempfile::tempdir().unwrap();
+    let work = repo();
+    std::fs::create_dir(work.path().join(".kaji")).unwrap();
+    std::fs::write(
+        work.path().join(".kaji/config.toml"),
+        "permission_mode = \"yolo\"\n",
+    )
+    .unwrap();
+    let store = kaji_tasks::TaskListStore::open(&home.path().join("kaji-home"), "team").unwrap();
+    store
+        .create(kaji_tasks::list::NewTask {
+            subject: "touch RAN".to_string(),
+            ..Default::default()
+        })
+        .unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Bash", json!({"command": "touch RAN"})),
+        done("touched"),
+    ]))
+    .await;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("KAJI_HOME", home.path().join("kaji-home"))
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .args([
+            "worker",
+            "--task-list",
+            "team",
+            "--name",
+            "w1",
+            "--sandbox",
+            "off",
+        ])
+        .args([
+            "--provider",
+            "anthropic",
+            "--model",
+            "scripted",
+            "--base-url",
+        ])
+        .arg(server.anthropic_base_url())
+        .arg("-C")
+        .arg(work.path())
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    if trust {
+        cmd.arg("--trust");
+    }
+    let out = cmd.output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    (work.path().join("RAN").exists(), stderr)
+}
+
+#[tokio::test]
+async fn kaji_worker_applies_an_untrusted_projects_settings_only_with_trust() {
+    let (ran, stderr) = worker_in_untrusted_project(false).await;
+    assert!(!ran, "an untrusted project's yolo applied: {stderr}");
+    let (ran, stderr) = worker_in_untrusted_project(true).await;
+    assert!(ran, "--trust did not apply the project's yolo: {stderr}");
+}

@@ -202,7 +202,15 @@ async fn prompt_approve_accept_and_quit_in_a_real_terminal() {
     assert!(screen.contains("> write the file"), "{screen}");
     assert!(screen.contains("I will write the file."), "{screen}");
     assert!(screen.contains("⏺ Bash"), "{screen}");
-    assert!(screen.contains("y approve · a always allow"), "{screen}");
+    assert!(
+        screen.contains("y approve · a always (this session) · p always (this project)"),
+        "{screen}"
+    );
+    // The exact rule "always" would store is shown before it is chosen.
+    assert!(
+        screen.contains("always stores Bash(echo made-by-kaji)"),
+        "{screen}"
+    );
     assert!(
         !work.path().join("out.txt").exists(),
         "the command ran before it was approved"
@@ -262,7 +270,8 @@ async fn deny_with_feedback_abort_and_always_allow_across_prompts() {
     tmux.wait_for("sleep 30").await;
     tmux.wait_for("Run this command?").await;
     tmux.send_key("a");
-    tmux.wait_for("✓ approved for this session").await;
+    tmux.wait_for("✓ always allowed Bash(sleep 30) for this session")
+        .await;
     tmux.send_key("Escape");
     let screen = tmux.wait_for("[aborted]").await;
     assert!(screen.contains("Enter sends"), "{screen}");
@@ -280,7 +289,7 @@ async fn deny_with_feedback_abort_and_always_allow_across_prompts() {
     tmux.wait_for("Run this command?").await;
     tmux.send_key("y");
     tmux.wait_until("the second task's sleep", |s| {
-        s.matches("sleep 30").count() == 2
+        s.matches("⏺ Bash: sh -c 'sleep 30'").count() == 2
     })
     .await;
     let screen = tmux.wait_for("[exit code 0").await;
@@ -595,6 +604,89 @@ async fn at_mentions_complete_and_attach_the_file() {
     let body = server.requests()[0].body.to_string();
     assert!(body.contains("the-content-of-notes"), "{body}");
     assert!(!body.contains("not this one"), "{body}");
+    tmux.send_key("Enter");
+    tmux.wait_for("[completed]").await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+/// A project whose settings need trust: `permission_mode = "yolo"`.
+fn untrusted_project() -> tempfile::TempDir {
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir(work.path().join(".kaji")).unwrap();
+    std::fs::write(
+        work.path().join(".kaji/config.toml"),
+        "permission_mode = \"yolo\"\n",
+    )
+    .unwrap();
+    work
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_project_asks_do_you_trust_this_folder_and_yes_applies_its_settings() {
+    let home = tempfile::tempdir().unwrap();
+    let work = untrusted_project();
+    let server = ScriptedModelServer::start(Script::new([])).await;
+    let tmux = launch("trust-yes", home.path(), work.path(), &server);
+    let screen = tmux.wait_for("Trust this folder? [y/N]").await;
+    assert!(screen.contains("Do you trust this folder?"), "{screen}");
+    assert!(screen.contains("permission_mode"), "{screen}");
+    tmux.send_text("y");
+    tmux.send_key("Enter");
+    // Trusted: the project's yolo applies.
+    let screen = tmux.wait_for("Enter sends").await;
+    assert!(screen.contains("scripted · yolo"), "{screen}");
+    let file = std::fs::read_to_string(home.path().join("kaji-home/trusted.toml")).unwrap();
+    assert!(file.contains("trusted = true"), "{file}");
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+
+    // Answered once: the next start does not ask again.
+    let tmux = launch("trust-again", home.path(), work.path(), &server);
+    let screen = tmux.wait_for("Enter sends").await;
+    assert!(!screen.contains("Do you trust"), "{screen}");
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_to_do_you_trust_this_folder_goes_on_without_its_settings() {
+    let home = tempfile::tempdir().unwrap();
+    let work = untrusted_project();
+    let server = ScriptedModelServer::start(Script::new([])).await;
+    let tmux = launch("trust-no", home.path(), work.path(), &server);
+    tmux.wait_for("Trust this folder? [y/N]").await;
+    tmux.send_text("n");
+    tmux.send_key("Enter");
+    let screen = tmux.wait_for("Enter sends").await;
+    assert!(screen.contains("scripted · default"), "{screen}");
+    assert!(screen.contains("not trusted"), "{screen}");
+    let file = std::fs::read_to_string(home.path().join("kaji-home/trusted.toml")).unwrap();
+    assert!(file.contains("trusted = false"), "{file}");
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_for_this_project_writes_the_exact_rule_to_config_local_toml() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Bash", json!({"command": "cargo test -q"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "tested"})),
+    ]))
+    .await;
+    let tmux = launch("always-project", home.path(), work.path(), &server);
+    tmux.wait_for("Enter sends").await;
+    submit(&tmux, "test it").await;
+    let screen = tmux.wait_for("Run this command?").await;
+    assert!(
+        screen.contains("always stores Bash(cargo test:*)"),
+        "{screen}"
+    );
+    tmux.send_key("p");
+    tmux.wait_for("✓ always allowed Bash(cargo test:*) for this project")
+        .await;
+    tmux.wait_for("Task complete").await;
+    let local = std::fs::read_to_string(work.path().join(".kaji/config.local.toml")).unwrap();
+    assert!(local.contains("[permissions]"), "{local}");
+    assert!(local.contains("\"Bash(cargo test:*)\""), "{local}");
     tmux.send_key("Enter");
     tmux.wait_for("[completed]").await;
     assert_eq!(quit(&tmux, home.path()).await, "0");

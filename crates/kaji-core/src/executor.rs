@@ -7,7 +7,7 @@
 //! tool's [`ToolControl`]. The Task itself handles no concrete tool; the
 //! executor handles no conversation state beyond what it is handed.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -441,15 +441,22 @@ impl ToolExecutor {
             Decision::Ask(kind) => kind,
         };
         let text = describe_call(&call.name, input);
+        let always = always_rules(&call.name, access, input, &pctx);
         let payload = AskPayload::ToolApproval {
             tool: call.name.clone(),
             input: input.clone(),
             preview: preview_call(&call.name, input, &ctx.cwd),
+            always: always.iter().map(ToString::to_string).collect(),
         };
         match ask_or_abort(env, kind, text, Some(payload)).await {
             AskResponse::Approve => None,
             AskResponse::ApproveAlways => {
-                self.remember(&call.name, access, input, &pctx, env);
+                self.remember(&always, env);
+                None
+            }
+            AskResponse::ApproveAlwaysProject => {
+                self.remember(&always, env);
+                remember_in_project(&always, &ctx.project_dir, env.emitter);
                 None
             }
             AskResponse::Deny { feedback } if headless && !ctx.cancel.is_cancelled() => {
@@ -482,28 +489,15 @@ impl ToolExecutor {
         }
     }
 
-    /// Stores the rules an "always allow" gives (one per request; nothing
-    /// when any has no narrow rule) and records them in the session file.
-    fn remember(
-        &self,
-        tool: &str,
-        access: &ToolAccess,
-        input: &Value,
-        pctx: &kaji_policy::Context,
-        env: &CallEnv<'_>,
-    ) {
-        let requests = requests_for(tool, access, input);
-        if requests
-            .iter()
-            .any(|r| kaji_policy::always_rule_for(r, pctx).is_none())
-        {
-            return;
-        }
+    /// Stores the rules of an "always allow" for this session and records
+    /// them in the session file.
+    fn remember(&self, rules: &[kaji_policy::Rule], env: &CallEnv<'_>) {
         let mut approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
-        for request in &requests {
-            if let Some(rule) = approvals.remember(request, pctx) {
-                env.recorder.record(SessionRecord::Approval { rule });
-            }
+        for rule in rules {
+            approvals.remember_rule(rule.clone());
+            env.recorder.record(SessionRecord::Approval {
+                rule: rule.to_string(),
+            });
         }
     }
 
@@ -532,9 +526,12 @@ impl ToolExecutor {
             tool: call.name.clone(),
             input: input.clone(),
             preview: preview_call(&call.name, input, &env.ctx.cwd),
+            always: Vec::new(),
         };
         match ask_or_abort(env, AskKind::Command, text, Some(payload)).await {
-            AskResponse::Approve | AskResponse::ApproveAlways => {
+            AskResponse::Approve
+            | AskResponse::ApproveAlways
+            | AskResponse::ApproveAlwaysProject => {
                 let mut free = env.ctx.clone();
                 free.sandbox = None;
                 Some(free)
@@ -574,7 +571,9 @@ impl ToolExecutor {
                     );
                 }
                 match ask_or_abort(env, AskKind::Plan, plan.clone(), None).await {
-                    AskResponse::Approve | AskResponse::ApproveAlways => {
+                    AskResponse::Approve
+                    | AskResponse::ApproveAlways
+                    | AskResponse::ApproveAlwaysProject => {
                         let back = match env.mode_before_plan {
                             // Started in plan mode: the approved plan is
                             // carried out with edits accepted.
@@ -620,7 +619,9 @@ impl ToolExecutor {
                     AskResponse::Reply { text } => {
                         ToolRun::ok(format!("The user answered:\n{text}"))
                     }
-                    AskResponse::Approve | AskResponse::ApproveAlways => {
+                    AskResponse::Approve
+                    | AskResponse::ApproveAlways
+                    | AskResponse::ApproveAlwaysProject => {
                         ToolRun::ok("The user acknowledged the question without answering.")
                     }
                     AskResponse::Deny { feedback } => ToolRun::error(
@@ -812,6 +813,42 @@ fn cap_result(content: String, cap: usize, ctx: &ToolContext, call_id: &str) -> 
     out.push_str("\n\n");
     out.push_str(&note);
     out
+}
+
+/// The rules an "always allow" of this call stores: one per request, or
+/// none when any request has no rule narrow enough (then "always"
+/// approves the call once).
+fn always_rules(
+    tool: &str,
+    access: &ToolAccess,
+    input: &Value,
+    pctx: &kaji_policy::Context,
+) -> Vec<kaji_policy::Rule> {
+    let rules: Option<Vec<_>> = requests_for(tool, access, input)
+        .iter()
+        .map(|r| kaji_policy::always_rule_for(r, pctx))
+        .collect();
+    rules.unwrap_or_default()
+}
+
+/// "Always allow for this project": the rules go to the project's
+/// `.kaji/config.local.toml` (its `[permissions] allow`). A file that
+/// cannot be written is said as a warning; the call still runs.
+fn remember_in_project(rules: &[kaji_policy::Rule], project_dir: &Path, emitter: &Emitter) {
+    let project =
+        crate::trust::project_dir(project_dir).unwrap_or_else(|_| project_dir.to_path_buf());
+    let path = project
+        .join(".kaji")
+        .join(crate::config::LOCAL_CONFIG_FILE_NAME);
+    for rule in rules {
+        if let Err(e) = crate::rule_files::add_rule(&path, kaji_policy::Decision::Allow, rule) {
+            emitter.say(
+                SayKind::Error,
+                format!("{rule} was allowed for this session only: {e}"),
+                None,
+            );
+        }
+    }
 }
 
 #[cfg(test)]

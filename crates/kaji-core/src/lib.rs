@@ -19,6 +19,7 @@ pub mod hooks;
 pub mod parser;
 pub mod permissions;
 pub mod prompt;
+pub mod rule_files;
 pub mod rules;
 pub mod session;
 pub mod subagent;

@@ -178,6 +178,19 @@ impl SessionApprovals {
         Some(text)
     }
 
+    /// Remembers an "always allow" rule (one [`always_rule_for`] gave) for
+    /// the rest of the session.
+    ///
+    /// [`always_rule_for`]: kaji_policy::always_rule_for
+    pub fn remember_rule(&mut self, rule: Rule) {
+        self.rules.push(
+            kaji_policy::Decision::Allow,
+            rule,
+            RuleSource::Session,
+            true,
+        );
+    }
+
     /// Restores an approval from a rule that [`SessionApprovals::remember`]
     /// returned (a resumed session). A rule that no longer parses is
     /// dropped.

@@ -600,7 +600,11 @@ impl Task {
                 .ask_or_abort(AskKind::MistakeLimitReached, ask, None)
                 .await
             {
-                Some(AskResponse::Approve | AskResponse::ApproveAlways) => {
+                Some(
+                    AskResponse::Approve
+                    | AskResponse::ApproveAlways
+                    | AskResponse::ApproveAlwaysProject,
+                ) => {
                     self.lock().consecutive_mistakes = 0;
                 }
                 Some(AskResponse::Reply { text }) => {
@@ -898,7 +902,12 @@ impl Task {
             .ask_or_abort(AskKind::ApiReqFailed, format!("{msg} Retry?"), None)
             .await
         {
-            Some(AskResponse::Approve | AskResponse::ApproveAlways | AskResponse::Reply { .. }) => {
+            Some(
+                AskResponse::Approve
+                | AskResponse::ApproveAlways
+                | AskResponse::ApproveAlwaysProject
+                | AskResponse::Reply { .. },
+            ) => {
                 *empty_retries = 0;
                 Next::Retry
             }
@@ -912,7 +921,11 @@ impl Task {
         self.emitter.say(SayKind::Error, err.clone(), None);
         let ask = format!("The model request failed: {err}\nRetry?");
         match self.ask_or_abort(AskKind::ApiReqFailed, ask, None).await {
-            Some(AskResponse::Approve | AskResponse::ApproveAlways) => Next::Retry,
+            Some(
+                AskResponse::Approve
+                | AskResponse::ApproveAlways
+                | AskResponse::ApproveAlwaysProject,
+            ) => Next::Retry,
             // What the user typed goes to the model with the retry.
             Some(AskResponse::Reply { text }) => {
                 let mut next = user_content.to_vec();

@@ -15,7 +15,9 @@
 //! the `.kaji/` that applies to the working directory, else the repository
 //! root, else the directory itself. This module reads and writes only that
 //! file (written whole, through a temporary file renamed into place); it
-//! never decides what trust allows and never asks anyone.
+//! never decides what trust allows and never asks anyone: [`question`]
+//! says what a front end should ask ("Do you trust this folder?") and
+//! [`record`] keeps the answer.
 
 use std::path::{Path, PathBuf};
 
@@ -174,6 +176,44 @@ pub fn project_dir(dir: &Path) -> Result<PathBuf, TrustError> {
         }
     }
     Ok(root.unwrap_or(dir))
+}
+
+/// What a front end asks before a session starts in an untrusted
+/// project: the project and the settings that trusting it would apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustQuestion {
+    /// The project directory ([`project_dir`]).
+    pub project: PathBuf,
+    /// The settings now ignored, each with its file.
+    pub settings: Vec<crate::config::IgnoredSetting>,
+}
+
+/// The question to ask for `dir`: `Some` only when the user never
+/// answered for its project and the project has settings that take
+/// effect only once it is trusted. Settings that cannot be read give
+/// `None` (the session reports them when it loads them).
+pub fn question(kaji_home: &Path, dir: &Path) -> Result<Option<TrustQuestion>, TrustError> {
+    let project = project_dir(dir)?;
+    if TrustStore::load(kaji_home)?.get(&project).is_some() {
+        return Ok(None);
+    }
+    let Ok((_, settings)) = crate::config::KajiConfig::load_gated(kaji_home, dir, false) else {
+        return Ok(None);
+    };
+    Ok((!settings.is_empty()).then_some(TrustQuestion { project, settings }))
+}
+
+/// Records the user's answer for `project` (trusted or not), now.
+pub fn record(kaji_home: &Path, project: &Path, trusted: bool) -> Result<(), TrustError> {
+    let mut store = TrustStore::load(kaji_home)?;
+    let now = time::OffsetDateTime::now_utc();
+    let at = now
+        .replace_nanosecond(0)
+        .unwrap_or(now)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    store.set(project, trusted, at);
+    store.save()
 }
 
 /// Whether the user trusts the project `dir` belongs to (never asked:

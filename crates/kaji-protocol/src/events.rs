@@ -74,6 +74,10 @@ pub enum AskResponse {
     /// Yes, and do not ask again this session for the same tool (or, for
     /// commands, the same command prefix).
     ApproveAlways,
+    /// Yes, and store the same rules for this project too: in its
+    /// `.kaji/config.local.toml` (not committed), so later sessions there
+    /// do not ask either.
+    ApproveAlwaysProject,
     /// No, optionally with feedback for the model.
     Deny {
         /// What the user said instead.

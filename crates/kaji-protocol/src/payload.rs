@@ -165,6 +165,11 @@ pub enum AskPayload {
         /// kaji can show more than the one-line text.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         preview: Option<String>,
+        /// The exact rules an "always allow" answer stores (one per path
+        /// or command the call needs); empty when nothing narrow enough
+        /// exists, and then "always" approves this call once.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        always: Vec<String>,
     },
     /// The model asks a question.
     Followup {

@@ -669,7 +669,11 @@ impl App {
                 AskKind::CompletionResult => None,
                 _ => Some("  ✓ approved".to_string()),
             },
-            AskResponse::ApproveAlways => Some("  ✓ approved for this session".to_string()),
+            AskResponse::ApproveAlways => Some(always_note(&pending.request, "for this session")),
+            AskResponse::ApproveAlwaysProject => Some(always_note(
+                &pending.request,
+                "for this project (.kaji/config.local.toml)",
+            )),
             AskResponse::Deny { feedback: None } => Some("  ✗ denied".to_string()),
             AskResponse::Deny { feedback: Some(f) } => Some(format!("  ✗ denied: {f}")),
             // The task echoes replies as user feedback itself when it uses
@@ -841,6 +845,11 @@ impl App {
                 {
                     self.answer(AskResponse::ApproveAlways)
                 }
+                KeyCode::Char('p') | KeyCode::Char('P')
+                    if matches!(kind, AskKind::Tool | AskKind::Command) =>
+                {
+                    self.answer(AskResponse::ApproveAlwaysProject)
+                }
                 KeyCode::Char('n') | KeyCode::Char('N') => {
                     if matches!(kind, AskKind::Tool | AskKind::Command | AskKind::Plan) {
                         if let Some(p) = &mut self.pending {
@@ -919,7 +928,7 @@ impl App {
             }
             (AskStage::Text, _) => "type your answer + Enter",
             (AskStage::Choose, AskKind::Tool | AskKind::Command) => {
-                "y approve · a always allow this session · n deny"
+                "y approve · a always (this session) · p always (this project) · n deny"
             }
             (AskStage::Choose, AskKind::Plan) => "y approve the plan · n give feedback",
             (AskStage::Choose, _) => "y yes · n no",
@@ -939,13 +948,42 @@ impl App {
             tool,
             input,
             preview,
+            ..
         }) = &p.request.payload
             && let Some(diff) = super::diff::of_call(tool, input, preview.as_deref())
         {
             text.push('\n');
             text.push_str(&diff);
         }
+        if let Some(AskPayload::ToolApproval { always, .. }) = &p.request.payload {
+            text.push('\n');
+            text.push_str(&always_line(always));
+        }
         Some((text, keys))
+    }
+}
+
+/// What "always" would store, shown under an approval ask: the exact
+/// rules, or that nothing narrow enough exists.
+fn always_line(always: &[String]) -> String {
+    if always.is_empty() {
+        "always: nothing narrow enough to remember; a and p approve this call once".to_string()
+    } else {
+        format!(
+            "always stores {} — a: for this session · p: for this project, in .kaji/config.local.toml",
+            always.join(", ")
+        )
+    }
+}
+
+/// The transcript's note for an "always" answer: the rules it stored and
+/// where.
+fn always_note(request: &AskRequest, scope: &str) -> String {
+    match &request.payload {
+        Some(AskPayload::ToolApproval { always, .. }) if !always.is_empty() => {
+            format!("  ✓ always allowed {} {scope}", always.join(", "))
+        }
+        _ => "  ✓ approved once (nothing narrow enough to remember)".to_string(),
     }
 }
 
@@ -1039,6 +1077,7 @@ mod tests {
                 tool: "Bash".into(),
                 input: json!({"command": command}),
                 preview: None,
+                always: Vec::new(),
             }),
             agent: "main".into(),
         }
@@ -1062,6 +1101,7 @@ mod tests {
                 tool: "Bash".into(),
                 input: json!({"command": "cat <<EOF\nline 2\nEOF"}),
                 preview: Some("cat <<EOF\nline 2\nEOF".into()),
+                always: Vec::new(),
             }),
         });
         assert_eq!(

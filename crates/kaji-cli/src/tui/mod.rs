@@ -153,6 +153,12 @@ pub async fn run(mut args: TuiArgs) -> i32 {
             return 1;
         }
     };
+    if !args.agent.trust
+        && let Err(e) = ask_trust(&kaji_home, &args.agent)
+    {
+        eprintln!("kaji: {e}");
+        return 1;
+    }
     let (tx, mut rx) = mpsc::unbounded_channel();
     let frontend = Arc::new(TuiFrontend { tx: tx.clone() });
     let (mut session, warnings) = match args.agent.build_session(resume, frontend).await {
@@ -220,6 +226,47 @@ pub async fn run(mut args: TuiArgs) -> i32 {
             1
         }
     }
+}
+
+/// "Do you trust this folder?", on the normal screen before the UI starts,
+/// when the project has settings that apply only once it is trusted and
+/// the user never answered for it. The answer is recorded either way
+/// (`kaji trust` and `kaji trust --revoke` change it later).
+fn ask_trust(kaji_home: &std::path::Path, agent: &AgentArgs) -> anyhow::Result<()> {
+    let dir = match &agent.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()?,
+    };
+    let Some(question) = kaji_core::trust::question(kaji_home, &dir)? else {
+        return Ok(());
+    };
+    eprint!("{}", trust_question_text(&question));
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    let yes = matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes");
+    kaji_core::trust::record(kaji_home, &question.project, yes)?;
+    Ok(())
+}
+
+fn trust_question_text(question: &kaji_core::trust::TrustQuestion) -> String {
+    let mut files: Vec<(&std::path::Path, Vec<&str>)> = Vec::new();
+    for s in &question.settings {
+        match files.iter_mut().find(|(p, _)| *p == s.path.as_path()) {
+            Some((_, keys)) => keys.push(s.key),
+            None => files.push((s.path.as_path(), vec![s.key])),
+        }
+    }
+    let mut text = format!(
+        "Do you trust this folder?\n\n  {}\n\nIts settings run code, widen permissions or redirect traffic, and apply only in a folder you trust:\n",
+        question.project.display()
+    );
+    for (path, keys) in files {
+        text.push_str(&format!("  {}: {}\n", path.display(), keys.join(", ")));
+    }
+    text.push_str(
+        "\nTrust it only if you know its files. y: trust it (its settings apply) · n: go on without them\nTrust this folder? [y/N] ",
+    );
+    text
 }
 
 /// What leaving prints to the normal screen: the session, how to resume

@@ -573,6 +573,7 @@ mod tests {
                     tool: "Edit".into(),
                     input,
                     preview: Some("--- a.rs\n+++ a.rs\n@@ -1 +1 @@\n-before\n+after".into()),
+                    always: vec!["Edit(/src/**)".into()],
                 }),
                 agent: "main".into(),
             },

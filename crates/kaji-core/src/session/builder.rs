@@ -387,7 +387,6 @@ impl SessionBuilder {
     }
 }
 
-/// The warning for project settings ignored because the project is not
 /// The main agent's owner name on the task list: the name it was given
 /// (`kaji worker --name`), else `KAJI_AGENT_NAME`, else the session id.
 fn owner_name(given: Option<&str>, session_id: &str) -> String {
@@ -399,6 +398,7 @@ fn owner_name(given: Option<&str>, session_id: &str) -> String {
         .unwrap_or_else(|| session_id.to_string())
 }
 
+/// The warning for project settings ignored because the project is not
 /// trusted: each file and its keys, and how to trust it.
 fn untrusted_warning(ignored: &[IgnoredSetting]) -> String {
     let mut files: Vec<(&Path, Vec<&str>)> = Vec::new();
