@@ -38,6 +38,24 @@ pub struct AgentRequest {
     /// Return a runtime task id at once; the result comes as a notice.
     #[serde(default)]
     pub run_in_background: bool,
+    /// `"worktree"`: the agent works in a git worktree of its own
+    /// (`.kaji/worktrees/<agent>` on branch `kaji/<agent>`), so parallel
+    /// edits never collide.
+    #[serde(default)]
+    pub isolation: Option<Isolation>,
+    /// A teammate's name: the agent becomes a named teammate in the
+    /// background that claims tasks of the shared task list under this
+    /// name, one after another, until none is left.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// Where an agent works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// A git worktree of its own.
+    Worktree,
 }
 
 /// Runs sub-agents for the `Agent` tool; implemented by the core.
@@ -80,7 +98,8 @@ Explore (read-only tools, for searching the code), Plan (read-only, for designin
 the user's and project's own types. Give a complete prompt: the sub-agent sees nothing else of \
 this conversation. With run_in_background it returns a runtime task id at once; read its \
 transcript with TaskOutput, stop it with TaskStop, and its result reaches you as a notice when it \
-ends."
+ends. With name it starts a teammate that works through the shared task list (create the tasks \
+first with TaskCreate)."
                 .to_string(),
             input_schema: json!({
                 "type": "object",
@@ -89,7 +108,9 @@ ends."
                     "prompt": {"type": "string", "description": "The task for the agent to perform."},
                     "subagent_type": {"type": "string", "description": "The type of agent to use, e.g. general-purpose, Explore or Plan."},
                     "model": {"type": "string", "description": "Optional model: inherit, sonnet, opus, haiku or a model name."},
-                    "run_in_background": {"type": "boolean", "description": "Run the agent in the background and return its task id at once."}
+                    "run_in_background": {"type": "boolean", "description": "Run the agent in the background and return its task id at once."},
+                    "isolation": {"type": "string", "enum": ["worktree"], "description": "\"worktree\": work in a git worktree of its own, so parallel edits never collide."},
+                    "name": {"type": "string", "description": "Start a named teammate instead: it runs in the background and claims tasks of the shared task list under this name, one after another, until none is left (prompt: its standing instructions). You get notices when tasks complete and when it goes idle or ends."}
                 },
                 "required": ["description", "prompt", "subagent_type"],
                 "additionalProperties": false

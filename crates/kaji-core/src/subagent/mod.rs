@@ -17,6 +17,7 @@
 //! This module must never print, decide about permissions (the child's
 //! executor does) or hold a lock across an await.
 
+mod teammate;
 pub mod types;
 
 use std::collections::BTreeMap;
@@ -129,6 +130,19 @@ impl std::fmt::Debug for SubagentSpawner {
     }
 }
 
+/// Who a child Task runs as.
+struct Identity {
+    /// Its agent (and owner) name.
+    agent: String,
+    role: kaji_tools::AgentRole,
+    /// Its section of the system prompt.
+    system_section: String,
+    /// Its first prompt.
+    prompt: String,
+    /// Where it works, when not where its caller works (a worktree).
+    start_dir: Option<PathBuf>,
+}
+
 /// One prepared sub-agent run.
 struct Prepared {
     task: Task,
@@ -180,7 +194,9 @@ impl SubagentSpawner {
         tools
     }
 
-    fn prepare(&self, request: &AgentRequest, caller: &ToolContext) -> Result<Prepared, ToolError> {
+    /// The agent type `request` names, once the depth limit allows
+    /// another level.
+    fn definition(&self, request: &AgentRequest) -> Result<&AgentDefinition, ToolError> {
         let env = &self.env;
         if self.depth >= env.limits.max_depth {
             return Err(ToolError::Refused(format!(
@@ -188,16 +204,64 @@ impl SubagentSpawner {
                 env.limits.max_depth
             )));
         }
-        let def = env.catalog.find(&request.subagent_type).ok_or_else(|| {
+        env.catalog.find(&request.subagent_type).ok_or_else(|| {
             ToolError::Refused(format!(
                 "Agent: there is no agent type `{}`; the types are: {}",
                 request.subagent_type,
                 env.catalog.names()
             ))
-        })?;
+        })
+    }
+
+    /// The child Task of a sub-agent call; with `isolation: "worktree"` it
+    /// works in a worktree named after it.
+    async fn prepare(
+        &self,
+        request: &AgentRequest,
+        caller: &ToolContext,
+    ) -> Result<Prepared, ToolError> {
+        let def = self.definition(request)?;
         let child_id = persist::new_session_id();
         let short: String = child_id.chars().rev().take(6).collect();
         let agent = format!("{}-{short}", def.name);
+        let start_dir = match request.isolation {
+            Some(kaji_tools::agent_tools::Isolation::Worktree) => {
+                Some(self.worktree_for(&agent, caller).await?)
+            }
+            None => None,
+        };
+        let section = format!(
+            "# Sub-agent\nYou are the sub-agent `{agent}` (type {}), started by `{}` for: {}. Your parent sees only your final AttemptCompletion result.\n\n{}",
+            def.name, caller.agent, request.description, def.system_prompt
+        );
+        let identity = Identity {
+            agent,
+            role: kaji_tools::AgentRole::Subagent,
+            system_section: section,
+            prompt: request.prompt.clone(),
+            start_dir,
+        };
+        self.prepare_as(def, child_id, identity, request, caller)
+    }
+
+    /// A child Task of type `def` for `identity` (a sub-agent, or one task
+    /// of a teammate).
+    fn prepare_as(
+        &self,
+        def: &AgentDefinition,
+        child_id: String,
+        identity: Identity,
+        request: &AgentRequest,
+        caller: &ToolContext,
+    ) -> Result<Prepared, ToolError> {
+        let env = &self.env;
+        let Identity {
+            agent,
+            role,
+            system_section,
+            prompt,
+            start_dir,
+        } = identity;
         let recorder = if env.persist {
             persist::create(
                 &env.kaji_home,
@@ -216,7 +280,8 @@ impl SubagentSpawner {
             Arc::clone(&env.provider),
             self.resolve_model(def, request.model.as_deref()),
         );
-        config.start_dir = (caller.cwd != env.project_dir).then(|| caller.cwd.clone());
+        let cwd = start_dir.unwrap_or_else(|| caller.cwd.clone());
+        config.start_dir = (cwd != env.project_dir).then_some(cwd);
         config.tool_protocol = env.tool_protocol;
         config.permission_mode = narrower_mode(env.parent_mode, def.permission_mode);
         config.max_mistakes = env.max_mistakes;
@@ -230,11 +295,8 @@ impl SubagentSpawner {
         config.message_ids = Arc::clone(&env.message_ids);
         config.agent = agent.clone();
         config.owner = agent.clone();
-        config.role = kaji_tools::AgentRole::Subagent;
-        config.extra_system_sections = vec![format!(
-            "# Sub-agent\nYou are the sub-agent `{agent}` (type {}), started by `{}` for: {}. Your parent sees only your final AttemptCompletion result.\n\n{}",
-            def.name, caller.agent, request.description, def.system_prompt
-        )];
+        config.role = role;
+        config.extra_system_sections = vec![system_section];
         config.agents = Some(Arc::new(Self {
             env: Arc::clone(&self.env),
             depth: self.depth + 1,
@@ -266,7 +328,7 @@ impl SubagentSpawner {
             task,
             frontend,
             agent,
-            prompt: request.prompt.clone(),
+            prompt,
             max_turns: def.max_turns,
             budget,
         })
@@ -288,7 +350,10 @@ impl AgentSpawner for SubagentSpawner {
         request: AgentRequest,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let prepared = self.prepare(&request, ctx)?;
+        if request.name.is_some() {
+            return self.spawn_teammate(request, ctx).await;
+        }
+        let prepared = self.prepare(&request, ctx).await?;
         if request.run_in_background {
             return self.spawn_background(prepared, &request, ctx);
         }
