@@ -6,6 +6,7 @@ mod edit;
 mod glob;
 mod grep;
 mod hostile;
+mod delegated;
 mod kajiignore;
 mod read;
 mod write;
