@@ -36,6 +36,16 @@ pub enum FileAccessError {
 /// Text reads and writes done somewhere other than the local disk.
 #[async_trait]
 pub trait FileAccess: Send + Sync + std::fmt::Debug {
+    /// Whether reads go through it (else the tools read the disk).
+    fn reads_text(&self) -> bool {
+        true
+    }
+
+    /// Whether writes go through it (else the tools write the disk).
+    fn writes_text(&self) -> bool {
+        true
+    }
+
     /// The whole text of the file at `path` (absolute) as its owner holds
     /// it (an editor: the buffer, saved or not).
     async fn read_text(&self, path: &Path) -> Result<String, FileAccessError>;

@@ -75,6 +75,8 @@ pub(crate) struct Services {
     pub subagents: crate::subagent::SubagentLimits,
     /// Whether the session (and its sub-agents) are saved.
     pub persist: bool,
+    /// Where the file tools read and write text; `None`: the disk.
+    pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
 }
 
 /// The conversation's state between prompts.
@@ -280,6 +282,17 @@ impl Session {
         task_id: String,
         prompt: String,
     ) -> Result<TaskOutcome, SessionError> {
+        self.submit_with(task_id, prompt, Vec::new()).await
+    }
+
+    /// As [`Session::submit_as`], with blocks the user attached (images,
+    /// [`kaji_protocol::ContentBlock::Image`]) sent after the prompt.
+    pub async fn submit_with(
+        &self,
+        task_id: String,
+        prompt: String,
+        attachments: Vec<kaji_protocol::ContentBlock>,
+    ) -> Result<TaskOutcome, SessionError> {
         if self.busy.swap(true, Ordering::SeqCst) {
             return Err(SessionError::Busy);
         }
@@ -288,7 +301,7 @@ impl Session {
         if let Some(files) = &self.files {
             files.prompt_started(&prompt);
         }
-        let outcome = task.run(prompt).await;
+        let outcome = task.run_with(prompt, attachments).await;
         if let Some(files) = &self.files {
             files.prompt_ended(outcome.status.as_str(), outcome.turns, &outcome.usage);
         }
@@ -360,6 +373,7 @@ impl Session {
             .ok()
             .flatten();
         config.agents = Some(Arc::new(self.subagent_spawner(&cwd, mode)));
+        config.files = s.files.clone();
         let mut executor = ToolExecutor::new(s.tools.clone());
         executor.set_result_cap(s.tool_result_max_chars);
         if let Some(mcp) = &s.mcp {
@@ -418,6 +432,7 @@ impl Session {
             usage: Arc::clone(&self.subagent_usage),
             catalog: Arc::new(catalog),
             limits: s.subagents.clone(),
+            files: s.files.clone(),
         })
     }
 

@@ -71,6 +71,9 @@ pub struct SessionOptions {
     pub headless: bool,
     /// Depth limit, token budget and model aliases of sub-agents.
     pub subagents: crate::subagent::SubagentLimits,
+    /// MCP servers the front end adds to the settings' (an editor's, over
+    /// ACP), by name; a name the settings have already is skipped.
+    pub mcp_servers: std::collections::BTreeMap<String, kaji_mcp::McpServerConfig>,
 }
 
 impl Default for SessionOptions {
@@ -97,6 +100,7 @@ impl Default for SessionOptions {
             sandbox: None,
             headless: false,
             subagents: crate::subagent::SubagentLimits::default(),
+            mcp_servers: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -112,6 +112,8 @@ pub struct SubagentEnv {
     pub catalog: Arc<AgentCatalog>,
     /// Limits and aliases.
     pub limits: SubagentLimits,
+    /// Where the file tools read and write text (the parent's).
+    pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
 }
 
 /// Runs sub-agents at one depth; see the module docs.
@@ -233,6 +235,7 @@ impl SubagentSpawner {
             "# Sub-agent\nYou are the sub-agent `{agent}` (type {}), started by `{}` for: {}. Your parent sees only your final AttemptCompletion result.\n\n{}",
             def.name, caller.agent, request.description, def.system_prompt
         )];
+        config.files = env.files.clone();
         config.agents = Some(Arc::new(Self {
             env: Arc::clone(&self.env),
             depth: self.depth + 1,

@@ -109,7 +109,7 @@ give the new text in new_string"
         }
         let path = paths::resolve(ctx, &input.file_path);
         let cwd = paths::cwd(ctx);
-        match ctx.files.clone() {
+        match ctx.files.clone().filter(|f| f.writes_text()) {
             None => blocking(move || edit(&cwd, path, input)).await,
             Some(files) => edit_through(cwd, path, input, files.as_ref(), &ctx.cancel).await,
         }
@@ -152,6 +152,15 @@ async fn edit_through(
     let (started, input) = blocking(move || Ok((start(&cwd, path, &input), input))).await?;
     let change = match started? {
         Start::Create(change) => change,
+        Start::Existing(file) if !files.reads_text() => {
+            let real = file.real.clone();
+            let bytes = blocking(move || {
+                std::fs::read(&real)
+                    .map_err(|e| failure(NAME, format!("cannot read {}: {e}", real.display())))
+            })
+            .await?;
+            change(file, bytes, &input)?
+        }
         Start::Existing(file) => {
             let text = tokio::select! {
                 r = files.read_text(&file.real) => r.map_err(|e| {

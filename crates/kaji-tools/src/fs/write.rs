@@ -81,7 +81,7 @@ before replacing it, so nothing in it is lost by accident.\n\
         )?;
         let path = paths::resolve(ctx, &input.file_path);
         let cwd = paths::cwd(ctx);
-        match ctx.files.clone() {
+        match ctx.files.clone().filter(|f| f.writes_text()) {
             None => blocking(move || write(&cwd, path, &input.content)).await,
             Some(files) => {
                 write_through(cwd, path, input.content, files.as_ref(), &ctx.cancel).await
@@ -153,6 +153,7 @@ async fn write_through(
     let mut p = blocking(move || prepare(&cwd, path)).await?;
     let io = async {
         if p.existed
+            && files.reads_text()
             && let Ok(old) = files.read_text(&p.real).await
             && old.len() as u64 <= MAX_DIFF_BYTES
         {
