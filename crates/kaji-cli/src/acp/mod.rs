@@ -268,9 +268,14 @@ impl Acp {
         session.shutdown().await;
         let resume = (!self.args.agent.no_session_persistence)
             .then(|| ResumeFrom::Id(session.id().to_string()));
+        let fresh = session.history().is_empty();
         // The session file's lock goes with the last reference.
         drop(session);
-        self.build(&cwd, resume, &mcp, true, frontend).await
+        let open = self.build(&cwd, resume, &mcp, true, frontend).await?;
+        if fresh {
+            open.session.forget_resumption();
+        }
+        Ok(open)
     }
 
     async fn new_session(

@@ -253,6 +253,13 @@ impl Session {
         self.lock().resume_notice.is_some()
     }
 
+    /// Starts the next prompt as a fresh one, not as the continuation of a
+    /// resumed session (no resumption notice, no TaskResume hook): for a
+    /// front end that reopened a session that had no prompt yet.
+    pub fn forget_resumption(&self) {
+        self.lock().resume_notice = None;
+    }
+
     /// The calls denied so far because nobody could approve them
     /// (headless sessions: `kaji exec`).
     pub fn permission_denials(&self) -> Vec<PermissionDenial> {
