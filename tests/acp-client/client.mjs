@@ -6,8 +6,9 @@
 // the answer it gave, and the responses.
 //
 // Scenarios (argv[2]):
-//   prompt  new session, one prompt ($ACP_PROMPT); permission requests are
-//           answered in turn from $ACP_ANSWERS (comma-separated option ids)
+//   prompt  new session, session/set_mode $ACP_MODE if set, one prompt
+//           ($ACP_PROMPT); permission requests are answered in turn from
+//           $ACP_ANSWERS (comma-separated option ids)
 //   cancel  new session, a prompt, session/cancel once the first agent
 //           message chunk has arrived
 //   load    session/load of $ACP_SESSION_ID; reports the updates that
@@ -92,6 +93,12 @@ const scenarios = {
   async prompt(ctx) {
     await initialize(ctx);
     const sessionId = await newSession(ctx);
+    if (process.env.ACP_MODE) {
+      log.responses.setMode = await ctx.request(acp.methods.agent.session.setMode, {
+        sessionId,
+        modeId: process.env.ACP_MODE,
+      });
+    }
     log.responses.prompt = await prompt(ctx, sessionId, process.env.ACP_PROMPT ?? "hello");
   },
   async cancel(ctx) {

@@ -554,6 +554,45 @@ async fn with_trust_the_client_is_not_asked() {
     assert!(tools.contains("mcp__everything__echo"), "{tools}");
 }
 
+#[tokio::test]
+async fn the_todo_arrives_as_a_plan_and_set_mode_switches_the_permission_mode() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let todos = json!({"todos": [
+        {"content": "Write b.txt", "activeForm": "Writing b.txt", "status": "in_progress"},
+        {"content": "Check it", "activeForm": "Checking it", "status": "pending"},
+    ]});
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("TodoWrite", todos),
+        Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_MODE", "yolo")],
+    )
+    .await;
+    let plans = updates(&log, "plan");
+    assert_eq!(plans.len(), 1, "{log}");
+    assert_eq!(
+        plans[0]["entries"],
+        json!([
+            {"content": "Write b.txt", "priority": "medium", "status": "in_progress"},
+            {"content": "Check it", "priority": "medium", "status": "pending"},
+        ])
+    );
+    // In yolo mode the Write ran without asking.
+    assert_eq!(log["permissions"], json!([]), "{log}");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("b.txt")).unwrap(),
+        "beta\n"
+    );
+}
+
 /// A raw JSON-RPC peer of `kaji acp`.
 struct Raw {
     child: tokio::process::Child,
