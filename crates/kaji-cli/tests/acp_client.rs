@@ -291,7 +291,12 @@ fn results_of(log: &Value, kind: &str) -> Vec<String> {
     updates(log, "tool_call_update")
         .into_iter()
         .filter(|u| ids.contains(&&u["toolCallId"]) && u["status"] == "completed")
-        .map(|u| u["content"][0]["content"]["text"].as_str().unwrap().to_string())
+        .map(|u| {
+            u["content"][0]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect()
 }
 
@@ -386,8 +391,9 @@ fn everything() -> String {
 async fn mcp_servers_the_client_passes_join_the_session() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let mcp = json!([{"name": "everything", "command": everything(), "args": ["stdio"], "env": []}])
-        .to_string();
+    let mcp =
+        json!([{"name": "everything", "command": everything(), "args": ["stdio"], "env": []}])
+            .to_string();
     let server = ScriptedModelServer::start(Script::new([
         Turn::tool_call("mcp__everything__echo", json!({"message": "hi over MCP"})),
         Turn::tool_call("AttemptCompletion", json!({"result": "echoed"})),
@@ -448,8 +454,9 @@ async fn an_image_in_the_prompt_reaches_the_model() {
         .unwrap();
     let blocks = user["content"].as_array().unwrap();
     assert!(
-        blocks.iter().any(|b| b["type"] == "text"
-            && b["text"].as_str().unwrap().contains("what is this?")),
+        blocks
+            .iter()
+            .any(|b| b["type"] == "text" && b["text"].as_str().unwrap().contains("what is this?")),
         "{user}"
     );
     let image = blocks
@@ -509,7 +516,13 @@ async fn an_untrusted_project_is_put_to_the_client_once_and_trusted_on_allow() {
     let tools = server.requests()[0].body["tools"].to_string();
     assert!(tools.contains("mcp__everything__echo"), "{tools}");
     let id = log["responses"]["new"]["sessionId"].as_str().unwrap();
-    assert!(log["updates"].as_array().unwrap().iter().all(|n| n["sessionId"] == id));
+    assert!(
+        log["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["sessionId"] == id)
+    );
     assert_eq!(log["responses"]["prompt"]["stopReason"], "end_turn");
     // Not recorded for good: trusted.toml is untouched.
     assert!(!home.path().join("kaji-home/trusted.toml").exists());
@@ -536,7 +549,10 @@ async fn an_untrusted_project_rejected_by_the_client_keeps_its_settings_ignored(
     let tools = server.requests()[0].body["tools"].to_string();
     assert!(!tools.contains("mcp__everything"), "{tools}");
     let said = text_of(&log, "agent_message_chunk");
-    assert!(said.contains("not trusted") && said.contains("mcp_servers"), "{said}");
+    assert!(
+        said.contains("not trusted") && said.contains("mcp_servers"),
+        "{said}"
+    );
 }
 
 #[tokio::test]
@@ -548,7 +564,15 @@ async fn with_trust_the_client_is_not_asked() {
         json!({"result": "ok"}),
     )]))
     .await;
-    let log = client_with("prompt", home.path(), work.path(), &server, &[], &["--trust"]).await;
+    let log = client_with(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[],
+        &["--trust"],
+    )
+    .await;
     assert_eq!(log["permissions"], json!([]), "{log}");
     let tools = server.requests()[0].body["tools"].to_string();
     assert!(tools.contains("mcp__everything__echo"), "{tools}");

@@ -244,7 +244,11 @@ impl FileAccess for AcpFrontend {
         r.map(|r| r.content).map_err(editor_error)
     }
 
-    async fn write_text(&self, path: &std::path::Path, content: &str) -> Result<(), FileAccessError> {
+    async fn write_text(
+        &self,
+        path: &std::path::Path,
+        content: &str,
+    ) -> Result<(), FileAccessError> {
         let Some(id) = self.session_id.get() else {
             return Err(not_ready());
         };

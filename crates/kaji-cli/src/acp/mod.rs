@@ -151,9 +151,7 @@ impl Acp {
             write: fs.write_text_file,
         };
         let version = std::cmp::min(req.protocol_version, ProtocolVersion::V1);
-        let prompt = PromptCapabilities::new()
-            .image(true)
-            .embedded_context(true);
+        let prompt = PromptCapabilities::new().image(true).embedded_context(true);
         InitializeResponse::new(version)
             .agent_capabilities(
                 AgentCapabilities::new()
@@ -463,7 +461,9 @@ fn prompt_content(blocks: &[ContentBlock]) -> (String, Vec<kaji_protocol::Conten
                     c.uri, c.text
                 )),
                 EmbeddedResourceResource::BlobResourceContents(c)
-                    if c.mime_type.as_deref().is_some_and(|m| m.starts_with("image/")) =>
+                    if c.mime_type
+                        .as_deref()
+                        .is_some_and(|m| m.starts_with("image/")) =>
                 {
                     image(c.mime_type.as_deref().unwrap_or(""), &c.blob, &mut parts)
                 }

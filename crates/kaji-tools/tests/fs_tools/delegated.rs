@@ -75,8 +75,16 @@ async fn read_returns_the_buffer() {
     let out = run("Read", json!({"file_path": "a.txt"}), &root, &files)
         .await
         .unwrap();
-    assert!(out.content.contains("     1\tunsaved one"), "{}", out.content);
-    assert!(out.content.contains("     2\tunsaved two"), "{}", out.content);
+    assert!(
+        out.content.contains("     1\tunsaved one"),
+        "{}",
+        out.content
+    );
+    assert!(
+        out.content.contains("     2\tunsaved two"),
+        "{}",
+        out.content
+    );
     assert!(!out.content.contains("on disk"));
     let out = run(
         "Read",
@@ -86,7 +94,11 @@ async fn read_returns_the_buffer() {
     )
     .await
     .unwrap();
-    assert!(out.content.starts_with("     2\tunsaved two"), "{}", out.content);
+    assert!(
+        out.content.starts_with("     2\tunsaved two"),
+        "{}",
+        out.content
+    );
 }
 
 #[tokio::test]
@@ -101,7 +113,10 @@ async fn edit_and_write_go_to_the_buffer_not_the_disk() {
     .await
     .unwrap();
     let diff = out.data.unwrap()["diff"].as_str().unwrap().to_string();
-    assert!(diff.contains("-unsaved one") && diff.contains("+unsaved 1"), "{diff}");
+    assert!(
+        diff.contains("-unsaved one") && diff.contains("+unsaved 1"),
+        "{diff}"
+    );
     run(
         "Write",
         json!({"file_path": "sub/new.txt", "content": "fresh\n"}),

@@ -2,11 +2,11 @@
 //! `.kajiignore`, called through the public registry exactly as the core
 //! calls them, on real files in temporary directories.
 
+mod delegated;
 mod edit;
 mod glob;
 mod grep;
 mod hostile;
-mod delegated;
 mod kajiignore;
 mod read;
 mod write;
