@@ -6,17 +6,23 @@
 // the answer it gave, and the responses.
 //
 // Scenarios (argv[2]):
-//   prompt  new session, one prompt ($ACP_PROMPT); permission requests are
-//           answered in turn from $ACP_ANSWERS (comma-separated option ids)
+//   prompt  new session, session/set_mode $ACP_MODE if set, one prompt
+//           ($ACP_PROMPT); permission requests are answered in turn from
+//           $ACP_ANSWERS (comma-separated option ids)
 //   cancel  new session, a prompt, session/cancel once the first agent
 //           message chunk has arrived
 //   load    session/load of $ACP_SESSION_ID; reports the updates that
 //           arrived before the load response
 //
-// $ACP_CWD is the session's working directory. The client offers no fs or
-// terminal capabilities: kaji does not delegate to them yet.
+// $ACP_CWD is the session's working directory. With $ACP_FS=1 the client
+// offers fs/read_text_file and fs/write_text_file: reads answer from the
+// buffers in $ACP_BUFFERS (JSON: path -> text), else from the disk; writes
+// are recorded (log.writes) and kept in the buffers, never written to disk.
+// $ACP_MCP (JSON) is the mcpServers list of session/new and session/load;
+// $ACP_IMAGE (base64 PNG) is attached to the prompt as an image block.
 
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
@@ -26,7 +32,11 @@ const kajiArgs = sep >= 0 ? process.argv.slice(sep + 1) : [];
 const cwd = process.env.ACP_CWD;
 const answers = (process.env.ACP_ANSWERS ?? "").split(",").filter(Boolean);
 
-const log = { updates: [], permissions: [], responses: {} };
+const withFs = process.env.ACP_FS === "1";
+const buffers = JSON.parse(process.env.ACP_BUFFERS ?? "{}");
+const mcpServers = JSON.parse(process.env.ACP_MCP ?? "[]");
+
+const log = { updates: [], permissions: [], responses: {}, reads: [], writes: [] };
 let onUpdate = () => {};
 
 const child = spawn(process.env.KAJI_BIN, ["acp", ...kajiArgs], {
@@ -44,17 +54,26 @@ const app = acp
     const optionId = answers.shift() ?? "reject_once";
     log.permissions.push({ request: params, answer: optionId });
     return { outcome: { outcome: "selected", optionId } };
+  })
+  .onRequest(acp.methods.client.fs.readTextFile, ({ params }) => {
+    log.reads.push(params.path);
+    return { content: buffers[params.path] ?? readFileSync(params.path, "utf8") };
+  })
+  .onRequest(acp.methods.client.fs.writeTextFile, ({ params }) => {
+    log.writes.push({ path: params.path, content: params.content });
+    buffers[params.path] = params.content;
+    return {};
   });
 
 async function initialize(ctx) {
   log.responses.initialize = await ctx.request(acp.methods.agent.initialize, {
     protocolVersion: acp.PROTOCOL_VERSION,
-    clientCapabilities: {},
+    clientCapabilities: withFs ? { fs: { readTextFile: true, writeTextFile: true } } : {},
   });
 }
 
 async function newSession(ctx) {
-  const r = await ctx.request(acp.methods.agent.session.new, { cwd, mcpServers: [] });
+  const r = await ctx.request(acp.methods.agent.session.new, { cwd, mcpServers });
   log.responses.new = r;
   return r.sessionId;
 }
@@ -62,13 +81,24 @@ async function newSession(ctx) {
 const prompt = (ctx, sessionId, text) =>
   ctx.request(acp.methods.agent.session.prompt, {
     sessionId,
-    prompt: [{ type: "text", text }],
+    prompt: [
+      { type: "text", text },
+      ...(process.env.ACP_IMAGE
+        ? [{ type: "image", mimeType: "image/png", data: process.env.ACP_IMAGE }]
+        : []),
+    ],
   });
 
 const scenarios = {
   async prompt(ctx) {
     await initialize(ctx);
     const sessionId = await newSession(ctx);
+    if (process.env.ACP_MODE) {
+      log.responses.setMode = await ctx.request(acp.methods.agent.session.setMode, {
+        sessionId,
+        modeId: process.env.ACP_MODE,
+      });
+    }
     log.responses.prompt = await prompt(ctx, sessionId, process.env.ACP_PROMPT ?? "hello");
   },
   async cancel(ctx) {
@@ -88,7 +118,7 @@ const scenarios = {
     log.responses.load = await ctx.request(acp.methods.agent.session.load, {
       sessionId: process.env.ACP_SESSION_ID,
       cwd,
-      mcpServers: [],
+      mcpServers,
     });
     log.updatesBeforeLoad = log.updates.length;
   },

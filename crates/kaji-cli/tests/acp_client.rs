@@ -49,12 +49,25 @@ async fn client(
     server: &ScriptedModelServer,
     vars: &[(&str, &str)],
 ) -> Value {
+    client_with(scenario, home, work, server, vars, &[]).await
+}
+
+/// [`client`], with more flags for `kaji acp`.
+async fn client_with(
+    scenario: &str,
+    home: &Path,
+    work: &Path,
+    server: &ScriptedModelServer,
+    vars: &[(&str, &str)],
+    flags: &[&str],
+) -> Value {
     let mut cmd = Command::new("node");
     env(&mut cmd, home);
     cmd.arg(client_script())
         .arg(scenario)
         .arg("--")
         .args(model_flags(server))
+        .args(flags)
         .env("KAJI_BIN", env!("CARGO_BIN_EXE_kaji"))
         .env("ACP_CWD", work)
         .stdin(Stdio::null())
@@ -266,6 +279,342 @@ async fn a_loaded_session_replays_its_conversation_first() {
             .all(|n| n["sessionId"] == id.as_str())
     );
     assert_eq!(server.requests().len(), 1, "loading asks no model");
+}
+
+/// The text of the completed results of tool calls of `kind`.
+fn results_of(log: &Value, kind: &str) -> Vec<String> {
+    let ids: Vec<&Value> = updates(log, "tool_call")
+        .into_iter()
+        .filter(|c| c["kind"] == kind)
+        .map(|c| &c["toolCallId"])
+        .collect();
+    updates(log, "tool_call_update")
+        .into_iter()
+        .filter(|u| ids.contains(&&u["toolCallId"]) && u["status"] == "completed")
+        .map(|u| {
+            u["content"][0]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn file_tools_read_and_write_the_clients_buffers() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let root = canonical(work.path());
+    std::fs::write(root.join("a.txt"), "on disk\n").unwrap();
+    let a = root.join("a.txt");
+    let b = root.join("b.txt");
+    let buffers = json!({ a.to_str().unwrap(): "unsaved buffer\n" }).to_string();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Read", json!({"file_path": "a.txt"})),
+        // "unsaved" is only in the editor's buffer: the edit works on it.
+        Turn::tool_call(
+            "Edit",
+            json!({"file_path": "a.txt", "old_string": "unsaved", "new_string": "edited"}),
+        ),
+        Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        &root,
+        &server,
+        &[
+            ("ACP_FS", "1"),
+            ("ACP_BUFFERS", &buffers),
+            ("ACP_ANSWERS", "allow_once,allow_once"),
+        ],
+    )
+    .await;
+    let read = results_of(&log, "read");
+    assert!(read[0].contains("unsaved buffer"), "{log}");
+    assert!(!read[0].contains("on disk"), "{log}");
+    assert_eq!(
+        log["writes"],
+        json!([
+            {"path": a, "content": "edited buffer\n"},
+            {"path": b, "content": "beta\n"},
+        ]),
+        "{log}"
+    );
+    // kaji wrote nothing itself: the disk is as it was.
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "on disk\n");
+    assert!(!b.exists());
+    // The edit still arrived as a diff, and was asked for.
+    assert_eq!(log["permissions"].as_array().unwrap().len(), 2);
+    let edit = updates(&log, "tool_call")
+        .into_iter()
+        .find(|c| c["title"].as_str().unwrap().starts_with("Edit"))
+        .unwrap();
+    assert_eq!(edit["content"][0]["type"], "diff");
+}
+
+#[tokio::test]
+async fn without_the_fs_capability_the_disk_is_used() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let root = canonical(work.path());
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        &root,
+        &server,
+        &[("ACP_ANSWERS", "allow_once")],
+    )
+    .await;
+    assert_eq!(log["writes"], json!([]));
+    assert_eq!(
+        std::fs::read_to_string(root.join("b.txt")).unwrap(),
+        "beta\n"
+    );
+}
+
+fn everything() -> String {
+    kaji_test_support::fixtures::mcp_server_bin("mcp-server-everything")
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn mcp_servers_the_client_passes_join_the_session() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mcp =
+        json!([{"name": "everything", "command": everything(), "args": ["stdio"], "env": []}])
+            .to_string();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("mcp__everything__echo", json!({"message": "hi over MCP"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "echoed"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_MCP", &mcp), ("ACP_ANSWERS", "allow_once")],
+    )
+    .await;
+    let init = &log["responses"]["initialize"]["agentCapabilities"];
+    assert_eq!(init["mcpCapabilities"]["http"], true, "{init}");
+    let tools = server.requests()[0].body["tools"].to_string();
+    assert!(tools.contains("mcp__everything__echo"), "{tools}");
+    let done = updates(&log, "tool_call_update")
+        .into_iter()
+        .find(|u| u["status"] == "completed")
+        .unwrap_or_else(|| panic!("no completed call: {log}"));
+    assert!(
+        done["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hi over MCP"),
+        "{done}"
+    );
+}
+
+#[tokio::test]
+async fn an_image_in_the_prompt_reaches_the_model() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "a red dot"}),
+    )]))
+    .await;
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_PROMPT", "what is this?"), ("ACP_IMAGE", png)],
+    )
+    .await;
+    let caps = &log["responses"]["initialize"]["agentCapabilities"]["promptCapabilities"];
+    assert_eq!(caps["image"], true, "{caps}");
+    assert_eq!(caps["embeddedContext"], true, "{caps}");
+    let body = &server.requests()[0].body;
+    let user = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "user")
+        .unwrap();
+    let blocks = user["content"].as_array().unwrap();
+    assert!(
+        blocks
+            .iter()
+            .any(|b| b["type"] == "text" && b["text"].as_str().unwrap().contains("what is this?")),
+        "{user}"
+    );
+    let image = blocks
+        .iter()
+        .find(|b| b["type"] == "image")
+        .unwrap_or_else(|| panic!("no image block: {user}"));
+    assert_eq!(
+        image["source"],
+        json!({"type": "base64", "media_type": "image/png", "data": png})
+    );
+}
+
+/// A project whose settings start an MCP server: a gated setting.
+fn gated_project() -> tempfile::TempDir {
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join(".kaji")).unwrap();
+    std::fs::write(
+        work.path().join(".kaji/config.toml"),
+        format!(
+            "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            everything()
+        ),
+    )
+    .unwrap();
+    work
+}
+
+#[tokio::test]
+async fn an_untrusted_project_is_put_to_the_client_once_and_trusted_on_allow() {
+    let home = tempfile::tempdir().unwrap();
+    let work = gated_project();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("mcp__everything__echo", json!({"message": "trusted"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_ANSWERS", "trust,allow_once")],
+    )
+    .await;
+    let perms = log["permissions"].as_array().unwrap();
+    assert_eq!(perms.len(), 2, "{log}");
+    let ask = &perms[0]["request"];
+    let options: Vec<&str> = ask["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["optionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(options, ["trust", "dont_trust"]);
+    assert!(ask["toolCall"].to_string().contains("mcp_servers"), "{ask}");
+    // Trusted: the project's MCP server runs, and the session keeps its id.
+    let tools = server.requests()[0].body["tools"].to_string();
+    assert!(tools.contains("mcp__everything__echo"), "{tools}");
+    let id = log["responses"]["new"]["sessionId"].as_str().unwrap();
+    assert!(
+        log["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["sessionId"] == id)
+    );
+    assert_eq!(log["responses"]["prompt"]["stopReason"], "end_turn");
+    // Not recorded for good: trusted.toml is untouched.
+    assert!(!home.path().join("kaji-home/trusted.toml").exists());
+}
+
+#[tokio::test]
+async fn an_untrusted_project_rejected_by_the_client_keeps_its_settings_ignored() {
+    let home = tempfile::tempdir().unwrap();
+    let work = gated_project();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "ok"}),
+    )]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_ANSWERS", "dont_trust")],
+    )
+    .await;
+    assert_eq!(log["permissions"].as_array().unwrap().len(), 1, "{log}");
+    let tools = server.requests()[0].body["tools"].to_string();
+    assert!(!tools.contains("mcp__everything"), "{tools}");
+    let said = text_of(&log, "agent_message_chunk");
+    assert!(
+        said.contains("not trusted") && said.contains("mcp_servers"),
+        "{said}"
+    );
+}
+
+#[tokio::test]
+async fn with_trust_the_client_is_not_asked() {
+    let home = tempfile::tempdir().unwrap();
+    let work = gated_project();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "ok"}),
+    )]))
+    .await;
+    let log = client_with(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[],
+        &["--trust"],
+    )
+    .await;
+    assert_eq!(log["permissions"], json!([]), "{log}");
+    let tools = server.requests()[0].body["tools"].to_string();
+    assert!(tools.contains("mcp__everything__echo"), "{tools}");
+}
+
+#[tokio::test]
+async fn the_todo_arrives_as_a_plan_and_set_mode_switches_the_permission_mode() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let todos = json!({"todos": [
+        {"content": "Write b.txt", "activeForm": "Writing b.txt", "status": "in_progress"},
+        {"content": "Check it", "activeForm": "Checking it", "status": "pending"},
+    ]});
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("TodoWrite", todos),
+        Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_MODE", "yolo")],
+    )
+    .await;
+    let plans = updates(&log, "plan");
+    assert_eq!(plans.len(), 1, "{log}");
+    assert_eq!(
+        plans[0]["entries"],
+        json!([
+            {"content": "Write b.txt", "priority": "medium", "status": "in_progress"},
+            {"content": "Check it", "priority": "medium", "status": "pending"},
+        ])
+    );
+    // In yolo mode the Write ran without asking.
+    assert_eq!(log["permissions"], json!([]), "{log}");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("b.txt")).unwrap(),
+        "beta\n"
+    );
 }
 
 /// A raw JSON-RPC peer of `kaji acp`.

@@ -152,6 +152,9 @@ pub struct TaskConfig {
     pub compact_threshold: f64,
     /// Runs sub-agents for the `Agent` tool (see [`crate::subagent`]).
     pub agents: Option<Arc<dyn kaji_tools::agent_tools::AgentSpawner>>,
+    /// Where the file tools read and write text (an editor's buffers);
+    /// `None`: the local disk.
+    pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
 }
 
 impl std::fmt::Debug for TaskConfig {
@@ -207,6 +210,7 @@ impl TaskConfig {
             compact_threshold: 0.85,
             on_text_reply: TextReply::Nudge,
             agents: None,
+            files: None,
         }
     }
 }
@@ -489,6 +493,12 @@ impl Task {
 
     /// Runs the task to its end: the outer loop.
     pub async fn run(self, prompt: String) -> TaskOutcome {
+        self.run_with(prompt, Vec::new()).await
+    }
+
+    /// As [`Task::run`], with blocks the user attached (images) sent
+    /// after the prompt's text.
+    pub async fn run_with(self, prompt: String, attachments: Vec<ContentBlock>) -> TaskOutcome {
         let started = Instant::now();
         self.config
             .recorder
@@ -505,6 +515,7 @@ impl Task {
             user_content.push(ContentBlock::text(notice.clone()));
         }
         user_content.push(ContentBlock::text(prompt.clone()));
+        user_content.extend(attachments);
         self.start_initial_checkpoint();
         let stopped_by_hook = self.start_hooks(&prompt, &mut user_content).await;
         let (status, result) = match stopped_by_hook {
@@ -1276,6 +1287,7 @@ impl Task {
             task_list: self.config.task_list.clone(),
             runtime: self.config.runtime.clone(),
             agents: self.config.agents.clone(),
+            files: self.config.files.clone(),
         }
     }
 

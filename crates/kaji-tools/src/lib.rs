@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 pub mod agent_tools;
 mod bash;
 mod error;
+pub mod file_access;
 mod fs;
 mod interaction;
 pub mod plan;
@@ -33,6 +34,7 @@ pub mod web_fetch;
 pub mod worktree;
 
 pub use error::ToolError;
+pub use file_access::{FileAccess, FileAccessError};
 pub use fs::{IgnoreRule, KajiIgnore, normalize_lexically, real_path};
 pub use registry::ToolRegistry;
 
@@ -83,6 +85,9 @@ pub struct ToolContext {
     pub sandbox: Option<Arc<kaji_sandbox::SandboxPolicy>>,
     /// Runs sub-agents for the `Agent` tool; `None` refuses them.
     pub agents: Option<Arc<dyn agent_tools::AgentSpawner>>,
+    /// Where `Read`, `Write` and `Edit` get and put a text file's content
+    /// (an editor's buffers over ACP); `None`: the local disk.
+    pub files: Option<Arc<dyn FileAccess>>,
 }
 
 impl ToolContext {
@@ -102,6 +107,7 @@ impl ToolContext {
             runtime: None,
             sandbox: None,
             agents: None,
+            files: None,
         }
     }
 

@@ -2,22 +2,29 @@
 //! `session/update` notifications, tool approvals as
 //! `session/request_permission` requests to the client.
 //!
-//! `emit` only queues a notification (it never blocks); `answer` waits for
-//! the client, and must therefore only run outside the connection's
-//! dispatch loop (prompts run in their own tokio task). It never writes to
-//! stdout itself: the SDK owns it.
+//! Where the client offers `fs/read_text_file` and `fs/write_text_file`, it
+//! is also the session's [`FileAccess`]: the file tools read and write the
+//! editor's buffers.
+//!
+//! `emit` only queues a notification (it never blocks); `answer` and the
+//! file requests wait for the client, and must therefore only run outside
+//! the connection's dispatch loop (prompts run in their own tokio task).
+//! It never writes to stdout itself: the SDK owns it.
 
 use std::sync::{Mutex, OnceLock};
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
-    SessionNotification, SessionUpdate, ToolCallUpdate, ToolCallUpdateFields,
+    ContentBlock, ContentChunk, PermissionOption, PermissionOptionKind, ReadTextFileRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, SessionNotification, SessionUpdate,
+    TextContent, ToolCallContent, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    WriteTextFileRequest,
 };
 use async_trait::async_trait;
 use kaji_core::{AskRequest, TaskFrontend};
 use kaji_protocol::{AskKind, AskPayload, AskResponse, SessionEvent};
+use kaji_tools::{FileAccess, FileAccessError};
 
 use super::convert::{self, Converter};
 
@@ -28,27 +35,106 @@ pub const ALLOW_ALWAYS: &str = "allow_always";
 /// Reject this call.
 pub const REJECT_ONCE: &str = "reject_once";
 
+/// The option id that trusts the project for the session.
+pub const TRUST: &str = "trust";
+/// The option id that leaves the project untrusted.
+pub const DONT_TRUST: &str = "dont_trust";
+
+/// Which of the client's file methods kaji uses.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientFs {
+    /// `fs/read_text_file`.
+    pub read: bool,
+    /// `fs/write_text_file`.
+    pub write: bool,
+}
+
 /// One ACP session's front end.
 pub struct AcpFrontend {
     cx: ConnectionTo<Client>,
-    /// The ACP (= kaji) session id, known once the session is built.
+    /// The ACP session id (the kaji session's), known once the session is
+    /// built.
     session_id: OnceLock<String>,
     converter: Mutex<Converter>,
+    fs: ClientFs,
+}
+
+impl std::fmt::Debug for AcpFrontend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcpFrontend")
+            .field("session_id", &self.session_id.get())
+            .field("fs", &self.fs)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AcpFrontend {
-    /// A front end sending to `cx`, for a session working in `cwd`.
-    pub fn new(cx: ConnectionTo<Client>, cwd: std::path::PathBuf) -> Self {
+    /// A front end sending to `cx`, for a session working in `cwd`, using
+    /// the client's file methods `fs` offers.
+    pub fn new(cx: ConnectionTo<Client>, cwd: std::path::PathBuf, fs: ClientFs) -> Self {
         Self {
             cx,
             session_id: OnceLock::new(),
             converter: Mutex::new(Converter::new(cwd)),
+            fs,
         }
     }
 
-    /// Names the session once it is built.
+    /// Whether the client offers a file method kaji uses.
+    pub fn delegates_files(&self) -> bool {
+        self.fs.read || self.fs.write
+    }
+
+    /// Sends `text` as an agent message chunk (a notice of kaji's).
+    pub fn notice(&self, text: &str) {
+        if let Some(id) = self.session_id.get() {
+            let c = ContentChunk::new(ContentBlock::Text(TextContent::new(text)));
+            self.send(id, SessionUpdate::AgentMessageChunk(c));
+        }
+    }
+
+    /// Asks the client, through a permission request, whether to trust the
+    /// project for this session; `what` lists the settings at stake.
+    pub async fn ask_trust(&self, what: &str) -> bool {
+        let Some(session_id) = self.session_id.get() else {
+            return false;
+        };
+        let fields = ToolCallUpdateFields::new()
+            .title("Trust this project's settings?".to_string())
+            .kind(ToolKind::Other)
+            .content(vec![ToolCallContent::from(ContentBlock::Text(
+                TextContent::new(what),
+            ))]);
+        let call = ToolCallUpdate::new(format!("trust-{session_id}"), fields);
+        let options = vec![
+            PermissionOption::new(
+                TRUST,
+                "Trust for this session",
+                PermissionOptionKind::AllowOnce,
+            ),
+            PermissionOption::new(DONT_TRUST, "Don't trust", PermissionOptionKind::RejectOnce),
+        ];
+        let request = RequestPermissionRequest::new(session_id.to_string(), call, options);
+        match self.cx.send_request(request).block_task().await {
+            Ok(r) => matches!(
+                r.outcome,
+                RequestPermissionOutcome::Selected(s) if &*s.option_id.0 == TRUST
+            ),
+            Err(e) => {
+                eprintln!("kaji acp: the trust request failed: {e:?}");
+                false
+            }
+        }
+    }
+
+    /// Names the session once it is built (a rebuilt one keeps its name).
     pub fn set_session_id(&self, id: &str) {
         let _ = self.session_id.set(id.to_string());
+    }
+
+    /// The ACP session id, once known.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session_id.get().map(String::as_str)
     }
 
     /// Sends the updates `event` makes for session `session_id`.
@@ -132,10 +218,59 @@ fn deny(why: &str) -> AskResponse {
     }
 }
 
+fn editor_error(e: agent_client_protocol::Error) -> FileAccessError {
+    FileAccessError::Refused {
+        owner: "the editor".into(),
+        message: e.to_string(),
+    }
+}
+
+#[async_trait]
+impl FileAccess for AcpFrontend {
+    fn reads_text(&self) -> bool {
+        self.fs.read
+    }
+
+    fn writes_text(&self) -> bool {
+        self.fs.write
+    }
+
+    async fn read_text(&self, path: &std::path::Path) -> Result<String, FileAccessError> {
+        let Some(id) = self.session_id.get() else {
+            return Err(not_ready());
+        };
+        let request = ReadTextFileRequest::new(id.to_string(), path.to_path_buf());
+        let r = self.cx.send_request(request).block_task().await;
+        r.map(|r| r.content).map_err(editor_error)
+    }
+
+    async fn write_text(
+        &self,
+        path: &std::path::Path,
+        content: &str,
+    ) -> Result<(), FileAccessError> {
+        let Some(id) = self.session_id.get() else {
+            return Err(not_ready());
+        };
+        let request = WriteTextFileRequest::new(id.to_string(), path.to_path_buf(), content);
+        let r = self.cx.send_request(request).block_task().await;
+        r.map(|_| ()).map_err(editor_error)
+    }
+}
+
+fn not_ready() -> FileAccessError {
+    FileAccessError::Unreachable {
+        owner: "the editor".into(),
+        message: "the session is not ready yet".into(),
+    }
+}
+
 #[async_trait]
 impl TaskFrontend for AcpFrontend {
     fn emit(&self, event: SessionEvent) {
-        self.send_event(&event.session_id, &event.event);
+        // The ACP id, which a session rebuilt for trust keeps.
+        let id = self.session_id.get().unwrap_or(&event.session_id).clone();
+        self.send_event(&id, &event.event);
     }
 
     async fn answer(&self, ask: &AskRequest) -> AskResponse {

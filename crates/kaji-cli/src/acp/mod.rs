@@ -3,15 +3,19 @@
 //!
 //! A thin front end: each ACP session is one kaji [`Session`] built with
 //! the same flags as `kaji exec` ([`AgentArgs`]); prompts are `submit`ted,
-//! `session/cancel` aborts, events go out through [`frontend::AcpFrontend`].
+//! `session/cancel` aborts, events go out through [`frontend::AcpFrontend`],
+//! which is also the file tools' [`kaji_tools::FileAccess`] where the client
+//! offers `fs/*`. The MCP servers a client passes join the configured ones;
+//! an untrusted project's gated settings are put to the client once, at the
+//! session's first prompt.
 //! stdout carries protocol messages only, so nothing here may print to it:
 //! logs and warnings go to stderr.
 
 mod convert;
 mod frontend;
 
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::schema::ProtocolVersion;
@@ -19,16 +23,18 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, Implementation,
     InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    SessionMode, SessionModeState, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
+    PromptRequest, PromptResponse, SessionMode, SessionModeState, SetSessionModeRequest,
+    SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::{Agent, Client, Error, ErrorCode, Responder, Stdio, V1};
 use kaji_core::{PermissionMode, ResumeFrom, Session, SessionBuilder, SessionError};
+use kaji_mcp::{McpServerConfig, McpTransportConfig};
 use kaji_protocol::TaskStatus;
 use tokio::task::JoinHandle;
 
 use crate::agent::AgentArgs;
-use frontend::AcpFrontend;
+use frontend::{AcpFrontend, ClientFs};
 
 /// Arguments of `kaji acp`.
 #[derive(Debug, Clone, clap::Args)]
@@ -40,14 +46,23 @@ pub struct AcpArgs {
 }
 
 /// One open ACP session.
+#[derive(Clone)]
 struct Open {
     session: Arc<Session>,
     frontend: Arc<AcpFrontend>,
+    /// What it was built from, to rebuild it trusted.
+    cwd: PathBuf,
+    mcp: Vec<McpServer>,
+    /// Set while the client is still to be asked whether to trust the
+    /// project: the gated settings, for the question.
+    pending_trust: Arc<Mutex<Option<String>>>,
 }
 
-/// The agent's state: its flags, the open sessions, the running turns.
+/// The agent's state: its flags, the client's file methods, the open
+/// sessions, the running turns.
 struct Acp {
     args: AcpArgs,
+    fs: Mutex<ClientFs>,
     sessions: Mutex<HashMap<String, Open>>,
     turns: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -60,6 +75,7 @@ pub async fn run(args: AcpArgs) -> i32 {
     }
     let acp = Arc::new(Acp {
         args,
+        fs: Mutex::new(ClientFs::default()),
         sessions: Mutex::new(HashMap::new()),
         turns: Mutex::new(Vec::new()),
     });
@@ -76,7 +92,8 @@ pub async fn run(args: AcpArgs) -> i32 {
 
 /// Serves the connection until it closes.
 async fn serve(acp: Arc<Acp>) -> Result<(), Error> {
-    let (a1, a2, a3, a4, a5) = (
+    let (a0, a1, a2, a3, a4, a5) = (
+        Arc::clone(&acp),
         Arc::clone(&acp),
         Arc::clone(&acp),
         Arc::clone(&acp),
@@ -87,7 +104,9 @@ async fn serve(acp: Arc<Acp>) -> Result<(), Error> {
         .v1()
         .name("kaji")
         .on_receive_request(
-            async move |req: InitializeRequest, responder, _cx| responder.respond(initialize(&req)),
+            async move |req: InitializeRequest, responder, _cx| {
+                responder.respond(a0.initialize(&req))
+            },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
@@ -123,33 +142,46 @@ async fn serve(acp: Arc<Acp>) -> Result<(), Error> {
         .await
 }
 
-fn initialize(req: &InitializeRequest) -> InitializeResponse {
-    let version = std::cmp::min(req.protocol_version, ProtocolVersion::V1);
-    let prompt = PromptCapabilities::new().embedded_context(true);
-    InitializeResponse::new(version)
-        .agent_capabilities(
-            AgentCapabilities::new()
-                .load_session(true)
-                .prompt_capabilities(prompt),
-        )
-        .agent_info(Implementation::new("kaji", env!("CARGO_PKG_VERSION")))
-}
-
 impl Acp {
-    fn session(&self, id: &str) -> Option<Open> {
-        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        sessions.get(id).map(|o| Open {
-            session: Arc::clone(&o.session),
-            frontend: Arc::clone(&o.frontend),
-        })
+    /// Notes the client's file methods; answers with kaji's capabilities.
+    fn initialize(&self, req: &InitializeRequest) -> InitializeResponse {
+        let fs = &req.client_capabilities.fs;
+        *self.fs.lock().unwrap_or_else(|e| e.into_inner()) = ClientFs {
+            read: fs.read_text_file,
+            write: fs.write_text_file,
+        };
+        let version = std::cmp::min(req.protocol_version, ProtocolVersion::V1);
+        let prompt = PromptCapabilities::new().image(true).embedded_context(true);
+        InitializeResponse::new(version)
+            .agent_capabilities(
+                AgentCapabilities::new()
+                    .load_session(true)
+                    .prompt_capabilities(prompt)
+                    .mcp_capabilities(McpCapabilities::new().http(true)),
+            )
+            .agent_info(Implementation::new("kaji", env!("CARGO_PKG_VERSION")))
     }
 
-    /// Builds a kaji session in `cwd`, resuming `resume` if set.
+    fn session(&self, id: &str) -> Option<Open> {
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.get(id).cloned()
+    }
+
+    fn new_frontend(&self, cx: ConnectionTo<Client>, cwd: &Path) -> Arc<AcpFrontend> {
+        let fs = *self.fs.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::new(AcpFrontend::new(cx, cwd.to_path_buf(), fs))
+    }
+
+    /// Builds a kaji session in `cwd`, resuming `resume` if set, with the
+    /// client's MCP servers; `trust` trusts the project for it. It is
+    /// opened under the frontend's id (set already for a rebuilt session).
     async fn build(
         &self,
         cwd: &Path,
         resume: Option<ResumeFrom>,
-        cx: ConnectionTo<Client>,
+        mcp: &[McpServer],
+        trust: bool,
+        frontend: Arc<AcpFrontend>,
     ) -> Result<Open, Error> {
         let mut options = self
             .args
@@ -158,10 +190,20 @@ impl Acp {
             .map_err(|e| Error::invalid_params().data(e.0))?;
         options.cwd = Some(cwd.to_path_buf());
         options.resume = resume;
+        options.trust |= trust;
+        options.mcp_servers = mcp_servers(mcp);
         // An editor's user answers: a text-only reply ends the turn.
         options.text_reply_default = kaji_core::config::TextReply::Finish;
-        let frontend = Arc::new(AcpFrontend::new(cx, cwd.to_path_buf()));
-        let builder = SessionBuilder::new(crate::paths::kaji_home(), options);
+        let home = crate::paths::kaji_home();
+        let pending_trust = if options.trust {
+            None
+        } else {
+            untrusted_settings(&home, cwd)
+        };
+        let mut builder = SessionBuilder::new(home, options);
+        if frontend.delegates_files() {
+            builder = builder.file_access(frontend.clone());
+        }
         let dyn_frontend: Arc<dyn kaji_core::TaskFrontend> = frontend.clone();
         // The builder's future is not `Send` (provider selection borrows a
         // non-`Sync` closure), and the SDK's handlers must be: build it on a
@@ -176,15 +218,62 @@ impl Acp {
             eprintln!("kaji acp: {w}");
         }
         frontend.set_session_id(session.id());
+        let id = frontend.session_id().unwrap_or(session.id()).to_string();
         let open = Open {
-            session: Arc::clone(&session),
-            frontend: Arc::clone(&frontend),
+            session,
+            frontend,
+            cwd: cwd.to_path_buf(),
+            mcp: mcp.to_vec(),
+            pending_trust: Arc::new(Mutex::new(pending_trust)),
         };
         self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(session.id().to_string(), open);
-        Ok(Open { session, frontend })
+            .insert(id, open.clone());
+        Ok(open)
+    }
+
+    /// At a session's first prompt, when its project is untrusted and has
+    /// gated settings: asks the client. Trusted, the session is rebuilt
+    /// (resumed) with them; else a notice says they are ignored.
+    async fn settle_trust(&self, open: Open) -> Result<Open, Error> {
+        let pending = open
+            .pending_trust
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(what) = pending else {
+            return Ok(open);
+        };
+        if !open.frontend.ask_trust(&what).await {
+            open.frontend.notice(&format!(
+                "kaji: the project is not trusted, so its settings that run code, widen permissions or redirect traffic are ignored ({what}). `kaji trust` or `kaji acp --trust` trusts it.\n\n"
+            ));
+            return Ok(open);
+        }
+        let Open {
+            session,
+            frontend,
+            cwd,
+            mcp,
+            ..
+        } = open;
+        let id = frontend.session_id().unwrap_or(session.id()).to_string();
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        session.shutdown().await;
+        let resume = (!self.args.agent.no_session_persistence)
+            .then(|| ResumeFrom::Id(session.id().to_string()));
+        let fresh = session.history().is_empty();
+        // The session file's lock goes with the last reference.
+        drop(session);
+        let open = self.build(&cwd, resume, &mcp, true, frontend).await?;
+        if fresh {
+            open.session.forget_resumption();
+        }
+        Ok(open)
     }
 
     async fn new_session(
@@ -193,8 +282,11 @@ impl Acp {
         responder: Responder<NewSessionResponse, V1>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        warn_mcp(req.mcp_servers.len());
-        match self.build(&req.cwd, None, cx).await {
+        let frontend = self.new_frontend(cx, &req.cwd);
+        match self
+            .build(&req.cwd, None, &req.mcp_servers, false, frontend)
+            .await
+        {
             Ok(open) => responder.respond(
                 NewSessionResponse::new(open.session.id().to_string())
                     .modes(modes(open.session.permission_mode())),
@@ -211,12 +303,17 @@ impl Acp {
         responder: Responder<LoadSessionResponse, V1>,
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
-        warn_mcp(req.mcp_servers.len());
         let id = req.session_id.0.to_string();
         let open = match self.session(&id) {
             Some(open) => open,
             None => match self
-                .build(&req.cwd, Some(ResumeFrom::Id(id.clone())), cx)
+                .build(
+                    &req.cwd,
+                    Some(ResumeFrom::Id(id.clone())),
+                    &req.mcp_servers,
+                    false,
+                    self.new_frontend(cx, &req.cwd),
+                )
                 .await
             {
                 Ok(open) => open,
@@ -233,16 +330,27 @@ impl Acp {
     /// Starts the prompt's turn in its own task (permission requests wait
     /// for the client, which the dispatch loop must stay free to read).
     fn prompt(
-        &self,
+        self: &Arc<Self>,
         req: PromptRequest,
         responder: Responder<PromptResponse, V1>,
     ) -> Result<(), Error> {
         let Some(open) = self.session(&req.session_id.0) else {
             return responder.respond_with_error(unknown_session(&req.session_id.0));
         };
-        let text = prompt_text(&req.prompt);
+        let (text, images) = prompt_content(&req.prompt);
+        let acp = Arc::clone(self);
         let turn = tokio::spawn(async move {
-            let answer = match open.session.submit(text).await {
+            let open = match acp.settle_trust(open).await {
+                Ok(open) => open,
+                Err(e) => {
+                    if let Err(e) = responder.respond_with_error(e) {
+                        eprintln!("kaji acp: cannot answer session/prompt: {e:?}");
+                    }
+                    return;
+                }
+            };
+            let task_id = kaji_core::new_task_id();
+            let answer = match open.session.submit_with(task_id, text, images).await {
                 Ok(outcome) => responder.respond(PromptResponse::new(stop_reason(outcome.status))),
                 Err(SessionError::Busy) => responder.respond_with_error(Error::new(
                     ErrorCode::INVALID_REQUEST,
@@ -326,24 +434,108 @@ fn modes(current: PermissionMode) -> SessionModeState {
     SessionModeState::new(current.as_str(), modes)
 }
 
-/// The prompt as kaji's text: embedded context inlined, links named.
-fn prompt_text(blocks: &[ContentBlock]) -> String {
+/// The image types the providers take.
+const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// The prompt as kaji's text (embedded context inlined, links named) and
+/// its images.
+fn prompt_content(blocks: &[ContentBlock]) -> (String, Vec<kaji_protocol::ContentBlock>) {
     let mut parts = Vec::new();
+    let mut images = Vec::new();
+    let mut image = |mime: &str, data: &str, parts: &mut Vec<String>| {
+        if IMAGE_TYPES.contains(&mime) {
+            images.push(kaji_protocol::ContentBlock::image(mime, data));
+        } else {
+            parts.push(format!(
+                "[an image of type {mime} was left out: kaji sends PNG, JPEG, GIF and WebP]"
+            ));
+        }
+    };
     for b in blocks {
         match b {
             ContentBlock::Text(t) => parts.push(t.text.clone()),
+            ContentBlock::Image(i) => image(&i.mime_type, &i.data, &mut parts),
             ContentBlock::Resource(r) => match &r.resource {
                 EmbeddedResourceResource::TextResourceContents(c) => parts.push(format!(
                     "<context uri=\"{}\">\n{}\n</context>",
                     c.uri, c.text
                 )),
+                EmbeddedResourceResource::BlobResourceContents(c)
+                    if c.mime_type
+                        .as_deref()
+                        .is_some_and(|m| m.starts_with("image/")) =>
+                {
+                    image(c.mime_type.as_deref().unwrap_or(""), &c.blob, &mut parts)
+                }
                 _ => parts.push("[a binary resource was attached; kaji cannot read it]".into()),
             },
             ContentBlock::ResourceLink(l) => parts.push(format!("@{}", l.uri)),
             _ => parts.push("[an attachment kaji cannot read was left out]".into()),
         }
     }
-    parts.join("\n")
+    let mut text = parts.join("\n");
+    if text.trim().is_empty() && !images.is_empty() {
+        text = "(image attached)".into();
+    }
+    (text, images)
+}
+
+/// The client's MCP servers as kaji's, by name. SSE servers (a transport
+/// kaji does not speak) and ACP-tunnelled ones are left out, with a note.
+fn mcp_servers(list: &[McpServer]) -> BTreeMap<String, McpServerConfig> {
+    let mut out = BTreeMap::new();
+    for server in list {
+        let (name, config) = match server {
+            McpServer::Stdio(s) => {
+                let mut c = McpServerConfig::stdio(s.command.to_string_lossy(), s.args.clone());
+                if let McpTransportConfig::Stdio { env, .. } = &mut c.transport {
+                    env.extend(s.env.iter().map(|v| (v.name.clone(), v.value.clone())));
+                }
+                (&s.name, c)
+            }
+            McpServer::Http(h) => {
+                let mut c = McpServerConfig::http(h.url.clone());
+                if let McpTransportConfig::Http { headers, .. } = &mut c.transport {
+                    headers.extend(h.headers.iter().map(|v| (v.name.clone(), v.value.clone())));
+                }
+                (&h.name, c)
+            }
+            McpServer::Sse(s) => {
+                eprintln!(
+                    "kaji acp: MCP server {:?} uses the SSE transport, which kaji does not speak; left out (use streamable HTTP)",
+                    s.name
+                );
+                continue;
+            }
+            _ => {
+                eprintln!("kaji acp: an MCP server of a kind kaji does not know was left out");
+                continue;
+            }
+        };
+        out.insert(name.clone(), config);
+    }
+    out
+}
+
+/// The note on a project's gated settings, when it is not trusted and has
+/// some.
+fn untrusted_settings(home: &Path, cwd: &Path) -> Option<String> {
+    if kaji_core::trust::is_trusted(home, cwd).unwrap_or(false) {
+        return None;
+    }
+    let (_, ignored) = kaji_core::config::KajiConfig::load_gated(home, cwd, false).ok()?;
+    let mut files: Vec<(&Path, Vec<&str>)> = Vec::new();
+    for i in &ignored {
+        match files.iter_mut().find(|(p, _)| *p == i.path.as_path()) {
+            Some((_, keys)) => keys.push(i.key),
+            None => files.push((i.path.as_path(), vec![i.key])),
+        }
+    }
+    let list: Vec<String> = files
+        .iter()
+        .map(|(p, keys)| format!("{} in {}", keys.join(", "), p.display()))
+        .collect();
+    (!list.is_empty()).then(|| list.join("; "))
 }
 
 fn stop_reason(status: TaskStatus) -> StopReason {
@@ -370,12 +562,4 @@ fn session_error(e: SessionError) -> Error {
         ErrorCode::INTERNAL_ERROR
     };
     Error::new(code, e.to_string())
-}
-
-fn warn_mcp(n: usize) {
-    if n > 0 {
-        eprintln!(
-            "kaji acp: the client passed {n} MCP server(s); kaji uses only the ones configured in its settings (see docs/acp.md)"
-        );
-    }
 }

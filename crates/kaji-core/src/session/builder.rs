@@ -30,6 +30,7 @@ pub struct SessionBuilder {
     provider: Option<ProviderConfig>,
     parent: Option<String>,
     history: Vec<kaji_protocol::Message>,
+    files: Option<Arc<dyn kaji_tools::FileAccess>>,
 }
 
 impl SessionBuilder {
@@ -41,7 +42,15 @@ impl SessionBuilder {
             provider: None,
             parent: None,
             history: Vec::new(),
+            files: None,
         }
+    }
+
+    /// The file tools read and write text through `files` (an editor's
+    /// buffers, `kaji acp`) instead of the local disk.
+    pub fn file_access(mut self, files: Arc<dyn kaji_tools::FileAccess>) -> Self {
+        self.files = Some(files);
+        self
     }
 
     /// Uses this provider instead of selecting one from flags, environment
@@ -156,7 +165,16 @@ impl SessionBuilder {
         }
         let mut tools = kaji_tools::builtin_tools();
         tools.register(todo_tool(todo.clone()));
-        let servers = settings.mcp_servers.clone();
+        let mut servers = settings.mcp_servers.clone();
+        for (name, server) in &self.options.mcp_servers {
+            if servers.contains_key(name) {
+                warnings.push(format!(
+                    "MCP server {name:?} is configured in the settings too; the settings' one is used"
+                ));
+            } else {
+                servers.insert(name.clone(), server.clone());
+            }
+        }
         let mcp = (!servers.is_empty()).then(|| kaji_mcp::McpManager::start(servers, &project_dir));
         let hooks = (!settings.hooks.is_empty()).then(|| HookRunner::new(settings.hooks.clone()));
 
@@ -195,6 +213,7 @@ impl SessionBuilder {
             persist: self.options.persist,
             owner: owner_name(self.options.agent_name.as_deref(), &session_id),
             role: self.options.role,
+            files: self.files.clone(),
         };
         let (conversation, files) = match restored {
             Some(r) => {

@@ -79,6 +79,8 @@ pub(crate) struct Services {
     pub owner: String,
     /// The main agent's role (a `kaji worker` is a teammate).
     pub role: kaji_tools::AgentRole,
+    /// Where the file tools read and write text; `None`: the disk.
+    pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
 }
 
 /// The conversation's state between prompts.
@@ -255,6 +257,13 @@ impl Session {
         self.lock().resume_notice.is_some()
     }
 
+    /// Starts the next prompt as a fresh one, not as the continuation of a
+    /// resumed session (no resumption notice, no TaskResume hook): for a
+    /// front end that reopened a session that had no prompt yet.
+    pub fn forget_resumption(&self) {
+        self.lock().resume_notice = None;
+    }
+
     /// The calls denied so far because nobody could approve them
     /// (headless sessions: `kaji exec`).
     pub fn permission_denials(&self) -> Vec<PermissionDenial> {
@@ -284,6 +293,17 @@ impl Session {
         task_id: String,
         prompt: String,
     ) -> Result<TaskOutcome, SessionError> {
+        self.submit_with(task_id, prompt, Vec::new()).await
+    }
+
+    /// As [`Session::submit_as`], with blocks the user attached (images,
+    /// [`kaji_protocol::ContentBlock::Image`]) sent after the prompt.
+    pub async fn submit_with(
+        &self,
+        task_id: String,
+        prompt: String,
+        attachments: Vec<kaji_protocol::ContentBlock>,
+    ) -> Result<TaskOutcome, SessionError> {
         if self.busy.swap(true, Ordering::SeqCst) {
             return Err(SessionError::Busy);
         }
@@ -292,7 +312,7 @@ impl Session {
         if let Some(files) = &self.files {
             files.prompt_started(&prompt);
         }
-        let outcome = task.run(prompt).await;
+        let outcome = task.run_with(prompt, attachments).await;
         if let Some(files) = &self.files {
             files.prompt_ended(outcome.status.as_str(), outcome.turns, &outcome.usage);
         }
@@ -366,6 +386,7 @@ impl Session {
         config.agents = Some(Arc::new(self.subagent_spawner(&cwd, mode)));
         config.owner = s.owner.clone();
         config.role = s.role;
+        config.files = s.files.clone();
         let mut executor = ToolExecutor::new(s.tools.clone());
         executor.set_result_cap(s.tool_result_max_chars);
         if let Some(mcp) = &s.mcp {
@@ -424,6 +445,7 @@ impl Session {
             usage: Arc::clone(&self.subagent_usage),
             catalog: Arc::new(catalog),
             limits: s.subagents.clone(),
+            files: s.files.clone(),
         })
     }
 

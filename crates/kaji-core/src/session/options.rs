@@ -77,6 +77,9 @@ pub struct SessionOptions {
     /// The main agent's role: a `kaji worker` is a teammate, which never
     /// takes over another owner's task.
     pub role: kaji_tools::AgentRole,
+    /// MCP servers the front end adds to the settings' (an editor's, over
+    /// ACP), by name; a name the settings have already is skipped.
+    pub mcp_servers: std::collections::BTreeMap<String, kaji_mcp::McpServerConfig>,
 }
 
 impl Default for SessionOptions {
@@ -105,6 +108,7 @@ impl Default for SessionOptions {
             subagents: crate::subagent::SubagentLimits::default(),
             agent_name: None,
             role: kaji_tools::AgentRole::Main,
+            mcp_servers: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -113,6 +113,8 @@ pub struct SubagentEnv {
     pub catalog: Arc<AgentCatalog>,
     /// Limits and aliases.
     pub limits: SubagentLimits,
+    /// Where the file tools read and write text (the parent's).
+    pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
 }
 
 /// Runs sub-agents at one depth; see the module docs.
@@ -297,6 +299,7 @@ impl SubagentSpawner {
         config.owner = agent.clone();
         config.role = role;
         config.extra_system_sections = vec![system_section];
+        config.files = env.files.clone();
         config.agents = Some(Arc::new(Self {
             env: Arc::clone(&self.env),
             depth: self.depth + 1,

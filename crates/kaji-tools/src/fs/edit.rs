@@ -109,20 +109,123 @@ give the new text in new_string"
         }
         let path = paths::resolve(ctx, &input.file_path);
         let cwd = paths::cwd(ctx);
-        tokio::task::spawn_blocking(move || edit(&cwd, path, input))
-            .await
-            .map_err(|e| failure(NAME, format!("the edit stopped unexpectedly: {e}")))?
+        match ctx.files.clone().filter(|f| f.writes_text()) {
+            None => blocking(move || edit(&cwd, path, input)).await,
+            Some(files) => edit_through(cwd, path, input, files.as_ref(), &ctx.cancel).await,
+        }
     }
 }
 
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| failure(NAME, format!("the edit stopped unexpectedly: {e}")))?
+}
+
+/// An edit on the local disk.
 fn edit(cwd: &Path, path: PathBuf, input: EditInput) -> Result<ToolOutput, ToolError> {
+    let change = match start(cwd, path, &input)? {
+        Start::Create(change) => change,
+        Start::Existing(file) => {
+            let bytes = std::fs::read(&file.real)
+                .map_err(|e| failure(NAME, format!("cannot read {}: {e}", file.path.display())))?;
+            change(file, bytes, &input)?
+        }
+    };
+    atomic::write_file(&change.real, change.new.as_bytes())
+        .map_err(|e| failure(NAME, format!("cannot write {}: {e}", change.path.display())))?;
+    Ok(output(&change))
+}
+
+/// An edit through a [`crate::FileAccess`]: the same checks on the disk,
+/// then the text as the file's owner holds it is read, changed and written
+/// back through it.
+async fn edit_through(
+    cwd: PathBuf,
+    path: PathBuf,
+    input: EditInput,
+    files: &dyn crate::FileAccess,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<ToolOutput, ToolError> {
+    let (started, input) = blocking(move || Ok((start(&cwd, path, &input), input))).await?;
+    let change = match started? {
+        Start::Create(change) => change,
+        Start::Existing(file) if !files.reads_text() => {
+            let real = file.real.clone();
+            let bytes = blocking(move || {
+                std::fs::read(&real)
+                    .map_err(|e| failure(NAME, format!("cannot read {}: {e}", real.display())))
+            })
+            .await?;
+            change(file, bytes, &input)?
+        }
+        Start::Existing(file) => {
+            let text = tokio::select! {
+                r = files.read_text(&file.real) => r.map_err(|e| {
+                    failure(NAME, format!("cannot read {}: {e}", file.path.display()))
+                })?,
+                () = cancel.cancelled() => return Err(ToolError::Cancelled),
+            };
+            change(file, text.into_bytes(), &input)?
+        }
+    };
+    tokio::select! {
+        r = files.write_text(&change.real, &change.new) => r.map_err(|e| {
+            failure(NAME, format!("cannot write {}: {e}", change.path.display()))
+        })?,
+        () = cancel.cancelled() => return Err(ToolError::Cancelled),
+    }
+    Ok(output(&change))
+}
+
+/// The file an edit changes.
+struct EditFile {
+    /// Where the bytes go (symlinks followed).
+    real: PathBuf,
+    /// The path as the model gave it, absolute.
+    path: PathBuf,
+    /// The path as shown in diffs.
+    label: String,
+}
+
+/// What an edit will write.
+struct Change {
+    real: PathBuf,
+    path: PathBuf,
+    label: String,
+    old: String,
+    new: String,
+    replaced: usize,
+    created: bool,
+}
+
+enum Start {
+    /// A missing file created with `new_string` (parents made).
+    Create(Change),
+    /// An existing file, to be read.
+    Existing(EditFile),
+}
+
+/// The checks before the file is read: `.kajiignore`, the kind of file,
+/// its size; a missing file is created when `old_string` is empty.
+fn start(cwd: &Path, path: PathBuf, input: &EditInput) -> Result<Start, ToolError> {
     let shown = path.display().to_string();
     let label = walk::display_path(cwd, &path);
     let target = target::prepare(NAME, cwd, &path)?;
     let Some(meta) = &target.existing else {
         if input.old_string.is_empty() {
             target::create_parents(NAME, &target.real)?;
-            return write_result(&target.real, &path, &label, "", &input.new_string, 0, true);
+            return Ok(Start::Create(Change {
+                real: target.real,
+                path,
+                label,
+                old: String::new(),
+                new: input.new_string.clone(),
+                replaced: 0,
+                created: true,
+            }));
         }
         return Err(failure(
             NAME,
@@ -141,8 +244,16 @@ use Write, or Edit with an empty old_string."
             ),
         ));
     }
-    let bytes = std::fs::read(&target.real)
-        .map_err(|e| failure(NAME, format!("cannot read {shown}: {e}")))?;
+    Ok(Start::Existing(EditFile {
+        real: target.real,
+        path,
+        label,
+    }))
+}
+
+/// The change `input` makes to the file's `bytes`.
+fn change(file: EditFile, bytes: Vec<u8>, input: &EditInput) -> Result<Change, ToolError> {
+    let shown = file.path.display().to_string();
     if sniff::has_nul(&bytes[..bytes.len().min(sniff::SNIFF_LEN)]) || sniff::image(&bytes).is_some()
     {
         return Err(failure(
@@ -161,10 +272,19 @@ UTF-8 text. Use Write to replace the whole file, or Bash."
             ),
         )
     })?;
+    let done = |old: String, new: String, replaced: usize| Change {
+        real: file.real.clone(),
+        path: file.path.clone(),
+        label: file.label.clone(),
+        old,
+        new,
+        replaced,
+        created: false,
+    };
 
     if input.old_string.is_empty() {
         if content.is_empty() {
-            return write_result(&target.real, &path, &label, "", &input.new_string, 0, false);
+            return Ok(done(String::new(), input.new_string.clone(), 0));
         }
         return Err(failure(
             NAME,
@@ -209,15 +329,7 @@ to replace all {n}.",
     } else {
         content.replacen(old.as_str(), &new, 1)
     };
-    write_result(
-        &target.real,
-        &path,
-        &label,
-        &content,
-        &updated,
-        positions.len(),
-        false,
-    )
+    Ok(done(content, updated, positions.len()))
 }
 
 /// In a CRLF file, `old` and `new` written with bare `\n` are converted to
@@ -297,19 +409,11 @@ fn whitespace_insensitive_match(content: &str, old: &str) -> Option<usize> {
         .map(|start| start + 1)
 }
 
-fn write_result(
-    real: &Path,
-    path: &Path,
-    label: &str,
-    old: &str,
-    new: &str,
-    replaced: usize,
-    created: bool,
-) -> Result<ToolOutput, ToolError> {
-    let shown = path.display().to_string();
-    atomic::write_file(real, new.as_bytes())
-        .map_err(|e| failure(NAME, format!("cannot write {shown}: {e}")))?;
-    let head = if created {
+/// The result of a change that was written.
+fn output(c: &Change) -> ToolOutput {
+    let shown = c.path.display().to_string();
+    let (old, new, replaced) = (c.old.as_str(), c.new.as_str(), c.replaced);
+    let head = if c.created {
         format!(
             "Created {shown} with new_string as its content ({} lines).",
             target::count_lines(new)
@@ -330,19 +434,19 @@ fn write_result(
     } else {
         format!("{head} The changed region now reads:\n{snippet}")
     };
-    Ok(ToolOutput {
+    ToolOutput {
         content,
         update: None,
         data: Some(json!({
-            "path": path,
-            "action": if created { "created" } else { "edited" },
+            "path": c.path,
+            "action": if c.created { "created" } else { "edited" },
             "replacements": replaced,
-            "diff": diff::unified(old, new, label),
+            "diff": diff::unified(old, new, &c.label),
         })),
         control: None,
         changed_files: true,
         images: Vec::new(),
-    })
+    }
 }
 
 #[cfg(test)]

@@ -186,10 +186,56 @@ to search many files.\n\
             limit: input.limit.unwrap_or(DEFAULT_LIMIT),
             cancel: ctx.cancel.clone(),
         };
-        tokio::task::spawn_blocking(move || request.run())
-            .await
-            .map_err(|e| failure(NAME, format!("the read stopped unexpectedly: {e}")))?
+        match ctx.files.clone().filter(|f| f.reads_text()) {
+            None => blocking(move || request.run()).await,
+            Some(files) => read_through(request, files.as_ref()).await,
+        }
     }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| failure(NAME, format!("the read stopped unexpectedly: {e}")))?
+}
+
+/// A read through a [`crate::FileAccess`]: the same checks on the disk
+/// (`.kajiignore`, the kind of file; images and binary files are read
+/// from the disk), then the text as the file's owner holds it.
+async fn read_through(
+    request: ReadRequest,
+    files: &dyn crate::FileAccess,
+) -> Result<ToolOutput, ToolError> {
+    let (request, opened) = blocking(move || {
+        let opened = request.open();
+        Ok((request, opened))
+    })
+    .await?;
+    if let Opened::Done(out) = opened? {
+        return Ok(out);
+    }
+    let text = tokio::select! {
+        r = files.read_text(&request.path) => r.map_err(|e| {
+            failure(NAME, format!("cannot read {}: {e}", request.path.display()))
+        })?,
+        () = request.cancel.cancelled() => return Err(ToolError::Cancelled),
+    };
+    let size = text.len() as u64;
+    blocking(move || request.text(text.into_bytes(), std::io::empty(), size)).await
+}
+
+/// A file that passed the checks.
+enum Opened {
+    /// Nothing more to read (an image, returned whole).
+    Done(ToolOutput),
+    /// A text file: its first bytes and the rest.
+    Text {
+        head: Vec<u8>,
+        file: std::fs::File,
+        size: u64,
+    },
 }
 
 struct ReadRequest {
@@ -202,6 +248,15 @@ struct ReadRequest {
 
 impl ReadRequest {
     fn run(self) -> Result<ToolOutput, ToolError> {
+        match self.open()? {
+            Opened::Done(out) => Ok(out),
+            Opened::Text { head, file, size } => self.text(head, file, size),
+        }
+    }
+
+    /// Checks the file (`.kajiignore`, a regular file, not binary) and
+    /// opens it; an image is read whole.
+    fn open(&self) -> Result<Opened, ToolError> {
         let path = &self.path;
         let shown = path.display();
         let meta = std::fs::metadata(path);
@@ -235,7 +290,7 @@ impl ReadRequest {
             .map_err(|e| io_failure(path, "cannot read", &e))?;
 
         if let Some(image) = sniff::image(&head) {
-            return read_image(path, image, head, file, size);
+            return read_image(path, image, head, file, size).map(Opened::Done);
         }
         if let Some(format) = sniff::binary_format(&head) {
             return Err(failure(
@@ -254,6 +309,18 @@ If it is UTF-16 text, convert it first."
                 ),
             ));
         }
+        Ok(Opened::Text { head, file, size })
+    }
+
+    /// The numbered lines of a text that starts with `head`.
+    fn text(
+        &self,
+        head: Vec<u8>,
+        rest: impl std::io::Read,
+        size: u64,
+    ) -> Result<ToolOutput, ToolError> {
+        let path = &self.path;
+        let shown = path.display();
         // Files in /proc and /sys report size 0 yet have content: judge by
         // what was read.
         if head.is_empty() {
@@ -267,7 +334,7 @@ If it is UTF-16 text, convert it first."
         }
 
         let mut reader =
-            BufReader::with_capacity(64 * 1024, std::io::Cursor::new(head).chain(file));
+            BufReader::with_capacity(64 * 1024, std::io::Cursor::new(head).chain(rest));
         self.numbered_lines(&mut reader, size)
     }
 

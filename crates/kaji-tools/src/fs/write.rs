@@ -81,14 +81,40 @@ before replacing it, so nothing in it is lost by accident.\n\
         )?;
         let path = paths::resolve(ctx, &input.file_path);
         let cwd = paths::cwd(ctx);
-        tokio::task::spawn_blocking(move || write(&cwd, path, &input.content))
-            .await
-            .map_err(|e| failure(NAME, format!("the write stopped unexpectedly: {e}")))?
+        match ctx.files.clone().filter(|f| f.writes_text()) {
+            None => blocking(move || write(&cwd, path, &input.content)).await,
+            Some(files) => {
+                write_through(cwd, path, input.content, files.as_ref(), &ctx.cancel).await
+            }
+        }
     }
 }
 
-fn write(cwd: &std::path::Path, path: PathBuf, content: &str) -> Result<ToolOutput, ToolError> {
-    let shown = path.display().to_string();
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| failure(NAME, format!("the write stopped unexpectedly: {e}")))?
+}
+
+/// A file about to be written, checked.
+struct Prepared {
+    /// The path as the model gave it, absolute.
+    path: PathBuf,
+    /// Where the bytes go (symlinks followed).
+    real: PathBuf,
+    /// The path as shown in diffs.
+    label: String,
+    /// Whether the file exists.
+    existed: bool,
+    /// Its text, when it exists, is text and is small enough to diff.
+    old: Option<String>,
+}
+
+/// The checks (`.kajiignore`, the kind of file), the old text for the
+/// diff, the parent directories.
+fn prepare(cwd: &std::path::Path, path: PathBuf) -> Result<Prepared, ToolError> {
     let label = walk::display_path(cwd, &path);
     let target = target::prepare(NAME, cwd, &path)?;
     let old = match &target.existing {
@@ -98,8 +124,53 @@ fn write(cwd: &std::path::Path, path: PathBuf, content: &str) -> Result<ToolOutp
         _ => None,
     };
     target::create_parents(NAME, &target.real)?;
-    let existed = atomic::write_file(&target.real, content.as_bytes())
-        .map_err(|e| failure(NAME, format!("cannot write {shown}: {e}")))?;
+    Ok(Prepared {
+        path,
+        real: target.real,
+        label,
+        existed: target.existing.is_some(),
+        old,
+    })
+}
+
+/// A write to the local disk.
+fn write(cwd: &std::path::Path, path: PathBuf, content: &str) -> Result<ToolOutput, ToolError> {
+    let mut p = prepare(cwd, path)?;
+    p.existed = atomic::write_file(&p.real, content.as_bytes())
+        .map_err(|e| failure(NAME, format!("cannot write {}: {e}", p.path.display())))?;
+    Ok(output(&p, content))
+}
+
+/// A write through a [`crate::FileAccess`]: the same checks on the disk;
+/// the old text (for the diff) is the one its owner holds.
+async fn write_through(
+    cwd: PathBuf,
+    path: PathBuf,
+    content: String,
+    files: &dyn crate::FileAccess,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<ToolOutput, ToolError> {
+    let mut p = blocking(move || prepare(&cwd, path)).await?;
+    let io = async {
+        if p.existed
+            && files.reads_text()
+            && let Ok(old) = files.read_text(&p.real).await
+            && old.len() as u64 <= MAX_DIFF_BYTES
+        {
+            p.old = Some(old);
+        }
+        files.write_text(&p.real, &content).await
+    };
+    tokio::select! {
+        r = io => r.map_err(|e| failure(NAME, format!("cannot write {}: {e}", p.path.display())))?,
+        () = cancel.cancelled() => return Err(ToolError::Cancelled),
+    }
+    Ok(output(&p, &content))
+}
+
+fn output(p: &Prepared, content: &str) -> ToolOutput {
+    let shown = p.path.display().to_string();
+    let (old, existed) = (&p.old, p.existed);
     let lines = target::count_lines(content);
     let bytes = content.len();
     let (message, action) = if existed {
@@ -117,16 +188,16 @@ fn write(cwd: &std::path::Path, path: PathBuf, content: &str) -> Result<ToolOutp
             "created",
         )
     };
-    let diff = match (&old, existed) {
-        (Some(old), true) => Some(diff::unified(old, content, &label)),
-        (_, false) => Some(diff::unified("", content, &label)),
+    let diff = match (old, existed) {
+        (Some(old), true) => Some(diff::unified(old, content, &p.label)),
+        (_, false) => Some(diff::unified("", content, &p.label)),
         _ => None,
     };
-    Ok(ToolOutput {
+    ToolOutput {
         content: message,
         update: None,
         data: Some(json!({
-            "path": path,
+            "path": p.path,
             "action": action,
             "lines": lines,
             "bytes": bytes,
@@ -135,5 +206,5 @@ fn write(cwd: &std::path::Path, path: PathBuf, content: &str) -> Result<ToolOutp
         control: None,
         changed_files: true,
         images: Vec::new(),
-    })
+    }
 }

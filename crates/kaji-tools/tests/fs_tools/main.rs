@@ -2,6 +2,7 @@
 //! `.kajiignore`, called through the public registry exactly as the core
 //! calls them, on real files in temporary directories.
 
+mod delegated;
 mod edit;
 mod glob;
 mod grep;
