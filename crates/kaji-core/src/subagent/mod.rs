@@ -78,6 +78,9 @@ pub struct SubagentEnv {
     pub project_dir: PathBuf,
     /// Where the parent works now.
     pub cwd: PathBuf,
+    /// The session's hooks: a sub-agent's tool calls run PreToolUse and
+    /// PostToolUse, its end SubagentStop.
+    pub hooks: Option<crate::hooks::HookRunner>,
     /// The parent's provider.
     pub provider: Arc<dyn ModelProvider>,
     /// The parent's model.
@@ -198,7 +201,7 @@ impl SubagentSpawner {
         let child_id = persist::new_session_id();
         let short: String = child_id.chars().rev().take(6).collect();
         let agent = format!("{}-{short}", def.name);
-        let recorder = if env.persist {
+        let (recorder, transcript_path) = if env.persist {
             persist::create(
                 &env.kaji_home,
                 &child_id,
@@ -206,10 +209,10 @@ impl SubagentSpawner {
                 Some(&caller.session_id),
                 &env.project_dir,
             )
-            .map(|f| f.recorder)
-            .unwrap_or_else(|_| Recorder::disabled())
+            .map(|f| (f.recorder, Some(f.path)))
+            .unwrap_or_else(|_| (Recorder::disabled(), None))
         } else {
-            Recorder::disabled()
+            (Recorder::disabled(), None)
         };
         let mut config = TaskConfig::new(
             env.project_dir.clone(),
@@ -227,6 +230,8 @@ impl SubagentSpawner {
         config.runtime = env.runtime.clone();
         config.approvals = Arc::clone(&env.approvals);
         config.recorder = recorder;
+        config.transcript_path = transcript_path;
+        config.hooks = env.hooks.clone();
         config.message_ids = Arc::clone(&env.message_ids);
         config.agent = agent.clone();
         config.extra_system_sections = vec![format!(
