@@ -110,7 +110,9 @@ impl Emitter {
     ) -> AskResponse {
         let id = self.next();
         let text = text.into();
-        if let Some(n) = &self.notifier {
+        // A sub-agent's result is judged by its parent, never the user.
+        let for_user = kind != AskKind::CompletionResult || &*self.agent == "main";
+        if let Some(n) = self.notifier.as_ref().filter(|_| for_user) {
             let payload = (n.payload)()
                 .with_field("message", text.clone())
                 .with_field(
