@@ -29,7 +29,14 @@ fn kaji(home: &Path, work: &Path, server: &ScriptedModelServer, wire: Wire) -> C
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
-        .args(["exec", "--json", "--no-checkpoints", "--sandbox", "off", "-C"])
+        .args([
+            "exec",
+            "--json",
+            "--no-checkpoints",
+            "--sandbox",
+            "off",
+            "-C",
+        ])
         .arg(work);
     let (provider, base) = match wire {
         Wire::Anthropic => ("anthropic", server.anthropic_base_url()),
@@ -74,7 +81,8 @@ fn home_and_work() -> (tempfile::TempDir, tempfile::TempDir) {
 
 fn thinking_script() -> Script {
     Script::new([
-        Turn::reasoning("I should read a.txt.").and_tool_call("Read", json!({"file_path": "a.txt"})),
+        Turn::reasoning("I should read a.txt.")
+            .and_tool_call("Read", json!({"file_path": "a.txt"})),
         Turn::tool_call("AttemptCompletion", json!({"result": "alpha"})),
         Turn::tool_call("AttemptCompletion", json!({"result": "still alpha"})),
     ])
@@ -161,7 +169,11 @@ async fn responses_end_to_end_with_reasoning_carried_between_rounds_and_resume()
 
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
-    assert!(requests[0].path.ends_with("/responses"), "{}", requests[0].path);
+    assert!(
+        requests[0].path.ends_with("/responses"),
+        "{}",
+        requests[0].path
+    );
     for request in &requests {
         assert_eq!(request.body["reasoning"]["effort"], "low");
     }
@@ -356,7 +368,13 @@ async fn claude_code_json_hooks_allow_deny_ask_and_add_context() {
     // Default mode, headless: every ask is denied, so only the hook's
     // allow lets the first command run.
     let mut cmd = kaji(home.path(), work.path(), &server, Wire::Anthropic);
-    cmd.args(["--deny", "Bash(touch blocked.txt)", "--max-mistakes", "9", "go"]);
+    cmd.args([
+        "--deny",
+        "Bash(touch blocked.txt)",
+        "--max-mistakes",
+        "9",
+        "go",
+    ]);
     let (code, lines, err) = run(cmd).await;
     assert_eq!(code, 0, "{err}");
     let results = tool_results(&lines);

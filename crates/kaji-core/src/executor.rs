@@ -353,10 +353,7 @@ impl ToolExecutor {
             hook_decision = outcome.permission;
         }
 
-        if let Some(run) = self
-            .permit(call, &input, &access, env, hook_decision)
-            .await
-        {
+        if let Some(run) = self.permit(call, &input, &access, env, hook_decision).await {
             return run;
         }
 

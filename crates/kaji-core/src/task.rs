@@ -522,7 +522,9 @@ impl Task {
             user_content.push(ContentBlock::text(notice.clone()));
         }
         for context in &self.config.session_context {
-            user_content.push(ContentBlock::text(format!("[SessionStart hook]\n{context}")));
+            user_content.push(ContentBlock::text(format!(
+                "[SessionStart hook]\n{context}"
+            )));
         }
         user_content.push(ContentBlock::text(prompt.clone()));
         self.start_initial_checkpoint();
@@ -1300,8 +1302,7 @@ impl Task {
         let outcome = hooks.run(event, payload, &self.cancel).await;
         report_hook_warnings(&self.emitter, &outcome.warnings);
         let reason = outcome.blocked?;
-        if status != TaskStatus::Completed || outcome.stop.is_some() || self.cancel.is_cancelled()
-        {
+        if status != TaskStatus::Completed || outcome.stop.is_some() || self.cancel.is_cancelled() {
             return None;
         }
         self.emitter.say(
@@ -1309,7 +1310,9 @@ impl Task {
             format!("{event} hook: keep working: {reason}"),
             None,
         );
-        Some(vec![ContentBlock::text(format!("[{event} hook]\n{reason}"))])
+        Some(vec![ContentBlock::text(format!(
+            "[{event} hook]\n{reason}"
+        ))])
     }
 
     /// The checklist reminder, when the model has left open items alone

@@ -1453,7 +1453,13 @@ mod tests {
             Action::Reasoning(kaji_llm::Reasoning::High)
         );
         assert_eq!(enter(&mut app, "/reasoning loud"), Action::None);
-        assert!(app.entries.last().unwrap().text.contains("unknown reasoning level"));
+        assert!(
+            app.entries
+                .last()
+                .unwrap()
+                .text
+                .contains("unknown reasoning level")
+        );
         assert_eq!(enter(&mut app, "/model"), Action::None);
         assert!(app.entries.last().unwrap().text.contains("model: big"));
         assert_eq!(enter(&mut app, "/cost"), Action::None);

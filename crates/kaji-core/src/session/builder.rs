@@ -271,16 +271,13 @@ impl SessionBuilder {
         tools: &mut kaji_tools::ToolRegistry,
         warnings: &mut Vec<String>,
     ) -> String {
-        use kaji_tools::skill::{SkillRoots, discover_skills, register_skills, skills_prompt_section};
+        use kaji_tools::skill::{
+            SkillRoots, discover_skills, register_skills, skills_prompt_section,
+        };
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let roots = SkillRoots::standard(project_dir, &self.kaji_home, home.as_deref());
         let found = discover_skills(&roots);
-        warnings.extend(
-            found
-                .warnings
-                .iter()
-                .map(|e| format!("skill skipped: {e}")),
-        );
+        warnings.extend(found.warnings.iter().map(|e| format!("skill skipped: {e}")));
         let section = skills_prompt_section(&found.skills);
         register_skills(tools, found.skills);
         section

@@ -459,9 +459,7 @@ impl Session {
         let rules = RuleFiles::discover(&s.kaji_home, &cwd);
         config.extra_system_sections = rules.to_system_section().into_iter().collect();
         if !s.skills_section.is_empty() {
-            config
-                .extra_system_sections
-                .push(s.skills_section.clone());
+            config.extra_system_sections.push(s.skills_section.clone());
         }
         config.checkpoints = builder::open_checkpoints(s.checkpoints, &s.kaji_home, &cwd)
             .ok()
