@@ -862,6 +862,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_hook_allow_never_overrides_a_deny_and_ask_forces_a_question() {
+        use PermissionDecision::{Allow, Ask, Deny};
+        let run = ToolAccess::Execute {
+            command: "make".into(),
+        };
+        let deny = Decision::Deny("denied by a rule".into());
+        assert_eq!(
+            with_hook_decision(deny.clone(), Some(Allow), &run),
+            deny.clone()
+        );
+        assert_eq!(with_hook_decision(deny.clone(), Some(Ask), &run), deny);
+        assert_eq!(
+            with_hook_decision(Decision::Ask(AskKind::Command), Some(Allow), &run),
+            Decision::Allow
+        );
+        assert_eq!(
+            with_hook_decision(Decision::AllowSandboxed, Some(Ask), &run),
+            Decision::Ask(AskKind::Command)
+        );
+        assert_eq!(
+            with_hook_decision(Decision::Allow, Some(Ask), &ToolAccess::ReadOnly),
+            Decision::Ask(AskKind::Tool)
+        );
+        assert_eq!(
+            with_hook_decision(Decision::Allow, Some(Ask), &ToolAccess::Interaction),
+            Decision::Allow
+        );
+        // A deny answer already refused the call; nothing changes here.
+        assert_eq!(
+            with_hook_decision(Decision::Allow, Some(Deny), &run),
+            Decision::Allow
+        );
+        assert_eq!(
+            with_hook_decision(Decision::Ask(AskKind::Tool), None, &run),
+            Decision::Ask(AskKind::Tool)
+        );
+    }
+
+    #[test]
     fn a_long_result_is_cut_and_spilled_whole() {
         let home = tempfile::tempdir().unwrap();
         let mut ctx = ToolContext::new(home.path());
