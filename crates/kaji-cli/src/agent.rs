@@ -18,7 +18,9 @@ pub struct AgentArgs {
     /// Working directory of the task.
     #[arg(short = 'C', long = "cd", value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Model provider: anthropic or openai (any OpenAI-compatible server).
+    /// Model provider: anthropic, openai (Chat Completions, and any
+    /// OpenAI-compatible server) or openai-responses (the Responses API;
+    /// chosen by itself for models that need it).
     #[arg(long, value_name = "NAME")]
     pub provider: Option<String>,
     /// Model name.
@@ -27,6 +29,10 @@ pub struct AgentArgs {
     /// Base URL of the provider's API.
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
+    /// How hard the model is asked to think: off | low | medium | high
+    /// (default: `reasoning` in config.toml, else off).
+    #[arg(long, value_name = "LEVEL")]
+    pub reasoning: Option<String>,
     /// default | accept-edits | yolo | plan (default: `permission_mode` in
     /// config.toml, else default).
     #[arg(long, value_name = "MODE")]
@@ -117,7 +123,16 @@ impl AgentArgs {
                     .map_err(|e| UsageError(format!("--sandbox: {e}")))
             })
             .transpose()?;
+        let reasoning = self
+            .reasoning
+            .as_deref()
+            .map(|r| {
+                r.parse::<kaji_llm::Reasoning>()
+                    .map_err(|e| UsageError(format!("--reasoning: {e}")))
+            })
+            .transpose()?;
         Ok(SessionOptions {
+            reasoning,
             allow: self.allow.clone(),
             deny: self.deny.clone(),
             sandbox,

@@ -114,6 +114,17 @@ async fn a_task_past_the_window_compacts_and_completes() {
     // (the same history without the tool list) does.
     let limit = base + 2 * FILE_BYTES - tools / 2;
     let server = ScriptedModelServer::start(script(limit)).await;
+    // A PreCompact hook logs its payload.
+    let log = home.path().join("precompact.jsonl");
+    std::fs::create_dir_all(home.path().join("kaji-home")).unwrap();
+    std::fs::write(
+        home.path().join("kaji-home/config.toml"),
+        format!(
+            "[[hooks.PreCompact]]\ncommand = \"cat >> '{}'\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
     let mut cmd = kaji(home.path(), work.path(), &server);
     cmd.arg(PROMPT);
     let (code, lines, err) = run(cmd).await;
@@ -121,6 +132,14 @@ async fn a_task_past_the_window_compacts_and_completes() {
     let compacted = says(&lines, "context_compacted");
     assert_eq!(compacted.len(), 1, "{lines:?}");
     assert_eq!(compacted[0]["data"]["dropped_rounds"], 0);
+    let hooks: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(hooks.len(), 1, "PreCompact ran once: {hooks:?}");
+    assert_eq!(hooks[0]["hook_event_name"], "PreCompact");
+    assert_eq!(hooks[0]["trigger"], "auto");
 
     let requests = server.requests();
     let summary_at = requests

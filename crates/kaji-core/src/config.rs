@@ -103,6 +103,9 @@ pub struct KajiConfig {
     pub model: Option<String>,
     /// `base_url`: the provider's API base URL.
     pub base_url: Option<String>,
+    /// `reasoning`: how hard the model is asked to think (`off`, `low`,
+    /// `medium`, `high`; default off).
+    pub reasoning: Option<kaji_llm::Reasoning>,
     /// `permission_mode`: the mode a task starts in unless the command line
     /// gives one.
     pub permission_mode: Option<PermissionMode>,
@@ -125,7 +128,9 @@ pub struct KajiConfig {
     /// `[[hooks.<Event>]]`: every hook, user hooks first.
     pub hooks: HooksConfig,
     /// `[mcp_servers.<name>]`: the MCP servers, checked when the file is
-    /// read (unknown keys, both or neither of `command` and `url`).
+    /// read (unknown keys, both or neither of `command` and `url`), and
+    /// those of the project's `.mcp.json` (trusted projects only; a
+    /// `[mcp_servers]` table of the same name wins).
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// `[permissions]`: the `allow`, `ask` and `deny` rules of every file,
     /// user rules first, each checked when the file is read.
@@ -155,7 +160,7 @@ pub struct KajiConfig {
 pub struct IgnoredSetting {
     /// The key (`hooks`, `mcp_servers`, `permission_mode`, `base_url`,
     /// `permissions.allow`, `env_passthrough`, `sandbox`,
-    /// `sandbox_network`).
+    /// `sandbox_network`; `mcpServers` for a `.mcp.json`).
     pub key: &'static str,
     /// The project settings file.
     pub path: PathBuf,
@@ -205,7 +210,37 @@ impl KajiConfig {
                 config.merge(project);
             }
         }
+        config.add_mcp_json(cwd, trusted, &mut ignored)?;
         Ok((config, ignored))
+    }
+
+    /// Adds the servers of the project's `.mcp.json` (Claude Code's
+    /// format, at the repository root, else in `cwd`) that no
+    /// `[mcp_servers]` table names. An untrusted project's file is not
+    /// read, only listed as ignored (key `mcpServers`).
+    fn add_mcp_json(
+        &mut self,
+        cwd: &Path,
+        trusted: bool,
+        ignored: &mut Vec<IgnoredSetting>,
+    ) -> Result<(), ConfigError> {
+        let root = repository_root(cwd).unwrap_or_else(|| cwd.to_path_buf());
+        let path = root.join(kaji_mcp::MCP_JSON_FILE);
+        if !path.is_file() {
+            return Ok(());
+        }
+        if !trusted {
+            ignored.push(IgnoredSetting {
+                key: "mcpServers",
+                path,
+            });
+            return Ok(());
+        }
+        for (name, server) in kaji_mcp::load_mcp_json(&root)? {
+            self.mcp_servers.entry(name).or_insert(server);
+        }
+        self.sources.push(path);
+        Ok(())
     }
 
     /// Removes what an untrusted project file may not set, noting each key.
@@ -350,6 +385,15 @@ impl KajiConfig {
             }
         }
         let permissions = file.permissions.rules(path, &invalid)?;
+        let reasoning = match file.reasoning {
+            None => None,
+            Some(level) => Some(
+                level
+                    .get_ref()
+                    .parse::<kaji_llm::Reasoning>()
+                    .map_err(|e| invalid(level.span(), "reasoning", e.to_string()))?,
+            ),
+        };
         let sandbox = match file.sandbox {
             None => None,
             Some(mode) => Some(
@@ -362,6 +406,7 @@ impl KajiConfig {
             provider: file.provider,
             model: file.model,
             base_url: file.base_url,
+            reasoning,
             permission_mode,
             max_mistakes: file.max_mistakes,
             tool_result_max_chars: file.tool_result_max_chars,
@@ -402,6 +447,7 @@ impl KajiConfig {
         over(&mut self.provider, project.provider);
         over(&mut self.model, project.model);
         over(&mut self.base_url, project.base_url);
+        over(&mut self.reasoning, project.reasoning);
         over(&mut self.permission_mode, project.permission_mode);
         over(&mut self.max_mistakes, project.max_mistakes);
         over(
@@ -492,6 +538,10 @@ pub enum ConfigError {
         /// What is wrong.
         message: String,
     },
+    /// The project's `.mcp.json` cannot be read or is not valid (the
+    /// error names the file and the key).
+    #[error(transparent)]
+    McpJson(#[from] kaji_mcp::McpJsonError),
 }
 
 struct InvalidDisplay<'a> {
@@ -585,6 +635,7 @@ struct ConfigFile {
     provider: Option<String>,
     model: Option<String>,
     base_url: Option<String>,
+    reasoning: Option<Spanned<String>>,
     permission_mode: Option<Spanned<String>>,
     max_mistakes: Option<u32>,
     tool_result_max_chars: Option<usize>,

@@ -1,6 +1,8 @@
 //! Numbers a Task's messages and sends them, stamped with whose they are,
 //! to the session's front end. Shared by the Task and the tool executor, so
-//! neither needs the other to talk to the user. It never decides anything.
+//! neither needs the other to talk to the user. Every ask runs the
+//! Notification hooks first (when set), as the one place asks go out. It
+//! never decides anything.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,6 +12,15 @@ use kaji_protocol::{
 };
 
 use crate::frontend::{AskRequest, TaskFrontend};
+use crate::hooks::{HookEvent, HookPayload, HookRunner};
+
+/// The Notification hooks and how to build their payload at the moment of
+/// an ask.
+#[derive(Clone)]
+struct Notifier {
+    hooks: HookRunner,
+    payload: Arc<dyn Fn() -> HookPayload + Send + Sync>,
+}
 
 /// Sends one Task's events and asks to its front end.
 #[derive(Clone)]
@@ -19,6 +30,7 @@ pub struct Emitter {
     session_id: Arc<str>,
     task_id: Arc<str>,
     agent: Arc<str>,
+    notifier: Option<Notifier>,
 }
 
 impl Emitter {
@@ -38,7 +50,22 @@ impl Emitter {
             session_id: session_id.into(),
             task_id: task_id.into(),
             agent: agent.into(),
+            notifier: None,
         }
+    }
+
+    /// Runs the Notification hooks of `hooks` before every ask, with the
+    /// payload `payload` builds then (plus `message` and
+    /// `notification_type`).
+    pub(crate) fn set_notifier(
+        &mut self,
+        hooks: HookRunner,
+        payload: impl Fn() -> HookPayload + Send + Sync + 'static,
+    ) {
+        self.notifier = Some(Notifier {
+            hooks,
+            payload: Arc::new(payload),
+        });
     }
 
     /// The next message id.
@@ -83,6 +110,27 @@ impl Emitter {
     ) -> AskResponse {
         let id = self.next();
         let text = text.into();
+        // A sub-agent's result is judged by its parent, never the user.
+        let for_user = kind != AskKind::CompletionResult || &*self.agent == "main";
+        if let Some(n) = self.notifier.as_ref().filter(|_| for_user) {
+            let payload = (n.payload)()
+                .with_field("message", text.clone())
+                .with_field(
+                    "notification_type",
+                    serde_json::to_value(kind).unwrap_or_default(),
+                );
+            let outcome = n
+                .hooks
+                .run(
+                    HookEvent::Notification,
+                    payload,
+                    &tokio_util::sync::CancellationToken::new(),
+                )
+                .await;
+            for w in &outcome.warnings {
+                self.say(SayKind::Info, format!("hook warning: {w}"), None);
+            }
+        }
         self.emit(TaskEvent::Ask {
             id,
             kind,

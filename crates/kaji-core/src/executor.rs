@@ -20,7 +20,7 @@ use crate::session::record::SessionRecord;
 use crate::session::recorder::Recorder;
 use tokio::sync::watch;
 
-use crate::hooks::{HookEvent, HookPayload, HookRunner};
+use crate::hooks::{HookEvent, HookPayload, HookRunner, PermissionDecision};
 use crate::parser::ToolCall;
 use crate::permissions::{
     Decision, PermissionDenial, PermissionMode, SharedApprovals, decide, requests_for,
@@ -165,6 +165,20 @@ pub(crate) struct CallEnv<'a> {
     pub task_id: &'a str,
     /// Where approvals granted for the session are written.
     pub recorder: &'a Recorder,
+    /// The session file (hook payloads' `transcript_path`).
+    pub transcript_path: Option<&'a std::path::Path>,
+}
+
+impl CallEnv<'_> {
+    /// A tool hook's payload for `tool` called with `input`.
+    fn hook_payload(&self, tool: &str, input: Value) -> HookPayload {
+        HookPayload::task(self.task_id, &self.ctx.cwd, self.mode)
+            .with_session(
+                self.ctx.session_id.clone(),
+                self.transcript_path.map(std::path::Path::to_path_buf),
+            )
+            .with_tool(tool, input)
+    }
 }
 
 /// Runs tool calls for one task.
@@ -317,13 +331,13 @@ impl ToolExecutor {
 
         // PreToolUse hooks may refuse the call before anyone is asked.
         let mut hook_context = Vec::new();
+        let mut hook_decision = None;
         if let Some(hooks) = self
             .hooks
             .as_ref()
             .filter(|h| h.has_hooks(HookEvent::PreToolUse))
         {
-            let payload = HookPayload::task(env.task_id, &ctx.cwd, env.mode)
-                .with_tool(&call.name, input.clone());
+            let payload = env.hook_payload(&call.name, input.clone());
             let outcome = hooks.run(HookEvent::PreToolUse, payload, &ctx.cancel).await;
             report_hook_warnings(emitter, &outcome.warnings);
             if let Some(reason) = outcome.blocked {
@@ -332,10 +346,14 @@ impl ToolExecutor {
                     false,
                 );
             }
+            for message in &outcome.messages {
+                emitter.say(SayKind::Info, format!("hook: {message}"), None);
+            }
             hook_context = outcome.context;
+            hook_decision = outcome.permission;
         }
 
-        if let Some(run) = self.permit(call, &input, &access, env).await {
+        if let Some(run) = self.permit(call, &input, &access, env, hook_decision).await {
             return run;
         }
 
@@ -393,8 +411,8 @@ impl ToolExecutor {
             .as_ref()
             .filter(|h| h.has_hooks(HookEvent::PostToolUse))
         {
-            let payload = HookPayload::task(env.task_id, &ctx.cwd, env.mode)
-                .with_tool(&call.name, input)
+            let payload = env
+                .hook_payload(&call.name, input)
                 .with_tool_response(json!({"output": run.content, "is_error": run.is_error}));
             let outcome = hooks
                 .run(HookEvent::PostToolUse, payload, &ctx.cancel)
@@ -420,13 +438,15 @@ impl ToolExecutor {
 
     /// The permission check: `None` when the call may run, else the run
     /// it ends as (denied, rejected by the user, or denied because nobody
-    /// could approve it).
+    /// could approve it). A PreToolUse hook's `allow` skips the question
+    /// (never a deny); its `ask` asks even where the rules would allow.
     async fn permit(
         &self,
         call: &ToolCall,
         input: &Value,
         access: &ToolAccess,
         env: &CallEnv<'_>,
+        hook: Option<PermissionDecision>,
     ) -> Option<ToolRun> {
         let ctx = env.ctx;
         let (decision, pctx, headless) = {
@@ -435,6 +455,7 @@ impl ToolExecutor {
             let d = decide(env.mode, &call.name, access, input, &pctx, &approvals);
             (d, pctx, approvals.headless)
         };
+        let decision = with_hook_decision(decision, hook, access);
         let kind = match decision {
             Decision::Allow | Decision::AllowSandboxed => return None,
             Decision::Deny(reason) => return Some(ToolRun::error(reason, false)),
@@ -748,6 +769,28 @@ async fn ask_or_abort(
     }
 }
 
+/// The permission decision after a PreToolUse hook's answer: `allow` turns
+/// an ask into an allow (a deny stays a deny), `ask` turns an allow into an
+/// ask (a deny stays a deny).
+fn with_hook_decision(
+    decision: Decision,
+    hook: Option<PermissionDecision>,
+    access: &ToolAccess,
+) -> Decision {
+    match (hook, decision) {
+        (Some(PermissionDecision::Allow), Decision::Ask(_)) => Decision::Allow,
+        (Some(PermissionDecision::Ask), Decision::Allow | Decision::AllowSandboxed)
+            if !matches!(access, ToolAccess::Interaction) =>
+        {
+            Decision::Ask(match access {
+                ToolAccess::Execute { .. } => AskKind::Command,
+                _ => AskKind::Tool,
+            })
+        }
+        (_, decision) => decision,
+    }
+}
+
 /// Shows hook warnings to the user.
 pub(crate) fn report_hook_warnings(emitter: &Emitter, warnings: &[String]) {
     for w in warnings {
@@ -854,6 +897,45 @@ fn remember_in_project(rules: &[kaji_policy::Rule], project_dir: &Path, emitter:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hook_allow_never_overrides_a_deny_and_ask_forces_a_question() {
+        use PermissionDecision::{Allow, Ask, Deny};
+        let run = ToolAccess::Execute {
+            command: "make".into(),
+        };
+        let deny = Decision::Deny("denied by a rule".into());
+        assert_eq!(
+            with_hook_decision(deny.clone(), Some(Allow), &run),
+            deny.clone()
+        );
+        assert_eq!(with_hook_decision(deny.clone(), Some(Ask), &run), deny);
+        assert_eq!(
+            with_hook_decision(Decision::Ask(AskKind::Command), Some(Allow), &run),
+            Decision::Allow
+        );
+        assert_eq!(
+            with_hook_decision(Decision::AllowSandboxed, Some(Ask), &run),
+            Decision::Ask(AskKind::Command)
+        );
+        assert_eq!(
+            with_hook_decision(Decision::Allow, Some(Ask), &ToolAccess::ReadOnly),
+            Decision::Ask(AskKind::Tool)
+        );
+        assert_eq!(
+            with_hook_decision(Decision::Allow, Some(Ask), &ToolAccess::Interaction),
+            Decision::Allow
+        );
+        // A deny answer already refused the call; nothing changes here.
+        assert_eq!(
+            with_hook_decision(Decision::Allow, Some(Deny), &run),
+            Decision::Allow
+        );
+        assert_eq!(
+            with_hook_decision(Decision::Ask(AskKind::Tool), None, &run),
+            Decision::Ask(AskKind::Tool)
+        );
+    }
 
     #[test]
     fn a_long_result_is_cut_and_spilled_whole() {

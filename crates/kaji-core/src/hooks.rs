@@ -356,7 +356,10 @@ impl HookPayload {
     pub fn to_json(&self, event: HookEvent) -> Value {
         let mut map = self.extra.clone();
         map.insert("hook_event_name".into(), Value::from(event.as_str()));
-        map.insert("task_id".into(), Value::from(self.task_id.clone()));
+        // Session events (SessionStart, SessionEnd) belong to no task.
+        if !self.task_id.is_empty() {
+            map.insert("task_id".into(), Value::from(self.task_id.clone()));
+        }
         if let Some(id) = &self.session_id {
             map.insert("session_id".into(), Value::from(id.clone()));
         }

@@ -155,6 +155,10 @@ pub struct TaskConfig {
     /// Where the file tools read and write text (an editor's buffers);
     /// `None`: the local disk.
     pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
+    /// The session file, for hook payloads (`transcript_path`).
+    pub transcript_path: Option<PathBuf>,
+    /// Context SessionStart hooks gave, put before the prompt.
+    pub session_context: Vec<String>,
 }
 
 impl std::fmt::Debug for TaskConfig {
@@ -211,6 +215,8 @@ impl TaskConfig {
             on_text_reply: TextReply::Nudge,
             agents: None,
             files: None,
+            transcript_path: None,
+            session_context: Vec::new(),
         }
     }
 }
@@ -452,24 +458,41 @@ impl Task {
             configured: config
                 .hooks
                 .as_ref()
-                .is_some_and(|h| h.has_hooks(HookEvent::TaskCancel)),
+                .is_some_and(|h| h.has_hooks(HookEvent::TaskCancel))
+                && config.agent == "main",
             ..CancelHookGate::default()
         });
         let task_id = config.task_id.clone().unwrap_or_else(new_task_id);
-        let emitter = Emitter::new(
+        let mut emitter = Emitter::new(
             frontend,
             Arc::clone(&config.message_ids),
             &config.session_id,
             &task_id,
             &config.agent,
         );
+        let state = Arc::new(Mutex::new(state));
+        if let Some(hooks) = config
+            .hooks
+            .clone()
+            .filter(|h| h.has_hooks(HookEvent::Notification))
+        {
+            let (state, base) = (Arc::clone(&state), hook_base(&config, &task_id));
+            emitter.set_notifier(hooks, move || {
+                let st = state.lock().unwrap_or_else(|e| e.into_inner());
+                HookPayload {
+                    cwd: st.cwd.clone(),
+                    permission_mode: st.mode,
+                    ..base.clone()
+                }
+            });
+        }
         Self {
             cancel_hook,
             task_id,
             config,
             executor: Arc::new(executor),
             emitter,
-            state: Arc::new(Mutex::new(state)),
+            state,
             cancel: CancellationToken::new(),
         }
     }
@@ -514,6 +537,11 @@ impl Task {
         if let Some(notice) = &self.config.resumed {
             user_content.push(ContentBlock::text(notice.clone()));
         }
+        for context in &self.config.session_context {
+            user_content.push(ContentBlock::text(format!(
+                "[SessionStart hook]\n{context}"
+            )));
+        }
         user_content.push(ContentBlock::text(prompt.clone()));
         user_content.extend(attachments);
         self.start_initial_checkpoint();
@@ -531,6 +559,7 @@ impl Task {
         mut user_content: Vec<ContentBlock>,
     ) -> (TaskStatus, Option<String>) {
         let mut empty_retries = 0u32;
+        let mut stop_hook_active = false;
         loop {
             if self.cancel.is_cancelled() {
                 return (TaskStatus::Aborted, None);
@@ -542,7 +571,7 @@ impl Task {
             if self.needs_compaction(&user_content) {
                 self.lock()
                     .push_user_content(std::mem::take(&mut user_content));
-                if let Err(e) = self.compact(None).await {
+                if let Err(e) = self.compact(None, "auto").await {
                     self.emitter.say(SayKind::Error, e.clone(), None);
                     return (TaskStatus::Failed, Some(e));
                 }
@@ -585,7 +614,15 @@ impl Task {
             match step {
                 Next::Content(next) => user_content = next,
                 Next::Retry => {}
-                Next::End(status, result) => return (status, result),
+                Next::End(status, result) => {
+                    match self.stop_hooks(status, stop_hook_active).await {
+                        Some(next) => {
+                            stop_hook_active = true;
+                            user_content = next;
+                        }
+                        None => return (status, result),
+                    }
+                }
             }
         }
     }
@@ -692,7 +729,7 @@ impl Task {
             return Next::End(TaskStatus::Failed, Some(msg));
         }
         self.lock().push_user_content(std::mem::take(user_content));
-        match self.compact(None).await {
+        match self.compact(None, "auto").await {
             Ok(()) => Next::Content(Vec::new()),
             Err(e) => {
                 self.emitter.say(SayKind::Error, e.clone(), None);
@@ -702,9 +739,14 @@ impl Task {
     }
 
     /// Compacts the history (see [`crate::compaction`]): the PreCompact
-    /// hook, the cheap steps, then a summary when they are not enough.
-    async fn compact(&self, instructions: Option<&str>) -> Result<(), String> {
-        self.run_task_hook(HookEvent::PreCompact).await;
+    /// hook (`trigger`: `manual` for `/compact`, else `auto`), the cheap
+    /// steps, then a summary when they are not enough.
+    async fn compact(&self, instructions: Option<&str>, trigger: &str) -> Result<(), String> {
+        let payload = self
+            .hook_payload()
+            .with_field("trigger", trigger)
+            .with_field("custom_instructions", instructions.unwrap_or_default());
+        self.run_hook_with(HookEvent::PreCompact, payload).await;
         let mut history = self.lock().history.clone();
         let before = compaction::estimate_tokens(&history);
         let read_only = |name: &str| self.executor.is_read_only(name);
@@ -868,7 +910,7 @@ impl Task {
     /// any prompt, and hands the history back.
     pub async fn compact_now(self, instructions: Option<String>) -> Result<TaskOutcome, String> {
         let started = Instant::now();
-        self.compact(instructions.as_deref()).await?;
+        self.compact(instructions.as_deref(), "manual").await?;
         let state = std::mem::take(&mut *self.lock());
         Ok(TaskOutcome {
             status: TaskStatus::Completed,
@@ -1016,7 +1058,7 @@ impl Task {
             if self.cancel_hook.due.load(Ordering::SeqCst) {
                 self.run_task_hook(HookEvent::TaskCancel).await;
             }
-        } else if status == TaskStatus::Completed {
+        } else if status == TaskStatus::Completed && self.config.agent == "main" {
             self.run_task_hook(HookEvent::TaskComplete).await;
         }
         let state = std::mem::take(&mut *self.lock());
@@ -1112,6 +1154,10 @@ impl Task {
     ) -> Option<(TaskStatus, Option<String>)> {
         self.cancel_hook.started.store(true, Ordering::SeqCst);
         let hooks = self.config.hooks.as_ref()?;
+        // A sub-agent's prompt is its parent's call, not the user's.
+        if self.config.agent != "main" {
+            return None;
+        }
         // A Task that continues a session loaded from disk is a resumption
         // (the seed's TaskResume); every other one starts.
         let first = if self.config.resumed.is_some() {
@@ -1237,11 +1283,21 @@ impl Task {
 
     fn hook_payload(&self) -> HookPayload {
         let st = self.lock();
-        HookPayload::task(self.task_id.clone(), st.cwd.clone(), st.mode)
+        HookPayload {
+            cwd: st.cwd.clone(),
+            permission_mode: st.mode,
+            ..hook_base(&self.config, &self.task_id)
+        }
     }
 
     /// Runs a hook that can block nothing (TaskComplete, TaskCancel).
     async fn run_task_hook(&self, event: HookEvent) {
+        self.run_hook_with(event, self.hook_payload()).await;
+    }
+
+    /// Runs the hooks of `event` with `payload`, showing their warnings;
+    /// nothing they answer is acted on.
+    async fn run_hook_with(&self, event: HookEvent, payload: HookPayload) {
         let Some(hooks) = self.config.hooks.as_ref() else {
             return;
         };
@@ -1249,10 +1305,44 @@ impl Task {
             return;
         }
         // A fresh token: the task's own may already be cancelled.
-        let outcome = hooks
-            .run(event, self.hook_payload(), &CancellationToken::new())
-            .await;
+        let outcome = hooks.run(event, payload, &CancellationToken::new()).await;
         report_hook_warnings(&self.emitter, &outcome.warnings);
+    }
+
+    /// The Stop hook (SubagentStop for a sub-agent) when the agent's turn
+    /// ends (not on abort). A block of a completed turn keeps it working:
+    /// the next user content, with the hook's reason.
+    async fn stop_hooks(
+        &self,
+        status: TaskStatus,
+        stop_hook_active: bool,
+    ) -> Option<Vec<ContentBlock>> {
+        let hooks = self.config.hooks.as_ref()?;
+        let event = if self.config.agent == "main" {
+            HookEvent::Stop
+        } else {
+            HookEvent::SubagentStop
+        };
+        if status == TaskStatus::Aborted || !hooks.has_hooks(event) {
+            return None;
+        }
+        let payload = self
+            .hook_payload()
+            .with_field("stop_hook_active", stop_hook_active);
+        let outcome = hooks.run(event, payload, &self.cancel).await;
+        report_hook_warnings(&self.emitter, &outcome.warnings);
+        let reason = outcome.blocked?;
+        if status != TaskStatus::Completed || outcome.stop.is_some() || self.cancel.is_cancelled() {
+            return None;
+        }
+        self.emitter.say(
+            SayKind::Info,
+            format!("{event} hook: keep working: {reason}"),
+            None,
+        );
+        Some(vec![ContentBlock::text(format!(
+            "[{event} hook]\n{reason}"
+        ))])
     }
 
     /// The checklist reminder, when the model has left open items alone
@@ -1899,6 +1989,7 @@ impl Task {
             emitter: &self.emitter,
             task_id: &self.task_id,
             recorder: &self.config.recorder,
+            transcript_path: self.config.transcript_path.as_deref(),
         };
         let mut run = self.executor.execute(call, &env).await;
         self.detect_loop(call, &mut run);
@@ -2060,4 +2151,12 @@ fn estimate_usage(request_bytes: usize, reply: &ReplyAssembler) -> Usage {
         output_tokens: (reply_bytes as u64).div_ceil(4),
         ..Usage::default()
     }
+}
+
+/// The payload fields of every hook a Task runs: its id, the session's id
+/// and file, the starting directory and mode (callers put in the current
+/// ones).
+fn hook_base(config: &TaskConfig, task_id: &str) -> HookPayload {
+    HookPayload::task(task_id, config.cwd.clone(), config.permission_mode)
+        .with_session(config.session_id.clone(), config.transcript_path.clone())
 }

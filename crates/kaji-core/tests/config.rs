@@ -313,3 +313,59 @@ fn kaji_home_inside_the_project_is_read_once() {
     assert_eq!(config.sources().len(), 1);
     assert_eq!(config.hooks.hooks(HookEvent::TaskStart).len(), 1);
 }
+
+#[test]
+fn reasoning_is_read_and_a_bad_level_names_file_line_and_key() {
+    let l = layout();
+    std::fs::write(l.home.join("config.toml"), "reasoning = \"high\"\n").expect("write");
+    let config = KajiConfig::load(&l.home, &l.sub).expect("load");
+    assert_eq!(config.reasoning, Some(kaji_llm::Reasoning::High));
+    std::fs::write(
+        l.home.join("config.toml"),
+        "model = \"m\"\nreasoning = \"loud\"\n",
+    )
+    .expect("write");
+    let (path, line, key, message) =
+        invalid(KajiConfig::load(&l.home, &l.sub).expect_err("a bad level"));
+    assert_eq!(path, l.home.join("config.toml"));
+    assert_eq!((line, key.as_str()), (2, "reasoning"));
+    assert!(message.contains("off"), "{message}");
+}
+
+#[test]
+fn a_mcp_json_at_the_repository_root_counts_only_when_trusted() {
+    let l = layout();
+    std::fs::write(
+        l.repo.join(".mcp.json"),
+        r#"{"mcpServers": {"files": {"command": "srv", "args": ["-x"]}, "mine": {"type": "http", "url": "http://127.0.0.1:1/mcp"}}}"#,
+    )
+    .expect("write");
+    std::fs::create_dir_all(l.repo.join(".kaji")).expect("mkdir");
+    std::fs::write(
+        l.repo.join(".kaji/config.toml"),
+        "[mcp_servers.mine]\ncommand = \"kaji-own\"\n",
+    )
+    .expect("write");
+    let (trusted, ignored) = KajiConfig::load_gated(&l.home, &l.sub, true).expect("load");
+    assert!(ignored.is_empty(), "{ignored:?}");
+    let names: Vec<&str> = trusted.mcp_servers.keys().map(String::as_str).collect();
+    assert_eq!(names, ["files", "mine"]);
+    // The table wins over the .mcp.json entry of the same name.
+    assert!(format!("{:?}", trusted.mcp_servers["mine"]).contains("kaji-own"));
+
+    let (untrusted, ignored) = KajiConfig::load_gated(&l.home, &l.sub, false).expect("load");
+    assert!(untrusted.mcp_servers.is_empty());
+    assert!(
+        ignored
+            .iter()
+            .any(|i| i.key == "mcpServers" && i.path == l.repo.join(".mcp.json")),
+        "{ignored:?}"
+    );
+
+    std::fs::write(l.repo.join(".mcp.json"), "{\"mcpServers\": 3}").expect("write");
+    let err = KajiConfig::load_gated(&l.home, &l.sub, true).expect_err("bad file");
+    assert!(err.to_string().contains(".mcp.json"), "{err}");
+    assert!(err.to_string().contains("mcpServers"), "{err}");
+    // Untrusted, the broken file is not even read.
+    assert!(KajiConfig::load_gated(&l.home, &l.sub, false).is_ok());
+}

@@ -91,6 +91,8 @@ pub enum Action {
     Model(String),
     /// `/mode NAME`: change the permission mode.
     Mode(PermissionMode),
+    /// `/reasoning LEVEL`: how hard the model thinks from the next prompt.
+    Reasoning(kaji_llm::Reasoning),
 }
 
 /// Where an unanswered ask stands.
@@ -337,6 +339,10 @@ impl App {
                 Err(_) => self.error(format!(
                     "/mode {args:?}: not a permission mode (default, accept-edits, plan, yolo)"
                 )),
+            },
+            "/reasoning" => match args.parse::<kaji_llm::Reasoning>() {
+                Ok(level) => return Action::Reasoning(level),
+                Err(e) => self.error(format!("/reasoning: {e}")),
             },
             "/model" if args.is_empty() => self.note(format!(
                 "  model: {} (/model NAME to change)",
@@ -1481,6 +1487,18 @@ mod tests {
         assert_eq!(
             enter(&mut app, "/model small"),
             Action::Model("small".into())
+        );
+        assert_eq!(
+            enter(&mut app, "/reasoning high"),
+            Action::Reasoning(kaji_llm::Reasoning::High)
+        );
+        assert_eq!(enter(&mut app, "/reasoning loud"), Action::None);
+        assert!(
+            app.entries
+                .last()
+                .unwrap()
+                .text
+                .contains("unknown reasoning level")
         );
         assert_eq!(enter(&mut app, "/model"), Action::None);
         assert!(app.entries.last().unwrap().text.contains("model: big"));

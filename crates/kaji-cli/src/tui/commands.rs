@@ -16,6 +16,10 @@ pub const BUILTINS: &[(&str, &str)] = &[
         "/mode",
         "NAME: permission mode (default, accept-edits, plan, yolo)",
     ),
+    (
+        "/reasoning",
+        "LEVEL: how hard the model thinks (off, low, medium, high)",
+    ),
     ("/cost", "tokens and cost of this session so far"),
     (
         "/compact",

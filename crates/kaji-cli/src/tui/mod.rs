@@ -535,6 +535,13 @@ async fn event_loop(
                         app.status.permission_mode = mode.as_str().to_string();
                         app.note(format!("  permission mode: {}", mode.as_str()));
                     }
+                    Action::Reasoning(level) => match session.set_reasoning(level) {
+                        Ok(()) => {
+                            agent.reasoning = Some(level.to_string());
+                            app.note(format!("  reasoning: {level} from the next prompt on"));
+                        }
+                        Err(e) => app.error(format!("/reasoning: {e}")),
+                    },
                     Action::Model(model) => {
                         // The Session has no model setter: continue in a
                         // fork of this conversation built with the model.

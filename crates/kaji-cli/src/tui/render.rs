@@ -44,6 +44,9 @@ fn plain_lines(app: &App, i: usize) -> Vec<Line<'static>> {
         }
         return lines;
     }
+    if entry.style == EntryStyle::Reasoning && !app.expanded {
+        return folded_reasoning(&entry.text, style);
+    }
     match (&entry.detail, app.expanded) {
         (Some(detail), true) => {
             let first = entry.text.split('\n').next().unwrap_or("");
@@ -58,6 +61,22 @@ fn plain_lines(app: &App, i: usize) -> Vec<Line<'static>> {
                 lines.push(Line::styled(l.to_string(), style));
             }
         }
+    }
+    lines
+}
+
+/// Thinking, folded: its first line and how many more there are (Ctrl-O
+/// unfolds every entry).
+fn folded_reasoning(text: &str, style: Style) -> Vec<Line<'static>> {
+    let mut rest = text.trim().lines();
+    let first = rest.next().unwrap_or("");
+    let more = rest.count();
+    let mut lines = vec![Line::styled(format!("✻ {first}"), style)];
+    if more > 0 {
+        lines.push(Line::styled(
+            format!("  … {more} more line(s) of thinking (Ctrl-O)"),
+            style,
+        ));
     }
     lines
 }
@@ -466,6 +485,25 @@ mod tests {
             out.push('\n');
         }
         out
+    }
+
+    #[test]
+    fn thinking_is_folded_until_ctrl_o() {
+        let mut app = App::new(StatusInfo::default());
+        app.on_event(TaskEvent::Say {
+            id: 1,
+            kind: SayKind::Reasoning,
+            text: "First I read the file.\nTHEN-THE-SECOND-LINE\nand a third".into(),
+            partial: false,
+            payload: None,
+        });
+        let folded = screen(&mut app, 60, 12);
+        assert!(folded.contains("First I read the file."), "{folded}");
+        assert!(!folded.contains("THEN-THE-SECOND-LINE"), "{folded}");
+        assert!(folded.contains("2 more line(s) of thinking"), "{folded}");
+        app.expanded = true;
+        let open = screen(&mut app, 60, 12);
+        assert!(open.contains("THEN-THE-SECOND-LINE"), "{open}");
     }
 
     #[test]

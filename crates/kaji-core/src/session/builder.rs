@@ -119,10 +119,13 @@ impl SessionBuilder {
             secret_env: settings.secret_env.clone(),
             env_passthrough: settings.env_passthrough.clone(),
         });
-        let provider_config = match self.provider.clone() {
+        let mut provider_config = match self.provider.clone() {
             Some(p) => p,
             None => self.select_provider(&settings).await?,
         };
+        if let Some(level) = self.options.reasoning.or(settings.reasoning) {
+            provider_config.reasoning = level;
+        }
         let provider: Arc<dyn ModelProvider> = kaji_llm::build_provider(&provider_config)
             .map_err(|e| SessionError::Usage(e.to_string()))?;
 
@@ -165,6 +168,7 @@ impl SessionBuilder {
         }
         let mut tools = kaji_tools::builtin_tools();
         tools.register(todo_tool(todo.clone()));
+        let skills_section = self.skills(&project_dir, &mut tools, &mut warnings);
         let mut servers = settings.mcp_servers.clone();
         for (name, server) in &self.options.mcp_servers {
             if servers.contains_key(name) {
@@ -214,6 +218,12 @@ impl SessionBuilder {
             owner: owner_name(self.options.agent_name.as_deref(), &session_id),
             role: self.options.role,
             files: self.files.clone(),
+            skills_section,
+        };
+        let source = if restored.is_some() {
+            "resume"
+        } else {
+            "startup"
         };
         let (conversation, files) = match restored {
             Some(r) => {
@@ -269,7 +279,29 @@ impl SessionBuilder {
             frontend,
             approvals,
         );
+        warnings.extend(session.session_start(source).await);
         Ok((session, warnings))
+    }
+
+    /// Finds the Agent Skills (`.kaji/skills/`, `$KAJI_HOME/skills/`,
+    /// `.claude/skills/`, `~/.claude/skills/`), registers the `Skill` tool
+    /// for them and returns the system prompt's section listing them.
+    fn skills(
+        &self,
+        project_dir: &Path,
+        tools: &mut kaji_tools::ToolRegistry,
+        warnings: &mut Vec<String>,
+    ) -> String {
+        use kaji_tools::skill::{
+            SkillRoots, discover_skills, register_skills, skills_prompt_section,
+        };
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let roots = SkillRoots::standard(project_dir, &self.kaji_home, home.as_deref());
+        let found = discover_skills(&roots);
+        warnings.extend(found.warnings.iter().map(|e| format!("skill skipped: {e}")));
+        let section = skills_prompt_section(&found.skills);
+        register_skills(tools, found.skills);
+        section
     }
 
     async fn select_provider(&self, settings: &KajiConfig) -> Result<ProviderConfig, SessionError> {

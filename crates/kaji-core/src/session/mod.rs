@@ -81,6 +81,8 @@ pub(crate) struct Services {
     pub role: kaji_tools::AgentRole,
     /// Where the file tools read and write text; `None`: the disk.
     pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
+    /// The system prompt's `# Skills` section (empty: no skills).
+    pub skills_section: String,
 }
 
 /// The conversation's state between prompts.
@@ -96,6 +98,8 @@ pub(crate) struct Conversation {
     /// For the first prompt after a resume: the notice the model gets.
     resume_notice: Option<String>,
     approvals: Vec<String>,
+    /// What SessionStart hooks said, for the next prompt.
+    session_context: Vec<String>,
 }
 
 impl Conversation {
@@ -119,6 +123,7 @@ impl Conversation {
             turns: r.state.turns,
             resume_notice: Some(resumption_notice(&r.state, &cwd)),
             approvals: r.state.approvals.clone(),
+            session_context: Vec::new(),
         }
     }
 }
@@ -138,6 +143,11 @@ pub struct Session {
     running: Mutex<Option<AbortHandle>>,
     /// What the session's sub-agents used, rolled into [`Session::usage`].
     subagent_usage: Arc<Mutex<Usage>>,
+    /// The provider requests go to now and its reasoning level
+    /// (`/reasoning` replaces both).
+    live: Mutex<(Arc<dyn ModelProvider>, kaji_llm::Reasoning)>,
+    /// SessionEnd has run.
+    ended: AtomicBool,
 }
 
 impl std::fmt::Debug for Session {
@@ -175,7 +185,13 @@ impl Session {
         recorder.record_synced(SessionRecord::Mode {
             mode: conversation.mode.as_str().to_string(),
         });
+        let live = Mutex::new((
+            Arc::clone(&services.provider),
+            services.provider_config.reasoning,
+        ));
         Arc::new(Self {
+            live,
+            ended: AtomicBool::new(false),
             id,
             services,
             state: Mutex::new(conversation),
@@ -202,6 +218,89 @@ impl Session {
     /// The provider's configuration (kind, model, base URL).
     pub fn provider_config(&self) -> &ProviderConfig {
         &self.services.provider_config
+    }
+
+    /// How hard the model is asked to think now (`reasoning`,
+    /// `--reasoning`, `/reasoning`).
+    pub fn reasoning(&self) -> kaji_llm::Reasoning {
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).1
+    }
+
+    /// Changes the reasoning level from the next prompt on (`/reasoning`):
+    /// the provider is rebuilt with it.
+    pub fn set_reasoning(&self, level: kaji_llm::Reasoning) -> Result<(), SessionError> {
+        let mut config = self.services.provider_config.clone();
+        config.reasoning = level;
+        let provider =
+            kaji_llm::build_provider(&config).map_err(|e| SessionError::Usage(e.to_string()))?;
+        *self.live.lock().unwrap_or_else(|e| e.into_inner()) = (provider, level);
+        Ok(())
+    }
+
+    fn provider(&self) -> Arc<dyn ModelProvider> {
+        Arc::clone(&self.live.lock().unwrap_or_else(|e| e.into_inner()).0)
+    }
+
+    /// A payload for the session's own hooks (SessionStart, SessionEnd).
+    fn session_hook_payload(&self) -> crate::hooks::HookPayload {
+        let (cwd, mode) = {
+            let st = self.lock();
+            (st.cwd.clone(), st.mode)
+        };
+        crate::hooks::HookPayload::task(String::new(), cwd, mode)
+            .with_session(self.id.clone(), self.session_file().map(Path::to_path_buf))
+    }
+
+    /// Runs the SessionStart hooks (`source`: `startup` or `resume`); their
+    /// context goes before the next prompt. Returns their warnings.
+    pub(crate) async fn session_start(&self, source: &str) -> Vec<String> {
+        use crate::hooks::HookEvent;
+        let Some(hooks) = self
+            .services
+            .hooks
+            .as_ref()
+            .filter(|h| h.has_hooks(HookEvent::SessionStart))
+        else {
+            return Vec::new();
+        };
+        let payload = self.session_hook_payload().with_field("source", source);
+        let outcome = hooks
+            .run(
+                HookEvent::SessionStart,
+                payload,
+                &tokio_util::sync::CancellationToken::new(),
+            )
+            .await;
+        self.lock().session_context.extend(outcome.context);
+        outcome
+            .warnings
+            .into_iter()
+            .map(|w| format!("hook warning: {w}"))
+            .collect()
+    }
+
+    /// Runs the SessionEnd hooks once (`reason: "exit"`).
+    async fn session_end(&self) {
+        use crate::hooks::HookEvent;
+        if self.ended.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Some(hooks) = self
+            .services
+            .hooks
+            .as_ref()
+            .filter(|h| h.has_hooks(HookEvent::SessionEnd))
+        else {
+            return;
+        };
+        let payload = self.session_hook_payload().with_field("reason", "exit");
+        hooks
+            .run(
+                HookEvent::SessionEnd,
+                payload,
+                &tokio_util::sync::CancellationToken::new(),
+            )
+            .await;
     }
 
     /// The user's checkout, where the session started.
@@ -334,7 +433,7 @@ impl Session {
     /// conversation as it stands, the rule files as they are now.
     fn new_task(&self, task_id: String) -> Task {
         let s = &self.services;
-        let (history, mode, mode_before_plan, cwd, resumed) = {
+        let (history, mode, mode_before_plan, cwd, resumed, session_context) = {
             let mut st = self.lock();
             (
                 st.history.clone(),
@@ -342,13 +441,16 @@ impl Session {
                 st.mode_before_plan,
                 st.cwd.clone(),
                 st.resume_notice.take(),
+                std::mem::take(&mut st.session_context),
             )
         };
         let mut config = TaskConfig::new(
             s.project_dir.clone(),
-            Arc::clone(&s.provider),
+            self.provider(),
             s.provider_config.model.clone(),
         );
+        config.session_context = session_context;
+        config.transcript_path = self.session_file().map(Path::to_path_buf);
         config.start_dir = (cwd != s.project_dir).then(|| cwd.clone());
         config.tool_protocol = s.tool_protocol;
         config.permission_mode = mode;
@@ -380,6 +482,9 @@ impl Session {
         // from the next one.
         let rules = RuleFiles::discover(&s.kaji_home, &cwd);
         config.extra_system_sections = rules.to_system_section().into_iter().collect();
+        if !s.skills_section.is_empty() {
+            config.extra_system_sections.push(s.skills_section.clone());
+        }
         config.checkpoints = builder::open_checkpoints(s.checkpoints, &s.kaji_home, &cwd)
             .ok()
             .flatten();
@@ -428,9 +533,10 @@ impl Session {
             kaji_home: s.kaji_home.clone(),
             project_dir: s.project_dir.clone(),
             cwd: cwd.to_path_buf(),
-            provider: Arc::clone(&s.provider),
+            provider: self.provider(),
             model: s.provider_config.model.clone(),
             tools: s.tools.clone(),
+            hooks: s.hooks.clone(),
             mcp: s.mcp.clone(),
             task_list: Some(s.task_list.clone()),
             runtime: Some(Arc::clone(&s.runtime)),
@@ -511,6 +617,7 @@ impl Session {
     /// stopped).
     pub async fn shutdown(&self) -> Vec<BackgroundTask> {
         self.abort();
+        self.session_end().await;
         let stopped = self
             .services
             .runtime

@@ -30,6 +30,9 @@ pub struct SessionOptions {
     pub model: Option<String>,
     /// `--base-url`.
     pub base_url: Option<String>,
+    /// `--reasoning`: how hard the model is asked to think; `None`: the
+    /// `reasoning` setting, else off.
+    pub reasoning: Option<kaji_llm::Reasoning>,
     /// The permission mode; `None`: the settings', else default (or, when
     /// resuming, the saved session's).
     pub permission_mode: Option<PermissionMode>,
@@ -89,6 +92,7 @@ impl Default for SessionOptions {
             provider: None,
             model: None,
             base_url: None,
+            reasoning: None,
             permission_mode: None,
             max_mistakes: None,
             max_turns: None,

@@ -79,6 +79,9 @@ pub struct SubagentEnv {
     pub project_dir: PathBuf,
     /// Where the parent works now.
     pub cwd: PathBuf,
+    /// The session's hooks: a sub-agent's tool calls run PreToolUse and
+    /// PostToolUse, its end SubagentStop.
+    pub hooks: Option<crate::hooks::HookRunner>,
     /// The parent's provider.
     pub provider: Arc<dyn ModelProvider>,
     /// The parent's model.
@@ -264,7 +267,7 @@ impl SubagentSpawner {
             prompt,
             start_dir,
         } = identity;
-        let recorder = if env.persist {
+        let (recorder, transcript_path) = if env.persist {
             persist::create(
                 &env.kaji_home,
                 &child_id,
@@ -272,10 +275,10 @@ impl SubagentSpawner {
                 Some(&caller.session_id),
                 &env.project_dir,
             )
-            .map(|f| f.recorder)
-            .unwrap_or_else(|_| Recorder::disabled())
+            .map(|f| (f.recorder, Some(f.path)))
+            .unwrap_or_else(|_| (Recorder::disabled(), None))
         } else {
-            Recorder::disabled()
+            (Recorder::disabled(), None)
         };
         let mut config = TaskConfig::new(
             env.project_dir.clone(),
@@ -294,6 +297,8 @@ impl SubagentSpawner {
         config.runtime = env.runtime.clone();
         config.approvals = Arc::clone(&env.approvals);
         config.recorder = recorder;
+        config.transcript_path = transcript_path;
+        config.hooks = env.hooks.clone();
         config.message_ids = Arc::clone(&env.message_ids);
         config.agent = agent.clone();
         config.owner = agent.clone();
