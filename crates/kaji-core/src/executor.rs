@@ -165,6 +165,9 @@ pub(crate) struct CallEnv<'a> {
     pub task_id: &'a str,
     /// Where approvals granted for the session are written.
     pub recorder: &'a Recorder,
+    /// The message id of the call's `tool` say (the id of the partial ask
+    /// its streamed arguments were shown in, if any).
+    pub announce_id: u64,
 }
 
 /// Runs tool calls for one task.
@@ -305,7 +308,8 @@ impl ToolExecutor {
             );
         }
         let access = tool.access(&input, ctx);
-        emitter.say(
+        emitter.say_as(
+            env.announce_id,
             SayKind::Tool,
             describe_call(&call.name, &input),
             Some(SayPayload::Tool {
