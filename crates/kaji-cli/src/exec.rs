@@ -89,6 +89,21 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
         eprintln!("kaji exec: warning: {}", redact_url_passwords(&w));
     }
     frontend.set_cwd(session.cwd());
+    let worktree = args
+        .agent
+        .worktree
+        .as_ref()
+        .map(|name| exec_events::WorktreeInfo {
+            name: name.clone(),
+            path: session.cwd().to_string_lossy().into_owned(),
+            branch: format!("{}{name}", kaji_tools::worktree::BRANCH_PREFIX),
+        });
+    if let (Some(w), false) = (&worktree, args.json) {
+        eprintln!(
+            "kaji exec: worktree {}: {} (branch {})",
+            w.name, w.path, w.branch
+        );
+    }
     let mode = session.permission_mode();
     frontend.set_mode(mode.as_str());
     let task_id = kaji_core::new_task_id();
@@ -102,6 +117,7 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
             session.project_dir(),
             mode,
             session.is_resuming(),
+            worktree,
         ));
     }
     let started = Instant::now();

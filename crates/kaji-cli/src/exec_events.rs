@@ -130,6 +130,20 @@ pub struct TaskStartedLine {
     pub permission_mode: ExecPermissionMode,
     /// The run continues a saved session (`--resume`, `--continue`).
     pub resumed: bool,
+    /// With `--worktree NAME`: the worktree the task works in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeInfo>,
+}
+
+/// The `worktree` of `task_started`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorktreeInfo {
+    /// Its name.
+    pub name: String,
+    /// The directory the task works in, absolute.
+    pub path: String,
+    /// Its branch, `kaji/NAME`.
+    pub branch: String,
 }
 
 /// The `provider` of `task_started`.
@@ -489,9 +503,11 @@ pub fn task_started(
     cwd: &Path,
     mode: PermissionMode,
     resumed: bool,
+    worktree: Option<WorktreeInfo>,
 ) -> ExecLine {
     ExecLine::TaskStarted(TaskStartedLine {
         resumed,
+        worktree,
         schema_version: SCHEMA_VERSION,
         task_id: task_id.to_string(),
         session_id: session_id.to_string(),
