@@ -1065,3 +1065,49 @@ async fn exec_worktree_prints_its_path_and_branch_and_is_entered_again() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The MCP wait's timeout path: a server that never answers `initialize`
+/// does not hold the first request past the wait
+/// (`KAJI_MCP_CONNECT_WAIT_MS`); the task goes on without it and says so.
+#[tokio::test]
+async fn an_mcp_server_that_never_initializes_does_not_hold_the_task() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let kaji_home = home.path().join("kaji-home");
+    std::fs::create_dir_all(&kaji_home).unwrap();
+    // It keeps its pipes open and never writes a byte.
+    std::fs::write(
+        kaji_home.join("config.toml"),
+        "[mcp_servers.mute]\ncommand = \"sleep\"\nargs = [\"1000\"]\n",
+    )
+    .unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "ok"}),
+    )]))
+    .await;
+    let mut cmd = exec_in(home.path(), work.path(), &server, &["--json"], "hi");
+    cmd.env("KAJI_MCP_CONNECT_WAIT_MS", "300");
+    // The hang guard: without the timeout the task would wait for the
+    // server for ever.
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), cmd.output())
+        .await
+        .expect("kaji exec waited for an MCP server that never initializes")
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = lines(&out.stdout);
+    let said = lines.iter().any(|l| {
+        l["type"] == "say"
+            && l["kind"] == "info"
+            && l["text"].as_str().is_some_and(|t| {
+                t.contains("MCP servers still connecting, going on without them for now: mute")
+            })
+    });
+    assert!(said, "{lines:?}");
+    assert_eq!(server.requests().len(), 1);
+}
