@@ -109,16 +109,18 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
     let task_id = kaji_core::new_task_id();
     if args.json {
         let provider = session.provider_config();
-        frontend.line(&exec_events::task_started(
-            &task_id,
-            session.id(),
-            &provider.model,
-            provider.kind,
-            session.project_dir(),
-            mode,
-            session.is_resuming(),
-            worktree,
-        ));
+        frontend.line(
+            &exec_events::task_started(
+                &task_id,
+                session.id(),
+                &provider.model,
+                provider.kind,
+                session.project_dir(),
+                mode,
+                session.is_resuming(),
+            )
+            .with_worktree(worktree),
+        );
     }
     let started = Instant::now();
     let signals = {

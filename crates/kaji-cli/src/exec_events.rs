@@ -135,6 +135,16 @@ pub struct TaskStartedLine {
     pub worktree: Option<WorktreeInfo>,
 }
 
+impl ExecLine {
+    /// `task_started` with the worktree the task works in.
+    pub fn with_worktree(mut self, worktree: Option<WorktreeInfo>) -> Self {
+        if let ExecLine::TaskStarted(line) = &mut self {
+            line.worktree = worktree;
+        }
+        self
+    }
+}
+
 /// The `worktree` of `task_started`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WorktreeInfo {
@@ -503,11 +513,10 @@ pub fn task_started(
     cwd: &Path,
     mode: PermissionMode,
     resumed: bool,
-    worktree: Option<WorktreeInfo>,
 ) -> ExecLine {
     ExecLine::TaskStarted(TaskStartedLine {
         resumed,
-        worktree,
+        worktree: None,
         schema_version: SCHEMA_VERSION,
         task_id: task_id.to_string(),
         session_id: session_id.to_string(),
