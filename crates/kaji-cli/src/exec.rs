@@ -89,20 +89,38 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
         eprintln!("kaji exec: warning: {}", redact_url_passwords(&w));
     }
     frontend.set_cwd(session.cwd());
+    let worktree = args
+        .agent
+        .worktree
+        .as_ref()
+        .map(|name| exec_events::WorktreeInfo {
+            name: name.clone(),
+            path: session.cwd().to_string_lossy().into_owned(),
+            branch: format!("{}{name}", kaji_tools::worktree::BRANCH_PREFIX),
+        });
+    if let (Some(w), false) = (&worktree, args.json) {
+        eprintln!(
+            "kaji exec: worktree {}: {} (branch {})",
+            w.name, w.path, w.branch
+        );
+    }
     let mode = session.permission_mode();
     frontend.set_mode(mode.as_str());
     let task_id = kaji_core::new_task_id();
     if args.json {
         let provider = session.provider_config();
-        frontend.line(&exec_events::task_started(
-            &task_id,
-            session.id(),
-            &provider.model,
-            provider.kind,
-            session.project_dir(),
-            mode,
-            session.is_resuming(),
-        ));
+        frontend.line(
+            &exec_events::task_started(
+                &task_id,
+                session.id(),
+                &provider.model,
+                provider.kind,
+                session.project_dir(),
+                mode,
+                session.is_resuming(),
+            )
+            .with_worktree(worktree),
+        );
     }
     let started = Instant::now();
     let signals = {
@@ -397,9 +415,12 @@ impl ExecFrontend {
                 };
                 self.print(&format!("  {mark}{first}{suffix}"), true);
             }
-            TaskEvent::Ask { kind, text, .. } if *kind != AskKind::CompletionResult => {
-                self.print(&format!("? {text}"), true)
-            }
+            TaskEvent::Ask {
+                kind,
+                text,
+                partial: false,
+                ..
+            } if *kind != AskKind::CompletionResult => self.print(&format!("? {text}"), true),
             _ => {}
         }
     }

@@ -130,6 +130,30 @@ pub struct TaskStartedLine {
     pub permission_mode: ExecPermissionMode,
     /// The run continues a saved session (`--resume`, `--continue`).
     pub resumed: bool,
+    /// With `--worktree NAME`: the worktree the task works in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeInfo>,
+}
+
+impl ExecLine {
+    /// `task_started` with the worktree the task works in.
+    pub fn with_worktree(mut self, worktree: Option<WorktreeInfo>) -> Self {
+        if let ExecLine::TaskStarted(line) = &mut self {
+            line.worktree = worktree;
+        }
+        self
+    }
+}
+
+/// The `worktree` of `task_started`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorktreeInfo {
+    /// Its name.
+    pub name: String,
+    /// The directory the task works in, absolute.
+    pub path: String,
+    /// Its branch, `kaji/NAME`.
+    pub branch: String,
 }
 
 /// The `provider` of `task_started`.
@@ -492,6 +516,7 @@ pub fn task_started(
 ) -> ExecLine {
     ExecLine::TaskStarted(TaskStartedLine {
         resumed,
+        worktree: None,
         schema_version: SCHEMA_VERSION,
         task_id: task_id.to_string(),
         session_id: session_id.to_string(),

@@ -119,7 +119,11 @@ enum TasksCommand {
         id: u64,
     },
     /// Show the list and redraw it whenever a task changes (Ctrl-C stops).
-    Watch,
+    Watch {
+        /// Watch the list of this directory's most recent session.
+        #[arg(long)]
+        latest: bool,
+    },
     /// Rebuild a broken or missing `.highwatermark` (never lower than any
     /// id seen), clear stale locks, and report unreadable files. Exit 0
     /// when the list is sound afterwards, else 1.
@@ -153,6 +157,10 @@ struct ListFilterArgs {
     /// Only tasks still waiting for an open blocker.
     #[arg(long)]
     blocked: bool,
+    /// Show the list of this directory's most recent session (instead of
+    /// --list, $KAJI_TASK_LIST_ID or "default").
+    #[arg(long)]
+    latest: bool,
 }
 
 impl ListFilterArgs {
@@ -262,7 +270,16 @@ pub fn run(args: TasksArgs) -> i32 {
 
 fn run_inner(args: TasksArgs) -> Result<(), Failure> {
     let home = crate::paths::kaji_home();
-    let flag = args.list.filter(|l| !l.trim().is_empty());
+    let latest = matches!(
+        args.command,
+        TasksCommand::List(ListFilterArgs { latest: true, .. })
+            | TasksCommand::Watch { latest: true }
+    );
+    let flag = if latest {
+        Some(lists::latest_list(&home)?)
+    } else {
+        args.list.filter(|l| !l.trim().is_empty())
+    };
     let url = std::env::var(kaji_tasks::list::pg::TASK_LIST_URL_ENV).ok();
     let target = resolve_target(flag.as_deref(), None, url.as_deref(), DEFAULT_LIST_ID)?;
     match target {
@@ -389,7 +406,7 @@ fn run_files(
             let task = store.delete(id)?;
             out.task(&task, &format!("deleted #{}: {}", task.id, task.subject))?;
         }
-        TasksCommand::Watch => watch(&existing()?, json)?,
+        TasksCommand::Watch { .. } => watch(&existing()?, json)?,
         TasksCommand::Repair => {
             let store = with_wait_notice(TaskListStore::locate(&home, &list_id)?);
             let report = store.repair()?;

@@ -834,3 +834,280 @@ async fn an_mcp_server_that_cannot_start_is_warned_about() {
     });
     assert!(warned, "{}", String::from_utf8_lossy(&out.stdout));
 }
+
+/// The directories under `dir` that hold no file at any depth.
+fn empty_dirs(dir: &Path) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> bool {
+        let mut has_file = false;
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                has_file |= walk(&path, out);
+            } else {
+                has_file = true;
+            }
+        }
+        if !has_file {
+            out.push(dir.to_path_buf());
+        }
+        has_file
+    }
+    let mut out = Vec::new();
+    if dir.is_dir() {
+        walk(dir, &mut out);
+    }
+    out
+}
+
+#[tokio::test]
+async fn tasks_latest_uses_the_list_of_this_directorys_last_session() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let kaji_home = home.path().join("kaji-home");
+    // A run that never touches its task list leaves no empty list or run
+    // directory behind.
+    let server = ScriptedModelServer::start(Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "nothing to do"}),
+    ))
+    .await;
+    let out = exec_in(home.path(), work.path(), &server, &["--json"], "idle")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for dir in ["tasks", "runs"] {
+        let empty = empty_dirs(&kaji_home.join(dir));
+        assert!(empty.is_empty(), "empty directories left: {empty:?}");
+    }
+    // Two sessions in `work`, one in `other`: --latest takes the newest of
+    // the directory it runs in.
+    let mut sessions = Vec::new();
+    for (dir, subject) in [
+        (work.path(), "older"),
+        (other.path(), "elsewhere"),
+        (work.path(), "newest"),
+    ] {
+        let server = ScriptedModelServer::start(Script::new([
+            Turn::tool_call("TaskCreate", json!({"subject": subject})),
+            Turn::tool_call("AttemptCompletion", json!({"result": "planned"})),
+        ]))
+        .await;
+        let out = exec_in(home.path(), dir, &server, &["--json"], "plan")
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        sessions.push(
+            lines(&out.stdout)[0]["session_id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let tasks = |args: &[&str], cwd: &Path| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kaji"));
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("KAJI_HOME", &kaji_home)
+            .current_dir(cwd)
+            .arg("tasks")
+            .args(args);
+        cmd.output().unwrap()
+    };
+    let listed = tasks(&["list", "--latest", "--json"], work.path());
+    assert_eq!(
+        listed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed["listId"], json!(sessions[2]), "{listed}");
+    assert_eq!(listed["tasks"][0]["subject"], "newest", "{listed}");
+    // Without --latest, `default` as always (it does not exist here).
+    assert_eq!(tasks(&["list"], work.path()).status.code(), Some(2));
+    // A directory without sessions: a clear usage error.
+    let empty = tempfile::tempdir().unwrap();
+    let none = tasks(&["list", "--latest"], empty.path());
+    assert_eq!(none.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("no saved session in"),
+        "{}",
+        String::from_utf8_lossy(&none.stderr)
+    );
+    // `lists` shows every list with the sessions that use it.
+    let lists = tasks(&["lists", "--json"], work.path());
+    let lists: Value = serde_json::from_slice(&lists.stdout).unwrap();
+    let ids: Vec<&str> = lists
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["listId"].as_str().unwrap())
+        .collect();
+    let mut want: Vec<&str> = sessions.iter().map(String::as_str).collect();
+    want.sort();
+    assert_eq!(ids, want, "only the lists that hold tasks: {lists}");
+    assert!(
+        lists
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["sessions"] == 1 && l["tasks"] == 1)
+    );
+}
+
+#[tokio::test]
+async fn exec_worktree_prints_its_path_and_branch_and_is_entered_again() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    kaji_test_support::fixtures::git(work.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
+    kaji_test_support::fixtures::git(work.path(), &["add", "."]);
+    kaji_test_support::fixtures::git(work.path(), &["commit", "-q", "-m", "init"]);
+    let wt = work
+        .path()
+        .canonicalize()
+        .unwrap()
+        .join(".kaji/worktrees/fix-2");
+    // First run, text mode: created, path and branch on stderr.
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call(
+            "Write",
+            json!({"file_path": "a.txt", "content": "changed\n"}),
+        ),
+        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+    ]))
+    .await;
+    let out = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--yolo", "--worktree", "fix-2"],
+        "change a",
+    )
+    .output()
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "kaji exec: worktree fix-2: {} (branch kaji/fix-2)",
+            wt.display()
+        )),
+        "{stderr}"
+    );
+    // Second run, --json: the same worktree is entered again (its change
+    // is there), and task_started names it.
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Read", json!({"file_path": "a.txt"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "read"})),
+    ]))
+    .await;
+    let out = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--worktree", "fix-2"],
+        "read a",
+    )
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = lines(&out.stdout);
+    assert_eq!(
+        lines[0]["worktree"],
+        json!({"name": "fix-2", "path": wt.to_string_lossy(), "branch": "kaji/fix-2"})
+    );
+    let read = lines
+        .iter()
+        .find(|l| l["type"] == "tool_result" && l["name"] == "Read")
+        .expect("a Read result");
+    assert!(
+        read["output"].as_str().unwrap().contains("changed"),
+        "{read}"
+    );
+    // A directory of that name that is not the worktree is refused.
+    std::fs::create_dir_all(work.path().join(".kaji/worktrees/stray")).unwrap();
+    let out = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--worktree", "stray"],
+        "x",
+    )
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not a git worktree"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The MCP wait's timeout path: a server that never answers `initialize`
+/// does not hold the first request past the wait
+/// (`KAJI_MCP_CONNECT_WAIT_MS`); the task goes on without it and says so.
+#[tokio::test]
+async fn an_mcp_server_that_never_initializes_does_not_hold_the_task() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let kaji_home = home.path().join("kaji-home");
+    std::fs::create_dir_all(&kaji_home).unwrap();
+    // It keeps its pipes open and never writes a byte.
+    std::fs::write(
+        kaji_home.join("config.toml"),
+        "[mcp_servers.mute]\ncommand = \"sleep\"\nargs = [\"1000\"]\n",
+    )
+    .unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "ok"}),
+    )]))
+    .await;
+    let mut cmd = exec_in(home.path(), work.path(), &server, &["--json"], "hi");
+    cmd.env("KAJI_MCP_CONNECT_WAIT_MS", "300");
+    // The hang guard: without the timeout the task would wait for the
+    // server for ever.
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), cmd.output())
+        .await
+        .expect("kaji exec waited for an MCP server that never initializes")
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = lines(&out.stdout);
+    let said = lines.iter().any(|l| {
+        l["type"] == "say"
+            && l["kind"] == "info"
+            && l["text"].as_str().is_some_and(|t| {
+                t.contains("MCP servers still connecting, going on without them for now: mute")
+            })
+    });
+    assert!(said, "{lines:?}");
+    assert_eq!(server.requests().len(), 1);
+}

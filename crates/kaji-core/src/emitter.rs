@@ -101,6 +101,24 @@ impl Emitter {
         id
     }
 
+    /// A complete `say` with an id taken before (it ends the partial
+    /// message of that id).
+    pub(crate) fn say_as(
+        &self,
+        id: u64,
+        kind: SayKind,
+        text: impl Into<String>,
+        payload: Option<SayPayload>,
+    ) {
+        self.emit(TaskEvent::Say {
+            id,
+            kind,
+            text: text.into(),
+            partial: false,
+            payload,
+        });
+    }
+
     /// An `ask`, awaited until the front end answers.
     pub(crate) async fn ask(
         &self,

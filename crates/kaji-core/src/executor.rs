@@ -167,6 +167,9 @@ pub(crate) struct CallEnv<'a> {
     pub recorder: &'a Recorder,
     /// The session file (hook payloads' `transcript_path`).
     pub transcript_path: Option<&'a std::path::Path>,
+    /// The message id of the call's `tool` say (the id of the partial ask
+    /// its streamed arguments were shown in, if any).
+    pub announce_id: u64,
 }
 
 impl CallEnv<'_> {
@@ -319,7 +322,8 @@ impl ToolExecutor {
             );
         }
         let access = tool.access(&input, ctx);
-        emitter.say(
+        emitter.say_as(
+            env.announce_id,
             SayKind::Tool,
             describe_call(&call.name, &input),
             Some(SayPayload::Tool {

@@ -1796,7 +1796,8 @@ impl Task {
             let step = {
                 let st = self.lock();
                 let done = st.stream_end.is_some();
-                match st.assembler.as_ref().and_then(|a| a.blocks().get(next)) {
+                let assembler = st.assembler.as_ref();
+                match assembler.and_then(|a| a.blocks().get(next)) {
                     None => {
                         if done {
                             Step::Done
@@ -1817,11 +1818,17 @@ impl Task {
                         (BlockContent::Reasoning(t), false) => {
                             Step::Complete(SayKind::Reasoning, t.clone())
                         }
-                        (BlockContent::ToolUse(_), true) => {
-                            if done {
-                                Step::Done
-                            } else {
-                                Step::Wait
+                        (BlockContent::ToolUse(call), true) => {
+                            match assembler.and_then(|a| a.streaming_arguments(next)) {
+                                Some(text) if !out.interrupted && !completed => {
+                                    let sent = streaming.map(|(_, n)| n).unwrap_or(0);
+                                    Step::CallPartial {
+                                        name: call.name.clone(),
+                                        delta: text.get(sent..).unwrap_or_default().to_string(),
+                                    }
+                                }
+                                _ if done => Step::Done,
+                                _ => Step::Wait,
                             }
                         }
                         (BlockContent::ToolUse(call), false) => Step::Tool(call.clone()),
@@ -1879,6 +1886,13 @@ impl Task {
                         _ = self.cancel.cancelled() => return out,
                     }
                 }
+                Step::CallPartial { name, delta } => {
+                    self.stream_call_arguments(&mut streaming, &name, delta);
+                    tokio::select! {
+                        _ = version.changed() => {}
+                        _ = self.cancel.cancelled() => return out,
+                    }
+                }
                 Step::Complete(kind, text) => {
                     next += 1;
                     let id = streaming.take().map(|(id, _)| id);
@@ -1904,7 +1918,9 @@ impl Task {
                 }
                 Step::Tool(call) => {
                     next += 1;
-                    streaming = None;
+                    // The partial ask of the call's arguments, if any: the
+                    // call's announcement replaces it.
+                    let announce = streaming.take().map(|(id, _)| id);
                     let run = if out.interrupted {
                         skipped(
                             &call,
@@ -1916,7 +1932,7 @@ impl Task {
                             "the task was completed by an earlier AttemptCompletion call",
                         )
                     } else {
-                        self.run_tool(&call).await
+                        self.run_tool(&call, announce).await
                     };
                     if self.cancel.is_cancelled() {
                         out.runs.push((call, run));
@@ -1932,6 +1948,43 @@ impl Task {
                     out.runs.push((call, run));
                 }
             }
+        }
+    }
+
+    /// Streams a tool call's arguments as they arrive: a partial `ask`
+    /// (kind `tool`) first, then [`TaskEvent::Delta`]s with the new text of
+    /// the rendering. The call's `tool` say, with the same id, ends it.
+    fn stream_call_arguments(
+        &self,
+        streaming: &mut Option<(u64, usize)>,
+        name: &str,
+        delta: String,
+    ) {
+        match streaming {
+            None => {
+                let id = self.emitter.next();
+                *streaming = Some((id, delta.len()));
+                self.emitter.emit(TaskEvent::Ask {
+                    id,
+                    kind: AskKind::Tool,
+                    text: delta,
+                    partial: true,
+                    payload: Some(AskPayload::ToolApproval {
+                        tool: name.to_string(),
+                        input: Value::Object(Default::default()),
+                        preview: None,
+                        always: Vec::new(),
+                    }),
+                });
+            }
+            Some((id, sent)) if !delta.is_empty() => {
+                *sent += delta.len();
+                self.emitter.emit(TaskEvent::Delta {
+                    id: *id,
+                    text: delta,
+                });
+            }
+            Some(_) => {}
         }
     }
 
@@ -1970,7 +2023,10 @@ impl Task {
         }
     }
 
-    async fn run_tool(&self, call: &ToolCall) -> ToolRun {
+    /// Runs one call; its `tool` say takes the id `announce` (the partial
+    /// ask of its arguments) or a new one, so every call run takes one id.
+    async fn run_tool(&self, call: &ToolCall, announce: Option<u64>) -> ToolRun {
+        let announce_id = announce.unwrap_or_else(|| self.emitter.next());
         let input = call.input.clone().unwrap_or(Value::Null);
         self.emitter.emit(TaskEvent::ToolUse {
             id: call.id.clone(),
@@ -1990,6 +2046,7 @@ impl Task {
             task_id: &self.task_id,
             recorder: &self.config.recorder,
             transcript_path: self.config.transcript_path.as_deref(),
+            announce_id,
         };
         let mut run = self.executor.execute(call, &env).await;
         self.detect_loop(call, &mut run);
@@ -2047,7 +2104,15 @@ struct Presented {
 enum Step {
     Done,
     Wait,
-    Partial { reasoning: bool, delta: String },
+    Partial {
+        reasoning: bool,
+        delta: String,
+    },
+    /// A tool call still streaming: the new text of its arguments.
+    CallPartial {
+        name: String,
+        delta: String,
+    },
     Complete(SayKind, String),
     Tool(ToolCall),
 }

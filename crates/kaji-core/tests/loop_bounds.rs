@@ -164,3 +164,66 @@ async fn a_typed_answer_to_a_failed_request_reaches_the_model() {
     let last = server.requests().last().unwrap().body.to_string();
     assert!(last.contains("use the staging key"), "{last}");
 }
+
+#[tokio::test]
+async fn the_same_call_with_a_different_result_each_time_is_no_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    // The same command six times; its output counts up, so no two results
+    // are the same.
+    let count = json!({"command": "n=$(cat n 2>/dev/null || echo 0); echo $((n+1)) > n; cat n"});
+    let mut turns: Vec<Turn> = (0..6)
+        .map(|_| Turn::tool_call("Bash", count.clone()))
+        .collect();
+    turns.push(Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "counted"}),
+    ));
+    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    let (frontend, _rx) = RecordingFrontend::new(deny());
+    let t = task(
+        &server,
+        ProviderKind::Anthropic,
+        ToolProtocol::Native,
+        PermissionMode::Yolo,
+        dir.path(),
+        frontend.clone(),
+    );
+    let outcome = t.run("count".into()).await;
+    assert_eq!(outcome.status, TaskStatus::Completed);
+    let results = frontend.tool_results();
+    assert_eq!(results.len(), 7);
+    assert!(
+        results.iter().all(|r| !r.3.contains("times in a row")),
+        "{results:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_typed_answer_to_the_mistake_limit_reaches_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut turns: Vec<Turn> = (0..3)
+        .map(|_| Turn::tool_call("NoSuchTool", json!({})))
+        .collect();
+    turns.push(Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "ok"}),
+    ));
+    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    let (frontend, _rx) = RecordingFrontend::new(deny());
+    frontend.push_answer(AskResponse::Reply {
+        text: "the tool is called Read".into(),
+    });
+    let t = task(
+        &server,
+        ProviderKind::Anthropic,
+        ToolProtocol::Native,
+        PermissionMode::Default,
+        dir.path(),
+        frontend.clone(),
+    );
+    let outcome = t.run("go".into()).await;
+    assert_eq!(outcome.status, TaskStatus::Completed);
+    assert!(frontend.ask_kinds().contains(&AskKind::MistakeLimitReached));
+    let last = server.requests().last().unwrap().body.to_string();
+    assert!(last.contains("the tool is called Read"), "{last}");
+}

@@ -10,6 +10,7 @@ use kaji_llm::ProviderKind;
 use kaji_protocol::{AskKind, AskResponse, SayKind, TaskEvent, TaskStatus};
 use kaji_test_support::{Fault, Script, ScriptedModelServer, Turn};
 use serde_json::json;
+use std::time::Duration;
 
 fn fix_script(protocol: ToolProtocol) -> Script {
     match protocol {
@@ -153,13 +154,16 @@ async fn multi_turn_fix_openai_xml() {
 #[tokio::test]
 async fn text_streams_as_partial_say_then_deltas() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text(
-        "Hello there, this is a long streamed text.",
-    )
-    .with_chunk_size(4)
-    .and_tool_call("AttemptCompletion", json!({"result": "ok"}))]))
+    // The stream holds in the middle of the text: what was sent before the
+    // hold must reach the front end as a partial say while it is held, and
+    // the rest as deltas after it.
+    let server = ScriptedModelServer::start(Script::new([Turn::text("Hello there, ")
+        .with_chunk_size(4)
+        .and_hold()
+        .and_text("this is a long streamed text.")
+        .and_tool_call("AttemptCompletion", json!({"result": "ok"}))]))
     .await;
-    let (frontend, _rx) = RecordingFrontend::new(deny());
+    let (frontend, mut rx) = RecordingFrontend::new(deny());
     let t = task(
         &server,
         ProviderKind::Anthropic,
@@ -168,11 +172,37 @@ async fn text_streams_as_partial_say_then_deltas() {
         dir.path(),
         frontend.clone(),
     );
-    let outcome = t.run("hi".into()).await;
+    let run = tokio::spawn(t.run("hi".into()));
+    // The hang guard: if nothing streams, no partial say comes while held.
+    let early = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(event) = rx.recv().await {
+            if let TaskEvent::Say {
+                kind: SayKind::Text,
+                partial: true,
+                text,
+                ..
+            } = event
+            {
+                return Some(text);
+            }
+        }
+        None
+    })
+    .await;
+    let early = early.ok().flatten();
+    assert!(
+        early
+            .as_deref()
+            .is_some_and(|t| "Hello there, ".starts_with(t) && !t.is_empty()),
+        "no partial say while the stream was held: {early:?}"
+    );
+    server.release();
+    let outcome = run.await.unwrap();
     assert_eq!(outcome.status, TaskStatus::Completed);
     let events = frontend.events();
     let mut streamed = String::new();
     let mut id = None;
+    let mut deltas = 0;
     for e in &events {
         match e {
             TaskEvent::Say {
@@ -185,9 +215,10 @@ async fn text_streams_as_partial_say_then_deltas() {
                 id = Some(*i);
                 streamed.push_str(text);
             }
-            TaskEvent::Delta { id: i, text } => {
-                assert_eq!(Some(*i), id);
+            // (Deltas of other messages: the tool call's partial ask.)
+            TaskEvent::Delta { id: i, text } if Some(*i) == id => {
                 streamed.push_str(text);
+                deltas += 1;
             }
             TaskEvent::Say {
                 id: i,
@@ -204,9 +235,11 @@ async fn text_streams_as_partial_say_then_deltas() {
             _ => {}
         }
     }
-    if id.is_some() {
-        assert_eq!(streamed, "Hello there, this is a long streamed text.");
-    }
+    assert!(
+        id.is_some() && deltas > 0,
+        "the text did not stream: {events:?}"
+    );
+    assert_eq!(streamed, "Hello there, this is a long streamed text.");
 }
 
 #[tokio::test]

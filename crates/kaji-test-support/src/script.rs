@@ -224,6 +224,10 @@ pub struct Turn {
     /// OpenAI: the delta field reasoning goes in, `reasoning_content`
     /// (DeepSeek, vLLM; the default) or `reasoning` (Ollama, OpenRouter).
     pub reasoning_field: Option<String>,
+    /// The stream of the turn's first tool call holds (as at a
+    /// [`Part::Hold`]) once this many bytes of its arguments are sent, so a
+    /// test can see what arrives while a call is still streaming.
+    pub hold_in_arguments: Option<usize>,
 }
 
 impl Default for Turn {
@@ -240,6 +244,7 @@ impl Default for Turn {
             out_of_order: false,
             extra_fields: false,
             reasoning_field: None,
+            hold_in_arguments: None,
         }
     }
 }
@@ -365,6 +370,13 @@ impl Turn {
     /// [`crate::ScriptedModelServer::release`].
     pub fn and_hold(mut self) -> Self {
         self.parts.push(Part::Hold);
+        self
+    }
+
+    /// Holds the stream inside the first tool call's arguments, after
+    /// `bytes` of them (see [`Turn::hold_in_arguments`]).
+    pub fn with_hold_in_arguments(mut self, bytes: usize) -> Self {
+        self.hold_in_arguments = Some(bytes);
         self
     }
 

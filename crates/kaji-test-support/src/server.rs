@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -92,6 +93,10 @@ struct Shared {
     holds_reached: watch::Sender<usize>,
     /// How many times the test released held streams.
     releases: watch::Sender<usize>,
+    /// Requests whose response has not ended yet, and the most there were
+    /// at once.
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -141,6 +146,8 @@ impl ScriptedModelServer {
             streams_aborted: watch::channel(0).0,
             holds_reached: watch::channel(0).0,
             releases: watch::channel(0).0,
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let task = tokio::spawn(async move {
@@ -228,6 +235,54 @@ impl ScriptedModelServer {
         let mut rx = self.shared.holds_reached.subscribe();
         let _ = rx.wait_for(|held| *held >= n).await;
     }
+
+    /// The most requests that were in flight at once: a request is in
+    /// flight from its arrival until its response has been sent to the
+    /// end (or dropped). A client that waits for each reply before it
+    /// sends the next request never gets above 1.
+    pub fn max_requests_in_flight(&self) -> usize {
+        self.shared.max_in_flight.load(AtomicOrdering::SeqCst)
+    }
+}
+
+/// One request in flight, counted until dropped.
+struct InFlight(Arc<Shared>);
+
+impl InFlight {
+    fn enter(shared: &Arc<Shared>) -> Self {
+        let now = shared.in_flight.fetch_add(1, AtomicOrdering::SeqCst) + 1;
+        shared.max_in_flight.fetch_max(now, AtomicOrdering::SeqCst);
+        Self(shared.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, AtomicOrdering::SeqCst);
+    }
+}
+
+/// Keeps `guard` until the response's body has been sent to its end (or
+/// dropped); a body known in full needs no tracking.
+fn track(response: Response, guard: InFlight) -> Response {
+    use axum::body::HttpBody as _;
+    if response.body().size_hint().exact().is_some() {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let stream = futures::stream::unfold(
+        (body.into_data_stream(), Some(guard)),
+        |(mut body, mut guard)| async move {
+            match body.next().await {
+                Some(item) => Some((item, (body, guard))),
+                None => {
+                    guard.take();
+                    None
+                }
+            }
+        },
+    );
+    Response::from_parts(parts, Body::from_stream(stream))
 }
 
 impl Drop for ScriptedModelServer {
@@ -292,6 +347,7 @@ async fn handle(
         agent: None,
     };
 
+    let in_flight = InFlight::enter(&shared);
     let outcome = decide(&shared, format, &parsed, &mut record);
     {
         let mut state = shared.state();
@@ -325,7 +381,7 @@ async fn handle(
                 include_usage,
                 index_zero: fault == Some(Fault::ToolCallsIndexZero),
             };
-            serve(&shared, format, turn, fault, &ctx)
+            track(serve(&shared, format, turn, fault, &ctx), in_flight)
         }
     }
 }

@@ -189,6 +189,24 @@ pub(crate) fn chunks(text: &str, size: usize) -> Vec<&str> {
     out
 }
 
+/// The pieces tool call number `call` (from 0) of `turn` streams its
+/// arguments in; an empty piece marks the hold of
+/// [`Turn::hold_in_arguments`].
+pub(crate) fn argument_pieces<'a>(turn: &Turn, call: usize, arguments: &'a str) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    let mut sent = 0;
+    let mut held = false;
+    for piece in chunks(arguments, turn.chunk_size) {
+        out.push(piece);
+        sent += piece.len();
+        if call == 0 && !held && turn.hold_in_arguments.is_some_and(|n| sent >= n) {
+            out.push("");
+            held = true;
+        }
+    }
+    out
+}
+
 pub(crate) fn sse(event: Option<&str>, data: &Value) -> Bytes {
     match event {
         Some(name) => Bytes::from(format!("event: {name}\ndata: {data}\n\n")),
@@ -329,7 +347,11 @@ fn render_anthropic(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
                 frames.push(start(
                     json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
                 ));
-                for piece in chunks(&arguments, turn.chunk_size) {
+                for piece in argument_pieces(turn, tools - 1, &arguments) {
+                    if piece.is_empty() {
+                        frames.push(Bytes::new());
+                        continue;
+                    }
                     frames.push(delta(
                         json!({"type": "input_json_delta", "partial_json": piece}),
                     ));
@@ -428,7 +450,11 @@ fn render_openai(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
                     json!({"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
                     Value::Null,
                 ));
-                for piece in chunks(&arguments, turn.chunk_size) {
+                for piece in argument_pieces(turn, tools - 1, &arguments) {
+                    if piece.is_empty() {
+                        frames.push(Bytes::new());
+                        continue;
+                    }
                     frames.push(chunk(
                         json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
                         Value::Null,

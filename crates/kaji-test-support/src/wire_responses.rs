@@ -83,7 +83,11 @@ pub(crate) fn render(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
                 let item_id = format!("fc_scripted_{}_{n}", ctx.turn_index);
                 let item = |args: &str, status: &str| json!({"type": "function_call", "id": item_id, "call_id": call_id, "name": name, "arguments": args, "status": status});
                 frames.push(added(item("", "in_progress")));
-                for piece in chunks(&arguments, turn.chunk_size) {
+                for piece in crate::wire::argument_pieces(turn, tools - 1, &arguments) {
+                    if piece.is_empty() {
+                        frames.push(Bytes::new());
+                        continue;
+                    }
                     frames.push(ev(json!({"type": "response.function_call_arguments.delta", "item_id": item_id, "output_index": n, "delta": piece})));
                 }
                 // The output limit cuts off only the last item.

@@ -418,3 +418,50 @@ async fn many_data_lines_make_one_event() {
     assert_eq!(text.matches("\ndata: ").count(), 50 + 4, "{text}");
     assert!(text.contains("data: {\"choices\": [],\n"));
 }
+
+#[tokio::test]
+async fn overlapping_requests_are_counted() {
+    let server =
+        ScriptedModelServer::start(Turn::text("before").and_hold().and_text("after")).await;
+    let addr = server.addr();
+    let post =
+        move || async move { http(addr, "POST", "/v1/messages", &[], &anthropic_body(0)).await };
+    // One after the other: never more than one in flight.
+    server.release();
+    server.release();
+    post().await;
+    post().await;
+    assert_eq!(server.max_requests_in_flight(), 1);
+    // A second request while the first is held: two at once.
+    let first = tokio::spawn(post());
+    server.wait_for_holds(3).await;
+    let second = tokio::spawn(post());
+    server.wait_for_holds(4).await;
+    assert_eq!(server.max_requests_in_flight(), 2);
+    server.release();
+    server.release();
+    first.await.unwrap();
+    second.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_hold_inside_tool_arguments() {
+    let turn = Turn::tool_call(
+        "Write",
+        json!({"file_path": "a.txt", "content": "x".repeat(200)}),
+    )
+    .with_chunk_size(10)
+    .with_hold_in_arguments(50);
+    for path in ["/v1/messages", "/v1/chat/completions"] {
+        let server = ScriptedModelServer::start(turn.clone()).await;
+        let addr = server.addr();
+        let reader =
+            tokio::spawn(async move { http(addr, "POST", path, &[], &anthropic_body(0)).await });
+        server.wait_for_holds(1).await;
+        assert!(!reader.is_finished(), "{path}");
+        server.release();
+        let (_, text) = reader.await.unwrap();
+        assert!(text.contains(&"x".repeat(10)), "{path}: {text}");
+        assert_eq!(server.holds_reached(), 1, "{path}");
+    }
+}

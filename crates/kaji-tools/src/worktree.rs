@@ -201,14 +201,7 @@ async fn create_worktree_cancellable(
             )));
         }
     }
-    let cwd = match project_dir
-        .canonicalize()
-        .ok()
-        .and_then(|p| p.strip_prefix(&repo.root).ok().map(Path::to_path_buf))
-    {
-        Some(rel) if !rel.as_os_str().is_empty() && root.join(&rel).is_dir() => root.join(rel),
-        _ => root.clone(),
-    };
+    let cwd = worktree_cwd(project_dir, &repo.root, &root);
     Ok(Worktree {
         name,
         branch,
@@ -217,6 +210,78 @@ async fn create_worktree_cancellable(
         base,
         base_branch,
     })
+}
+
+/// `kaji exec --worktree NAME`: enters worktree `name` when it exists
+/// (`.kaji/worktrees/<name>` of this repository, on branch `kaji/<name>`),
+/// else creates it as [`create_worktree`] does. The flag is `true` when it
+/// was created. A directory there that is not that worktree is refused.
+pub async fn open_or_create_worktree(
+    project_dir: &Path,
+    name: &str,
+) -> Result<(Worktree, bool), ToolError> {
+    validate_worktree_name(name)?;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let repo = Repo::find(project_dir, &cancel).await?;
+    let root = repo.root.join(WORKTREES_DIR).join(name);
+    if !root.exists() {
+        return Ok((create_worktree(project_dir, Some(name)).await?, true));
+    }
+    let branch = format!("{BRANCH_PREFIX}{name}");
+    let refuse = |why: String| {
+        Err(ToolError::Refused(format!(
+            "{} exists but {why}; remove it or pick another name",
+            root.display()
+        )))
+    };
+    let top = run_git(&root, &["rev-parse", "--show-toplevel"], &cancel).await?;
+    let top = PathBuf::from(top.stdout.trim_end_matches(['\n', '\r']));
+    if top.canonicalize().ok() != root.canonicalize().ok() {
+        return refuse("is not a git worktree".into());
+    }
+    let head = run_git(
+        &root,
+        &["symbolic-ref", "--quiet", "--short", "HEAD"],
+        &cancel,
+    )
+    .await?;
+    if head.stdout.trim() != branch {
+        return refuse(format!(
+            "is on {} instead of {branch}",
+            Some(head.stdout.trim())
+                .filter(|b| !b.is_empty())
+                .unwrap_or("a detached HEAD")
+        ));
+    }
+    let base = run_git(&root, &["rev-parse", "HEAD"], &cancel).await?;
+    let key = base_branch_key(&branch);
+    let recorded = repo.git(&["config", "--get", &key], &cancel).await?;
+    let base_branch = Some(recorded.stdout.trim().to_string()).filter(|b| !b.is_empty());
+    let cwd = worktree_cwd(project_dir, &repo.root, &root);
+    Ok((
+        Worktree {
+            name: name.to_string(),
+            branch,
+            root,
+            cwd,
+            base: base.stdout.trim().to_string(),
+            base_branch,
+        },
+        false,
+    ))
+}
+
+/// The directory of worktree `root` that corresponds to `project_dir` (a
+/// subdirectory of the repository at `repo_root`), else `root` itself.
+fn worktree_cwd(project_dir: &Path, repo_root: &Path, root: &Path) -> PathBuf {
+    match project_dir
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.strip_prefix(repo_root).ok().map(Path::to_path_buf))
+    {
+        Some(rel) if !rel.as_os_str().is_empty() && root.join(&rel).is_dir() => root.join(rel),
+        _ => root.to_path_buf(),
+    }
 }
 
 /// A name like `wt-5f3a9c21`, not taken yet by a worktree directory.

@@ -199,7 +199,7 @@ async fn run_async(
             let task = list.delete(id).await?;
             out.task(&task, &format!("deleted #{}: {}", task.id, task.subject))
         }
-        TasksCommand::Watch => watch(&open(home, target, false).await?, json).await,
+        TasksCommand::Watch { .. } => watch(&open(home, target, false).await?, json).await,
         TasksCommand::Repair => Err(Failure {
             code: 2,
             kind: "invalid_input",

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use kaji_core::session::record::SessionKind;
 use kaji_core::session::replay::replay;
 use kaji_core::session::store::SessionStore;
 use kaji_tasks::list::{TaskListStore, TaskStatus, lists_root};
@@ -92,6 +93,40 @@ fn list_ids(home: &Path) -> Vec<String> {
         .collect();
     ids.sort();
     ids
+}
+
+/// The list of the most recent session (main or fork) of the current
+/// directory: `kaji tasks list --latest` and `watch --latest`.
+pub(super) fn latest_list(home: &Path) -> Result<String, Failure> {
+    let usage = |message: String| Failure {
+        code: 2,
+        kind: "not_found",
+        reason: None,
+        message,
+    };
+    let cwd = std::env::current_dir()
+        .and_then(|d| d.canonicalize())
+        .map_err(|e| usage(format!("cannot read the current directory: {e}")))?;
+    let store = SessionStore::new(home);
+    let listing = store
+        .list()
+        .map_err(|e| usage(format!("cannot read the sessions index: {e}")))?;
+    let entry = listing
+        .entries
+        .iter()
+        .find(|e| !e.removed && e.kind != SessionKind::Subagent && e.cwd == cwd)
+        .ok_or_else(|| {
+            usage(format!(
+                "--latest: no saved session in {} (see `kaji sessions list --all`)",
+                cwd.display()
+            ))
+        })?;
+    let recorded = store
+        .load(&entry.id)
+        .map_err(|e| usage(format!("--latest: cannot read session {}: {e}", entry.id)))?;
+    Ok(replay(&recorded)
+        .task_list_id
+        .unwrap_or_else(|| entry.id.clone()))
 }
 
 /// How many saved sessions use each list.

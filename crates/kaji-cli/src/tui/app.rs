@@ -144,6 +144,9 @@ pub struct App {
     pub entries: Vec<Entry>,
     /// Message id of the running task → index in `entries`.
     by_id: HashMap<u64, usize>,
+    /// Tool calls whose arguments are streaming (partial asks): message id
+    /// → tool name.
+    streaming_calls: HashMap<u64, String>,
     /// The input line.
     pub input: InputLine,
     /// Prompts sent this session, oldest first (Up/Down recall them).
@@ -214,6 +217,7 @@ impl App {
     /// A task is starting: message ids restart with it.
     pub fn task_started(&mut self) {
         self.by_id.clear();
+        self.streaming_calls.clear();
         self.running = true;
         self.started_at = Some(std::time::Instant::now());
         self.turns = 0;
@@ -486,6 +490,30 @@ impl App {
         );
     }
 
+    /// A tool call whose arguments are still streaming: shown growing
+    /// (deltas append to it) until its `tool` say replaces it.
+    fn on_partial_ask(&mut self, id: u64, text: &str, payload: Option<&AskPayload>) {
+        if let Some(AskPayload::ToolApproval { tool, .. }) = payload {
+            self.upsert(id, EntryStyle::Tool, format!("⏺ {tool} …\n{text}"));
+            self.streaming_calls.insert(id, tool.clone());
+        }
+    }
+
+    /// A call that was shown streaming but never announced (an unknown
+    /// tool, unusable arguments) ends with its result: only its name stays.
+    fn close_streamed_calls(&mut self, tool: &str) {
+        let ids: Vec<u64> = self
+            .streaming_calls
+            .iter()
+            .filter(|(_, t)| t.as_str() == tool)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            self.streaming_calls.remove(&id);
+            self.upsert(id, EntryStyle::Tool, format!("⏺ {tool}"));
+        }
+    }
+
     /// Adds or replaces the entry of message `id`. Control and escape
     /// sequences from the model or tools are dropped first.
     fn upsert(&mut self, id: u64, style: EntryStyle, text: String) {
@@ -533,7 +561,9 @@ impl App {
                     }
                     SayKind::ContextCompacted => (EntryStyle::Note, format!("── {text} ──")),
                 };
-                let new = !self.by_id.contains_key(&id);
+                // A call shown while it streamed gets its diff now.
+                let streamed = self.streaming_calls.remove(&id).is_some();
+                let new = streamed || !self.by_id.contains_key(&id);
                 self.upsert(id, style, text);
                 if new
                     && let Some(SayPayload::Tool { tool, input, .. }) = payload
@@ -558,6 +588,7 @@ impl App {
                 // Tool and command asks repeat the `⏺` line already shown;
                 // the completion ask repeats the result.
                 if partial {
+                    self.on_partial_ask(id, &text, payload.as_ref());
                     return;
                 }
                 match kind {
@@ -584,8 +615,12 @@ impl App {
             }
             TaskEvent::ToolUse { .. } => {}
             TaskEvent::ToolResult {
-                is_error, output, ..
+                is_error,
+                output,
+                name,
+                ..
             } => {
+                self.close_streamed_calls(&name);
                 let mut lines = output.lines();
                 let first = lines.next().unwrap_or("");
                 let more = lines.count();
@@ -1139,6 +1174,62 @@ mod tests {
             text: "x".into(),
         });
         assert_eq!(app.entries.len(), 2);
+    }
+
+    #[test]
+    fn a_streaming_call_grows_then_its_say_replaces_it_with_the_diff() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        let partial = |text: &str| TaskEvent::Ask {
+            id: 3,
+            kind: AskKind::Tool,
+            text: text.into(),
+            partial: true,
+            payload: Some(AskPayload::ToolApproval {
+                tool: "Write".into(),
+                input: serde_json::json!({}),
+                preview: None,
+                always: Vec::new(),
+            }),
+        };
+        app.on_event(partial(""));
+        app.on_event(TaskEvent::Delta {
+            id: 3,
+            text: "file_path: a.txt\ncontent: one".into(),
+        });
+        app.on_event(TaskEvent::Delta {
+            id: 3,
+            text: "\ntwo".into(),
+        });
+        assert_eq!(
+            texts(&app),
+            ["⏺ Write …\nfile_path: a.txt\ncontent: one\ntwo"]
+        );
+        app.on_event(TaskEvent::Say {
+            id: 3,
+            kind: SayKind::Tool,
+            text: "Write: a.txt".into(),
+            partial: false,
+            payload: Some(SayPayload::Tool {
+                id: "c1".into(),
+                tool: "Write".into(),
+                input: serde_json::json!({"file_path": "a.txt", "content": "one\ntwo\n"}),
+            }),
+        });
+        assert_eq!(texts(&app)[0], "⏺ Write: a.txt");
+        assert_eq!(app.entries.len(), 2, "the diff follows the say");
+        assert_eq!(app.entries[1].style, EntryStyle::Diff);
+        // A streamed call that is never announced ends with its result.
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        app.on_event(partial("x: 1"));
+        app.on_event(TaskEvent::ToolResult {
+            id: "c1".into(),
+            name: "Write".into(),
+            is_error: true,
+            output: "bad".into(),
+        });
+        assert_eq!(texts(&app)[0], "⏺ Write");
     }
 
     #[test]

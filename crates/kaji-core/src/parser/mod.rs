@@ -14,6 +14,7 @@
 //! scanned (see [`scanner`]). The assembler never blocks and never does
 //! I/O; its work per event is proportional to the event's size.
 
+mod partial_args;
 mod scanner;
 
 use std::collections::HashMap;
@@ -21,6 +22,7 @@ use std::collections::HashMap;
 use kaji_protocol::{ContentBlock, StopReason, StreamEvent, Usage};
 use serde_json::Value;
 
+use partial_args::ArgsView;
 pub use scanner::{ParamKind, XmlToolGrammar};
 use scanner::{ScanSink, TextScanner};
 
@@ -99,6 +101,9 @@ struct AssemblyState {
     stop_reason: Option<StopReason>,
     /// Whether the provider's own reasoning block is the last block.
     provider_reasoning_open: bool,
+    /// The arguments of tool calls still streaming, rendered for people:
+    /// block index → rendering.
+    streaming_args: HashMap<usize, ArgsView>,
 }
 
 impl ReplyAssembler {
@@ -192,10 +197,15 @@ impl ReplyAssembler {
                     id.clone(),
                     (st.blocks.len() - 1, st.history.len() - 1, String::new()),
                 );
+                st.streaming_args
+                    .insert(st.blocks.len() - 1, ArgsView::default());
             }
             StreamEvent::ToolCallDelta { id, arguments } => {
-                if let Some((_, _, raw)) = st.native_calls.get_mut(id) {
+                if let Some((block, _, raw)) = st.native_calls.get_mut(id) {
                     raw.push_str(arguments);
+                    if let Some(view) = st.streaming_args.get_mut(block) {
+                        view.feed_json(arguments);
+                    }
                 }
             }
             StreamEvent::ToolCallEnd { id } => st.end_native_call(id),
@@ -230,11 +240,20 @@ impl ReplyAssembler {
         for b in &mut st.blocks {
             b.partial = false;
         }
+        st.streaming_args.clear();
     }
 
     /// The blocks so far.
     pub fn blocks(&self) -> &[AssistantBlock] {
         &self.state.blocks
+    }
+
+    /// The arguments of the tool call at `block` so far, rendered for
+    /// people (one `name: value` line per argument, strings decoded), while
+    /// the call is still streaming; `None` once it is complete. The
+    /// rendering only grows, so a front end can append what is new.
+    pub fn streaming_arguments(&self, block: usize) -> Option<&str> {
+        self.state.streaming_args.get(&block).map(ArgsView::text)
     }
 
     /// The reply as it goes into the history. With the xml protocol tool
@@ -290,6 +309,7 @@ impl AssemblyState {
         call.input =
             kaji_llm::parse_tool_arguments(&call.name, id, &raw).map_err(|e| e.to_string());
         *partial = false;
+        self.streaming_args.remove(&block);
         if let (Ok(input), Some(ContentBlock::ToolUse { input: h, .. })) =
             (&call.input, self.history.get_mut(hist))
         {
@@ -358,6 +378,15 @@ impl ScanSink for AssemblyState {
             }),
             partial: true,
         });
+        self.streaming_args
+            .insert(self.blocks.len() - 1, ArgsView::default());
+    }
+
+    fn tool_param(&mut self, param: &str, text: &str) {
+        let last = self.blocks.len().saturating_sub(1);
+        if let Some(view) = self.streaming_args.get_mut(&last) {
+            view.feed_xml(param, text);
+        }
     }
 
     fn tool_end(&mut self, name: &str, input: Result<Value, String>, complete: bool) {
@@ -375,6 +404,8 @@ impl ScanSink for AssemblyState {
             };
             *partial = false;
         }
+        let last = self.blocks.len().saturating_sub(1);
+        self.streaming_args.remove(&last);
     }
 }
 

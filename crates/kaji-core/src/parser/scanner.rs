@@ -85,6 +85,9 @@ pub(crate) trait ScanSink {
     fn thinking_end(&mut self);
     /// `<Tool>` was recognised.
     fn tool_start(&mut self, name: &str);
+    /// More text of parameter `param` of the open tool (as scanned, for
+    /// showing the call while it streams).
+    fn tool_param(&mut self, _param: &str, _text: &str) {}
     /// The tool call ended: `input` is the parsed arguments or why they are
     /// not usable; `complete` is false when the reply ended inside it.
     fn tool_end(&mut self, name: &str, input: Result<Value, String>, complete: bool);
@@ -199,9 +202,10 @@ impl TextScanner {
                     tool.junk.push_str(s);
                 }
             }
-            Mode::ToolParam { .. } => {
+            Mode::ToolParam { param } => {
                 if let Some(tool) = &mut self.tool {
                     tool.value.push_str(s);
+                    sink.tool_param(param, s);
                 }
             }
             Mode::ParamClose { .. } => unreachable!("handled char by char"),
@@ -393,6 +397,7 @@ impl TextScanner {
                     tool.value.push_str("</");
                     tool.value.push_str(&param);
                     tool.value.push('>');
+                    sink.tool_param(&param, &format!("</{param}>"));
                 }
                 self.mode = Mode::ToolParam { param };
                 self.feed(&lookahead, sink);

@@ -410,7 +410,8 @@ impl SessionBuilder {
             .unwrap_or_else(|| session_id.to_string())
     }
 
-    /// Where the first Task works: `--worktree`, else the saved session's
+    /// Where the first Task works: `--worktree` (created, or entered again
+    /// when it exists), else the saved session's
     /// directory (when it still exists), else the project directory.
     async fn work_dir(
         &self,
@@ -419,9 +420,11 @@ impl SessionBuilder {
         warnings: &mut Vec<String>,
     ) -> Result<PathBuf, SessionError> {
         if let Some(name) = &self.options.worktree {
-            let worktree = kaji_tools::worktree::create_worktree(project_dir, Some(name))
-                .await
-                .map_err(|e| SessionError::Usage(format!("--worktree {name}: {e}")))?;
+            // An existing worktree of that name is entered again.
+            let (worktree, _created) =
+                kaji_tools::worktree::open_or_create_worktree(project_dir, name)
+                    .await
+                    .map_err(|e| SessionError::Usage(format!("--worktree {name}: {e}")))?;
             return Ok(worktree.cwd);
         }
         if let Some(saved) = restored.and_then(|r| r.state.cwd.clone()) {

@@ -245,6 +245,20 @@ impl TaskListStore {
         &self.dir
     }
 
+    /// Removes the list's directory if it holds nothing at all (a list
+    /// opened but never written), and then `$KAJI_HOME/tasks` if that is
+    /// left empty; `true` when the list's directory was removed. Only an
+    /// empty directory is ever removed (`rmdir`), so no task can be lost;
+    /// call it only for a list nobody else may be using (a session's own
+    /// list, at its end), since `open` is what creates the directory.
+    pub fn remove_if_empty(&self) -> bool {
+        let removed = fs::remove_dir(&self.dir).is_ok();
+        if removed && let Some(root) = self.dir.parent() {
+            let _ = fs::remove_dir(root);
+        }
+        removed
+    }
+
     /// The file of task `id` (which may not exist).
     pub fn task_path(&self, id: u64) -> PathBuf {
         self.dir.join(format!("{id}.json"))
