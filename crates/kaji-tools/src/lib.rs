@@ -53,7 +53,7 @@ pub struct ToolContext {
     /// `$KAJI_HOME`.
     pub kaji_home: PathBuf,
     /// The shared task list, when the session has one.
-    pub task_list: Option<kaji_tasks::TaskListStore>,
+    pub task_list: Option<kaji_tasks::list::TaskList>,
     /// The session's runtime task registry, when the session has one.
     pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
     /// The agent making the call: `main`, or a sub-agent's name. It owns

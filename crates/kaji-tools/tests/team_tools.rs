@@ -14,7 +14,7 @@ async fn call(ctx: &ToolContext, tool: &str, input: Value) -> Result<ToolOutput,
 
 fn ctx(dir: &std::path::Path, store: &TaskListStore, agent: &str) -> ToolContext {
     let mut ctx = ToolContext::new(dir);
-    ctx.task_list = Some(store.clone());
+    ctx.task_list = Some(kaji_tasks::list::TaskList::Files(store.clone()));
     ctx.agent = agent.to_string();
     ctx
 }

@@ -55,7 +55,7 @@ pub(crate) struct Services {
     pub provider_config: ProviderConfig,
     pub tools: ToolRegistry,
     pub mcp: Option<kaji_mcp::McpManager>,
-    pub task_list: kaji_tasks::TaskListStore,
+    pub task_list: kaji_tasks::list::TaskList,
     pub list_id: String,
     pub runtime: Arc<kaji_tasks::RuntimeTaskRegistry>,
     pub todo: TodoState,
