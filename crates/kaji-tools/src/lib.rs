@@ -27,6 +27,7 @@ mod registry;
 mod runtime_tools;
 pub mod skill;
 mod task_list_tools;
+pub use task_list_tools::summary as task_list_update;
 pub mod team_tools;
 pub mod todo;
 pub mod web_fetch;

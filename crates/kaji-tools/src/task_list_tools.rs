@@ -105,7 +105,7 @@ fn tool_error(e: TaskListError) -> ToolError {
 }
 
 /// The whole list as the front ends show it after a change.
-fn summary(snapshot: &ListSnapshot) -> StateUpdate {
+pub fn summary(snapshot: &ListSnapshot) -> StateUpdate {
     let tasks = snapshot
         .tasks
         .iter()

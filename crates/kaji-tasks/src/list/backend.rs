@@ -133,6 +133,10 @@ impl TaskList {
         }
     }
 
+    /// See [`TaskListStore::highwatermark`].
+    pub async fn highwatermark(&self) -> Result<u64, TaskListError> {
+        both!(self, s => s.highwatermark(), p => p.highwatermark())
+    }
     /// See [`TaskListStore::get`].
     pub async fn get(&self, id: u64) -> Result<Task, TaskListError> {
         both!(self, s => s.get(id), p => p.get(id))

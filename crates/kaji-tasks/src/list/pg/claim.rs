@@ -33,11 +33,14 @@ macro_rules! next_available {
 }
 
 /// `$1` list, `$2` owner, `$3` now (ms).
+/// The candidate is an uncorrelated scalar subquery, run once (an
+/// InitPlan): a subquery in `FROM` could be rescanned per row and claim
+/// several tasks.
 const CLAIM_NEXT: &str = concat!(
     "UPDATE kaji_tasks t SET owner = $2, status = 'in_progress', ",
-    "updated_at = GREATEST(t.updated_at, $3) FROM (",
+    "updated_at = GREATEST(t.updated_at, $3) WHERE t.list = $1 AND t.id = (",
     next_available!(""),
-    ") next WHERE t.list = $1 AND t.id = next.id RETURNING ",
+    ") RETURNING ",
     select_tasks!()
 );
 
@@ -48,9 +51,9 @@ const CLAIM_NEXT_LEASED: &str = concat!(
     "WITH lease AS (UPDATE kaji_leases SET expires_at = clock_timestamp() + $4 * interval '1 millisecond' ",
     "WHERE list = $1 AND holder = $2 AND token = $5 AND expires_at > clock_timestamp() RETURNING token), ",
     "claimed AS (UPDATE kaji_tasks t SET owner = $2, status = 'in_progress', ",
-    "updated_at = GREATEST(t.updated_at, $3) FROM (",
+    "updated_at = GREATEST(t.updated_at, $3) WHERE t.list = $1 AND t.id = (",
     next_available!(", lease"),
-    ") next WHERE t.list = $1 AND t.id = next.id RETURNING ",
+    ") RETURNING ",
     select_tasks!(),
     ") SELECT (SELECT count(*) FROM lease) AS leased, c.* FROM (SELECT 1) one LEFT JOIN claimed c ON true"
 );
@@ -123,6 +126,14 @@ impl PgTaskList {
             let closed = client.is_closed();
             self.put_back(client);
             match result {
+                Ok(rows) if rows.len() > 1 => {
+                    return Err(TaskListError::InvalidInput(format!(
+                        "a claim statement changed {} tasks of list {:?} on {}; this is a bug",
+                        rows.len(),
+                        self.list_id,
+                        self.server()
+                    )));
+                }
                 Ok(mut rows) => return Ok(rows.pop()),
                 Err(e) if e.as_db_error().is_some() => {
                     let retry = is_retryable(&e, false);

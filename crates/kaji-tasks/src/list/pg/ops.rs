@@ -304,18 +304,21 @@ impl PgTaskList {
             .map(|&b| (b, id))
             .chain(blocks.iter().map(|&b| (id, b)))
             .collect();
-        self.add_edges(tx, id, &edges).await?;
+        self.add_edges(tx, id, &edges, true).await?;
         self.notify(tx).await?;
         self.fetch(tx, id, false).await
     }
 
     /// Checks and inserts edges (the list lock is held): each peer must
-    /// exist and no edge may close a cycle.
+    /// exist and no edge may close a cycle. While `creating` task `id`, an
+    /// edge to `id` itself names a task that did not exist yet (as on
+    /// files).
     async fn add_edges(
         &self,
         tx: &Transaction<'_>,
         id: u64,
         edges: &[(u64, u64)],
+        creating: bool,
     ) -> Result<(), Fail> {
         if edges.is_empty() {
             return Ok(());
@@ -330,7 +333,7 @@ impl PgTaskList {
                 )
                 .await?
                 .is_some();
-            if !exists && peer != id {
+            if (!exists && peer != id) || (creating && peer == id) {
                 return Err(Fail::List(TaskListError::EdgeToMissingTask {
                     from: id,
                     to: peer,
@@ -408,7 +411,7 @@ impl PgTaskList {
             .map(|&b| (id, b))
             .chain(patch.add_blocked_by.iter().map(|&b| (b, id)))
             .collect();
-        self.add_edges(tx, id, &adds).await?;
+        self.add_edges(tx, id, &adds, false).await?;
         if !patch.is_empty() {
             patch.apply_fields(&mut task);
             task.owner = normalize_owner(task.owner.as_deref());
