@@ -20,10 +20,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use kaji_core::SessionBuilder;
 use kaji_core::subagent::types::AgentCatalog;
 use kaji_core::{AskRequest, TaskFrontend};
 use kaji_protocol::{AskKind, AskResponse, SessionEvent, TaskStatus as RunStatus};
-use kaji_core::SessionBuilder;
 use kaji_tasks::list::{Member, Task, TaskList, TaskListError, TaskPatch, TaskStatus};
 
 use crate::agent::AgentArgs;
@@ -124,10 +124,7 @@ pub async fn run(args: WorkerArgs) -> i32 {
 /// The list to work (`--task-list` or `KAJI_TASK_LIST_ID`, on the backend
 /// `task_list_url` / `KAJI_TASK_LIST_URL` names; a URL given to
 /// `--task-list` must carry `?list=`) and the lease length.
-async fn open_list(
-    args: &WorkerArgs,
-    named: bool,
-) -> Result<(TaskList, Duration), (i32, String)> {
+async fn open_list(args: &WorkerArgs, named: bool) -> Result<(TaskList, Duration), (i32, String)> {
     let url_names_list = std::env::var(kaji_tasks::list::pg::TASK_LIST_URL_ENV)
         .ok()
         .and_then(|u| kaji_tasks::list::pg::PgUrl::parse(&u).ok())
@@ -182,7 +179,11 @@ async fn work(
                 println!("released #{id} of {owner} (departed)");
             }
         }
-        if let Some(task) = list.claim_next_as(member).await.map_err(|e| e.to_string())? {
+        if let Some(task) = list
+            .claim_next_as(member)
+            .await
+            .map_err(|e| e.to_string())?
+        {
             println!("claimed #{}", task.id);
             work_one(args, list, member, role, &task).await?;
             continue;

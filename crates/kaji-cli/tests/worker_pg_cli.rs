@@ -152,7 +152,10 @@ async fn two_machines_finish_a_list_once_though_one_worker_is_killed() {
 async fn a_worker_whose_lease_lapsed_cannot_complete_the_task_it_lost() {
     let name = unique("fenced");
     let list = list_named(&name).await;
-    let task = list.create(NewTask::new("the one task")).await.expect("create");
+    let task = list
+        .create(NewTask::new("the one task"))
+        .await
+        .expect("create");
     let model = ScriptedModelServer::start(Script::new([Turn::text("working on it")
         .and_hold()
         .and_tool_call("AttemptCompletion", json!({"result": "done"}))]))
@@ -183,7 +186,10 @@ async fn a_worker_whose_lease_lapsed_cannot_complete_the_task_it_lost() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains(&format!("completed #{}", task.id)), "{stdout}");
+    assert!(
+        stdout.contains(&format!("completed #{}", task.id)),
+        "{stdout}"
+    );
     // w1 wakes up, finishes its session and tries to complete the task.
     signal(&old, libc::SIGCONT);
     let out = old.wait_with_output().await.expect("wait");
@@ -195,7 +201,10 @@ async fn a_worker_whose_lease_lapsed_cannot_complete_the_task_it_lost() {
         stderr.contains("refused") && stderr.contains("\"w1\"") && stderr.contains(&name),
         "{stderr}"
     );
-    assert!(stderr.contains("127.0.0.1:") && !stderr.contains(PG_PASSWORD), "{stderr}");
+    assert!(
+        stderr.contains("127.0.0.1:") && !stderr.contains(PG_PASSWORD),
+        "{stderr}"
+    );
     let done = list.get(task.id).await.expect("get");
     assert_eq!(
         (done.status, done.owner.as_deref()),

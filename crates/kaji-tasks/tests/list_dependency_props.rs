@@ -8,9 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kaji_tasks::list::{
-    ClaimRefusal, NewTask, TaskListError, TaskPatch, TaskStatus,
-};
+use kaji_tasks::list::{ClaimRefusal, NewTask, TaskListError, TaskPatch, TaskStatus};
 use proptest::prelude::*;
 
 mod list_support;

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kaji_protocol::{StateUpdate, TaskListItem, ToolSpec};
 use kaji_tasks::list::{
-    ListSnapshot, NewTask, Task, TaskFilter, TaskList, TaskListError, TaskListErrorKind,
-    TaskPatch, TaskStatus,
+    ListSnapshot, NewTask, Task, TaskFilter, TaskList, TaskListError, TaskListErrorKind, TaskPatch,
+    TaskStatus,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};

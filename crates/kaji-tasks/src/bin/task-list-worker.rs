@@ -119,7 +119,9 @@ impl Store {
     fn lock(&self) -> Result<kaji_tasks::list::ListLock, TaskListError> {
         match &self.list {
             TaskList::Files(store) => store.lock(),
-            TaskList::Pg(_) => Err(TaskListError::InvalidInput("no list lock on a database".into())),
+            TaskList::Pg(_) => Err(TaskListError::InvalidInput(
+                "no list lock on a database".into(),
+            )),
         }
     }
     fn highwatermark(&self) -> Result<u64, TaskListError> {
@@ -157,9 +159,9 @@ fn open(home: &str, list: &str) -> Result<Store, String> {
     let target = kaji_tasks::list::resolve_target(Some(list), None, url.as_deref(), list)
         .map_err(|e| e.to_string())?;
     let list = match &target {
-        ListTarget::Files(id) => TaskList::Files(
-            TaskListStore::open(Path::new(home), id).map_err(|e| e.to_string())?,
-        ),
+        ListTarget::Files(id) => {
+            TaskList::Files(TaskListStore::open(Path::new(home), id).map_err(|e| e.to_string())?)
+        }
         target => rt
             .block_on(TaskList::open(Path::new(home), target))
             .map_err(|e| e.to_string())?,

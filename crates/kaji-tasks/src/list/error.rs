@@ -150,7 +150,9 @@ pub enum TaskListError {
     },
     /// A fenced change by a lease holder was refused: its lease lapsed or
     /// the task is no longer its own.
-    #[error("refused: {holder:?} cannot change task #{id} of list {list_id:?} on {server}: {problem}")]
+    #[error(
+        "refused: {holder:?} cannot change task #{id} of list {list_id:?} on {server}: {problem}"
+    )]
     LeaseLost {
         /// `host:port/database` (no password).
         server: String,

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::pg::{Lease, ListWatcher, PgTaskList, WatchMode};
 use super::{
-    LivenessLock, ListSnapshot, MailMessage, Task, TaskList, TaskListError, TaskPatch,
+    ListSnapshot, LivenessLock, MailMessage, Task, TaskList, TaskListError, TaskPatch,
     UpdateOutcome,
 };
 
@@ -102,7 +102,9 @@ impl TaskList {
                 let who = name.clone();
                 let lock = tokio::task::spawn_blocking(move || store.hold_liveness(&who))
                     .await
-                    .map_err(|e| TaskListError::InvalidInput(format!("task-list worker failed: {e}")))??;
+                    .map_err(|e| {
+                        TaskListError::InvalidInput(format!("task-list worker failed: {e}"))
+                    })??;
                 Ok(lock.map(|lock| Member {
                     name,
                     hold: Hold::Files(lock),
@@ -138,7 +140,9 @@ impl TaskList {
                 let store = store.clone();
                 tokio::task::spawn_blocking(move || store.release_departed())
                     .await
-                    .map_err(|e| TaskListError::InvalidInput(format!("task-list worker failed: {e}")))?
+                    .map_err(|e| {
+                        TaskListError::InvalidInput(format!("task-list worker failed: {e}"))
+                    })?
             }
             Self::Pg(list) => list.release_lapsed().await,
         }
@@ -178,13 +182,19 @@ impl TaskList {
     }
 
     /// Gives back every unfinished task `owner` holds, noting why.
-    pub async fn release_with_note(&self, owner: &str, why: &str) -> Result<Vec<u64>, TaskListError> {
+    pub async fn release_with_note(
+        &self,
+        owner: &str,
+        why: &str,
+    ) -> Result<Vec<u64>, TaskListError> {
         match self {
             Self::Files(store) => {
                 let (store, owner, why) = (store.clone(), owner.to_string(), why.to_string());
                 tokio::task::spawn_blocking(move || store.release_with_note(&owner, &why))
                     .await
-                    .map_err(|e| TaskListError::InvalidInput(format!("task-list worker failed: {e}")))?
+                    .map_err(|e| {
+                        TaskListError::InvalidInput(format!("task-list worker failed: {e}"))
+                    })?
             }
             Self::Pg(list) => list.release_with_note(owner, why).await,
         }
@@ -192,14 +202,21 @@ impl TaskList {
 
     /// Appends a message to `to`'s mailbox (files beside the list, or the
     /// database's `kaji_mail`).
-    pub async fn post_message(&self, from: &str, to: &str, text: &str) -> Result<(), TaskListError> {
+    pub async fn post_message(
+        &self,
+        from: &str,
+        to: &str,
+        text: &str,
+    ) -> Result<(), TaskListError> {
         match self {
             Self::Files(store) => {
                 let store = store.clone();
                 let (from, to, text) = (from.to_string(), to.to_string(), text.to_string());
                 tokio::task::spawn_blocking(move || store.post_message(&from, &to, &text))
                     .await
-                    .map_err(|e| TaskListError::InvalidInput(format!("task-list worker failed: {e}")))?
+                    .map_err(|e| {
+                        TaskListError::InvalidInput(format!("task-list worker failed: {e}"))
+                    })?
             }
             Self::Pg(list) => list.post_message(from, to, text).await,
         }
@@ -212,7 +229,9 @@ impl TaskList {
                 let (store, name) = (store.clone(), name.to_string());
                 tokio::task::spawn_blocking(move || store.take_messages(&name))
                     .await
-                    .map_err(|e| TaskListError::InvalidInput(format!("task-list worker failed: {e}")))?
+                    .map_err(|e| {
+                        TaskListError::InvalidInput(format!("task-list worker failed: {e}"))
+                    })?
             }
             Self::Pg(list) => list.take_messages(name).await,
         }

@@ -129,7 +129,10 @@ impl Blocking {
     ) -> Result<kaji_tasks::list::UpdateOutcome, kaji_tasks::list::TaskListError> {
         self.run(self.list.update(id, patch))
     }
-    pub fn delete(&self, id: u64) -> Result<kaji_tasks::list::Task, kaji_tasks::list::TaskListError> {
+    pub fn delete(
+        &self,
+        id: u64,
+    ) -> Result<kaji_tasks::list::Task, kaji_tasks::list::TaskListError> {
         self.run(self.list.delete(id))
     }
     pub fn claim(

@@ -13,7 +13,12 @@ use crate::list::{MailMessage, TaskListError};
 
 impl PgTaskList {
     /// Appends a message to `to`'s mailbox.
-    pub async fn post_message(&self, from: &str, to: &str, text: &str) -> Result<(), TaskListError> {
+    pub async fn post_message(
+        &self,
+        from: &str,
+        to: &str,
+        text: &str,
+    ) -> Result<(), TaskListError> {
         let (from, to, text) = (from.to_string(), to.to_string(), text.to_string());
         in_tx!(self, |tx| {
             async {
@@ -64,9 +69,15 @@ impl PgTaskList {
 
     /// Gives back every unfinished task `owner` holds, noting `why` in
     /// their metadata (`releasedFrom`, `releaseNote`).
-    pub async fn release_with_note(&self, owner: &str, why: &str) -> Result<Vec<u64>, TaskListError> {
+    pub async fn release_with_note(
+        &self,
+        owner: &str,
+        why: &str,
+    ) -> Result<Vec<u64>, TaskListError> {
         let owner = super::ops::require_owner(owner)?;
         let why = why.to_string();
-        in_tx!(self, |tx| { self.release_in(&tx, &owner, Some(&why)).await })
+        in_tx!(self, |tx| {
+            self.release_in(&tx, &owner, Some(&why)).await
+        })
     }
 }

@@ -282,7 +282,11 @@ impl PgTaskList {
             self.shared.announcing.store(false, Ordering::Release);
             // A change marked after the last look but before the flag was
             // cleared is sent by another round of this loop.
-            let empty = self.shared.unannounced.lock().map_or(true, |l| l.is_empty());
+            let empty = self
+                .shared
+                .unannounced
+                .lock()
+                .map_or(true, |l| l.is_empty());
             if empty {
                 break;
             }
