@@ -59,8 +59,11 @@ pub struct AgentArgs {
     #[arg(long)]
     pub no_checkpoints: bool,
     /// Share this task list with other sessions and processes (default:
-    /// one list per session). Also KAJI_TASK_LIST_ID.
-    #[arg(long, value_name = "ID")]
+    /// one list per session). Also KAJI_TASK_LIST_ID. A value containing
+    /// `://` is a PostgreSQL URL ending in `?list=NAME` (see
+    /// docs/task-list.md); the backend is otherwise chosen by
+    /// KAJI_TASK_LIST_URL or the `task_list_url` setting.
+    #[arg(long, value_name = "ID|URL")]
     pub task_list: Option<String>,
     /// Save nothing of this session under `$KAJI_HOME/sessions/`.
     #[arg(long)]

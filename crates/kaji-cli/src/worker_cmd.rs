@@ -1,9 +1,12 @@
 //! `kaji worker --task-list ID --name NAME [--agent TYPE]`: a headless
-//! teammate in its own process. It holds its liveness lock
-//! (`owners/NAME.lock` beside the list) while alive, and loops: release the
-//! tasks of owners whose liveness lock is free, claim the next available
-//! task as NAME, work it in a fresh session (one prompt), complete it (and
-//! notify), claim the next. While unfinished tasks could still become
+//! teammate in its own process, on either backend of the task list. It
+//! holds its place while alive — the liveness lock (`owners/NAME.lock`
+//! beside a file list) or a lease with a heartbeat (a database list,
+//! `lease_ms` / `KAJI_LEASE_MS`) — and loops: release the tasks of owners
+//! that are gone (lock free, lease lapsed), claim the next available task
+//! as NAME, work it in a fresh session (one prompt), complete it (fenced on
+//! a database: refused, `lost #3`, when its lease lapsed and the task went
+//! to another worker) and notify, claim the next. While unfinished tasks could still become
 //! available it waits (re-checking every `KAJI_WORKER_POLL_MS`, default
 //! 500 ms); when none can, it exits 0.
 //!
@@ -17,11 +20,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use kaji_core::SessionBuilder;
 use kaji_core::subagent::types::AgentCatalog;
 use kaji_core::{AskRequest, TaskFrontend};
 use kaji_protocol::{AskKind, AskResponse, SessionEvent, TaskStatus as RunStatus};
-use kaji_tasks::TaskListStore;
-use kaji_tasks::list::{Task, TaskPatch, TaskStatus};
+use kaji_tasks::list::{Member, Task, TaskList, TaskListError, TaskPatch, TaskStatus};
 
 use crate::agent::AgentArgs;
 
@@ -75,22 +78,22 @@ pub async fn run(mut args: WorkerArgs) -> i32 {
     }
     // The model's task tools act as this teammate.
     args.agent.agent_name = Some(name.clone());
-    let Some(list_id) = args.agent.task_list.clone() else {
-        eprintln!("kaji worker: --task-list ID is required: the list to claim tasks from");
-        return 2;
-    };
-    let home = crate::paths::kaji_home();
-    let store = match TaskListStore::open(&home, &list_id) {
-        Ok(store) => store,
-        Err(e) => {
-            eprintln!("kaji worker: --task-list {list_id:?}: {e}");
-            return 2;
+    let named = args.agent.task_list.is_some()
+        || std::env::var(kaji_tasks::list::TASK_LIST_ID_ENV).is_ok_and(|v| !v.trim().is_empty());
+    let (list, lease) = match open_list(&args, named).await {
+        Ok(found) => found,
+        Err((code, message)) => {
+            eprintln!("kaji worker: {message}");
+            return code;
         }
     };
-    let _alive = match store.hold_liveness(&name) {
-        Ok(Some(lock)) => lock,
+    let member = match list.join(&name, lease).await {
+        Ok(Some(member)) => member,
         Ok(None) => {
-            eprintln!("kaji worker: a worker named {name} is already running on list {list_id}");
+            eprintln!(
+                "kaji worker: a worker named {name} is already running on list {}",
+                list.list_id()
+            );
             return 2;
         }
         Err(e) => {
@@ -105,16 +108,44 @@ pub async fn run(mut args: WorkerArgs) -> i32 {
             return 2;
         }
     };
-    match work(&args, &name, &store, &role).await {
-        Ok(()) => 0,
+    match work(&args, &list, &member, &role).await {
+        Ok(()) => {
+            let _ = list.leave(member).await;
+            0
+        }
         Err(message) => {
             eprintln!("kaji worker: {message}");
-            let _ = store.release_with_note(&name, "the worker stopped on an error");
+            let _ = list
+                .release_with_note(&name, "the worker stopped on an error")
+                .await;
             1
         }
     }
 }
 
+/// The list to work (`--task-list` or `KAJI_TASK_LIST_ID`, on the backend
+/// `task_list_url` / `KAJI_TASK_LIST_URL` names; a URL given to
+/// `--task-list` must carry `?list=`) and the lease length.
+async fn open_list(args: &WorkerArgs, named: bool) -> Result<(TaskList, Duration), (i32, String)> {
+    let url_names_list = std::env::var(kaji_tasks::list::pg::TASK_LIST_URL_ENV)
+        .ok()
+        .and_then(|u| kaji_tasks::list::pg::PgUrl::parse(&u).ok())
+        .is_some_and(|u| u.list.is_some());
+    if !named && !url_names_list {
+        return Err((
+            2,
+            "--task-list ID is required: the list to claim tasks from".to_string(),
+        ));
+    }
+    let options = args
+        .agent
+        .session_options()
+        .map_err(|e| (2, e.to_string()))?;
+    SessionBuilder::new(crate::paths::kaji_home(), options)
+        .task_list("")
+        .await
+        .map_err(|e| (if e.is_usage() { 2 } else { 1 }, e.to_string()))
+}
 /// The system prompt of `--agent TYPE`, if given.
 fn role_prompt(args: &WorkerArgs) -> Result<String, String> {
     let Some(kind) = &args.agent_type else {
@@ -139,23 +170,29 @@ fn role_prompt(args: &WorkerArgs) -> Result<String, String> {
 
 async fn work(
     args: &WorkerArgs,
-    name: &str,
-    store: &TaskListStore,
+    list: &TaskList,
+    member: &Member,
     role: &str,
 ) -> Result<(), String> {
+    let name = member.name();
     loop {
-        for (owner, ids) in store.release_departed().map_err(|e| e.to_string())? {
+        for (owner, ids) in list.release_departed().await.map_err(|e| e.to_string())? {
             for id in ids {
                 println!("released #{id} of {owner} (departed)");
             }
         }
-        if let Some(task) = store.claim_next(name).map_err(|e| e.to_string())? {
+        if let Some(task) = list
+            .claim_next_as(member)
+            .await
+            .map_err(|e| e.to_string())?
+        {
             println!("claimed #{}", task.id);
-            work_one(args, name, store, role, &task).await?;
+            work_one(args, list, member, role, &task).await?;
             continue;
         }
-        let open = store
+        let open = list
             .list()
+            .await
             .map_err(|e| e.to_string())?
             .tasks
             .iter()
@@ -163,17 +200,21 @@ async fn work(
         if !open {
             return Ok(());
         }
+        if let Some(why) = member.lost() {
+            return Err(format!("{name} lost its place on the list: {why}"));
+        }
         tokio::time::sleep(poll_interval()).await;
     }
 }
 
 async fn work_one(
     args: &WorkerArgs,
-    name: &str,
-    store: &TaskListStore,
+    list: &TaskList,
+    member: &Member,
     role: &str,
     task: &Task,
 ) -> Result<(), String> {
+    let name = member.name();
     let (session, _warnings) = args
         .agent
         .build_session(None, Arc::new(Headless))
@@ -186,25 +227,32 @@ async fn work_one(
     let outcome = session.submit(prompt).await.map_err(|e| e.to_string());
     session.shutdown().await;
     let outcome = outcome?;
-    let current = store.get(task.id).map_err(|e| e.to_string())?;
     if outcome.status == RunStatus::Completed {
-        if current.status != TaskStatus::Completed {
-            let patch = TaskPatch {
-                status: Some(TaskStatus::Completed),
-                ..TaskPatch::default()
-            };
-            let updated = store.update(task.id, patch).map_err(|e| e.to_string())?;
-            let snapshot = store.list().map_err(|e| e.to_string())?;
-            kaji_tools::team_tools::notify_completion(store, name, &updated, &snapshot);
+        let patch = TaskPatch {
+            status: Some(TaskStatus::Completed),
+            ..TaskPatch::default()
+        };
+        // Fenced on a database: refused if the lease lapsed meanwhile and
+        // the task went to someone else.
+        match list.update_as(member, task.id, patch).await {
+            Ok(updated) => {
+                let snapshot = list.list().await.map_err(|e| e.to_string())?;
+                kaji_tools::team_tools::notify_completion(list, name, &updated, &snapshot).await;
+                println!("completed #{}", task.id);
+            }
+            Err(e @ TaskListError::LeaseLost { .. }) => {
+                println!("lost #{}", task.id);
+                return Err(format!("task #{} was not completed: {e}", task.id));
+            }
+            Err(e) => return Err(e.to_string()),
         }
-        println!("completed #{}", task.id);
     } else {
-        store
-            .release_with_note(
-                name,
-                &format!("the teammate ended as {}", outcome.status.as_str()),
-            )
-            .map_err(|e| e.to_string())?;
+        list.release_with_note(
+            name,
+            &format!("the teammate ended as {}", outcome.status.as_str()),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         println!("released #{}", task.id);
     }
     Ok(())

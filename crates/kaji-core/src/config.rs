@@ -151,6 +151,12 @@ pub struct KajiConfig {
     pub env_passthrough: Vec<String>,
     /// `secret_env`: more variable names children must not inherit.
     pub secret_env: Vec<String>,
+    /// `task_list_url`: the PostgreSQL database of the task list
+    /// (`postgres://…`; unset: the file store). `KAJI_TASK_LIST_URL` wins.
+    pub task_list_url: Option<String>,
+    /// `lease_ms`: how long a worker's lease on a database list lasts
+    /// without a heartbeat (default 30000). `KAJI_LEASE_MS` wins.
+    pub lease_ms: Option<u64>,
     sources: Vec<PathBuf>,
 }
 
@@ -160,7 +166,7 @@ pub struct KajiConfig {
 pub struct IgnoredSetting {
     /// The key (`hooks`, `mcp_servers`, `permission_mode`, `base_url`,
     /// `permissions.allow`, `env_passthrough`, `sandbox`,
-    /// `sandbox_network`; `mcpServers` for a `.mcp.json`).
+    /// `sandbox_network`, `task_list_url`; `mcpServers` for a `.mcp.json`).
     pub key: &'static str,
     /// The project settings file.
     pub path: PathBuf,
@@ -267,6 +273,7 @@ impl KajiConfig {
             note("sandbox", true);
         }
         note("sandbox_network", self.sandbox_network.take().is_some());
+        note("task_list_url", self.task_list_url.take().is_some());
         self.hooks = HooksConfig::new();
         self.mcp_servers.clear();
         self.env_passthrough.clear();
@@ -432,6 +439,17 @@ impl KajiConfig {
             protected_paths: file.protected_paths,
             env_passthrough: file.env_passthrough,
             secret_env: file.secret_env,
+            task_list_url: file.task_list_url,
+            lease_ms: match file.lease_ms {
+                Some(ms) if *ms.get_ref() == 0 => {
+                    return Err(invalid(
+                        ms.span(),
+                        "lease_ms",
+                        "the lease must be at least 1 millisecond".into(),
+                    ));
+                }
+                ms => ms.map(|ms| *ms.get_ref()),
+            },
             sources: vec![path.to_path_buf()],
         })
     }
@@ -470,6 +488,8 @@ impl KajiConfig {
         self.protected_paths.extend(project.protected_paths);
         self.env_passthrough.extend(project.env_passthrough);
         self.secret_env.extend(project.secret_env);
+        over(&mut self.task_list_url, project.task_list_url);
+        over(&mut self.lease_ms, project.lease_ms);
         self.sources.extend(project.sources);
     }
 
@@ -660,6 +680,8 @@ struct ConfigFile {
     env_passthrough: Vec<String>,
     #[serde(default)]
     secret_env: Vec<String>,
+    task_list_url: Option<String>,
+    lease_ms: Option<Spanned<u64>>,
 }
 
 /// `[permissions]`: lists of rule strings.

@@ -321,7 +321,7 @@ impl ToolExecutor {
                 true,
             );
         }
-        let access = tool.access(&input, ctx);
+        let access = tool.access_checked(&input, ctx).await;
         emitter.say_as(
             env.announce_id,
             SayKind::Tool,
@@ -805,7 +805,7 @@ pub(crate) fn report_hook_warnings(emitter: &Emitter, warnings: &[String]) {
 /// Shows a change of session state. The text is the list as JSON with its
 /// keys sorted (what `kaji exec --json` has always printed); front ends
 /// render the payload.
-fn say_update(emitter: &Emitter, update: &StateUpdate) {
+pub(crate) fn say_update(emitter: &Emitter, update: &StateUpdate) {
     let (kind, text) = match update {
         StateUpdate::TaskList { tasks } => (SayKind::TaskList, json_text(tasks)),
         StateUpdate::Todo { items } => (SayKind::Todo, json_text(items)),

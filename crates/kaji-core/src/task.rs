@@ -98,8 +98,8 @@ pub struct TaskConfig {
     pub session_id: String,
     /// `$KAJI_HOME`.
     pub kaji_home: PathBuf,
-    /// The shared task list.
-    pub task_list: Option<kaji_tasks::TaskListStore>,
+    /// The shared task list (files or PostgreSQL).
+    pub task_list: Option<kaji_tasks::list::TaskList>,
     /// The runtime task registry.
     pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
     /// Extra system prompt sections (rule files), in order.
@@ -567,7 +567,7 @@ impl Task {
             if let Some(end) = self.check_limits(&mut user_content).await {
                 return end;
             }
-            self.add_notices(&mut user_content);
+            self.add_notices(&mut user_content).await;
             if self.needs_compaction(&user_content) {
                 self.lock()
                     .push_user_content(std::mem::take(&mut user_content));
@@ -678,7 +678,7 @@ impl Task {
 
     /// What the model learns of without asking: an open checklist left
     /// alone for a while, and background tasks of this agent that ended.
-    fn add_notices(&self, user_content: &mut Vec<ContentBlock>) {
+    async fn add_notices(&self, user_content: &mut Vec<ContentBlock>) {
         if let Some(reminder) = self.todo_reminder() {
             user_content.push(ContentBlock::text(reminder));
         }
@@ -689,7 +689,7 @@ impl Task {
         }
         // Messages and completion notices from the team's mailbox.
         if let Some(list) = &self.config.task_list
-            && let Ok(messages) = list.take_messages(&self.config.agent)
+            && let Ok(messages) = list.take_messages(&self.config.agent).await
         {
             for message in messages {
                 user_content.push(ContentBlock::text(message.to_prompt_text()));
@@ -765,7 +765,7 @@ impl Task {
         } else {
             let (summary, dropped) = self.summarize(history, instructions).await?;
             (
-                compaction::compacted_history(&summary, &self.compaction_context()),
+                compaction::compacted_history(&summary, &self.compaction_context().await),
                 dropped,
             )
         };
@@ -868,12 +868,12 @@ impl Task {
 
     /// What survives a summary besides it: open tasks, the todo, the files
     /// changed, the user's latest prompt.
-    fn compaction_context(&self) -> compaction::CompactionContext {
-        let open_tasks = self
-            .config
-            .task_list
-            .as_ref()
-            .and_then(|l| l.list().ok())
+    async fn compaction_context(&self) -> compaction::CompactionContext {
+        let snapshot = match &self.config.task_list {
+            Some(list) => list.list().await.ok(),
+            None => None,
+        };
+        let open_tasks = snapshot
             .map(|snap| {
                 snap.tasks
                     .iter()

@@ -141,7 +141,7 @@ async fn plan_mode_records_the_plan_and_runs_read_only_commands() {
     .await;
     let mut cfg = config(&server, dir.path(), PermissionMode::Plan);
     let store = kaji_tasks::TaskListStore::open(&dir.path().join(".kaji-home"), "plan").unwrap();
-    cfg.task_list = Some(store.clone());
+    cfg.task_list = Some(kaji_tasks::list::TaskList::Files(store.clone()));
     // Nobody approves anything: what runs, runs without asking.
     let (frontend, _rx) = RecordingFrontend::new(deny());
     let outcome = task(cfg, frontend.clone()).run("plan it".into()).await;

@@ -1,4 +1,5 @@
-//! Property test: the dependency rules of `TaskListStore` against a small
+//! Property test (on both backends: files and PostgreSQL): the dependency
+//! rules of the task list against a small
 //! in-memory model. Random sequences of create / link / unlink / delete /
 //! complete / claim must give the same outcomes and the same graph as the
 //! model, whose rules are written out plainly here.
@@ -7,12 +8,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kaji_tasks::list::{
-    ClaimRefusal, NewTask, TaskListError, TaskListStore, TaskPatch, TaskStatus,
-};
+use kaji_tasks::list::{ClaimRefusal, NewTask, TaskListError, TaskPatch, TaskStatus};
 use proptest::prelude::*;
 
 mod list_support;
+
+use list_support::{Backend, Fixture};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -107,9 +108,9 @@ fn assert_cycle(model: &Model, cycle: &[u64], new: (u64, u64)) {
     }
 }
 
-fn run(ops: Vec<Op>) {
-    let home = list_support::fast_temp_home();
-    let store = TaskListStore::open(home.path(), "props").expect("open");
+fn run(backend: Backend, ops: Vec<Op>) {
+    let fixture = Fixture::new(backend, "props", true);
+    let store = fixture.open();
     let mut model = Model::default();
     for op in ops {
         match op {
@@ -308,6 +309,11 @@ proptest! {
 
     #[test]
     fn dependency_rules_match_the_model(ops in prop::collection::vec(op(), 1..40)) {
-        run(ops);
+        run(Backend::Files, ops);
+    }
+
+    #[test]
+    fn dependency_rules_match_the_model_on_postgres(ops in prop::collection::vec(op(), 1..40)) {
+        run(Backend::Pg, ops);
     }
 }

@@ -1,7 +1,9 @@
 //! Many processes on one task list at once: the stress test (no lost
 //! update, no reused id, no double claim, symmetric edges, valid files) and
 //! the crash test (writers killed with SIGKILL at arbitrary moments).
-//! Both drive the `task-list-worker` binary of this crate.
+//! Both drive the `task-list-worker` binary of this crate, and both run
+//! against both backends: the file store and a list in the throwaway
+//! PostgreSQL of kaji-test-support (`KAJI_TASK_LIST_URL` tells the workers).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
@@ -9,37 +11,45 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use kaji_tasks::list::{NewTask, TaskListStore, TaskPatch, TaskStatus};
+use list_support::{Backend, Fixture};
 use serde_json::Value;
 
 mod list_support;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_task-list-worker");
-const LIST: &str = "shared";
-
-fn spawn(home: &Path, args: &[String]) -> Child {
-    Command::new(WORKER)
-        .arg(args[0].as_str())
-        .arg(home)
-        .arg(LIST)
+fn spawn(fx: &Fixture, args: &[String]) -> Child {
+    let mut cmd = Command::new(WORKER);
+    cmd.arg(args[0].as_str())
+        .arg(fx.home.path())
+        .arg(&fx.list)
         .args(&args[1..])
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn task-list-worker")
+        .stderr(Stdio::inherit());
+    fx.env(&mut cmd);
+    cmd.spawn().expect("spawn task-list-worker")
 }
 
 /// Checks what must hold for every list at rest and returns it.
-fn check_list_invariants(home: &Path) -> kaji_tasks::list::ListSnapshot {
-    let store = TaskListStore::open(home, LIST).expect("open list");
-    assert!(
-        !store.dir().join(".journal.json").exists(),
-        "journal left behind"
-    );
-    let snapshot = store.list().expect("list");
+fn check_list_invariants(fx: &Fixture) -> kaji_tasks::list::ListSnapshot {
+    let snapshot = fx.open().list().expect("list");
     assert!(
         snapshot.errors.is_empty(),
         "unreadable files: {:?}",
         snapshot.errors
+    );
+    if fx.backend == Backend::Files {
+        check_files(fx.home.path(), &fx.list);
+    }
+    check_edges(&snapshot);
+    snapshot
+}
+
+/// The file store's own invariants: no journal left, every file whole.
+fn check_files(home: &Path, list: &str) {
+    let store = TaskListStore::open(home, list).expect("open list");
+    assert!(
+        !store.dir().join(".journal.json").exists(),
+        "journal left behind"
     );
     // Every task file is valid JSON holding its own id.
     for entry in std::fs::read_dir(store.dir()).expect("read dir").flatten() {
@@ -54,6 +64,10 @@ fn check_list_invariants(home: &Path) -> kaji_tasks::list::ListSnapshot {
             assert_eq!(value["id"], id, "{name}");
         }
     }
+}
+
+/// Ids below the mark, both sides of every edge present.
+fn check_edges(snapshot: &kaji_tasks::list::ListSnapshot) {
     let ids: BTreeSet<u64> = snapshot.tasks.iter().map(|t| t.id).collect();
     for task in &snapshot.tasks {
         assert!(
@@ -80,17 +94,25 @@ fn check_list_invariants(home: &Path) -> kaji_tasks::list::ListSnapshot {
             );
         }
     }
-    snapshot
 }
 
 #[test]
 fn eight_processes_of_random_operations_lose_nothing() {
+    stress(Backend::Files);
+}
+
+#[test]
+fn eight_processes_of_random_operations_lose_nothing_on_postgres() {
+    stress(Backend::Pg);
+}
+
+fn stress(backend: Backend) {
     const WORKERS: u64 = 8;
     const OPS: u64 = 200;
     // On tmpfs when there is one: this test is about locking and atomic
     // replacement, which fsync does not change (the crash test below and
     // the other tests write to the real disk).
-    let home = list_support::fast_temp_home();
+    let fx = Fixture::new(backend, "stress", true);
     let seed = std::env::var("TASK_LIST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -103,7 +125,7 @@ fn eight_processes_of_random_operations_lose_nothing() {
                 OPS.to_string(),
                 (seed + w).to_string(),
             ];
-            spawn(home.path(), &args)
+            spawn(&fx, &args)
         })
         .collect();
     let summaries: Vec<Value> = children
@@ -118,7 +140,7 @@ fn eight_processes_of_random_operations_lose_nothing() {
         })
         .collect();
 
-    let snapshot = check_list_invariants(home.path());
+    let snapshot = check_list_invariants(&fx);
     let ids = |v: &Value| -> Vec<u64> {
         v.as_array()
             .into_iter()
@@ -218,9 +240,18 @@ fn eight_processes_of_random_operations_lose_nothing() {
 
 #[test]
 fn writers_killed_at_random_moments_leave_a_valid_list() {
+    killed_writers(Backend::Files);
+}
+
+#[test]
+fn writers_killed_at_random_moments_leave_a_valid_list_on_postgres() {
+    killed_writers(Backend::Pg);
+}
+
+fn killed_writers(backend: Backend) {
     const WRITERS: u64 = 4;
     const ROUNDS: u64 = 8;
-    let home = tempfile::tempdir().expect("temp dir");
+    let fx = Fixture::new(backend, "crash", false);
     let scratch_dir = tempfile::tempdir().expect("temp dir");
     // A fixed sequence of kill points: inside operation 1..=12 of a writer
     // (each announces an operation as it starts it).
@@ -236,7 +267,7 @@ fn writers_killed_at_random_moments_leave_a_valid_list() {
                     worker.to_string(),
                     (round * 100 + w).to_string(),
                 ];
-                (spawn(home.path(), &args), kill_after.next().unwrap_or(1))
+                (spawn(&fx, &args), kill_after.next().unwrap_or(1))
             })
             .collect();
         for (child, lines) in &mut children {
@@ -261,11 +292,11 @@ fn writers_killed_at_random_moments_leave_a_valid_list() {
             child.kill().expect("SIGKILL the writer");
             child.wait().expect("reap the writer");
         }
-        check_list_invariants(home.path());
+        check_list_invariants(&fx);
     }
 
     // No lock outlived its killed holder: every kind of operation still works.
-    let store = TaskListStore::open(home.path(), LIST).expect("open");
+    let store = fx.open();
     let hwm = store.highwatermark().expect("hwm");
     let a = store
         .create(NewTask::new("after the crash"))
@@ -283,5 +314,5 @@ fn writers_killed_at_random_moments_leave_a_valid_list() {
         store.release(&format!("w{w}")).expect("release");
     }
     store.reset().expect("reset");
-    check_list_invariants(home.path());
+    check_list_invariants(&fx);
 }

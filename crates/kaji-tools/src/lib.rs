@@ -28,6 +28,7 @@ mod registry;
 mod runtime_tools;
 pub mod skill;
 mod task_list_tools;
+pub use task_list_tools::summary as task_list_update;
 pub mod team_tools;
 pub mod todo;
 pub mod web_fetch;
@@ -68,7 +69,7 @@ pub struct ToolContext {
     /// `$KAJI_HOME`.
     pub kaji_home: PathBuf,
     /// The shared task list, when the session has one.
-    pub task_list: Option<kaji_tasks::TaskListStore>,
+    pub task_list: Option<kaji_tasks::list::TaskList>,
     /// The session's runtime task registry, when the session has one.
     pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
     /// The agent making the call: `main`, or a sub-agent's name. It owns
@@ -270,6 +271,13 @@ pub trait Tool: Send + Sync {
         } else {
             ToolAccess::External
         }
+    }
+
+    /// What this call would touch, for tools that must look something up
+    /// first (the shared task list, which may be a database). The executor
+    /// asks this one; the default is [`Tool::access`].
+    async fn access_checked(&self, input: &Value, ctx: &ToolContext) -> ToolAccess {
+        self.access(input, ctx)
     }
 
     /// Runs the call.

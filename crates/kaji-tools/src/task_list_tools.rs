@@ -1,8 +1,9 @@
 //! `TaskCreate`, `TaskGet`, `TaskList` and `TaskUpdate`: the shared task
-//! list (kaji-tasks' [`TaskListStore`]) offered to the model.
+//! list (kaji-tasks' [`TaskList`]: the file store or PostgreSQL) offered
+//! to the model.
 //!
-//! The tools only translate between the model's JSON and the store; every
-//! rule (ids, dependencies, locking) lives in the store. They never print
+//! The tools only translate between the model's JSON and the list; every
+//! rule (ids, dependencies, locking) lives in the backend. They never print
 //! or ask: each change returns the whole list as `{"task_list": [...]}` in
 //! [`ToolOutput::data`] for the core to show the user as a `say`. Without
 //! a task list in the [`ToolContext`] they refuse.
@@ -12,8 +13,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kaji_protocol::{StateUpdate, TaskListItem, ToolSpec};
 use kaji_tasks::list::{
-    ListSnapshot, NewTask, Task, TaskFilter, TaskListError, TaskListErrorKind, TaskListStore,
-    TaskPatch, TaskStatus,
+    ListSnapshot, NewTask, Task, TaskFilter, TaskList, TaskListError, TaskListErrorKind, TaskPatch,
+    TaskStatus,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -75,7 +76,7 @@ fn parse_ids(
 }
 
 /// The store of the session, or a refusal the model can understand.
-pub(crate) fn store_of(ctx: &ToolContext) -> Result<TaskListStore, ToolError> {
+pub(crate) fn store_of(ctx: &ToolContext) -> Result<TaskList, ToolError> {
     ctx.task_list.clone().ok_or_else(|| {
         ToolError::Refused(
             "this session has no task list, so the task tools are unavailable; keep track of the \
@@ -85,16 +86,11 @@ pub(crate) fn store_of(ctx: &ToolContext) -> Result<TaskListStore, ToolError> {
     })
 }
 
-/// Runs blocking store work off the async runtime.
-pub(crate) async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, TaskListError> + Send + 'static,
+/// Runs task-list work (on either backend), its error as a tool error.
+pub(crate) async fn blocking<T>(
+    work: impl std::future::Future<Output = Result<T, TaskListError>>,
 ) -> Result<T, ToolError> {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result.map_err(tool_error),
-        Err(e) => Err(ToolError::Refused(format!(
-            "the task list operation failed: {e}"
-        ))),
-    }
+    work.await.map_err(tool_error)
 }
 
 fn tool_error(e: TaskListError) -> ToolError {
@@ -111,7 +107,7 @@ fn tool_error(e: TaskListError) -> ToolError {
 }
 
 /// The whole list as the front ends show it after a change.
-fn summary(snapshot: &ListSnapshot) -> StateUpdate {
+pub fn summary(snapshot: &ListSnapshot) -> StateUpdate {
     let tasks = snapshot
         .tasks
         .iter()
@@ -224,9 +220,9 @@ task's id."
             metadata: input.metadata.unwrap_or_default(),
             ..NewTask::default()
         };
-        let (task, snapshot) = blocking(move || {
-            let task = store.create(new)?;
-            Ok((task, store.list()?))
+        let (task, snapshot) = blocking(async {
+            let task = store.create(new).await?;
+            Ok((task, store.list().await?))
         })
         .await?;
         Ok(ToolOutput {
@@ -282,9 +278,9 @@ work from its latest state: other agents may have changed it since you last look
         let input: TaskGetInput = parse_input(TASK_GET, input)?;
         let id = input.task_id.parse(TASK_GET, "taskId")?;
         let store = store_of(ctx)?;
-        let (task, snapshot) = blocking(move || {
-            let task = store.get(id)?;
-            Ok((task, store.list()?))
+        let (task, snapshot) = blocking(async {
+            let task = store.get(id).await?;
+            Ok((task, store.list().await?))
         })
         .await?;
         Ok(ToolOutput {
@@ -442,7 +438,7 @@ given must hold. Use TaskGet for a task's full description."
         let input = if input.is_null() { json!({}) } else { input };
         let filter = parse_input::<TaskListInput>(TASK_LIST, input)?.filter()?;
         let store = store_of(ctx)?;
-        let snapshot = blocking(move || store.list()).await?;
+        let snapshot = blocking(store.list()).await?;
         let mut lines: Vec<String> = snapshot
             .filtered(&filter)
             .into_iter()
@@ -554,12 +550,16 @@ which tasks a completion unblocked."
         false
     }
 
-    fn access(&self, input: &Value, ctx: &ToolContext) -> ToolAccess {
+    fn access(&self, _input: &Value, _ctx: &ToolContext) -> ToolAccess {
+        ToolAccess::SessionState
+    }
+
+    async fn access_checked(&self, input: &Value, ctx: &ToolContext) -> ToolAccess {
         // Only the main agent may take over (after an ask); the others are
         // refused in `call`.
         if ctx.role == AgentRole::Main
             && let Ok(parsed) = serde_json::from_value::<TaskUpdateInput>(input.clone())
-            && let Some(takeover) = takeover(&parsed, ctx)
+            && let Some(takeover) = takeover(&parsed, ctx).await
         {
             return takeover;
         }
@@ -571,7 +571,7 @@ which tasks a completion unblocked."
         let id = input.task_id.parse(TASK_UPDATE, "taskId")?;
         let store = store_of(ctx)?;
         if ctx.role != AgentRole::Main
-            && let Some(ToolAccess::TakeOver { task_id, holder }) = takeover(&input, ctx)
+            && let Some(ToolAccess::TakeOver { task_id, holder }) = takeover(&input, ctx).await
         {
             return Err(ToolError::Refused(format!(
                 "task #{task_id} is held by {holder}: only its owner may delete it or change its owner \
@@ -580,9 +580,9 @@ which tasks a completion unblocked."
             )));
         }
         if input.status.as_deref() == Some("deleted") {
-            let (task, snapshot) = blocking(move || {
-                let task = store.delete(id)?;
-                Ok((task, store.list()?))
+            let (task, snapshot) = blocking(async {
+                let task = store.delete(id).await?;
+                Ok((task, store.list().await?))
             })
             .await?;
             return Ok(ToolOutput {
@@ -622,11 +622,11 @@ which tasks a completion unblocked."
         let changed = changed_fields(&patch);
         let completing = patch.status == Some(TaskStatus::Completed);
         let agent = ctx.agent.clone();
-        let (outcome, snapshot) = blocking(move || {
-            let outcome = store.update(id, patch)?;
-            let snapshot = store.list()?;
+        let (outcome, snapshot) = blocking(async {
+            let outcome = store.update(id, patch).await?;
+            let snapshot = store.list().await?;
             if completing {
-                crate::team_tools::notify_completion(&store, &agent, &outcome, &snapshot);
+                crate::team_tools::notify_completion(&store, &agent, &outcome, &snapshot).await;
             }
             Ok((outcome, snapshot))
         })
@@ -658,13 +658,13 @@ which tasks a completion unblocked."
 /// Whether `input` deletes a task another owner holds or changes such a
 /// task's owner: the task's holder, as a [`ToolAccess::TakeOver`]. A task
 /// with no owner, or the caller's own, may be given to anyone.
-fn takeover(input: &TaskUpdateInput, ctx: &ToolContext) -> Option<ToolAccess> {
+async fn takeover(input: &TaskUpdateInput, ctx: &ToolContext) -> Option<ToolAccess> {
     let deleting = input.status.as_deref() == Some("deleted");
     if !deleting && input.owner.is_none() {
         return None;
     }
     let id = input.task_id.parse(TASK_UPDATE, "taskId").ok()?;
-    let task = ctx.task_list.as_ref()?.get(id).ok()?;
+    let task = ctx.task_list.as_ref()?.get(id).await.ok()?;
     let holder = task.owner.filter(|o| *o != ctx.owner)?;
     let new_owner = input
         .owner
@@ -703,7 +703,9 @@ mod tests {
 
     fn ctx(home: &std::path::Path) -> ToolContext {
         let mut ctx = ToolContext::new(home);
-        ctx.task_list = Some(TaskListStore::open(home, "tools").expect("open list"));
+        ctx.task_list = Some(TaskList::Files(
+            kaji_tasks::TaskListStore::open(home, "tools").expect("open list"),
+        ));
         ctx
     }
 

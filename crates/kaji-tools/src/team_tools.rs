@@ -12,8 +12,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
-use kaji_tasks::TaskListStore;
-use kaji_tasks::list::{ListSnapshot, UpdateOutcome};
+use kaji_tasks::list::{ListSnapshot, TaskList, UpdateOutcome};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -34,8 +33,8 @@ pub(crate) fn register(registry: &mut ToolRegistry) {
 /// Tells the lead and the owners of the tasks it unblocked that a task was
 /// completed (by `by`). Failures to post are not the completer's problem:
 /// they are ignored.
-pub fn notify_completion(
-    store: &TaskListStore,
+pub async fn notify_completion(
+    store: &TaskList,
     by: &str,
     outcome: &UpdateOutcome,
     snapshot: &ListSnapshot,
@@ -66,7 +65,7 @@ pub fn notify_completion(
         }
     }
     for to in recipients {
-        let _ = store.post_message("kaji", &to, &text);
+        let _ = store.post_message("kaji", &to, &text).await;
     }
 }
 
@@ -121,9 +120,11 @@ way to take work; complete it with TaskUpdate status completed."
         };
         let store = store_of(ctx)?;
         let owner = ctx.owner.clone();
-        let claimed = blocking(move || match id {
-            Some(id) => store.claim(id, &owner).map(Some),
-            None => store.claim_next(&owner),
+        let claimed = blocking(async {
+            match id {
+                Some(id) => store.claim(id, &owner).await.map(Some),
+                None => store.claim_next(&owner).await,
+            }
         })
         .await?;
         let Some(task) = claimed else {
@@ -204,7 +205,7 @@ impl Tool for SendMessageTool {
         let store = store_of(ctx)?;
         let from = ctx.agent.clone();
         let recipient = to.clone();
-        blocking(move || store.post_message(&from, &recipient, &input.message)).await?;
+        blocking(store.post_message(&from, &recipient, &input.message)).await?;
         Ok(ToolOutput {
             content: format!("Message sent to {to}; it reaches them at their next request."),
             data: Some(json!({"to": to})),

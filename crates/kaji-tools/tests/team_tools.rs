@@ -14,7 +14,7 @@ async fn call(ctx: &ToolContext, tool: &str, input: Value) -> Result<ToolOutput,
 
 fn ctx(dir: &std::path::Path, store: &TaskListStore, agent: &str) -> ToolContext {
     let mut ctx = ToolContext::new(dir);
-    ctx.task_list = Some(store.clone());
+    ctx.task_list = Some(kaji_tasks::list::TaskList::Files(store.clone()));
     ctx.agent = agent.to_string();
     ctx.owner = agent.to_string();
     ctx.role = kaji_tools::AgentRole::Teammate;
@@ -165,8 +165,8 @@ async fn a_teammate_never_takes_over_another_owners_task() {
     .expect("metadata");
 }
 
-#[test]
-fn the_main_agent_taking_over_is_an_access_that_asks() {
+#[tokio::test]
+async fn the_main_agent_taking_over_is_an_access_that_asks() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = TaskListStore::open(dir.path(), "team").expect("store");
     let held = store
@@ -175,15 +175,17 @@ fn the_main_agent_taking_over_is_an_access_that_asks() {
     let mine = store.create(new_task("mine", &[])).expect("create");
     store.claim(held.id, "alice").expect("claim");
     let mut lead = ToolContext::new(dir.path());
-    lead.task_list = Some(store.clone());
+    lead.task_list = Some(kaji_tasks::list::TaskList::Files(store.clone()));
     lead.owner = "lead-session".to_string();
     store.claim(mine.id, "lead-session").expect("claim");
     let registry = builtin_tools();
     let tool = registry.get("TaskUpdate").expect("registered");
-    let access = tool.access(
-        &json!({"taskId": held.id.to_string(), "status": "deleted"}),
-        &lead,
-    );
+    let access = tool
+        .access_checked(
+            &json!({"taskId": held.id.to_string(), "status": "deleted"}),
+            &lead,
+        )
+        .await;
     assert_eq!(
         access,
         kaji_tools::ToolAccess::TakeOver {
@@ -191,9 +193,11 @@ fn the_main_agent_taking_over_is_an_access_that_asks() {
             holder: "alice".to_string()
         }
     );
-    let access = tool.access(
-        &json!({"taskId": mine.id.to_string(), "status": "deleted"}),
-        &lead,
-    );
+    let access = tool
+        .access_checked(
+            &json!({"taskId": mine.id.to_string(), "status": "deleted"}),
+            &lead,
+        )
+        .await;
     assert_eq!(access, kaji_tools::ToolAccess::SessionState);
 }

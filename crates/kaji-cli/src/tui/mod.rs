@@ -172,6 +172,7 @@ pub async fn run(mut args: TuiArgs) -> i32 {
             };
         }
     };
+    watch_task_panel(&session);
     // ratatui's init also makes a panic restore the terminal first.
     let code = match ratatui::try_init() {
         Ok(terminal) => {
@@ -388,6 +389,7 @@ async fn switch(
     match built {
         Ok((next, warnings)) => {
             let old = std::mem::replace(session, next);
+            watch_task_panel(session);
             let _ = old.shutdown().await;
             app.switch_session(status_info(session), &session.history());
             for w in warnings {
@@ -647,4 +649,23 @@ async fn event_loop(
             }
         }
     }
+}
+
+/// The task panel's watcher of the open session (cancelled when another
+/// session is opened).
+static TASK_PANEL: std::sync::Mutex<Option<tokio_util::sync::CancellationToken>> =
+    std::sync::Mutex::new(None);
+
+/// Keeps the task panel current: every change of the session's task list,
+/// made anywhere (another process, another machine on a database list),
+/// reaches the panel; the list is polled every 200 ms where it cannot be
+/// listened to.
+fn watch_task_panel(session: &Arc<Session>) {
+    let token = tokio_util::sync::CancellationToken::new();
+    if let Ok(mut slot) = TASK_PANEL.lock()
+        && let Some(old) = slot.replace(token.clone())
+    {
+        old.cancel();
+    }
+    session.watch_task_list(std::time::Duration::from_millis(200), token);
 }

@@ -144,9 +144,17 @@ impl SessionBuilder {
                 &mut warnings,
             )
             .await?;
-        let list_id = self.task_list_id(&session_id, restored.as_ref());
-        let task_list = kaji_tasks::TaskListStore::open(&self.kaji_home, &list_id)
-            .map_err(|e| SessionError::Usage(format!("--task-list {list_id:?}: {e}")))?;
+        let default_list = restored
+            .as_ref()
+            .and_then(|r| r.state.task_list.clone())
+            .unwrap_or_else(|| session_id.clone());
+        let task_list = self.open_list(&settings, &default_list).await?;
+        if let kaji_tasks::list::TaskList::Pg(pg) = &task_list
+            && let Some(note) = pg.migrate_note()
+        {
+            warnings.push(note);
+        }
+        let list_id = task_list.list_id().to_string();
         let runtime = kaji_tasks::RuntimeTaskRegistry::new(
             &self.kaji_home,
             &session_id,
@@ -397,17 +405,67 @@ impl SessionBuilder {
             .unwrap_or_default()
     }
 
-    fn task_list_id(&self, session_id: &str, restored: Option<&Restored>) -> String {
-        self.options
-            .task_list
-            .clone()
-            .or_else(|| {
-                std::env::var("KAJI_TASK_LIST_ID")
-                    .ok()
-                    .filter(|v| !v.is_empty())
+    /// Opens the task list: the backend from `KAJI_TASK_LIST_URL`, else
+    /// the `task_list_url` setting (unset: files); the name from
+    /// `--task-list`, `KAJI_TASK_LIST_ID`, the URL's `?list=`, then
+    /// `default_list`. A bad URL or list name is a usage error; a database
+    /// that cannot be used is a setup error naming server and list.
+    async fn open_list(
+        &self,
+        settings: &KajiConfig,
+        default_list: &str,
+    ) -> Result<kaji_tasks::list::TaskList, SessionError> {
+        let nonempty = |v: String| (!v.trim().is_empty()).then_some(v);
+        let env_list = std::env::var(kaji_tasks::list::TASK_LIST_ID_ENV)
+            .ok()
+            .and_then(nonempty);
+        let url = std::env::var(kaji_tasks::list::pg::TASK_LIST_URL_ENV)
+            .ok()
+            .and_then(nonempty)
+            .or_else(|| settings.task_list_url.clone().and_then(nonempty));
+        let flag = self.options.task_list.clone().and_then(nonempty);
+        let target = kaji_tasks::list::resolve_target(
+            flag.as_deref(),
+            env_list.as_deref(),
+            url.as_deref(),
+            default_list,
+        )
+        .map_err(|e| SessionError::Usage(format!("--task-list: {e}")))?;
+        kaji_tasks::list::TaskList::open(&self.kaji_home, &target)
+            .await
+            .map_err(|e| match e.kind() {
+                kaji_tasks::list::TaskListErrorKind::InvalidInput => {
+                    SessionError::Usage(format!("--task-list: {e}"))
+                }
+                _ => SessionError::Setup(format!("cannot open the task list: {e}")),
             })
-            .or_else(|| restored.and_then(|r| r.state.task_list.clone()))
-            .unwrap_or_else(|| session_id.to_string())
+    }
+
+    /// The task list and lease length a session of these options would
+    /// use, for commands that work a list without one (`kaji worker`):
+    /// settings of the working directory (trust as for a session), the
+    /// list named as [`open_list`](Self::open_list) says, `default_list`
+    /// when nothing names one. The lease is `KAJI_LEASE_MS`, else the
+    /// `lease_ms` setting, else 30 s.
+    pub async fn task_list(
+        &self,
+        default_list: &str,
+    ) -> Result<(kaji_tasks::list::TaskList, std::time::Duration), SessionError> {
+        let cwd = working_dir(self.options.cwd.as_deref())?;
+        let trusted = self.options.trust
+            || crate::trust::is_trusted(&self.kaji_home, &cwd)
+                .map_err(|e| SessionError::Usage(e.to_string()))?;
+        let (settings, _) = KajiConfig::load_gated(&self.kaji_home, &cwd, trusted)
+            .map_err(|e| SessionError::Usage(e.to_string()))?;
+        let list = self.open_list(&settings, default_list).await?;
+        let lease = match std::env::var(kaji_tasks::list::pg::LEASE_MS_ENV) {
+            Ok(_) => kaji_tasks::list::pg::lease_ms_from_env(),
+            Err(_) => settings
+                .lease_ms
+                .map(std::time::Duration::from_millis)
+                .unwrap_or_else(kaji_tasks::list::pg::lease_ms_from_env),
+        };
+        Ok((list, lease))
     }
 
     /// Where the first Task works: `--worktree` (created, or entered again

@@ -55,7 +55,7 @@ pub(crate) struct Services {
     pub provider_config: ProviderConfig,
     pub tools: ToolRegistry,
     pub mcp: Option<kaji_mcp::McpManager>,
-    pub task_list: kaji_tasks::TaskListStore,
+    pub task_list: kaji_tasks::list::TaskList,
     pub list_id: String,
     pub runtime: Arc<kaji_tasks::RuntimeTaskRegistry>,
     pub todo: TodoState,
@@ -343,6 +343,44 @@ impl Session {
     /// The task list's id.
     pub fn task_list_id(&self) -> &str {
         &self.services.list_id
+    }
+
+    /// The session's task list (the file store or PostgreSQL).
+    pub fn task_list(&self) -> &kaji_tasks::list::TaskList {
+        &self.services.task_list
+    }
+
+    /// Sends the whole task list to the front end (a `task_list` say)
+    /// whenever it changes anywhere — in this process, another process, or
+    /// on a database, another machine (LISTEN/NOTIFY; polling every `poll`
+    /// where LISTEN is unavailable, and on files) — until `cancel`. For
+    /// the UI's task panel. It never changes the list.
+    pub fn watch_task_list(
+        &self,
+        poll: std::time::Duration,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let list = self.services.task_list.clone();
+        let emitter = crate::emitter::Emitter::new(
+            Arc::clone(&self.frontend),
+            Arc::clone(&self.message_ids),
+            &self.id,
+            "task-list",
+            "main",
+        );
+        tokio::spawn(async move {
+            let mut watcher = list.watch(poll).await;
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = watcher.changed() => {}
+                }
+                if let Ok(snapshot) = list.list().await {
+                    let update = kaji_tools::task_list_update(&snapshot);
+                    crate::executor::say_update(&emitter, &update);
+                }
+            }
+        })
     }
 
     /// The session file, when the session is saved.

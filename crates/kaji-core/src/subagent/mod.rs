@@ -91,7 +91,7 @@ pub struct SubagentEnv {
     /// The parent's MCP servers.
     pub mcp: Option<kaji_mcp::McpManager>,
     /// The shared task list.
-    pub task_list: Option<kaji_tasks::TaskListStore>,
+    pub task_list: Option<kaji_tasks::list::TaskList>,
     /// The shared runtime registry.
     pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
     /// The parent's front end.

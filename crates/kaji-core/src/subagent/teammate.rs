@@ -20,8 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kaji_protocol::TaskStatus;
-use kaji_tasks::TaskListStore;
-use kaji_tasks::list::{Task as ListTask, TaskPatch, TaskStatus as ListStatus};
+use kaji_tasks::list::{Task as ListTask, TaskList, TaskPatch, TaskStatus as ListStatus};
 use kaji_tasks::runtime::{AgentEnd, AgentStart, AgentTaskHandle, RuntimeTaskType};
 use kaji_tools::agent_tools::{AgentRequest, Isolation};
 use kaji_tools::team_tools::{LEAD, notify_completion};
@@ -46,7 +45,7 @@ struct Teammate {
     request: AgentRequest,
     caller: ToolContext,
     name: String,
-    store: TaskListStore,
+    store: TaskList,
     handle: Arc<AgentTaskHandle>,
     /// Its worktree's working directory, with `isolation: "worktree"`.
     start_dir: Option<std::path::PathBuf>,
@@ -198,11 +197,7 @@ async fn run(teammate: Teammate) -> AgentEnd {
             .await;
             return AgentEnd::Failed("stopped".to_string());
         }
-        let claimed = blocking(&store, {
-            let name = name.clone();
-            move |s| s.claim_next(&name)
-        })
-        .await;
+        let claimed = store.claim_next(&name).await;
         match claimed {
             Err(e) => {
                 let why = format!("the task list failed: {e}");
@@ -334,42 +329,39 @@ impl Teammate {
     /// Marks the task completed (unless its agent did) and sends the
     /// completion notices.
     async fn complete(&self, id: u64) {
-        let name = self.name.clone();
-        let _ = blocking(&self.store, move |store| {
-            if store.get(id)?.status == ListStatus::Completed {
-                return Ok(());
-            }
-            let patch = TaskPatch {
-                status: Some(ListStatus::Completed),
-                ..TaskPatch::default()
-            };
-            let outcome = store.update(id, patch)?;
-            let snapshot = store.list()?;
-            notify_completion(store, &name, &outcome, &snapshot);
-            Ok(())
-        })
-        .await;
+        let store = &self.store;
+        if store
+            .get(id)
+            .await
+            .is_ok_and(|t| t.status == ListStatus::Completed)
+        {
+            return;
+        }
+        let patch = TaskPatch {
+            status: Some(ListStatus::Completed),
+            ..TaskPatch::default()
+        };
+        if let Ok(outcome) = store.update(id, patch).await
+            && let Ok(snapshot) = store.list().await
+        {
+            notify_completion(store, &self.name, &outcome, &snapshot).await;
+        }
     }
 }
 
 /// Whether any task is not completed yet (it could still become
 /// available: blocked, or held by someone who may release it).
-async fn unfinished_left(store: &TaskListStore) -> bool {
-    blocking(store, |s| {
-        Ok(s.list()?
-            .tasks
-            .iter()
-            .any(|t| t.status != ListStatus::Completed))
-    })
-    .await
-    .unwrap_or(false)
+async fn unfinished_left(store: &TaskList) -> bool {
+    store
+        .list()
+        .await
+        .is_ok_and(|l| l.tasks.iter().any(|t| t.status != ListStatus::Completed))
 }
 
 /// Releases `name`'s unfinished tasks with the note `why`; the text to add
 /// to the lead's notice (`"; released #3"`).
-async fn release(store: &TaskListStore, name: &str, why: &str) -> String {
-    let (name, why) = (name.to_string(), why.to_string());
-    match blocking(store, move |s| s.release_with_note(&name, &why)).await {
+async fn release(store: &TaskList, name: &str, why: &str) -> String {
+    match store.release_with_note(name, why).await {
         Ok(ids) if !ids.is_empty() => {
             let ids: Vec<String> = ids.iter().map(|i| format!("#{i}")).collect();
             format!("; its unfinished task(s) {} are released", ids.join(", "))
@@ -379,19 +371,6 @@ async fn release(store: &TaskListStore, name: &str, why: &str) -> String {
 }
 
 /// A notice for the lead, delivered at its next model request.
-async fn tell_lead(store: &TaskListStore, name: &str, text: &str) {
-    let (name, text) = (name.to_string(), text.to_string());
-    let _ = blocking(store, move |s| s.post_message(&name, LEAD, &text)).await;
-}
-
-/// Runs blocking store work off the async runtime.
-async fn blocking<T: Send + 'static>(
-    store: &TaskListStore,
-    work: impl FnOnce(&TaskListStore) -> Result<T, kaji_tasks::list::TaskListError> + Send + 'static,
-) -> Result<T, String> {
-    let store = store.clone();
-    match tokio::task::spawn_blocking(move || work(&store)).await {
-        Ok(result) => result.map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    }
+async fn tell_lead(store: &TaskList, name: &str, text: &str) {
+    let _ = store.post_message(name, LEAD, text).await;
 }

@@ -20,7 +20,10 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use kaji_tasks::list::{NewTask, TaskListError, TaskListStore, TaskPatch, TaskStatus};
+use kaji_tasks::list::{
+    ListTarget, NewTask, Task, TaskList, TaskListError, TaskListStore, TaskPatch, TaskStatus,
+    UpdateOutcome,
+};
 use serde_json::{Map, Value, json};
 
 /// xorshift64*: deterministic per seed, good enough to pick operations.
@@ -98,8 +101,72 @@ fn num(s: &str) -> Result<u64, String> {
     s.parse().map_err(|_| format!("not a number: {s:?}"))
 }
 
-fn open(home: &str, list: &str) -> Result<TaskListStore, String> {
-    TaskListStore::open(Path::new(home), list).map_err(|e| e.to_string())
+/// The list on either backend: PostgreSQL when `KAJI_TASK_LIST_URL` is
+/// set (LIST then names the database list), else the file store. Every
+/// call blocks on a runtime of its own.
+struct Store {
+    list: TaskList,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Store {
+    fn run<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, TaskListError>>,
+    ) -> Result<T, TaskListError> {
+        self.rt.block_on(f)
+    }
+    fn lock(&self) -> Result<kaji_tasks::list::ListLock, TaskListError> {
+        match &self.list {
+            TaskList::Files(store) => store.lock(),
+            TaskList::Pg(_) => Err(TaskListError::InvalidInput(
+                "no list lock on a database".into(),
+            )),
+        }
+    }
+    fn highwatermark(&self) -> Result<u64, TaskListError> {
+        self.run(self.list.highwatermark())
+    }
+    fn get(&self, id: u64) -> Result<Task, TaskListError> {
+        self.run(self.list.get(id))
+    }
+    fn create(&self, new: NewTask) -> Result<Task, TaskListError> {
+        self.run(self.list.create(new))
+    }
+    fn update(&self, id: u64, patch: TaskPatch) -> Result<UpdateOutcome, TaskListError> {
+        self.run(self.list.update(id, patch))
+    }
+    fn claim(&self, id: u64, owner: &str) -> Result<Task, TaskListError> {
+        self.run(self.list.claim(id, owner))
+    }
+    fn claim_next(&self, owner: &str) -> Result<Option<Task>, TaskListError> {
+        self.run(self.list.claim_next(owner))
+    }
+    fn release(&self, owner: &str) -> Result<Vec<u64>, TaskListError> {
+        self.run(self.list.release(owner))
+    }
+    fn delete(&self, id: u64) -> Result<Task, TaskListError> {
+        self.run(self.list.delete(id))
+    }
+}
+
+fn open(home: &str, list: &str) -> Result<Store, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let url = std::env::var(kaji_tasks::list::pg::TASK_LIST_URL_ENV).ok();
+    let target = kaji_tasks::list::resolve_target(Some(list), None, url.as_deref(), list)
+        .map_err(|e| e.to_string())?;
+    let list = match &target {
+        ListTarget::Files(id) => {
+            TaskList::Files(TaskListStore::open(Path::new(home), id).map_err(|e| e.to_string())?)
+        }
+        target => rt
+            .block_on(TaskList::open(Path::new(home), target))
+            .map_err(|e| e.to_string())?,
+    };
+    Ok(Store { list, rt })
 }
 
 /// Errors that random operations are allowed to meet.
@@ -165,7 +232,7 @@ fn crash(args: &[String]) -> Outcome {
 
 /// One random operation, recording what it did in `me`.
 fn one_op(
-    store: &TaskListStore,
+    store: &Store,
     owner: &str,
     step: u64,
     roll: u64,
@@ -306,7 +373,7 @@ fn one_op(
 /// Checks that what this process last wrote to task `id` is still there:
 /// only this process writes its metadata key and the subjects of the
 /// tasks it created, and only it releases what it claimed.
-fn check_own_writes(store: &TaskListStore, owner: &str, id: u64, me: &Beliefs) -> Outcome {
+fn check_own_writes(store: &Store, owner: &str, id: u64, me: &Beliefs) -> Outcome {
     let task = match store.get(id) {
         Ok(task) => task,
         Err(TaskListError::TaskNotFound { .. }) => return Ok(()),

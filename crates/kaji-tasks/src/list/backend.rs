@@ -120,6 +120,14 @@ impl TaskList {
         }
     }
 
+    /// Removes a file list's directory when nothing was ever written to
+    /// it (see [`TaskListStore::remove_if_empty`]); a database list stays.
+    pub fn remove_if_empty(&self) {
+        if let Self::Files(store) = self {
+            store.remove_if_empty();
+        }
+    }
+
     /// The default list of `kaji tasks`.
     pub fn default_id() -> &'static str {
         DEFAULT_LIST_ID
@@ -133,6 +141,10 @@ impl TaskList {
         }
     }
 
+    /// See [`TaskListStore::highwatermark`].
+    pub async fn highwatermark(&self) -> Result<u64, TaskListError> {
+        both!(self, s => s.highwatermark(), p => p.highwatermark())
+    }
     /// See [`TaskListStore::get`].
     pub async fn get(&self, id: u64) -> Result<Task, TaskListError> {
         both!(self, s => s.get(id), p => p.get(id))

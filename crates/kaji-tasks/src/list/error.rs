@@ -135,12 +135,14 @@ pub enum TaskListError {
     },
     /// The database holds a task-list schema from a newer kaji.
     #[error(
-        "task list schema on {server} is version {found}, newer than this kaji understands \
-         ({supported}); upgrade kaji (nothing was changed)"
+        "task list {list_id:?} on {server}: the task-list schema is version {found}, newer \
+         than this kaji understands ({supported}); upgrade kaji (nothing was changed)"
     )]
     SchemaTooNew {
         /// `host:port/database` (no password).
         server: String,
+        /// The list that was being opened.
+        list_id: String,
         /// The version found.
         found: i32,
         /// The newest version this build knows.
@@ -148,8 +150,12 @@ pub enum TaskListError {
     },
     /// A fenced change by a lease holder was refused: its lease lapsed or
     /// the task is no longer its own.
-    #[error("refused: {holder:?} cannot change task #{id} of list {list_id:?}: {problem}")]
+    #[error(
+        "refused: {holder:?} cannot change task #{id} of list {list_id:?} on {server}: {problem}"
+    )]
     LeaseLost {
+        /// `host:port/database` (no password).
+        server: String,
         /// The list id.
         list_id: String,
         /// The holder whose lease is gone.

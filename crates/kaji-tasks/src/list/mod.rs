@@ -18,6 +18,7 @@ mod graph;
 mod liveness;
 mod lock;
 mod mailbox;
+mod member;
 mod model;
 pub mod pg;
 mod repair;
@@ -32,6 +33,7 @@ pub use lock::{
     lock_timeout_from_env,
 };
 pub use mailbox::MailMessage;
+pub use member::{Member, TaskListWatcher};
 pub use model::{
     CorruptFile, ListSnapshot, NewTask, Task, TaskFilter, TaskPatch, TaskStatus, UpdateOutcome,
 };

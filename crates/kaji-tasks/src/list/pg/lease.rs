@@ -74,6 +74,7 @@ impl PgTaskList {
                 match row {
                     Some(row) => Ok::<_, Fail>(row.try_get::<_, i64>(0)?),
                     None => Err(Fail::List(TaskListError::LeaseLost {
+                        server: self.server().to_string(),
                         list_id: self.list_id.clone(),
                         holder: holder.clone(),
                         id: 0,
@@ -110,8 +111,9 @@ impl PgTaskList {
         Ok(())
     }
 
-    fn lapsed(&self, lease: &Lease, id: u64) -> TaskListError {
+    pub(super) fn lapsed(&self, lease: &Lease, id: u64) -> TaskListError {
         TaskListError::LeaseLost {
+            server: self.server().to_string(),
             list_id: self.list_id.clone(),
             holder: lease.holder.clone(),
             id,
@@ -127,6 +129,7 @@ impl PgTaskList {
             None => "the task is no longer held by anyone (it was released)".to_string(),
         };
         TaskListError::LeaseLost {
+            server: self.server().to_string(),
             list_id: self.list_id.clone(),
             holder: holder.to_string(),
             id,
@@ -193,18 +196,6 @@ impl PgTaskList {
             }
             other => other,
         }
-    }
-
-    /// Claims the next available task for the lease holder and renews its
-    /// lease, in one transaction.
-    pub async fn claim_next_leased(&self, lease: &Lease) -> Result<Option<Task>, TaskListError> {
-        in_tx!(self, |tx| {
-            async {
-                self.fence(&tx, lease, 0).await?;
-                self.claim_next_in(&tx, &lease.holder).await
-            }
-            .await
-        })
     }
 
     /// Changes task `id` only while the lease is live and the task is the

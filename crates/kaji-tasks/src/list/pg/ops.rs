@@ -14,19 +14,21 @@ use crate::list::{
     ClaimRefusal, ListSnapshot, NewTask, Task, TaskListError, TaskPatch, TaskStatus, UpdateOutcome,
 };
 
-/// The columns of a task, with its edges, for [`task_of`].
+/// The columns of a task, with its edges, for [`task_of`] (`select_tasks!()`:
+/// the column list alone, for `RETURNING`).
 macro_rules! select_tasks {
-    ($tail:literal) => {
+    () => {
         concat!(
-            "SELECT t.id, t.subject, t.description, t.active_form, t.owner, t.status, ",
+            "t.id, t.subject, t.description, t.active_form, t.owner, t.status, ",
             "t.metadata, t.created_at, t.updated_at, ",
             "ARRAY(SELECT e.blocked FROM kaji_task_edges e WHERE e.list = t.list ",
             "AND e.blocker = t.id ORDER BY 1) AS blocks, ",
             "ARRAY(SELECT e.blocker FROM kaji_task_edges e WHERE e.list = t.list ",
-            "AND e.blocked = t.id ORDER BY 1) AS blocked_by ",
-            "FROM kaji_tasks t ",
-            $tail
+            "AND e.blocked = t.id ORDER BY 1) AS blocked_by"
         )
+    };
+    ($tail:literal) => {
+        concat!("SELECT ", select_tasks!(), " FROM kaji_tasks t ", $tail)
     };
 }
 
@@ -60,11 +62,13 @@ pub(super) fn task_of(row: &Row) -> Result<Task, Fail> {
     })
 }
 
-fn sql_id(id: u64) -> Result<i64, TaskListError> {
+pub(super) use select_tasks;
+
+pub(super) fn sql_id(id: u64) -> Result<i64, TaskListError> {
     i64::try_from(id).map_err(|_| TaskListError::InvalidInput(format!("task id {id} is too large")))
 }
 
-fn now() -> i64 {
+pub(super) fn now() -> i64 {
     now_ms() as i64
 }
 
@@ -300,18 +304,21 @@ impl PgTaskList {
             .map(|&b| (b, id))
             .chain(blocks.iter().map(|&b| (id, b)))
             .collect();
-        self.add_edges(tx, id, &edges).await?;
+        self.add_edges(tx, id, &edges, true).await?;
         self.notify(tx).await?;
         self.fetch(tx, id, false).await
     }
 
     /// Checks and inserts edges (the list lock is held): each peer must
-    /// exist and no edge may close a cycle.
+    /// exist and no edge may close a cycle. While `creating` task `id`, an
+    /// edge to `id` itself names a task that did not exist yet (as on
+    /// files).
     async fn add_edges(
         &self,
         tx: &Transaction<'_>,
         id: u64,
         edges: &[(u64, u64)],
+        creating: bool,
     ) -> Result<(), Fail> {
         if edges.is_empty() {
             return Ok(());
@@ -326,7 +333,7 @@ impl PgTaskList {
                 )
                 .await?
                 .is_some();
-            if !exists && peer != id {
+            if (!exists && peer != id) || (creating && peer == id) {
                 return Err(Fail::List(TaskListError::EdgeToMissingTask {
                     from: id,
                     to: peer,
@@ -404,7 +411,7 @@ impl PgTaskList {
             .map(|&b| (id, b))
             .chain(patch.add_blocked_by.iter().map(|&b| (b, id)))
             .collect();
-        self.add_edges(tx, id, &adds).await?;
+        self.add_edges(tx, id, &adds, false).await?;
         if !patch.is_empty() {
             patch.apply_fields(&mut task);
             task.owner = normalize_owner(task.owner.as_deref());
@@ -540,45 +547,6 @@ impl PgTaskList {
         self.fetch(tx, id, false).await
     }
 
-    /// Claims the lowest-id available task for `owner` in one statement
-    /// (`FOR UPDATE SKIP LOCKED`, so claimants never queue on one row).
-    pub async fn claim_next(&self, owner: &str) -> Result<Option<Task>, TaskListError> {
-        let owner = require_owner(owner)?;
-        in_tx!(self, |tx| { self.claim_next_in(&tx, &owner).await })
-    }
-
-    pub(super) async fn claim_next_in(
-        &self,
-        tx: &Transaction<'_>,
-        owner: &str,
-    ) -> Result<Option<Task>, Fail> {
-        let row = tx
-            .query_opt(
-                "WITH next AS (SELECT t.id FROM kaji_tasks t \
-                 WHERE t.list = $1 AND t.status = 'pending' AND t.owner IS NULL AND NOT EXISTS (\
-                 SELECT 1 FROM kaji_task_edges e JOIN kaji_tasks b ON b.list = e.list AND b.id = e.blocker \
-                 WHERE e.list = t.list AND e.blocked = t.id AND b.status <> 'completed') \
-                 ORDER BY t.id LIMIT 1 FOR UPDATE OF t SKIP LOCKED), \
-                 claimed AS (UPDATE kaji_tasks t SET owner = $2, status = 'in_progress', \
-                 updated_at = GREATEST(t.updated_at, $3) FROM next \
-                 WHERE t.list = $1 AND t.id = next.id RETURNING t.id), \
-                 note AS (SELECT pg_notify('kaji_tasks', $1) FROM claimed) \
-                 SELECT id, (SELECT count(*) FROM note) FROM claimed",
-                &[&self.list_id, &owner, &now()],
-            )
-            .await?;
-        match row {
-            Some(row) => {
-                let id = row.try_get::<_, i64>(0)? as u64;
-                Ok(Some(self.fetch(tx, id, false).await?))
-            }
-            None => {
-                self.require_list(tx).await?;
-                Ok(None)
-            }
-        }
-    }
-
     /// Gives back every unfinished task `owner` holds.
     pub async fn release(&self, owner: &str) -> Result<Vec<u64>, TaskListError> {
         let owner = require_owner(owner)?;
@@ -704,7 +672,7 @@ fn refused(id: u64, reason: ClaimRefusal) -> Fail {
     Fail::List(TaskListError::ClaimRefused { id, reason })
 }
 
-fn require_owner(owner: &str) -> Result<String, TaskListError> {
+pub(super) fn require_owner(owner: &str) -> Result<String, TaskListError> {
     normalize_owner(Some(owner))
         .ok_or_else(|| TaskListError::InvalidInput("the owner name must not be empty".to_string()))
 }

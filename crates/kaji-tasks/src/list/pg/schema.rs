@@ -10,7 +10,7 @@ use super::PgTaskList;
 use crate::list::TaskListError;
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Version 1: lists (with their high-water mark), tasks, edges, leases.
 const V1: &str = r#"
@@ -51,6 +51,19 @@ CREATE TABLE IF NOT EXISTS kaji_leases (
     token bigint NOT NULL,
     expires_at timestamptz NOT NULL,
     PRIMARY KEY (list, holder)
+);
+"#;
+
+/// Version 2: the teammates' mailbox (messages and completion notices).
+const V2: &str = r#"
+CREATE TABLE IF NOT EXISTS kaji_mail (
+    list text NOT NULL REFERENCES kaji_task_lists(name) ON DELETE CASCADE,
+    seq bigserial NOT NULL,
+    recipient text NOT NULL,
+    sender text NOT NULL,
+    body text NOT NULL,
+    sent_at bigint NOT NULL,
+    PRIMARY KEY (list, recipient, seq)
 );
 "#;
 
@@ -119,6 +132,7 @@ async fn migrate_with(client: &Client, list: &PgTaskList) -> Result<MigrateRepor
         let _ = client.batch_execute("ROLLBACK").await;
         return Err(TaskListError::SchemaTooNew {
             server: list.server().to_string(),
+            list_id: list.list_id().to_string(),
             found: before,
             supported: SCHEMA_VERSION,
         });
@@ -126,6 +140,9 @@ async fn migrate_with(client: &Client, list: &PgTaskList) -> Result<MigrateRepor
     let upgrade = async {
         if before < 1 {
             client.batch_execute(V1).await?;
+        }
+        if before < 2 {
+            client.batch_execute(V2).await?;
         }
         client
             .execute(
