@@ -17,6 +17,9 @@ mod commands;
 #[path = "../src/tui/diff.rs"]
 mod diff;
 #[allow(dead_code, unused_imports)]
+#[path = "../src/tui/highlight.rs"]
+mod highlight;
+#[allow(dead_code, unused_imports)]
 #[path = "../src/tui/input.rs"]
 mod input;
 #[allow(dead_code, unused_imports)]

@@ -14,6 +14,7 @@
 mod app;
 mod commands;
 mod diff;
+mod highlight;
 mod input;
 mod markdown;
 mod mentions;
@@ -402,6 +403,8 @@ async fn event_loop(
         home.as_deref(),
     );
     let (custom, command_warnings) = commands::load(&dirs);
+    // The first code block should not wait for the syntaxes to load.
+    tokio::task::spawn_blocking(highlight::warm_up);
     app.custom = custom;
     app.seed_usage(&session.usage());
     {
