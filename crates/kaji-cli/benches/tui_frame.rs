@@ -23,6 +23,9 @@ mod highlight;
 #[path = "../src/tui/input.rs"]
 mod input;
 #[allow(dead_code, unused_imports)]
+#[path = "../src/tui/local.rs"]
+mod local;
+#[allow(dead_code, unused_imports)]
 #[path = "../src/tui/markdown.rs"]
 mod markdown;
 #[allow(dead_code, unused_imports)]

@@ -91,6 +91,10 @@ pub enum Action {
     Model(String),
     /// `/mode NAME`: change the permission mode.
     Mode(PermissionMode),
+    /// `/agents`: list the session's agents.
+    Agents,
+    /// `/checkpoints [restore N|ID]`.
+    Checkpoints(super::local::CheckpointsCommand),
 }
 
 /// Where an unanswered ask stands.
@@ -356,6 +360,15 @@ impl App {
             "/sessions" => return Action::Sessions,
             "/resume" => return Action::Resume((!args.is_empty()).then(|| args.to_string())),
             "/fork" => return Action::Fork,
+            "/agents" => return Action::Agents,
+            "/checkpoints" => match super::local::parse_checkpoints(args) {
+                Ok(super::local::CheckpointsCommand::Restore(_)) if self.running => {
+                    self.notice = busy();
+                }
+                Ok(command) => return Action::Checkpoints(command),
+                Err(e) => self.error(e),
+            },
+            "/init" => return self.send(super::local::INIT_PROMPT.to_string()),
             _ => return self.custom_command(name, args),
         }
         Action::None

@@ -26,6 +26,18 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("/sessions", "this directory's saved sessions"),
     ("/resume", "[N|ID]: continue a saved session"),
     ("/fork", "continue in a copy of this session"),
+    (
+        "/agents",
+        "the sub-agents and background agents: status, activity, tokens",
+    ),
+    (
+        "/checkpoints",
+        "[restore N|ID]: list the checkpoints of the files, or restore one",
+    ),
+    (
+        "/init",
+        "the model looks at the repository and writes an AGENTS.md",
+    ),
     ("/clear", "forget the conversation"),
     ("/exit", "quit (also /quit)"),
 ];

@@ -16,6 +16,7 @@ mod commands;
 mod diff;
 mod highlight;
 mod input;
+mod local;
 mod markdown;
 mod mentions;
 mod render;
@@ -414,8 +415,10 @@ async fn event_loop(
             let _ = tx.send(UiMessage::Files(mentions::scan(&root, mentions::MAX_FILES)));
         });
     }
-    // The ids of the last `/sessions` listing, for `/resume N`.
+    // The ids of the last `/sessions` listing, for `/resume N`, and of
+    // the last `/checkpoints` listing, for `/checkpoints restore N`.
     let mut listed: Vec<String> = Vec::new();
+    let mut checkpoints_listed: Vec<String> = Vec::new();
     for w in warnings.into_iter().chain(command_warnings) {
         app.error(w);
     }
@@ -501,6 +504,17 @@ async fn event_loop(
                         if session.id() != before {
                             agent = next;
                             app.note(format!("  model: {model} from the next prompt on"));
+                        }
+                    }
+                    Action::Agents => app.note(local::agents_text(
+                        &session.runtime().list(),
+                        &session.subagent_usage(),
+                    )),
+                    Action::Checkpoints(command) => {
+                        let home = crate::paths::kaji_home();
+                        match local::checkpoints(&home, &session.cwd(), command, &mut checkpoints_listed).await {
+                            Ok(text) => app.note(text),
+                            Err(e) => app.error(format!("/checkpoints: {e}")),
                         }
                     }
                     Action::Abort => {

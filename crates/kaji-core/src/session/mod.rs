@@ -230,6 +230,15 @@ impl Session {
         usage
     }
 
+    /// Tokens the session's sub-agents used so far (part of
+    /// [`Session::usage`]).
+    pub fn subagent_usage(&self) -> Usage {
+        *self
+            .subagent_usage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Model turns so far, over every prompt.
     pub fn turns(&self) -> u32 {
         self.lock().turns
