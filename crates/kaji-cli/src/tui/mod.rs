@@ -14,6 +14,8 @@
 mod app;
 mod commands;
 mod diff;
+#[cfg(test)]
+mod frame_tests;
 mod highlight;
 mod input;
 mod local;

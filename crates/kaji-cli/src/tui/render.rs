@@ -285,6 +285,13 @@ fn draw_input(frame: &mut Frame<'_>, app: &App, area: Rect, rows: u16) {
         None if app.running => " task running: Enter queues, Esc aborts ".to_string(),
         None => " prompt (Enter sends, Shift-Enter newline, Ctrl-D quits) ".to_string(),
     };
+    // A narrow terminal gets the title's first word, not a cut sentence.
+    let title = if title.chars().count() + 2 > area.width as usize {
+        let word = title.split([' ', ':']).find(|w| !w.is_empty()).unwrap_or("");
+        format!(" {word} ")
+    } else {
+        title
+    };
     // Long lines scroll sideways, many lines up, so the cursor stays
     // visible.
     let room = area.width.saturating_sub(5).max(1) as usize;
