@@ -77,13 +77,20 @@ fn doctor_json(home: &std::path::Path, work: &std::path::Path, settings: &str) -
         .output()
         .expect("kaji doctor runs");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    (serde_json::from_str(&stdout).expect("one JSON object"), stdout)
+    (
+        serde_json::from_str(&stdout).expect("one JSON object"),
+        stdout,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_reports_the_provider_answering_mcp_servers_and_the_terminal() {
     let server =
-        kaji_test_support::ScriptedModelServer::start(kaji_test_support::Script::new(Vec::<kaji_test_support::Turn>::new())).await;
+        kaji_test_support::ScriptedModelServer::start(kaji_test_support::Script::new(Vec::<
+            kaji_test_support::Turn,
+        >::new(
+        )))
+        .await;
     let home = tempfile::tempdir().expect("tempdir");
     let work = tempfile::tempdir().expect("tempdir");
     let settings = format!(
@@ -102,7 +109,9 @@ async fn doctor_reports_the_provider_answering_mcp_servers_and_the_terminal() {
     assert_eq!(provider["key_set"], true);
     assert_eq!(provider["answers"], true, "{provider}");
     assert!(
-        provider["answer"].as_str().is_some_and(|a| a.starts_with("HTTP ")),
+        provider["answer"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("HTTP ")),
         "{provider}"
     );
     let servers = report["mcp_servers"].as_array().expect("mcp_servers");
@@ -127,13 +136,16 @@ fn doctor_says_when_the_provider_does_not_answer() {
         .port();
     let home = tempfile::tempdir().expect("tempdir");
     let work = tempfile::tempdir().expect("tempdir");
-    let settings =
-        format!("provider = \"anthropic\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:{port}\"\n");
+    let settings = format!(
+        "provider = \"anthropic\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:{port}\"\n"
+    );
     let (report, _) = doctor_json(home.path(), work.path(), &settings);
     let provider = &report["provider"];
     assert_eq!(provider["answers"], false, "{provider}");
     assert!(
-        provider["error"].as_str().is_some_and(|e| e.contains(&port.to_string())),
+        provider["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&port.to_string())),
         "{provider}"
     );
     assert_eq!(report["mcp_servers"], serde_json::json!([]));

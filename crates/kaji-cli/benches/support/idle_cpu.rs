@@ -79,7 +79,15 @@ pub fn measure(kaji: &Path) {
         work.display()
     );
     let started = tmux.run(&[
-        "new-session", "-d", "-s", "main", "-x", "120", "-y", "40", &command,
+        "new-session",
+        "-d",
+        "-s",
+        "main",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        &command,
     ]);
     if !started.is_some_and(|o| o.status.success()) {
         return println!("idle CPU: skipped (tmux could not be run)");
@@ -100,7 +108,12 @@ pub fn measure(kaji: &Path) {
     }
     let pid = tmux
         .run(&["display-message", "-p", "-t", "main", "#{pane_pid}"])
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<u32>().ok());
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse::<u32>()
+                .ok()
+        });
     let Some(pid) = pid else {
         return println!("idle CPU: skipped (no pane pid)");
     };

@@ -89,7 +89,10 @@ fn markdown_frame() {
     let b = draw(&mut app, 70, 30);
     assert_snapshot!("markdown_70x30", text(&b));
     let shown = text(&b);
-    assert!(!shown.contains("# Title") && !shown.contains("```"), "{shown}");
+    assert!(
+        !shown.contains("# Title") && !shown.contains("```"),
+        "{shown}"
+    );
     for cell in cells(&b, "Title") {
         assert!(cell.modifier.contains(Modifier::BOLD), "{cell:?}");
     }
@@ -248,7 +251,13 @@ fn narrow_and_wide_terminals() {
     }
     let wide = busy_app();
     let line = render::status_line(&wide, 200).to_string();
-    for part in ["123k↑ 7.9k↓ tokens", "context 25%", "$1.23", "turn 3", "kaji"] {
+    for part in [
+        "123k↑ 7.9k↓ tokens",
+        "context 25%",
+        "$1.23",
+        "turn 3",
+        "kaji",
+    ] {
         assert!(line.contains(part), "{part}: {line}");
     }
 }

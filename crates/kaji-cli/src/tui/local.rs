@@ -165,7 +165,13 @@ mod tests {
             Action::Checkpoints(CheckpointsCommand::Restore("3".into()))
         );
         assert_eq!(enter(&mut app, "/checkpoints bogus"), Action::None);
-        assert!(app.entries.last().unwrap().text.starts_with("! /checkpoints bogus"));
+        assert!(
+            app.entries
+                .last()
+                .unwrap()
+                .text
+                .starts_with("! /checkpoints bogus")
+        );
         assert_eq!(enter(&mut app, "/init"), Action::Submit(INIT_PROMPT.into()));
         // Completion: the menu offers them.
         app.input.set("/ch");
@@ -181,7 +187,12 @@ mod tests {
         assert_eq!(enter(&mut app, "/init"), Action::None);
         assert_eq!(app.queued.len(), 1);
         assert_eq!(enter(&mut app, "/checkpoints restore 1"), Action::None);
-        assert!(app.notice.as_deref().unwrap_or("").contains("task is running"));
+        assert!(
+            app.notice
+                .as_deref()
+                .unwrap_or("")
+                .contains("task is running")
+        );
     }
 
     #[test]
@@ -193,7 +204,11 @@ mod tests {
             Ok(CheckpointsCommand::Restore("2".into()))
         );
         assert!(parse_checkpoints("restore").is_err());
-        assert!(parse_checkpoints("frob").unwrap_err().contains("restore N|ID"));
+        assert!(
+            parse_checkpoints("frob")
+                .unwrap_err()
+                .contains("restore N|ID")
+        );
     }
 
     #[tokio::test]
@@ -214,7 +229,10 @@ mod tests {
         )
         .await
         .unwrap();
-        assert!(text.contains("  1. ") && text.contains("task start"), "{text}");
+        assert!(
+            text.contains("  1. ") && text.contains("task start"),
+            "{text}"
+        );
         assert_eq!(listed.len(), 1);
         let text = checkpoints(
             home.path(),

@@ -378,9 +378,11 @@ mod tests {
         assert!(colours.len() >= 2, "{code_line:?}");
         assert!(!colours.contains(&None) && !colours.contains(&Some(Color::Reset)));
         // Without a known language: the code colour.
-        let plain_code = render("```
+        let plain_code = render(
+            "```
 some code
-```");
+```",
+        );
         assert_eq!(plain(&plain_code), ["    some code"]);
         assert_eq!(plain_code[0].spans[1].style.fg, Some(CODE));
         let em = lines[2].spans.iter().find(|s| s.content == "em").unwrap();

@@ -287,7 +287,10 @@ fn draw_input(frame: &mut Frame<'_>, app: &App, area: Rect, rows: u16) {
     };
     // A narrow terminal gets the title's first word, not a cut sentence.
     let title = if title.chars().count() + 2 > area.width as usize {
-        let word = title.split([' ', ':']).find(|w| !w.is_empty()).unwrap_or("");
+        let word = title
+            .split([' ', ':'])
+            .find(|w| !w.is_empty())
+            .unwrap_or("");
         format!(" {word} ")
     } else {
         title

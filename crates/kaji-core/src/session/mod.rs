@@ -18,6 +18,8 @@ pub mod persist;
 pub mod record;
 pub mod recorder;
 pub mod replay;
+pub mod rewind;
+pub mod shell;
 pub mod store;
 pub mod store_error;
 pub mod transcript;
@@ -45,6 +47,8 @@ pub use options::{ResumeFrom, SessionOptions};
 pub use persist::{Restored, RestoredState, SessionFiles};
 use record::SessionRecord;
 use recorder::Recorder;
+pub use rewind::UserPrompt;
+pub use shell::ShellOutcome;
 
 /// What lives as long as the conversation and is shared by its Tasks.
 pub(crate) struct Services {
@@ -132,6 +136,9 @@ pub struct Session {
     running: Mutex<Option<AbortHandle>>,
     /// What the session's sub-agents used, rolled into [`Session::usage`].
     subagent_usage: Arc<Mutex<Usage>>,
+    /// The task-start checkpoints of the prompts this process ran, by the
+    /// number of the user message each prompt is ([`rewind`]).
+    start_slots: Mutex<Vec<(usize, rewind::CheckpointSlot)>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -181,6 +188,7 @@ impl Session {
             busy: AtomicBool::new(false),
             running: Mutex::new(None),
             subagent_usage: Arc::new(Mutex::new(Usage::default())),
+            start_slots: Mutex::new(Vec::new()),
         })
     }
 
@@ -292,7 +300,9 @@ impl Session {
         if self.busy.swap(true, Ordering::SeqCst) {
             return Err(SessionError::Busy);
         }
-        let task = self.new_task(task_id);
+        let index = transcript::user_texts(&self.history()).len();
+        let slot = self.new_start_slot(index);
+        let task = self.new_task(task_id, Some(slot));
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(task.abort_handle());
         if let Some(files) = &self.files {
             files.prompt_started(&prompt);
@@ -317,7 +327,7 @@ impl Session {
 
     /// The Task for the next prompt: the session's services, the
     /// conversation as it stands, the rule files as they are now.
-    fn new_task(&self, task_id: String) -> Task {
+    fn new_task(&self, task_id: String, start_checkpoint: Option<rewind::CheckpointSlot>) -> Task {
         let s = &self.services;
         let (history, mode, mode_before_plan, cwd, resumed) = {
             let mut st = self.lock();
@@ -368,6 +378,7 @@ impl Session {
         config.checkpoints = builder::open_checkpoints(s.checkpoints, &s.kaji_home, &cwd)
             .ok()
             .flatten();
+        config.start_checkpoint = start_checkpoint;
         config.agents = Some(Arc::new(self.subagent_spawner(&cwd, mode)));
         let mut executor = ToolExecutor::new(s.tools.clone());
         executor.set_result_cap(s.tool_result_max_chars);
@@ -383,7 +394,7 @@ impl Session {
         if self.busy.swap(true, Ordering::SeqCst) {
             return Err(SessionError::Busy);
         }
-        let task = self.new_task(crate::task::new_task_id());
+        let task = self.new_task(crate::task::new_task_id(), None);
         let result = task.compact_now(instructions).await;
         if let Ok(outcome) = &result {
             self.lock().history = outcome.history.clone();
