@@ -38,6 +38,9 @@ mod mentions;
 #[allow(dead_code, unused_imports)]
 #[path = "../src/tui/render.rs"]
 mod render;
+#[allow(dead_code, unused_imports)]
+#[path = "../src/tui/rewind.rs"]
+mod rewind;
 
 use app::{App, StatusInfo};
 use kaji_protocol::{SayKind, TaskEvent};

@@ -95,6 +95,14 @@ pub enum Action {
     Agents,
     /// `/checkpoints [restore N|ID]`.
     Checkpoints(super::local::CheckpointsCommand),
+    /// `!command`: run it as the user's own shell command.
+    Shell(String),
+    /// Esc Esc: open the picker of earlier user messages.
+    RewindMenu,
+    /// Rewind the conversation to before user message N.
+    Rewind(usize),
+    /// Restore the files from this checkpoint (after a rewind).
+    RestoreFiles(String),
 }
 
 /// Where an unanswered ask stands.
@@ -190,6 +198,11 @@ pub struct App {
     pub queued: VecDeque<String>,
     /// A first Ctrl-C on an empty input was pressed: a second quits.
     quit_armed: bool,
+    /// A first Esc on an idle input was pressed: a second opens the
+    /// rewind picker.
+    pub(super) esc_armed: bool,
+    /// Esc Esc: the rewind picker or the offer to restore files.
+    pub rewind: Option<super::rewind::Rewind>,
     /// The terminal bell is due (an ask waits, a task ended).
     pub bell: bool,
     /// Whether tool results show their whole output (Ctrl-O).
@@ -710,7 +723,11 @@ impl App {
         }
         self.notice = None;
         let armed = std::mem::take(&mut self.quit_armed);
+        let esc_armed = std::mem::take(&mut self.esc_armed);
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if !ctrl && let Some(action) = self.on_rewind_key(key) {
+            return action;
+        }
         match key.code {
             KeyCode::Char('o') if ctrl => {
                 self.expanded = !self.expanded;
@@ -756,6 +773,12 @@ impl App {
                 if self.running {
                     return Action::Abort;
                 }
+                if self.search.take().is_some() {
+                    return Action::None;
+                }
+                if self.pending.is_none() {
+                    return self.on_idle_esc(esc_armed);
+                }
                 return Action::None;
             }
             _ => {}
@@ -792,6 +815,9 @@ impl App {
                     self.history.push(text.clone());
                 }
                 self.input.clear();
+                if let Some(command) = text.strip_prefix('!') {
+                    return self.shell(command);
+                }
                 if commands::is_command(&text) {
                     return self.slash(&text);
                 }

@@ -22,6 +22,7 @@ mod local;
 mod markdown;
 mod mentions;
 mod render;
+mod rewind;
 
 use std::io::Write;
 use std::sync::Arc;
@@ -110,6 +111,8 @@ enum UiMessage {
     Done(Result<TaskOutcome, String>),
     /// `/compact` ended.
     Compacted(Result<(), String>),
+    /// A `!command` ended.
+    Shell(Result<kaji_core::session::ShellOutcome, String>),
     /// The project's files, for `@` completion (scanned in the
     /// background at start).
     Files(Vec<String>),
@@ -519,6 +522,41 @@ async fn event_loop(
                             Err(e) => app.error(format!("/checkpoints: {e}")),
                         }
                     }
+                    Action::Shell(command) => {
+                        app.on_event(TaskEvent::Say {
+                            id: u64::MAX,
+                            kind: kaji_protocol::SayKind::UserFeedback,
+                            text: format!("!{command}"),
+                            partial: false,
+                            payload: None,
+                        });
+                        app.task_started();
+                        let session = Arc::clone(session);
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            let done = session.run_shell(&command).await.map_err(|e| e.to_string());
+                            let _ = tx.send(UiMessage::Shell(done));
+                        });
+                    }
+                    Action::RewindMenu => app.open_rewind(session.user_prompts()),
+                    Action::Rewind(index) => match session.rewind(index) {
+                        Ok(prompt) => {
+                            app.switch_session(status_info(session), &session.history());
+                            app.rewound(prompt);
+                        }
+                        Err(e) => app.error(format!("rewind: {e}")),
+                    },
+                    Action::RestoreFiles(id) => {
+                        let home = crate::paths::kaji_home();
+                        let restored = match kaji_core::checkpoints::CheckpointStore::open(&home, &session.cwd()) {
+                            Ok(store) => local::restore(&store, &id).await,
+                            Err(e) => Err(e.to_string()),
+                        };
+                        match restored {
+                            Ok(text) => app.note(text),
+                            Err(e) => app.error(format!("restore: {e}")),
+                        }
+                    }
                     Action::Abort => {
                         session.abort();
                         app.pending = None;
@@ -544,6 +582,22 @@ async fn event_loop(
                             app.on_ask(request, reply);
                         }
                         UiMessage::Files(files) => app.files = files,
+                        UiMessage::Shell(done) => {
+                            app.task_ended();
+                            app.bell = true;
+                            match done {
+                                Ok(outcome) if outcome.denied => {
+                                    app.note("  not run: the conversation is unchanged".into())
+                                }
+                                Ok(_) => app.note("  (the command and its output are in the conversation)".into()),
+                                Err(e) => app.error(format!("!command: {e}")),
+                            }
+                            if !quitting && let Some(prompt) = app.next_queued() {
+                                let prompt = with_mentions(&mut app, session, prompt).await;
+                                app.task_started();
+                                start_prompt(session, tx, prompt);
+                            }
+                        }
                         UiMessage::Compacted(done) => {
                             app.task_ended();
                             if let Err(e) = done {

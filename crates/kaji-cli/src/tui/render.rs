@@ -182,7 +182,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
     } else {
         panel.len().min(8) as u16 + 1
     };
-    let mut menu = app.menu();
+    let mut menu = app.rewind_menu().unwrap_or_else(|| app.menu());
     if menu.is_empty() {
         menu = app
             .file_menu()
