@@ -663,3 +663,22 @@ async fn bang_commands_and_esc_esc_rewind() {
     tmux.wait_for("[completed]").await;
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }
+
+/// In the UI a reply with text and no tool ends the turn: no nudge, no
+/// mistake, no second request (`on_text_reply = "finish"`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_only_reply_ends_the_turn() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server =
+        ScriptedModelServer::start(Script::new([Turn::text("Just a plain answer, no tool.")]))
+            .await;
+    let tmux = launch("textreply", home.path(), work.path(), &server);
+    tmux.wait_for("Enter sends").await;
+    submit(&tmux, "what is this project?").await;
+    let screen = tmux.wait_for("[completed]").await;
+    assert!(screen.contains("Just a plain answer, no tool."), "{screen}");
+    assert!(!screen.to_lowercase().contains("mistake"), "{screen}");
+    assert_eq!(server.requests().len(), 1, "a nudge was sent");
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
