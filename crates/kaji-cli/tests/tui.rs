@@ -453,7 +453,9 @@ async fn slash_commands_stay_local_and_the_input_takes_several_lines() {
     tmux.send_text("/he");
     tmux.wait_for("list the commands").await;
     tmux.send_key("Enter");
-    let screen = tmux.wait_for("Commands (handled here").await;
+    // The frame may be caught half drawn: wait for its last part.
+    let screen = tmux.wait_for("Say hello to someone").await;
+    assert!(screen.contains("Commands (handled here"), "{screen}");
     assert!(screen.contains("/greet"), "{screen}");
     assert!(screen.contains("Say hello to someone"), "{screen}");
     submit(&tmux, "/frobnicate").await;
