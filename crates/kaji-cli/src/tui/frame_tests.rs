@@ -142,6 +142,13 @@ fn diff_frame() {
 #[test]
 fn tool_results_collapsed_then_opened() {
     let mut app = App::new(status());
+    say(
+        &mut app,
+        0,
+        SayKind::Reasoning,
+        "I should run the tests.\nThey live in tests/.\nThen read the failures.",
+        None,
+    );
     say(&mut app, 1, SayKind::Tool, "Bash: cargo test", None);
     app.on_event(TaskEvent::ToolResult {
         id: "t".into(),
@@ -153,6 +160,12 @@ fn tool_results_collapsed_then_opened() {
     assert_snapshot!("results_collapsed_60x14", text(&b));
     assert!(text(&b).contains("⎿ running 3 tests (+3 lines)"));
     assert!(!text(&b).contains("test c ... ok"));
+    // Reasoning is folded too, dimmed.
+    assert!(text(&b).contains("∴ I should run the tests. (+2 lines, Ctrl-O)"));
+    assert!(!text(&b).contains("Then read the failures."));
+    for cell in cells(&b, "I should run") {
+        assert!(cell.modifier.contains(Modifier::DIM), "{cell:?}");
+    }
     app.on_key(crossterm::event::KeyEvent::new(
         crossterm::event::KeyCode::Char('o'),
         crossterm::event::KeyModifiers::CONTROL,
@@ -161,6 +174,7 @@ fn tool_results_collapsed_then_opened() {
     assert_snapshot!("results_opened_60x14", text(&b));
     assert!(text(&b).contains("test c ... ok"));
     assert!(!text(&b).contains("(+3 lines)"));
+    assert!(text(&b).contains("Then read the failures."));
 }
 
 #[test]

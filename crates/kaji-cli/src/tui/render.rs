@@ -44,6 +44,17 @@ fn plain_lines(app: &App, i: usize) -> Vec<Line<'static>> {
         }
         return lines;
     }
+    // Reasoning is folded to its first line until Ctrl-O opens it.
+    if entry.style == EntryStyle::Reasoning && !app.expanded {
+        let mut parts = entry.text.trim_start().split('\n');
+        let first = parts.next().unwrap_or("");
+        let more = parts.count();
+        let mut line = format!("∴ {first}");
+        if more > 0 {
+            line.push_str(&format!(" (+{more} lines, Ctrl-O)"));
+        }
+        return vec![Line::styled(line, style)];
+    }
     match (&entry.detail, app.expanded) {
         (Some(detail), true) => {
             let first = entry.text.split('\n').next().unwrap_or("");
