@@ -63,6 +63,10 @@ pub struct AgentArgs {
     /// set by the front end, not a flag.
     #[arg(skip)]
     pub text_reply_default: Option<TextReply>,
+    /// Whether commands' output reaches the front end as it comes: set by
+    /// the terminal UI, not a flag.
+    #[arg(skip)]
+    pub live_output: bool,
     /// Allow what RULE matches (Claude Code syntax: `Bash(cargo test:*)`,
     /// `Edit(src/**)`); repeatable.
     #[arg(long = "allow", value_name = "RULE")]
@@ -131,6 +135,7 @@ impl AgentArgs {
             task_list: self.task_list.clone(),
             persist: !self.no_session_persistence,
             text_reply_default: self.text_reply_default.unwrap_or(TextReply::Nudge),
+            live_output: self.live_output,
             ..SessionOptions::default()
         })
     }

@@ -116,6 +116,9 @@ pub struct TaskConfig {
     /// Where the id of the checkpoint of the files as they were at task
     /// start goes once it is known (the session's rewind offers it).
     pub start_checkpoint: Option<Arc<Mutex<Option<String>>>>,
+    /// Foreground commands' output goes to the front end as it comes
+    /// (`command_output` says, then deltas); off by default.
+    pub live_output: bool,
     /// The session's todo checklist (the state behind TodoWrite).
     pub todo: Option<TodoState>,
     /// Turns without touching the checklist or the task list, while items
@@ -190,6 +193,7 @@ impl TaskConfig {
             hooks: None,
             checkpoints: None,
             start_checkpoint: None,
+            live_output: false,
             todo: None,
             todo_reminder_turns: 10,
             mode_before_plan: None,
@@ -1281,6 +1285,10 @@ impl Task {
             task_list: self.config.task_list.clone(),
             runtime: self.config.runtime.clone(),
             agents: self.config.agents.clone(),
+            output: self
+                .config
+                .live_output
+                .then(|| crate::live_output::sink(self.emitter.clone())),
         }
     }
 

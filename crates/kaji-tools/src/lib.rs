@@ -64,6 +64,35 @@ pub struct ToolContext {
     pub sandbox: Option<Arc<kaji_sandbox::SandboxPolicy>>,
     /// Runs sub-agents for the `Agent` tool; `None` refuses them.
     pub agents: Option<Arc<dyn agent_tools::AgentSpawner>>,
+    /// Where a foreground `Bash` command's output goes as it is read
+    /// (live output for a front end); `None`: only the result has it.
+    pub output: Option<OutputSink>,
+}
+
+/// Receives a command's output while it runs, in the pieces it is read
+/// in (bytes: a piece may end inside a UTF-8 character).
+#[derive(Clone)]
+pub struct OutputSink(Arc<SinkFn>);
+
+/// What an [`OutputSink`] calls.
+type SinkFn = dyn Fn(&[u8]) + Send + Sync;
+
+impl OutputSink {
+    /// A sink calling `f` with each piece.
+    pub fn new(f: impl Fn(&[u8]) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Hands over one piece.
+    pub fn send(&self, bytes: &[u8]) {
+        (self.0)(bytes)
+    }
+}
+
+impl std::fmt::Debug for OutputSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OutputSink")
+    }
 }
 
 impl ToolContext {
@@ -81,6 +110,7 @@ impl ToolContext {
             runtime: None,
             sandbox: None,
             agents: None,
+            output: None,
         }
     }
 

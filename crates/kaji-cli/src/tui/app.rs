@@ -41,6 +41,9 @@ pub enum EntryStyle {
     Note,
     /// A unified diff (an Edit or Write call), coloured by line.
     Diff,
+    /// A command's output while it runs (its last lines are shown; it is
+    /// emptied when the result arrives).
+    Live,
 }
 
 /// One block of the transcript.
@@ -548,9 +551,8 @@ impl App {
                         self.turns += 1;
                         return;
                     }
-                    SayKind::TaskList | SayKind::Todo | SayKind::Info | SayKind::CommandOutput => {
-                        (EntryStyle::Note, text)
-                    }
+                    SayKind::CommandOutput => (EntryStyle::Live, text),
+                    SayKind::TaskList | SayKind::Todo | SayKind::Info => (EntryStyle::Note, text),
                     SayKind::ContextCompacted => (EntryStyle::Note, format!("── {text} ──")),
                 };
                 let new = !self.by_id.contains_key(&id);
@@ -606,6 +608,15 @@ impl App {
             TaskEvent::ToolResult {
                 is_error, output, ..
             } => {
+                // The result replaces the live output.
+                if let Some(live) = self
+                    .entries
+                    .iter_mut()
+                    .rev()
+                    .find(|e| e.style == EntryStyle::Live)
+                {
+                    live.text.clear();
+                }
                 let mut lines = output.lines();
                 let first = lines.next().unwrap_or("");
                 let more = lines.count();

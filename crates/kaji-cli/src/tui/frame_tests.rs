@@ -275,3 +275,39 @@ fn narrow_and_wide_terminals() {
         assert!(line.contains(part), "{part}: {line}");
     }
 }
+
+#[test]
+fn a_running_commands_output_shows_its_last_lines_until_the_result() {
+    let mut app = App::new(status());
+    app.task_started();
+    say(&mut app, 1, SayKind::Tool, "Bash: make", None);
+    app.on_event(TaskEvent::Say {
+        id: 2,
+        kind: SayKind::CommandOutput,
+        text: "line 1\n".into(),
+        partial: true,
+        payload: None,
+    });
+    for n in 2..=12 {
+        app.on_event(TaskEvent::Delta {
+            id: 2,
+            text: format!("line {n}\n"),
+        });
+    }
+    let b = draw(&mut app, 60, 20);
+    let shown = text(&b);
+    assert!(
+        shown.contains("│ line 12") && shown.contains("│ line 5"),
+        "{shown}"
+    );
+    assert_eq!(shown.matches("│ line").count(), 8, "{shown}");
+    app.on_event(TaskEvent::ToolResult {
+        id: "t".into(),
+        name: "Bash".into(),
+        is_error: false,
+        output: "line 1\nline 12".into(),
+    });
+    let shown = text(&draw(&mut app, 60, 20));
+    assert!(!shown.contains("│ line"), "{shown}");
+    assert!(shown.contains("⎿ line 1 (+1 lines)"), "{shown}");
+}

@@ -145,6 +145,8 @@ impl TaskFrontend for TuiFrontend {
 pub async fn run(mut args: TuiArgs) -> i32 {
     // A person answers here: a reply without a tool ends the turn.
     args.agent.text_reply_default = Some(kaji_core::config::TextReply::Finish);
+    // Commands' output is shown while they run.
+    args.agent.live_output = true;
     let kaji_home = crate::paths::kaji_home();
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {

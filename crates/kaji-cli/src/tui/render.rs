@@ -21,11 +21,16 @@ fn style_of(style: EntryStyle) -> Style {
             .add_modifier(Modifier::DIM)
             .add_modifier(Modifier::ITALIC),
         EntryStyle::Tool => Style::default().fg(Color::Cyan),
-        EntryStyle::ToolResult | EntryStyle::Note => Style::default().add_modifier(Modifier::DIM),
+        EntryStyle::ToolResult | EntryStyle::Note | EntryStyle::Live => {
+            Style::default().add_modifier(Modifier::DIM)
+        }
         EntryStyle::ToolError | EntryStyle::Error => Style::default().fg(Color::Red),
         EntryStyle::Completion => Style::default().fg(Color::Green),
     }
 }
+
+/// How many of a running command's last lines are shown.
+const LIVE_LINES: usize = 8;
 
 /// Brings the Markdown rendering of entry `i` up to date.
 fn update_markdown(app: &mut App, i: usize) {
@@ -43,6 +48,15 @@ fn plain_lines(app: &App, i: usize) -> Vec<Line<'static>> {
             lines.push(Line::styled(format!("    {l}"), diff::line_style(l)));
         }
         return lines;
+    }
+    // A running command's output: its last lines, under the call.
+    if entry.style == EntryStyle::Live {
+        let shown: Vec<&str> = entry.text.lines().collect();
+        let from = shown.len().saturating_sub(LIVE_LINES);
+        return shown[from..]
+            .iter()
+            .map(|l| Line::styled(format!("  │ {}", l.replace('\t', "  ")), style))
+            .collect();
     }
     // Reasoning is folded to its first line until Ctrl-O opens it.
     if entry.style == EntryStyle::Reasoning && !app.expanded {

@@ -193,6 +193,7 @@ impl SessionBuilder {
                 .unwrap_or(self.options.text_reply_default),
             subagents: self.options.subagents.clone(),
             persist: self.options.persist,
+            live_output: self.options.live_output,
         };
         let (conversation, files) = match restored {
             Some(r) => {

@@ -79,6 +79,8 @@ pub(crate) struct Services {
     pub subagents: crate::subagent::SubagentLimits,
     /// Whether the session (and its sub-agents) are saved.
     pub persist: bool,
+    /// Whether commands' output reaches the front end as it comes.
+    pub live_output: bool,
 }
 
 /// The conversation's state between prompts.
@@ -379,6 +381,7 @@ impl Session {
             .ok()
             .flatten();
         config.start_checkpoint = start_checkpoint;
+        config.live_output = s.live_output;
         config.agents = Some(Arc::new(self.subagent_spawner(&cwd, mode)));
         let mut executor = ToolExecutor::new(s.tools.clone());
         executor.set_result_cap(s.tool_result_max_chars);
