@@ -119,6 +119,8 @@ pub struct TaskConfig {
     /// Foreground commands' output goes to the front end as it comes
     /// (`command_output` says, then deltas); off by default.
     pub live_output: bool,
+    /// What the user attached to the prompt (images), after its text.
+    pub attachments: Vec<ContentBlock>,
     /// The session's todo checklist (the state behind TodoWrite).
     pub todo: Option<TodoState>,
     /// Turns without touching the checklist or the task list, while items
@@ -194,6 +196,7 @@ impl TaskConfig {
             checkpoints: None,
             start_checkpoint: None,
             live_output: false,
+            attachments: Vec::new(),
             todo: None,
             todo_reminder_turns: 10,
             mode_before_plan: None,
@@ -507,6 +510,7 @@ impl Task {
             user_content.push(ContentBlock::text(notice.clone()));
         }
         user_content.push(ContentBlock::text(prompt.clone()));
+        user_content.extend(self.config.attachments.iter().cloned());
         self.start_initial_checkpoint();
         let stopped_by_hook = self.start_hooks(&prompt, &mut user_content).await;
         let (status, result) = match stopped_by_hook {
@@ -849,6 +853,11 @@ impl Task {
             files_changed: compaction::files_changed_in(&history, &read_only),
             latest_prompt: prompt,
         }
+    }
+
+    /// Attaches blocks (images) to the prompt [`Task::run`] sends.
+    pub(crate) fn attach(&mut self, blocks: Vec<ContentBlock>) {
+        self.config.attachments = blocks;
     }
 
     /// A front end's `!command`: runs one tool call outside any model

@@ -365,22 +365,32 @@ async fn switch(
     }
 }
 
-/// The prompt with the files it mentions (`@path`) attached.
-async fn with_mentions(app: &mut App, session: &Session, prompt: String) -> String {
-    let (prompt, notes) = mentions::attach(&prompt, &session.cwd()).await;
+/// The prompt with the files it mentions (`@path`) attached, and the
+/// images among them.
+async fn with_mentions(
+    app: &mut App,
+    session: &Session,
+    prompt: String,
+) -> (String, Vec<kaji_protocol::ContentBlock>) {
+    let (prompt, images, notes) = mentions::attach(&prompt, &session.cwd()).await;
     for note in notes {
         app.note(note);
     }
-    prompt
+    (prompt, images)
 }
 
 /// Runs one prompt of the session in the background; its end comes back
 /// as [`UiMessage::Done`].
-fn start_prompt(session: &Arc<Session>, tx: &mpsc::UnboundedSender<UiMessage>, prompt: String) {
+fn start_prompt(
+    session: &Arc<Session>,
+    tx: &mpsc::UnboundedSender<UiMessage>,
+    (prompt, images): (String, Vec<kaji_protocol::ContentBlock>),
+) {
     let session = Arc::clone(session);
     let tx = tx.clone();
     tokio::spawn(async move {
-        let handle = tokio::spawn(async move { session.submit(prompt).await });
+        let handle =
+            tokio::spawn(async move { session.submit_with_attachments(prompt, images).await });
         let outcome = match handle.await {
             Ok(Ok(outcome)) => Ok(outcome),
             Ok(Err(e)) => Err(e.to_string()),
@@ -433,6 +443,7 @@ async fn event_loop(
         app.show_history(&session.history());
     }
     if let Some(prompt) = first_prompt.filter(|p| !p.trim().is_empty()) {
+        let prompt = with_mentions(&mut app, session, prompt).await;
         app.task_started();
         start_prompt(session, tx, prompt);
     }

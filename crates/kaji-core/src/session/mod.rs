@@ -299,12 +299,33 @@ impl Session {
         task_id: String,
         prompt: String,
     ) -> Result<TaskOutcome, SessionError> {
+        self.submit_attached(task_id, prompt, Vec::new()).await
+    }
+
+    /// As [`Session::submit`], with blocks the user attached after the
+    /// prompt's text (images: `ContentBlock::Image`).
+    pub async fn submit_with_attachments(
+        &self,
+        prompt: String,
+        attachments: Vec<ContentBlock>,
+    ) -> Result<TaskOutcome, SessionError> {
+        self.submit_attached(crate::task::new_task_id(), prompt, attachments)
+            .await
+    }
+
+    async fn submit_attached(
+        &self,
+        task_id: String,
+        prompt: String,
+        attachments: Vec<ContentBlock>,
+    ) -> Result<TaskOutcome, SessionError> {
         if self.busy.swap(true, Ordering::SeqCst) {
             return Err(SessionError::Busy);
         }
         let index = transcript::user_texts(&self.history()).len();
         let slot = self.new_start_slot(index);
-        let task = self.new_task(task_id, Some(slot));
+        let mut task = self.new_task(task_id, Some(slot));
+        task.attach(attachments);
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(task.abort_handle());
         if let Some(files) = &self.files {
             files.prompt_started(&prompt);
