@@ -106,6 +106,9 @@ pub enum Action {
     Rewind(usize),
     /// Restore the files from this checkpoint (after a rewind).
     RestoreFiles(String),
+    /// A custom command in a trusted project: run these shell commands
+    /// (as `!command`s), then send the prompt.
+    ShellThenSubmit(Vec<String>, String),
 }
 
 /// Where an unanswered ask stands.
@@ -191,6 +194,8 @@ pub struct App {
     pub context_window: Option<u64>,
     /// Custom slash commands (`.kaji/commands/*.md`, …).
     pub custom: Vec<CustomCommand>,
+    /// Whether the project is trusted (a custom command's `!` lines run).
+    pub trusted: bool,
     /// The todo checklist as it stands.
     pub todo: Vec<TodoItem>,
     /// The shared task list as it stands.
@@ -396,6 +401,16 @@ impl App {
             self.error(format!("unknown command {name} (/help lists the commands)"));
             return Action::None;
         };
+        if self.trusted {
+            let (prompt, shell) = commands::expand_trusted(&command, args);
+            if !shell.is_empty() {
+                if self.running {
+                    self.notice = Some("a task is running: wait, or Esc to abort it".into());
+                    return Action::None;
+                }
+                return Action::ShellThenSubmit(shell, prompt);
+            }
+        }
         let (prompt, skipped) = commands::expand(&command, args);
         if skipped > 0 {
             self.note(format!(

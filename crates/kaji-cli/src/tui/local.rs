@@ -196,6 +196,32 @@ mod tests {
     }
 
     #[test]
+    fn a_custom_commands_shell_lines_run_only_in_a_trusted_project() {
+        use super::super::app::{Action, App, StatusInfo};
+        use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+        let mut app = App::new(StatusInfo::default());
+        app.custom = vec![super::super::commands::parse(
+            "ctx",
+            "!`git status` then review $1",
+            Default::default(),
+        )];
+        let enter = |app: &mut App| {
+            app.input.set("/ctx a.rs");
+            app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE))
+        };
+        // Untrusted: the line is left out (nothing else remains).
+        assert_eq!(enter(&mut app), Action::None);
+        app.trusted = true;
+        assert_eq!(
+            enter(&mut app),
+            Action::ShellThenSubmit(
+                vec!["git status".into()],
+                "`git status` then review a.rs".into()
+            )
+        );
+    }
+
+    #[test]
     fn checkpoints_arguments_parse_or_say_what_is_wrong() {
         assert_eq!(parse_checkpoints(""), Ok(CheckpointsCommand::List));
         assert_eq!(parse_checkpoints("list"), Ok(CheckpointsCommand::List));

@@ -424,6 +424,9 @@ async fn event_loop(
     // The first code block should not wait for the syntaxes to load.
     tokio::task::spawn_blocking(highlight::warm_up);
     app.custom = custom;
+    app.trusted = agent.trust
+        || kaji_core::trust::is_trusted(&crate::paths::kaji_home(), session.project_dir())
+            .unwrap_or(false);
     app.seed_usage(&session.usage());
     {
         let root = session.cwd();
@@ -549,6 +552,21 @@ async fn event_loop(
                         tokio::spawn(async move {
                             let done = session.run_shell(&command).await.map_err(|e| e.to_string());
                             let _ = tx.send(UiMessage::Shell(done));
+                        });
+                    }
+                    Action::ShellThenSubmit(commands, prompt) => {
+                        app.task_started();
+                        let session = Arc::clone(session);
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            for command in commands {
+                                if let Err(e) = session.run_shell(&command).await {
+                                    let _ = tx.send(UiMessage::Done(Err(e.to_string())));
+                                    return;
+                                }
+                            }
+                            let done = session.submit(prompt).await.map_err(|e| e.to_string());
+                            let _ = tx.send(UiMessage::Done(done));
                         });
                     }
                     Action::RewindMenu => app.open_rewind(session.user_prompts()),
