@@ -4,6 +4,10 @@
 //! it holds 1 MB (the first and the last 100 KB of the stream). The target
 //! is the last at most twice the first.
 //!
+//! Before the frames, `support/idle_cpu.rs` measures the idle CPU of the
+//! real `kaji tui` in tmux over 10 s (target: under 1% of a core);
+//! `KAJI_BENCH_SKIP_IDLE=1` skips it.
+//!
 //! The TUI lives in the binary crate, so its modules are compiled in here
 //! by path; nothing here touches a terminal.
 
@@ -17,8 +21,14 @@ mod commands;
 #[path = "../src/tui/diff.rs"]
 mod diff;
 #[allow(dead_code, unused_imports)]
+#[path = "../src/tui/highlight.rs"]
+mod highlight;
+#[allow(dead_code, unused_imports)]
 #[path = "../src/tui/input.rs"]
 mod input;
+#[allow(dead_code, unused_imports)]
+#[path = "../src/tui/local.rs"]
+mod local;
 #[allow(dead_code, unused_imports)]
 #[path = "../src/tui/markdown.rs"]
 mod markdown;
@@ -28,13 +38,22 @@ mod mentions;
 #[allow(dead_code, unused_imports)]
 #[path = "../src/tui/render.rs"]
 mod render;
+#[allow(dead_code, unused_imports)]
+#[path = "../src/tui/rewind.rs"]
+mod rewind;
 
 use app::{App, StatusInfo};
 use kaji_protocol::{SayKind, TaskEvent};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
+#[path = "support/idle_cpu.rs"]
+mod idle_cpu;
+
 fn main() {
+    if std::env::var_os("KAJI_BENCH_SKIP_IDLE").is_none() {
+        idle_cpu::measure(std::path::Path::new(env!("CARGO_BIN_EXE_kaji")));
+    }
     divan::main();
 }
 

@@ -76,6 +76,10 @@ pub struct AgentArgs {
     /// front end, not a flag.
     #[arg(skip)]
     pub agent_name: Option<String>,
+    /// Whether commands' output reaches the front end as it comes: set by
+    /// the terminal UI, not a flag.
+    #[arg(skip)]
+    pub live_output: bool,
     /// Allow what RULE matches (Claude Code syntax: `Bash(cargo test:*)`,
     /// `Edit(src/**)`); repeatable.
     #[arg(long = "allow", value_name = "RULE")]
@@ -159,6 +163,7 @@ impl AgentArgs {
                 kaji_tools::AgentRole::Main
             },
             agent_name: self.agent_name.clone(),
+            live_output: self.live_output,
             ..SessionOptions::default()
         })
     }

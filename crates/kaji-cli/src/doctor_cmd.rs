@@ -3,8 +3,10 @@
 //! Reports the sandbox layers the kernel supports (found by trying each in
 //! a child: Landlock and its ABI, user namespaces, seccomp) and what the
 //! sandbox would enforce in the current directory; the settings files
-//! found; which provider keys are set (names only); the git version; and
-//! whether stdout is a terminal. Exits 0 when every layer the sandbox needs
+//! found; the provider the settings select, whether its key is set and
+//! whether it answers; the MCP servers and their status; which provider
+//! keys are set (names only); the git version; and the terminal
+//! ([`crate::doctor_checks`]). Exits 0 when every layer the sandbox needs
 //! works, else 1.
 //!
 //! It only looks: it never prints a secret's value, never writes a file and
@@ -39,7 +41,22 @@ pub async fn run(args: DoctorArgs) -> i32 {
         });
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let home = crate::paths::kaji_home();
+    let loaded = KajiConfig::load(&home, &cwd);
+    let settings_error = loaded.as_ref().err().map(|e| e.to_string());
+    let settings = loaded.ok();
+    let servers = settings
+        .as_ref()
+        .map(|s| s.mcp_servers.clone())
+        .unwrap_or_default();
+    let (provider, mcp) = tokio::join!(
+        checks::provider(settings.as_ref()),
+        checks::mcp(servers, &cwd)
+    );
     let report = Report {
+        settings_error,
+        provider,
+        mcp,
+        terminal: checks::terminal(),
         policy: policy_here(&cwd, &home),
         settings: settings_files(&cwd, &home),
         provider_keys: provider_keys(),
@@ -55,8 +72,14 @@ pub async fn run(args: DoctorArgs) -> i32 {
     if report.support.is_complete() { 0 } else { 1 }
 }
 
+use crate::doctor_checks as checks;
+
 /// What `kaji doctor` found.
 struct Report {
+    settings_error: Option<String>,
+    provider: checks::ProviderCheck,
+    mcp: Vec<checks::McpCheck>,
+    terminal: checks::TerminalCheck,
     support: SandboxSupport,
     policy: SandboxPolicy,
     settings: Vec<(PathBuf, bool)>,
@@ -162,6 +185,10 @@ impl Report {
             "git_version": self.git_version.as_ref().ok(),
             "git_error": self.git_version.as_ref().err(),
             "stdout_is_terminal": self.stdout_is_terminal,
+            "settings_error": self.settings_error,
+            "provider": self.provider.to_json(),
+            "mcp_servers": checks::mcp_json(&self.mcp),
+            "terminal": self.terminal.to_json(),
         })
     }
 
@@ -215,6 +242,11 @@ impl Report {
             let state = if *found { "found" } else { "not found" };
             out.push_str(&format!("  {} ({state})\n", path.display()));
         }
+        if let Some(e) = &self.settings_error {
+            out.push_str(&format!("  cannot be read: {e}\n"));
+        }
+        out.push_str(&self.provider.to_text());
+        out.push_str(&checks::mcp_text(&self.mcp));
         out.push_str("Provider keys and secrets set (names only)\n");
         if self.provider_keys.is_empty() {
             out.push_str("  none\n");
@@ -226,10 +258,7 @@ impl Report {
             Ok(v) => out.push_str(&format!("git: {v}\n")),
             Err(e) => out.push_str(&format!("git: not usable: {e}\n")),
         }
-        out.push_str(&format!(
-            "stdout is a terminal: {}\n",
-            if self.stdout_is_terminal { "yes" } else { "no" }
-        ));
+        out.push_str(&self.terminal.to_text());
         out
     }
 }

@@ -12,6 +12,7 @@ mod agent;
 mod agents_cmd;
 mod checkpoints_cmd;
 mod demo;
+mod doctor_checks;
 mod doctor_cmd;
 mod exec;
 mod exec_events;

@@ -60,3 +60,93 @@ fn doctor_json_reports_the_sandbox_settings_and_key_names_only() {
     // Looking changes nothing: no .kaji/ appears in the working directory.
     assert!(!work.path().join(".kaji").exists());
 }
+
+/// `kaji doctor --json` with these settings and environment.
+fn doctor_json(home: &std::path::Path, work: &std::path::Path, settings: &str) -> (Value, String) {
+    std::fs::write(home.join("config.toml"), settings).expect("user settings");
+    let out = Command::cargo_bin("kaji")
+        .expect("kaji binary")
+        .current_dir(work)
+        .env("KAJI_HOME", home)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env("ANTHROPIC_API_KEY", "sk-ant-doctor-secret")
+        .env("TERM", "xterm-doctor")
+        .env("KAJI_DOCTOR_MCP_WAIT_MS", "5000")
+        .args(["doctor", "--json"])
+        .output()
+        .expect("kaji doctor runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (
+        serde_json::from_str(&stdout).expect("one JSON object"),
+        stdout,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_reports_the_provider_answering_mcp_servers_and_the_terminal() {
+    let server =
+        kaji_test_support::ScriptedModelServer::start(kaji_test_support::Script::new(Vec::<
+            kaji_test_support::Turn,
+        >::new(
+        )))
+        .await;
+    let home = tempfile::tempdir().expect("tempdir");
+    let work = tempfile::tempdir().expect("tempdir");
+    let settings = format!(
+        "provider = \"anthropic\"\nmodel = \"doctor-model\"\nbase_url = {:?}\n\n[mcp_servers.ghost]\ncommand = \"/nonexistent/kaji-no-such-mcp-server\"\n\n[mcp_servers.off]\ncommand = \"/nonexistent/never\"\nenabled = false\n",
+        server.anthropic_base_url()
+    );
+    let (home_path, work_path) = (home.path().to_path_buf(), work.path().to_path_buf());
+    let (report, stdout) =
+        tokio::task::spawn_blocking(move || doctor_json(&home_path, &work_path, &settings))
+            .await
+            .expect("doctor");
+    assert!(!stdout.contains("sk-ant-doctor-secret"), "{stdout}");
+    let provider = &report["provider"];
+    assert_eq!(provider["kind"], "anthropic", "{report}");
+    assert_eq!(provider["model"], "doctor-model");
+    assert_eq!(provider["key_set"], true);
+    assert_eq!(provider["answers"], true, "{provider}");
+    assert!(
+        provider["answer"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("HTTP ")),
+        "{provider}"
+    );
+    let servers = report["mcp_servers"].as_array().expect("mcp_servers");
+    let status = |name: &str| {
+        servers
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["status"].clone())
+    };
+    assert_eq!(status("ghost"), Some(Value::from("failed")), "{servers:?}");
+    assert_eq!(status("off"), Some(Value::from("disabled")), "{servers:?}");
+    assert_eq!(report["terminal"]["term"], "xterm-doctor");
+    assert_eq!(report["terminal"]["stdout_is_terminal"], false);
+}
+
+#[test]
+fn doctor_says_when_the_provider_does_not_answer() {
+    // A port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let home = tempfile::tempdir().expect("tempdir");
+    let work = tempfile::tempdir().expect("tempdir");
+    let settings = format!(
+        "provider = \"anthropic\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:{port}\"\n"
+    );
+    let (report, _) = doctor_json(home.path(), work.path(), &settings);
+    let provider = &report["provider"];
+    assert_eq!(provider["answers"], false, "{provider}");
+    assert!(
+        provider["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&port.to_string())),
+        "{provider}"
+    );
+    assert_eq!(report["mcp_servers"], serde_json::json!([]));
+}

@@ -462,7 +462,9 @@ async fn slash_commands_stay_local_and_the_input_takes_several_lines() {
     tmux.send_text("/he");
     tmux.wait_for("list the commands").await;
     tmux.send_key("Enter");
-    let screen = tmux.wait_for("Commands (handled here").await;
+    // The frame may be caught half drawn: wait for its last part.
+    let screen = tmux.wait_for("Say hello to someone").await;
+    assert!(screen.contains("Commands (handled here"), "{screen}");
     assert!(screen.contains("/greet"), "{screen}");
     assert!(screen.contains("Say hello to someone"), "{screen}");
     submit(&tmux, "/frobnicate").await;
@@ -689,5 +691,88 @@ async fn always_for_this_project_writes_the_exact_rule_to_config_local_toml() {
     assert!(local.contains("\"Bash(cargo test:*)\""), "{local}");
     tmux.send_key("Enter");
     tmux.wait_for("[completed]").await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+/// `!command` runs through the approvals without the model and its output
+/// reaches the next request; Esc Esc goes back to an earlier prompt, puts
+/// it into the input, offers the files' checkpoint, and the edited prompt
+/// continues from before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bang_commands_and_esc_esc_rewind() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    // The script answers by the number of assistant messages in the
+    // request: after the rewind the conversation has none again, so the
+    // same turn answers.
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "result-one-xyz"}),
+    )]))
+    .await;
+    let tmux = launch("rewind", home.path(), work.path(), &server);
+    tmux.wait_for("Enter sends").await;
+    submit(&tmux, "!echo bang-output-77 > bang.txt; cat bang.txt").await;
+    tmux.wait_for("Run this command?").await;
+    assert!(!work.path().join("bang.txt").exists());
+    tmux.send_key("y");
+    tmux.wait_for("output are in the conversation").await;
+    assert!(tmux.capture().contains("⎿ bang-output-77"));
+    assert!(work.path().join("bang.txt").exists());
+    assert!(server.requests().is_empty(), "a !command reached the model");
+
+    submit(&tmux, "first prompt").await;
+    tmux.wait_for("Task complete").await;
+    tmux.send_key("Enter");
+    tmux.wait_for("[completed]").await;
+    let first = server.requests()[0].body.to_string();
+    assert!(first.contains("bang-output-77"), "{first}");
+
+    tmux.send_key("Escape");
+    tmux.wait_for("Esc again").await;
+    tmux.send_key("Escape");
+    tmux.wait_until("the picker on `first prompt`", |s| {
+        s.lines()
+            .any(|l| l.contains("› 2.") && l.contains("first prompt"))
+    })
+    .await;
+    tmux.send_key("Enter");
+    let screen = tmux.wait_for("rewound to before: first prompt").await;
+    assert!(!screen.contains("result-one-xyz"), "{screen}");
+    assert!(screen.contains("restore files?"), "{screen}");
+    tmux.send_key("n");
+    tmux.wait_for("the files were left as they are").await;
+    let screen = tmux.wait_for("› first prompt").await;
+    assert!(screen.contains("bang-output-77"), "{screen}");
+    tmux.send_text(" again");
+    tmux.wait_for("› first prompt again").await;
+    tmux.send_key("Enter");
+    tmux.wait_for("✓ result-one-xyz").await;
+    server.wait_for_requests(2).await;
+    let second = server.requests()[1].body.to_string();
+    assert!(second.contains("first prompt again"), "{second}");
+    assert!(second.contains("bang-output-77"), "{second}");
+    assert!(!second.contains("result-one-xyz"), "{second}");
+    tmux.send_key("Enter");
+    tmux.wait_for("[completed]").await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+/// In the UI a reply with text and no tool ends the turn: no nudge, no
+/// mistake, no second request (`on_text_reply = "finish"`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_only_reply_ends_the_turn() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server =
+        ScriptedModelServer::start(Script::new([Turn::text("Just a plain answer, no tool.")]))
+            .await;
+    let tmux = launch("textreply", home.path(), work.path(), &server);
+    tmux.wait_for("Enter sends").await;
+    submit(&tmux, "what is this project?").await;
+    let screen = tmux.wait_for("[completed]").await;
+    assert!(screen.contains("Just a plain answer, no tool."), "{screen}");
+    assert!(!screen.to_lowercase().contains("mistake"), "{screen}");
+    assert_eq!(server.requests().len(), 1, "a nudge was sent");
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }

@@ -16,6 +16,7 @@ pub mod emitter;
 pub mod executor;
 pub mod frontend;
 pub mod hooks;
+pub mod live_output;
 pub mod parser;
 pub mod permissions;
 pub mod prompt;

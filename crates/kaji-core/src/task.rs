@@ -113,6 +113,12 @@ pub struct TaskConfig {
     /// the background behind the gate) and one after each tool call that
     /// changed files.
     pub checkpoints: Option<CheckpointStore>,
+    /// Where the id of the checkpoint of the files as they were at task
+    /// start goes once it is known (the session's rewind offers it).
+    pub start_checkpoint: Option<Arc<Mutex<Option<String>>>>,
+    /// Foreground commands' output goes to the front end as it comes
+    /// (`command_output` says, then deltas); off by default.
+    pub live_output: bool,
     /// The session's todo checklist (the state behind TodoWrite).
     pub todo: Option<TodoState>,
     /// Turns without touching the checklist or the task list, while items
@@ -197,6 +203,8 @@ impl TaskConfig {
             history: Vec::new(),
             hooks: None,
             checkpoints: None,
+            start_checkpoint: None,
+            live_output: false,
             todo: None,
             todo_reminder_turns: 10,
             mode_before_plan: None,
@@ -906,6 +914,16 @@ impl Task {
         }
     }
 
+    /// A front end's `!command`: runs one tool call outside any model
+    /// round, through the same approvals, sandbox, hooks and checkpoints
+    /// as the model's calls, and hands back its result and the history.
+    pub(crate) async fn run_user_call(self, call: ToolCall) -> (ToolRun, Vec<Message>) {
+        self.start_initial_checkpoint();
+        let run = self.run_tool(&call, None).await;
+        let history = std::mem::take(&mut self.lock().history);
+        (run, history)
+    }
+
     /// `/compact [instructions]`: compacts the conversation now, outside
     /// any prompt, and hands the history back.
     pub async fn compact_now(self, instructions: Option<String>) -> Result<TaskOutcome, String> {
@@ -1214,9 +1232,21 @@ impl Task {
         let emitter = self.emitter.clone();
         let state = Arc::clone(&self.state);
         let timeout = crate::checkpoints::initial_checkpoint_timeout();
+        let slot = self.config.start_checkpoint.clone();
         tokio::spawn(async move {
             match store.commit_within("task start", timeout).await {
-                Ok(_) => {}
+                Ok(taken) => {
+                    // Nothing changed since the latest checkpoint: that
+                    // one holds the files as they are.
+                    let id = match taken {
+                        Some(cp) => Some(cp.id),
+                        None => store.latest().await.ok().flatten().map(|cp| cp.id),
+                    };
+                    if let Some(slot) = slot {
+                        *slot.lock().unwrap_or_else(|e| e.into_inner()) =
+                            id.map(|id| id.as_str().to_string());
+                    }
+                }
                 Err(crate::checkpoints::CheckpointError::Timeout { after }) => {
                     // A huge tree never blocks the first write for long:
                     // this task goes on without checkpoints.
@@ -1378,6 +1408,10 @@ impl Task {
             runtime: self.config.runtime.clone(),
             agents: self.config.agents.clone(),
             files: self.config.files.clone(),
+            output: self
+                .config
+                .live_output
+                .then(|| crate::live_output::sink(self.emitter.clone())),
         }
     }
 

@@ -428,7 +428,12 @@ async fn run_until_end(
             _ = &mut deadline => return RunEnd::TimedOut,
             read = reader.read(&mut buf), if !eof => match read {
                 Ok(0) | Err(_) => eof = true,
-                Ok(n) => capture.push(&buf[..n]),
+                Ok(n) => {
+                    capture.push(&buf[..n]);
+                    if let Some(sink) = &ctx.output {
+                        sink.send(&buf[..n]);
+                    }
+                }
             },
             waited = child.wait() => match waited {
                 Ok(status) => break status,
@@ -454,7 +459,12 @@ async fn run_until_end(
             _ = &mut shutdown, if !shut => shut = true,
             read = reader.read(&mut buf), if !eof => match read {
                 Ok(0) | Err(_) => eof = true,
-                Ok(n) => capture.push(&buf[..n]),
+                Ok(n) => {
+                    capture.push(&buf[..n]);
+                    if let Some(sink) = &ctx.output {
+                        sink.send(&buf[..n]);
+                    }
+                }
             },
         }
         if shut && !eof {

@@ -89,6 +89,35 @@ pub struct ToolContext {
     /// Where `Read`, `Write` and `Edit` get and put a text file's content
     /// (an editor's buffers over ACP); `None`: the local disk.
     pub files: Option<Arc<dyn FileAccess>>,
+    /// Where a foreground `Bash` command's output goes as it is read
+    /// (live output for a front end); `None`: only the result has it.
+    pub output: Option<OutputSink>,
+}
+
+/// Receives a command's output while it runs, in the pieces it is read
+/// in (bytes: a piece may end inside a UTF-8 character).
+#[derive(Clone)]
+pub struct OutputSink(Arc<SinkFn>);
+
+/// What an [`OutputSink`] calls.
+type SinkFn = dyn Fn(&[u8]) + Send + Sync;
+
+impl OutputSink {
+    /// A sink calling `f` with each piece.
+    pub fn new(f: impl Fn(&[u8]) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Hands over one piece.
+    pub fn send(&self, bytes: &[u8]) {
+        (self.0)(bytes)
+    }
+}
+
+impl std::fmt::Debug for OutputSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OutputSink")
+    }
 }
 
 impl ToolContext {
@@ -109,6 +138,7 @@ impl ToolContext {
             sandbox: None,
             agents: None,
             files: None,
+            output: None,
         }
     }
 

@@ -41,6 +41,9 @@ pub enum EntryStyle {
     Note,
     /// A unified diff (an Edit or Write call), coloured by line.
     Diff,
+    /// A command's output while it runs (its last lines are shown; it is
+    /// emptied when the result arrives).
+    Live,
 }
 
 /// One block of the transcript.
@@ -93,6 +96,21 @@ pub enum Action {
     Mode(PermissionMode),
     /// `/reasoning LEVEL`: how hard the model thinks from the next prompt.
     Reasoning(kaji_llm::Reasoning),
+    /// `/agents`: list the session's agents.
+    Agents,
+    /// `/checkpoints [restore N|ID]`.
+    Checkpoints(super::local::CheckpointsCommand),
+    /// `!command`: run it as the user's own shell command.
+    Shell(String),
+    /// Esc Esc: open the picker of earlier user messages.
+    RewindMenu,
+    /// Rewind the conversation to before user message N.
+    Rewind(usize),
+    /// Restore the files from this checkpoint (after a rewind).
+    RestoreFiles(String),
+    /// A custom command in a trusted project: run these shell commands
+    /// (as `!command`s), then send the prompt.
+    ShellThenSubmit(Vec<String>, String),
 }
 
 /// Where an unanswered ask stands.
@@ -181,6 +199,8 @@ pub struct App {
     pub context_window: Option<u64>,
     /// Custom slash commands (`.kaji/commands/*.md`, …).
     pub custom: Vec<CustomCommand>,
+    /// Whether the project is trusted (a custom command's `!` lines run).
+    pub trusted: bool,
     /// The todo checklist as it stands.
     pub todo: Vec<TodoItem>,
     /// The shared task list as it stands.
@@ -191,6 +211,11 @@ pub struct App {
     pub queued: VecDeque<String>,
     /// A first Ctrl-C on an empty input was pressed: a second quits.
     quit_armed: bool,
+    /// A first Esc on an idle input was pressed: a second opens the
+    /// rewind picker.
+    pub(super) esc_armed: bool,
+    /// Esc Esc: the rewind picker or the offer to restore files.
+    pub rewind: Option<super::rewind::Rewind>,
     /// The terminal bell is due (an ask waits, a task ended).
     pub bell: bool,
     /// Whether tool results show their whole output (Ctrl-O).
@@ -366,6 +391,15 @@ impl App {
             "/sessions" => return Action::Sessions,
             "/resume" => return Action::Resume((!args.is_empty()).then(|| args.to_string())),
             "/fork" => return Action::Fork,
+            "/agents" => return Action::Agents,
+            "/checkpoints" => match super::local::parse_checkpoints(args) {
+                Ok(super::local::CheckpointsCommand::Restore(_)) if self.running => {
+                    self.notice = busy();
+                }
+                Ok(command) => return Action::Checkpoints(command),
+                Err(e) => self.error(e),
+            },
+            "/init" => return self.send(super::local::INIT_PROMPT.to_string()),
             _ => return self.custom_command(name, args),
         }
         Action::None
@@ -377,6 +411,16 @@ impl App {
             self.error(format!("unknown command {name} (/help lists the commands)"));
             return Action::None;
         };
+        if self.trusted {
+            let (prompt, shell) = commands::expand_trusted(&command, args);
+            if !shell.is_empty() {
+                if self.running {
+                    self.notice = Some("a task is running: wait, or Esc to abort it".into());
+                    return Action::None;
+                }
+                return Action::ShellThenSubmit(shell, prompt);
+            }
+        }
         let (prompt, skipped) = commands::expand(&command, args);
         if skipped > 0 {
             self.note(format!(
@@ -556,9 +600,8 @@ impl App {
                         self.turns += 1;
                         return;
                     }
-                    SayKind::TaskList | SayKind::Todo | SayKind::Info | SayKind::CommandOutput => {
-                        (EntryStyle::Note, text)
-                    }
+                    SayKind::CommandOutput => (EntryStyle::Live, text),
+                    SayKind::TaskList | SayKind::Todo | SayKind::Info => (EntryStyle::Note, text),
                     SayKind::ContextCompacted => (EntryStyle::Note, format!("── {text} ──")),
                 };
                 // A call shown while it streamed gets its diff now.
@@ -621,6 +664,15 @@ impl App {
                 ..
             } => {
                 self.close_streamed_calls(&name);
+                // The result replaces the live output.
+                if let Some(live) = self
+                    .entries
+                    .iter_mut()
+                    .rev()
+                    .find(|e| e.style == EntryStyle::Live)
+                {
+                    live.text.clear();
+                }
                 let mut lines = output.lines();
                 let first = lines.next().unwrap_or("");
                 let more = lines.count();
@@ -742,7 +794,11 @@ impl App {
         }
         self.notice = None;
         let armed = std::mem::take(&mut self.quit_armed);
+        let esc_armed = std::mem::take(&mut self.esc_armed);
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if !ctrl && let Some(action) = self.on_rewind_key(key) {
+            return action;
+        }
         match key.code {
             KeyCode::Char('o') if ctrl => {
                 self.expanded = !self.expanded;
@@ -788,6 +844,12 @@ impl App {
                 if self.running {
                     return Action::Abort;
                 }
+                if self.search.take().is_some() {
+                    return Action::None;
+                }
+                if self.pending.is_none() {
+                    return self.on_idle_esc(esc_armed);
+                }
                 return Action::None;
             }
             _ => {}
@@ -824,6 +886,9 @@ impl App {
                     self.history.push(text.clone());
                 }
                 self.input.clear();
+                if let Some(command) = text.strip_prefix('!') {
+                    return self.shell(command);
+                }
                 if commands::is_command(&text) {
                     return self.slash(&text);
                 }

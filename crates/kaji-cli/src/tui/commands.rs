@@ -3,8 +3,9 @@
 //! and the completion menu's matches.
 //!
 //! Pure functions over text and files: it never runs a command line (a
-//! custom command's `!` lines are dropped with a note, as running them
-//! needs a trusted project) and never talks to the model or the session.
+//! custom command's `!` lines are dropped with a note in an untrusted
+//! project; in a trusted one they are handed back for the UI to run
+//! through the session) and never talks to the model or the session.
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +31,18 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("/sessions", "this directory's saved sessions"),
     ("/resume", "[N|ID]: continue a saved session"),
     ("/fork", "continue in a copy of this session"),
+    (
+        "/agents",
+        "the sub-agents and background agents: status, activity, tokens",
+    ),
+    (
+        "/checkpoints",
+        "[restore N|ID]: list the checkpoints of the files, or restore one",
+    ),
+    (
+        "/init",
+        "the model looks at the repository and writes an AGENTS.md",
+    ),
     ("/clear", "forget the conversation"),
     ("/exit", "quit (also /quit)"),
 ];
@@ -202,6 +215,47 @@ pub fn expand(command: &CustomCommand, args: &str) -> (String, usize) {
     (lines.join("\n").trim().to_string(), skipped)
 }
 
+/// As [`expand`], for a trusted project: the shell commands are handed
+/// back, in order, instead of dropped — a line starting with `!` (not
+/// `` !` ``) is one
+/// (and leaves the prompt), each `` !`…` `` in a line is one (and stays
+/// in the line as `` `…` ``, its output being in the conversation).
+pub fn expand_trusted(command: &CustomCommand, args: &str) -> (String, Vec<String>) {
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let mut shell = Vec::new();
+    let mut lines = Vec::new();
+    for line in command.body.lines() {
+        let mut line = line.replace("$ARGUMENTS", args.trim());
+        for n in (1..=9).rev() {
+            let value = words.get(n - 1).copied().unwrap_or("");
+            line = line.replace(&format!("${n}"), value);
+        }
+        if let Some(rest) = line.trim_start().strip_prefix('!')
+            && !rest.starts_with('`')
+        {
+            if !rest.trim().is_empty() {
+                shell.push(rest.trim().to_string());
+            }
+            continue;
+        }
+        let mut kept = String::new();
+        let mut rest = line.as_str();
+        while let Some(start) = rest.find("!`") {
+            let after = &rest[start + 2..];
+            let Some(end) = after.find('`') else {
+                break;
+            };
+            kept.push_str(&rest[..start]);
+            kept.push_str(&format!("`{}`", &after[..end]));
+            shell.push(after[..end].to_string());
+            rest = &after[end + 1..];
+        }
+        kept.push_str(rest);
+        lines.push(kept);
+    }
+    (lines.join("\n").trim().to_string(), shell)
+}
+
 /// Whether `text` is a slash command rather than a prompt that starts
 /// with a path (`/etc/hosts is odd`): a `/` and a word of letters,
 /// digits, `-`, `_` and `:`.
@@ -282,6 +336,23 @@ mod tests {
         let c = parse("fix", "# Fix the bug\nin $ARGUMENTS", PathBuf::new());
         assert_eq!(c.description, "Fix the bug");
         assert_eq!(expand(&c, "").0, "# Fix the bug\nin");
+    }
+
+    #[test]
+    fn a_trusted_project_gets_the_shell_lines_back_in_order() {
+        let c = parse(
+            "ctx",
+            "Status: !`git status --short` and !`git diff $1`\n! ls $1\nReview $ARGUMENTS.",
+            PathBuf::new(),
+        );
+        let (prompt, shell) = expand_trusted(&c, "src");
+        assert_eq!(shell, ["git status --short", "git diff src", "ls src"]);
+        assert_eq!(
+            prompt,
+            "Status: `git status --short` and `git diff src`\nReview src."
+        );
+        // Untrusted: the same lines are dropped.
+        assert_eq!(expand(&c, "src"), ("Review src.".to_string(), 2));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Markdown of the model's replies as styled terminal lines: headings
 //! bold, emphasis, lists with bullets or numbers, links, quotes, and code
-//! (inline and fenced) in a foreground of its own.
+//! (inline and fenced) in a foreground of its own; fenced code in a known
+//! language syntax-highlighted ([`super::highlight`]).
 //!
 //! A pure function of the text (pulldown-cmark does the parsing): it never
 //! draws, wraps or loses text — what it does not know it shows as text.
@@ -20,6 +21,8 @@ struct Builder {
     lists: Vec<Option<u64>>,
     quote: usize,
     in_code: bool,
+    /// The open fenced block: its language and the code so far.
+    code: Option<(String, String)>,
     link: Option<String>,
 }
 
@@ -47,6 +50,10 @@ impl Builder {
     }
 
     fn text(&mut self, text: &str) {
+        if let Some((_, code)) = &mut self.code {
+            code.push_str(text);
+            return;
+        }
         let style = self.style();
         for (i, part) in text.split('\n').enumerate() {
             if i > 0 {
@@ -78,6 +85,7 @@ pub fn render(text: &str) -> Vec<Line<'static>> {
         lists: Vec::new(),
         quote: 0,
         in_code: false,
+        code: None,
         link: None,
     };
     let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
@@ -156,7 +164,11 @@ fn start(b: &mut Builder, tag: Tag<'_>) {
                 ));
             }
             b.in_code = true;
-            b.current.push(Span::raw(b.prefix() + "    "));
+            let lang = match &kind {
+                CodeBlockKind::Fenced(lang) => lang.to_string(),
+                CodeBlockKind::Indented => String::new(),
+            };
+            b.code = Some((lang, String::new()));
             b.push_style(|_| Style::default().fg(CODE));
         }
         Tag::List(first) => {
@@ -205,11 +217,9 @@ fn end(b: &mut Builder, tag: TagEnd) {
         TagEnd::CodeBlock => {
             b.styles.pop();
             b.in_code = false;
-            // The block's last newline left an indent-only line.
-            if b.current.len() == 1 {
-                b.current.clear();
+            if let Some((lang, code)) = b.code.take() {
+                code_lines(b, &lang, &code);
             }
-            b.flush();
         }
         TagEnd::List(_) => {
             b.flush();
@@ -227,6 +237,22 @@ fn end(b: &mut Builder, tag: TagEnd) {
         _ => {
             b.styles.pop();
         }
+    }
+}
+
+/// A fenced block's lines, indented: highlighted when its language is
+/// known, else in the code colour.
+fn code_lines(b: &mut Builder, lang: &str, code: &str) {
+    let indent = b.prefix() + "    ";
+    let lines = super::highlight::highlight(lang, code).unwrap_or_else(|| {
+        code.lines()
+            .map(|l| vec![Span::styled(l.to_string(), Style::default().fg(CODE))])
+            .collect()
+    });
+    for spans in lines {
+        let mut line = vec![Span::raw(indent.clone())];
+        line.extend(spans);
+        b.lines.push(Line::from(line));
     }
 }
 
@@ -342,7 +368,23 @@ mod tests {
             .iter()
             .find(|l| l.to_string().contains("fn main"))
             .unwrap();
-        assert!(code_line.spans.iter().any(|s| s.style.fg == Some(CODE)));
+        // Highlighted: coloured, in more than one colour.
+        let colours: std::collections::HashSet<_> = code_line
+            .spans
+            .iter()
+            .filter(|s| !s.content.trim().is_empty())
+            .map(|s| s.style.fg)
+            .collect();
+        assert!(colours.len() >= 2, "{code_line:?}");
+        assert!(!colours.contains(&None) && !colours.contains(&Some(Color::Reset)));
+        // Without a known language: the code colour.
+        let plain_code = render(
+            "```
+some code
+```",
+        );
+        assert_eq!(plain(&plain_code), ["    some code"]);
+        assert_eq!(plain_code[0].spans[1].style.fg, Some(CODE));
         let em = lines[2].spans.iter().find(|s| s.content == "em").unwrap();
         assert!(em.style.add_modifier.contains(Modifier::ITALIC));
     }

@@ -1,7 +1,7 @@
 //! `@path` mentions in a prompt: the project's files for fuzzy completion
 //! (gitignore- and `.kajiignore`-aware, via the `ignore` crate), and the
 //! mentioned files attached to the prompt as the `Read` tool returns them
-//! (its caps, its refusals).
+//! (its caps, its refusals; an image as an image block after the prompt).
 //!
 //! It never writes anything and never reads a file the `Read` tool would
 //! refuse: attaching goes through that tool.
@@ -107,19 +107,23 @@ pub fn mentioned(prompt: &str) -> Vec<String> {
 /// The prompt with each mentioned file that exists attached after it, as
 /// `Read` returns it; the notes say what was attached or refused.
 /// Mentions of things that are not files stay plain text.
-pub async fn attach(prompt: &str, cwd: &Path) -> (String, Vec<String>) {
+pub async fn attach(
+    prompt: &str,
+    cwd: &Path,
+) -> (String, Vec<kaji_protocol::ContentBlock>, Vec<String>) {
     let mut out = prompt.to_string();
     let mut notes = Vec::new();
+    let mut images = Vec::new();
     let paths: Vec<String> = mentioned(prompt)
         .into_iter()
         .filter(|p| cwd.join(p).is_file())
         .collect();
     if paths.is_empty() {
-        return (out, notes);
+        return (out, images, notes);
     }
     let tools = kaji_tools::builtin_tools();
     let Some(read) = tools.get("Read") else {
-        return (out, notes);
+        return (out, images, notes);
     };
     let ctx = kaji_tools::ToolContext::new(cwd);
     for path in paths {
@@ -129,12 +133,13 @@ pub async fn attach(prompt: &str, cwd: &Path) -> (String, Vec<String>) {
                     "\n\n<file path=\"{path}\">\n{}\n</file>",
                     output.content
                 ));
+                images.extend(output.images.iter().map(|i| i.block()));
                 notes.push(format!("  attached @{path}"));
             }
             Err(e) => notes.push(format!("  @{path} not attached: {e}")),
         }
     }
-    (out, notes)
+    (out, images, notes)
 }
 
 #[cfg(test)]
@@ -178,7 +183,9 @@ mod tests {
     async fn attaches_files_as_read_returns_them() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
-        let (prompt, notes) = attach("summarise @notes.txt and @missing.txt", dir.path()).await;
+        let (prompt, images, notes) =
+            attach("summarise @notes.txt and @missing.txt", dir.path()).await;
+        assert!(images.is_empty());
         assert!(
             prompt
                 .starts_with("summarise @notes.txt and @missing.txt\n\n<file path=\"notes.txt\">")
@@ -189,5 +196,29 @@ mod tests {
         );
         assert!(!prompt.contains("missing.txt\">"), "{prompt}");
         assert_eq!(notes, ["  attached @notes.txt"]);
+    }
+
+    #[tokio::test]
+    async fn an_image_is_attached_as_an_image() {
+        // A 1×1 PNG.
+        const PNG: &[u8] = &[
+            0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d, 0x49, 0x48, 0x44, 0x52,
+            0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1f, 0x15, 0xc4, 0x89, 0, 0, 0, 0x0d, 0x49,
+            0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0, 0x1f, 0, 0x05, 0, 0x01,
+            0xff, 0x89, 0x99, 0x3d, 0x1d, 0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60,
+            0x82,
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("shot.png"), PNG).unwrap();
+        let (prompt, images, notes) = attach("what is in @shot.png", dir.path()).await;
+        assert_eq!(notes, ["  attached @shot.png"], "{prompt}");
+        assert!(prompt.contains("1x1 pixels"), "{prompt}");
+        match images.as_slice() {
+            [kaji_protocol::ContentBlock::Image { media_type, data }] => {
+                assert_eq!(media_type, "image/png");
+                assert!(!data.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

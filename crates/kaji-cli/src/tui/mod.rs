@@ -14,10 +14,15 @@
 mod app;
 mod commands;
 mod diff;
+#[cfg(test)]
+mod frame_tests;
+mod highlight;
 mod input;
+mod local;
 mod markdown;
 mod mentions;
 mod render;
+mod rewind;
 
 use std::io::Write;
 use std::sync::Arc;
@@ -106,6 +111,8 @@ enum UiMessage {
     Done(Result<TaskOutcome, String>),
     /// `/compact` ended.
     Compacted(Result<(), String>),
+    /// A `!command` ended.
+    Shell(Result<kaji_core::session::ShellOutcome, String>),
     /// The project's files, for `@` completion (scanned in the
     /// background at start).
     Files(Vec<String>),
@@ -138,6 +145,8 @@ impl TaskFrontend for TuiFrontend {
 pub async fn run(mut args: TuiArgs) -> i32 {
     // A person answers here: a reply without a tool ends the turn.
     args.agent.text_reply_default = Some(kaji_core::config::TextReply::Finish);
+    // Commands' output is shown while they run.
+    args.agent.live_output = true;
     let kaji_home = crate::paths::kaji_home();
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
@@ -405,22 +414,32 @@ async fn switch(
     }
 }
 
-/// The prompt with the files it mentions (`@path`) attached.
-async fn with_mentions(app: &mut App, session: &Session, prompt: String) -> String {
-    let (prompt, notes) = mentions::attach(&prompt, &session.cwd()).await;
+/// The prompt with the files it mentions (`@path`) attached, and the
+/// images among them.
+async fn with_mentions(
+    app: &mut App,
+    session: &Session,
+    prompt: String,
+) -> (String, Vec<kaji_protocol::ContentBlock>) {
+    let (prompt, images, notes) = mentions::attach(&prompt, &session.cwd()).await;
     for note in notes {
         app.note(note);
     }
-    prompt
+    (prompt, images)
 }
 
 /// Runs one prompt of the session in the background; its end comes back
 /// as [`UiMessage::Done`].
-fn start_prompt(session: &Arc<Session>, tx: &mpsc::UnboundedSender<UiMessage>, prompt: String) {
+fn start_prompt(
+    session: &Arc<Session>,
+    tx: &mpsc::UnboundedSender<UiMessage>,
+    (prompt, images): (String, Vec<kaji_protocol::ContentBlock>),
+) {
     let session = Arc::clone(session);
     let tx = tx.clone();
     tokio::spawn(async move {
-        let handle = tokio::spawn(async move { session.submit(prompt).await });
+        let handle =
+            tokio::spawn(async move { session.submit_with_attachments(prompt, images).await });
         let outcome = match handle.await {
             Ok(Ok(outcome)) => Ok(outcome),
             Ok(Err(e)) => Err(e.to_string()),
@@ -451,7 +470,12 @@ async fn event_loop(
         home.as_deref(),
     );
     let (custom, command_warnings) = commands::load(&dirs);
+    // The first code block should not wait for the syntaxes to load.
+    tokio::task::spawn_blocking(highlight::warm_up);
     app.custom = custom;
+    app.trusted = agent.trust
+        || kaji_core::trust::is_trusted(&crate::paths::kaji_home(), session.project_dir())
+            .unwrap_or(false);
     app.seed_usage(&session.usage());
     {
         let root = session.cwd();
@@ -460,8 +484,10 @@ async fn event_loop(
             let _ = tx.send(UiMessage::Files(mentions::scan(&root, mentions::MAX_FILES)));
         });
     }
-    // The ids of the last `/sessions` listing, for `/resume N`.
+    // The ids of the last `/sessions` listing, for `/resume N`, and of
+    // the last `/checkpoints` listing, for `/checkpoints restore N`.
     let mut listed: Vec<String> = Vec::new();
+    let mut checkpoints_listed: Vec<String> = Vec::new();
     for w in warnings.into_iter().chain(command_warnings) {
         app.error(w);
     }
@@ -469,6 +495,7 @@ async fn event_loop(
         app.show_history(&session.history());
     }
     if let Some(prompt) = first_prompt.filter(|p| !p.trim().is_empty()) {
+        let prompt = with_mentions(&mut app, session, prompt).await;
         app.task_started();
         start_prompt(session, tx, prompt);
     }
@@ -556,6 +583,67 @@ async fn event_loop(
                             app.note(format!("  model: {model} from the next prompt on"));
                         }
                     }
+                    Action::Agents => app.note(local::agents_text(
+                        &session.runtime().list(),
+                        &session.subagent_usage(),
+                    )),
+                    Action::Checkpoints(command) => {
+                        let home = crate::paths::kaji_home();
+                        match local::checkpoints(&home, &session.cwd(), command, &mut checkpoints_listed).await {
+                            Ok(text) => app.note(text),
+                            Err(e) => app.error(format!("/checkpoints: {e}")),
+                        }
+                    }
+                    Action::Shell(command) => {
+                        app.on_event(TaskEvent::Say {
+                            id: u64::MAX,
+                            kind: kaji_protocol::SayKind::UserFeedback,
+                            text: format!("!{command}"),
+                            partial: false,
+                            payload: None,
+                        });
+                        app.task_started();
+                        let session = Arc::clone(session);
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            let done = session.run_shell(&command).await.map_err(|e| e.to_string());
+                            let _ = tx.send(UiMessage::Shell(done));
+                        });
+                    }
+                    Action::ShellThenSubmit(commands, prompt) => {
+                        app.task_started();
+                        let session = Arc::clone(session);
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            for command in commands {
+                                if let Err(e) = session.run_shell(&command).await {
+                                    let _ = tx.send(UiMessage::Done(Err(e.to_string())));
+                                    return;
+                                }
+                            }
+                            let done = session.submit(prompt).await.map_err(|e| e.to_string());
+                            let _ = tx.send(UiMessage::Done(done));
+                        });
+                    }
+                    Action::RewindMenu => app.open_rewind(session.user_prompts()),
+                    Action::Rewind(index) => match session.rewind(index) {
+                        Ok(prompt) => {
+                            app.switch_session(status_info(session), &session.history());
+                            app.rewound(prompt);
+                        }
+                        Err(e) => app.error(format!("rewind: {e}")),
+                    },
+                    Action::RestoreFiles(id) => {
+                        let home = crate::paths::kaji_home();
+                        let restored = match kaji_core::checkpoints::CheckpointStore::open(&home, &session.cwd()) {
+                            Ok(store) => local::restore(&store, &id).await,
+                            Err(e) => Err(e.to_string()),
+                        };
+                        match restored {
+                            Ok(text) => app.note(text),
+                            Err(e) => app.error(format!("restore: {e}")),
+                        }
+                    }
                     Action::Abort => {
                         session.abort();
                         app.pending = None;
@@ -581,6 +669,22 @@ async fn event_loop(
                             app.on_ask(request, reply);
                         }
                         UiMessage::Files(files) => app.files = files,
+                        UiMessage::Shell(done) => {
+                            app.task_ended();
+                            app.bell = true;
+                            match done {
+                                Ok(outcome) if outcome.denied => {
+                                    app.note("  not run: the conversation is unchanged".into())
+                                }
+                                Ok(_) => app.note("  (the command and its output are in the conversation)".into()),
+                                Err(e) => app.error(format!("!command: {e}")),
+                            }
+                            if !quitting && let Some(prompt) = app.next_queued() {
+                                let prompt = with_mentions(&mut app, session, prompt).await;
+                                app.task_started();
+                                start_prompt(session, tx, prompt);
+                            }
+                        }
                         UiMessage::Compacted(done) => {
                             app.task_ended();
                             if let Err(e) = done {

@@ -21,11 +21,16 @@ fn style_of(style: EntryStyle) -> Style {
             .add_modifier(Modifier::DIM)
             .add_modifier(Modifier::ITALIC),
         EntryStyle::Tool => Style::default().fg(Color::Cyan),
-        EntryStyle::ToolResult | EntryStyle::Note => Style::default().add_modifier(Modifier::DIM),
+        EntryStyle::ToolResult | EntryStyle::Note | EntryStyle::Live => {
+            Style::default().add_modifier(Modifier::DIM)
+        }
         EntryStyle::ToolError | EntryStyle::Error => Style::default().fg(Color::Red),
         EntryStyle::Completion => Style::default().fg(Color::Green),
     }
 }
+
+/// How many of a running command's last lines are shown.
+const LIVE_LINES: usize = 8;
 
 /// Brings the Markdown rendering of entry `i` up to date.
 fn update_markdown(app: &mut App, i: usize) {
@@ -44,6 +49,16 @@ fn plain_lines(app: &App, i: usize) -> Vec<Line<'static>> {
         }
         return lines;
     }
+    // A running command's output: its last lines, under the call.
+    if entry.style == EntryStyle::Live {
+        let shown: Vec<&str> = entry.text.lines().collect();
+        let from = shown.len().saturating_sub(LIVE_LINES);
+        return shown[from..]
+            .iter()
+            .map(|l| Line::styled(format!("  │ {}", l.replace('\t', "  ")), style))
+            .collect();
+    }
+    // Reasoning is folded to its first line until Ctrl-O opens it.
     if entry.style == EntryStyle::Reasoning && !app.expanded {
         return folded_reasoning(&entry.text, style);
     }
@@ -201,7 +216,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &mut App) {
     } else {
         panel.len().min(8) as u16 + 1
     };
-    let mut menu = app.menu();
+    let mut menu = app.rewind_menu().unwrap_or_else(|| app.menu());
     if menu.is_empty() {
         menu = app
             .file_menu()
@@ -303,6 +318,16 @@ fn draw_input(frame: &mut Frame<'_>, app: &App, area: Rect, rows: u16) {
         }
         None if app.running => " task running: Enter queues, Esc aborts ".to_string(),
         None => " prompt (Enter sends, Shift-Enter newline, Ctrl-D quits) ".to_string(),
+    };
+    // A narrow terminal gets the title's first word, not a cut sentence.
+    let title = if title.chars().count() + 2 > area.width as usize {
+        let word = title
+            .split([' ', ':'])
+            .find(|w| !w.is_empty())
+            .unwrap_or("");
+        format!(" {word} ")
+    } else {
+        title
     };
     // Long lines scroll sideways, many lines up, so the cursor stays
     // visible.

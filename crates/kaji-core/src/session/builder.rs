@@ -227,6 +227,7 @@ impl SessionBuilder {
             role: self.options.role,
             files: self.files.clone(),
             skills_section,
+            live_output: self.options.live_output,
         };
         let source = if restored.is_some() {
             "resume"

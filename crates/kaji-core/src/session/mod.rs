@@ -18,6 +18,8 @@ pub mod persist;
 pub mod record;
 pub mod recorder;
 pub mod replay;
+pub mod rewind;
+pub mod shell;
 pub mod store;
 pub mod store_error;
 pub mod transcript;
@@ -45,6 +47,8 @@ pub use options::{ResumeFrom, SessionOptions};
 pub use persist::{Restored, RestoredState, SessionFiles};
 use record::SessionRecord;
 use recorder::Recorder;
+pub use rewind::UserPrompt;
+pub use shell::ShellOutcome;
 
 /// What lives as long as the conversation and is shared by its Tasks.
 pub(crate) struct Services {
@@ -83,6 +87,8 @@ pub(crate) struct Services {
     pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
     /// The system prompt's `# Skills` section (empty: no skills).
     pub skills_section: String,
+    /// Whether commands' output reaches the front end as it comes.
+    pub live_output: bool,
 }
 
 /// The conversation's state between prompts.
@@ -148,6 +154,9 @@ pub struct Session {
     live: Mutex<(Arc<dyn ModelProvider>, kaji_llm::Reasoning)>,
     /// SessionEnd has run.
     ended: AtomicBool,
+    /// The task-start checkpoints of the prompts this process ran, by the
+    /// number of the user message each prompt is ([`rewind`]).
+    start_slots: Mutex<Vec<(usize, rewind::CheckpointSlot)>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -203,6 +212,7 @@ impl Session {
             busy: AtomicBool::new(false),
             running: Mutex::new(None),
             subagent_usage: Arc::new(Mutex::new(Usage::default())),
+            start_slots: Mutex::new(Vec::new()),
         })
     }
 
@@ -335,6 +345,15 @@ impl Session {
         usage
     }
 
+    /// Tokens the session's sub-agents used so far (part of
+    /// [`Session::usage`]).
+    pub fn subagent_usage(&self) -> Usage {
+        *self
+            .subagent_usage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Model turns so far, over every prompt.
     pub fn turns(&self) -> u32 {
         self.lock().turns
@@ -433,18 +452,31 @@ impl Session {
         self.submit_with(task_id, prompt, Vec::new()).await
     }
 
+    /// As [`Session::submit`], with blocks the user attached after the
+    /// prompt's text (images: `ContentBlock::Image`).
+    pub async fn submit_with_attachments(
+        &self,
+        prompt: String,
+        attachments: Vec<ContentBlock>,
+    ) -> Result<TaskOutcome, SessionError> {
+        self.submit_with(crate::task::new_task_id(), prompt, attachments)
+            .await
+    }
+
     /// As [`Session::submit_as`], with blocks the user attached (images,
     /// [`kaji_protocol::ContentBlock::Image`]) sent after the prompt.
     pub async fn submit_with(
         &self,
         task_id: String,
         prompt: String,
-        attachments: Vec<kaji_protocol::ContentBlock>,
+        attachments: Vec<ContentBlock>,
     ) -> Result<TaskOutcome, SessionError> {
         if self.busy.swap(true, Ordering::SeqCst) {
             return Err(SessionError::Busy);
         }
-        let task = self.new_task(task_id);
+        let index = transcript::user_texts(&self.history()).len();
+        let slot = self.new_start_slot(index);
+        let task = self.new_task(task_id, Some(slot));
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(task.abort_handle());
         if let Some(files) = &self.files {
             files.prompt_started(&prompt);
@@ -469,7 +501,7 @@ impl Session {
 
     /// The Task for the next prompt: the session's services, the
     /// conversation as it stands, the rule files as they are now.
-    fn new_task(&self, task_id: String) -> Task {
+    fn new_task(&self, task_id: String, start_checkpoint: Option<rewind::CheckpointSlot>) -> Task {
         let s = &self.services;
         let (history, mode, mode_before_plan, cwd, resumed, session_context) = {
             let mut st = self.lock();
@@ -526,6 +558,8 @@ impl Session {
         config.checkpoints = builder::open_checkpoints(s.checkpoints, &s.kaji_home, &cwd)
             .ok()
             .flatten();
+        config.start_checkpoint = start_checkpoint;
+        config.live_output = s.live_output;
         config.agents = Some(Arc::new(self.subagent_spawner(&cwd, mode)));
         config.owner = s.owner.clone();
         config.role = s.role;
@@ -544,7 +578,7 @@ impl Session {
         if self.busy.swap(true, Ordering::SeqCst) {
             return Err(SessionError::Busy);
         }
-        let task = self.new_task(crate::task::new_task_id());
+        let task = self.new_task(crate::task::new_task_id(), None);
         let result = task.compact_now(instructions).await;
         if let Ok(outcome) = &result {
             self.lock().history = outcome.history.clone();

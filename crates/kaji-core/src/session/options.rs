@@ -60,6 +60,9 @@ pub struct SessionOptions {
     /// (`on_text_reply`): the front end's default — `finish` where a person
     /// answers, `nudge` headless.
     pub text_reply_default: TextReply,
+    /// Foreground commands' output reaches the front end as it comes
+    /// (the terminal UI); off by default.
+    pub live_output: bool,
     /// Trust the project for this session (`--trust`), whatever
     /// `trusted.toml` says.
     pub trust: bool,
@@ -104,6 +107,7 @@ impl Default for SessionOptions {
             resume: None,
             kind: SessionKind::Main,
             text_reply_default: TextReply::Nudge,
+            live_output: false,
             trust: false,
             allow: Vec::new(),
             deny: Vec::new(),

@@ -72,6 +72,26 @@ pub fn history_events(history: &[Message]) -> Vec<TaskEvent> {
     events
 }
 
+/// The user's own texts in `history`, in order: `(message index, block
+/// index, text)` of each user text block kaji did not add itself (the
+/// ones [`history_events`] shows as `user_feedback`).
+pub fn user_texts(history: &[Message]) -> Vec<(usize, usize, &str)> {
+    let mut out = Vec::new();
+    for (m, message) in history.iter().enumerate() {
+        if message.role != Role::User {
+            continue;
+        }
+        for (b, block) in message.content.iter().enumerate() {
+            if let ContentBlock::Text { text } = block
+                && !is_notice(text)
+            {
+                out.push((m, b, text.as_str()));
+            }
+        }
+    }
+    out
+}
+
 /// Texts kaji itself put into a user message: results in the xml protocol,
 /// hook context, reminders, notices.
 fn is_notice(text: &str) -> bool {

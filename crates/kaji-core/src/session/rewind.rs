@@ -1,0 +1,120 @@
+//! Rewinding a conversation: back to just before one of the user's
+//! messages (Claude Code's Esc Esc), and which checkpoint holds the files
+//! as they were then.
+//!
+//! A user message here is what a transcript shows as the user's: a text
+//! block of a user message that kaji did not add itself
+//! ([`super::transcript::user_texts`]), numbered from 0. A rewind keeps
+//! everything before it (tool results of the same message included, so
+//! every tool call keeps its result), records the new history as a
+//! `history_replaced` record with reason `rewind` (a resume sees the
+//! rewound conversation), and never touches the files: restoring them is
+//! the front end's choice, from [`UserPrompt::checkpoint`]. Tokens already
+//! spent stay counted.
+
+use std::sync::{Arc, Mutex};
+
+use kaji_protocol::Message;
+
+use super::record::SessionRecord;
+use super::transcript::user_texts;
+use super::{Session, SessionError};
+
+/// Where a prompt's task-start checkpoint id arrives.
+pub(crate) type CheckpointSlot = Arc<Mutex<Option<String>>>;
+
+/// One user message the conversation can be rewound to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserPrompt {
+    /// Its number among the user messages, from 0.
+    pub index: usize,
+    /// What the user wrote.
+    pub text: String,
+    /// The checkpoint of the files as they were when it was sent (the
+    /// task-start checkpoint of its prompt), when this process ran it
+    /// with checkpoints on.
+    pub checkpoint: Option<String>,
+}
+
+/// The history before user message `index`, or `None` if there is no
+/// such message.
+pub fn history_before(history: &[Message], index: usize) -> Option<Vec<Message>> {
+    let (message, block, _) = *user_texts(history).get(index)?;
+    let mut kept = history[..message].to_vec();
+    let mut last = history[message].clone();
+    last.content.truncate(block);
+    if !last.content.is_empty() {
+        kept.push(last);
+    }
+    Some(kept)
+}
+
+impl Session {
+    /// The user messages of the conversation, oldest first, with the
+    /// checkpoint of each one's start where known.
+    pub fn user_prompts(&self) -> Vec<UserPrompt> {
+        let history = self.history();
+        let slots = self.start_checkpoints();
+        user_texts(&history)
+            .into_iter()
+            .enumerate()
+            .map(|(index, (_, _, text))| UserPrompt {
+                index,
+                text: text.to_string(),
+                checkpoint: slots
+                    .iter()
+                    .find(|(i, _)| *i == index)
+                    .and_then(|(_, slot)| slot.lock().unwrap_or_else(|e| e.into_inner()).clone()),
+            })
+            .collect()
+    }
+
+    /// Rolls the conversation back to just before user message `index`
+    /// and returns that message (for the front end to offer it for
+    /// editing). Refused while a prompt runs.
+    pub fn rewind(&self, index: usize) -> Result<UserPrompt, SessionError> {
+        if self.is_busy() {
+            return Err(SessionError::Busy);
+        }
+        let prompt =
+            self.user_prompts().into_iter().nth(index).ok_or_else(|| {
+                SessionError::Usage(format!("no user message {index} to rewind to"))
+            })?;
+        let history = {
+            let mut st = self.lock();
+            let kept = history_before(&st.history, index).ok_or_else(|| {
+                SessionError::Usage(format!("no user message {index} to rewind to"))
+            })?;
+            st.history = kept.clone();
+            kept
+        };
+        self.start_slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(i, _)| *i < index);
+        self.recorder.record_synced(SessionRecord::HistoryReplaced {
+            history,
+            reason: "rewind".into(),
+            tokens_before: None,
+            tokens_after: None,
+        });
+        Ok(prompt)
+    }
+
+    fn start_checkpoints(&self) -> Vec<(usize, CheckpointSlot)> {
+        self.start_slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// A slot for the task-start checkpoint of the prompt about to run,
+    /// which will be user message `index`.
+    pub(crate) fn new_start_slot(&self, index: usize) -> CheckpointSlot {
+        let slot = CheckpointSlot::default();
+        let mut slots = self.start_slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.retain(|(i, _)| *i != index);
+        slots.push((index, Arc::clone(&slot)));
+        slot
+    }
+}
