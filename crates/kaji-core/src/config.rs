@@ -117,6 +117,14 @@ pub struct KajiConfig {
     pub tool_result_max_chars: Option<usize>,
     /// `[models."<name>"]`: context window and prices per model.
     pub models: kaji_llm::pricing::ModelOverrides,
+    /// `[model_aliases]`: what an agent file's `model: sonnet` (or any
+    /// alias) means with this provider.
+    pub model_aliases: BTreeMap<String, String>,
+    /// `token_budget`: the total tokens a sub-agent may use unless its
+    /// type sets `token_budget` itself.
+    pub token_budget: Option<u64>,
+    /// `max_agent_depth`: how deep sub-agents nest (default 2).
+    pub max_agent_depth: Option<u32>,
     /// `on_text_reply`: `nudge` or `finish` (default: the front end's).
     pub on_text_reply: Option<TextReply>,
     /// `compaction`: `auto` (default), `manual` or `off`.
@@ -418,6 +426,9 @@ impl KajiConfig {
             max_mistakes: file.max_mistakes,
             tool_result_max_chars: file.tool_result_max_chars,
             models: file.models,
+            model_aliases: file.model_aliases,
+            token_budget: file.token_budget,
+            max_agent_depth: file.max_agent_depth,
             compaction: file.compaction,
             on_text_reply: file.on_text_reply,
             auto_compact_threshold: match file.auto_compact_threshold {
@@ -479,6 +490,9 @@ impl KajiConfig {
             project.auto_compact_threshold,
         );
         self.models.extend(project.models);
+        self.model_aliases.extend(project.model_aliases);
+        over(&mut self.token_budget, project.token_budget);
+        over(&mut self.max_agent_depth, project.max_agent_depth);
         self.hooks.extend(project.hooks);
         self.mcp_servers.extend(project.mcp_servers);
         self.permissions.extend(project.permissions);
@@ -661,6 +675,10 @@ struct ConfigFile {
     tool_result_max_chars: Option<usize>,
     #[serde(default)]
     models: kaji_llm::pricing::ModelOverrides,
+    #[serde(default)]
+    model_aliases: BTreeMap<String, String>,
+    token_budget: Option<u64>,
+    max_agent_depth: Option<u32>,
     compaction: Option<Compaction>,
     on_text_reply: Option<TextReply>,
     auto_compact_threshold: Option<Spanned<f64>>,

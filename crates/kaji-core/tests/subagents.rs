@@ -306,3 +306,48 @@ async fn a_background_sub_agent_is_read_with_task_output_and_stopped_with_task_s
     server.release();
     session.shutdown().await;
 }
+
+#[tokio::test]
+async fn model_aliases_and_the_depth_limit_come_from_the_settings() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let work = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        home.path().join("config.toml"),
+        "max_agent_depth = 1\ntoken_budget = 100000\n\n[model_aliases]\nhaiku = \"scripted-small\"\n",
+    )
+    .expect("settings");
+    // The general-purpose sub-agent (model haiku) tries a sub-agent of its
+    // own, which the depth limit of 1 refuses.
+    let general = Script::new([
+        Turn::tool_call(
+            "Agent",
+            json!({"description": "deeper", "prompt": "go deeper", "subagent_type": "Explore"}),
+        ),
+        Turn::tool_call(
+            "AttemptCompletion",
+            json!({"result": "refused, as it should"}),
+        ),
+    ]);
+    let main = Script::new([
+        Turn::tool_call(
+            "Agent",
+            json!({"description": "look", "prompt": "Look around", "subagent_type": "general-purpose", "model": "haiku"}),
+        ),
+        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+    ])
+    .with_agent(GENERAL, general);
+    let server = ScriptedModelServer::start(main).await;
+    let session = session(home.path(), work.path(), &server, SubagentLimits::default()).await;
+    session.submit("look".into()).await.expect("submit");
+    let requests = server.requests();
+    let child: Vec<_> = requests
+        .iter()
+        .filter(|r| r.agent.as_deref() == Some(GENERAL))
+        .collect();
+    assert_eq!(
+        child[0].body["model"], "scripted-small",
+        "the alias maps haiku"
+    );
+    let refused = results_text(&child[1].body);
+    assert!(refused.contains("depth limit (1)"), "{refused}");
+}

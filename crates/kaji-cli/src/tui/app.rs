@@ -97,7 +97,7 @@ pub enum Action {
     /// `/reasoning LEVEL`: how hard the model thinks from the next prompt.
     Reasoning(kaji_llm::Reasoning),
     /// `/agents`: list the session's agents.
-    Agents,
+    Agents(super::local::AgentsCommand),
     /// `/checkpoints [restore N|ID]`.
     Checkpoints(super::local::CheckpointsCommand),
     /// `!command`: run it as the user's own shell command.
@@ -391,7 +391,10 @@ impl App {
             "/sessions" => return Action::Sessions,
             "/resume" => return Action::Resume((!args.is_empty()).then(|| args.to_string())),
             "/fork" => return Action::Fork,
-            "/agents" => return Action::Agents,
+            "/agents" => match super::local::parse_agents(args) {
+                Ok(command) => return Action::Agents(command),
+                Err(e) => self.error(e),
+            },
             "/checkpoints" => match super::local::parse_checkpoints(args) {
                 Ok(super::local::CheckpointsCommand::Restore(_)) if self.running => {
                     self.notice = busy();

@@ -33,7 +33,7 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("/fork", "continue in a copy of this session"),
     (
         "/agents",
-        "the sub-agents and background agents: status, activity, tokens",
+        "[show|stop ID]: the agents and teammates (status, activity, tokens); read one's transcript or stop it",
     ),
     (
         "/checkpoints",

@@ -46,6 +46,76 @@ pub fn agents_text(tasks: &[RuntimeTaskInfo], subagent_usage: &Usage) -> String 
     lines.join("\n")
 }
 
+/// What `/agents ARGS` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentsCommand {
+    /// List them.
+    List,
+    /// Show the transcript (what this UI has not shown of it yet).
+    Show(String),
+    /// Stop one.
+    Stop(String),
+}
+
+/// Parses the arguments of `/agents`.
+pub fn parse_agents(args: &str) -> Result<AgentsCommand, String> {
+    let mut words = args.split_whitespace();
+    match (words.next(), words.next(), words.next()) {
+        (None, _, _) | (Some("list"), None, _) => Ok(AgentsCommand::List),
+        (Some("show"), Some(id), None) => Ok(AgentsCommand::Show(id.into())),
+        (Some("stop"), Some(id), None) => Ok(AgentsCommand::Stop(id.into())),
+        _ => Err(format!(
+            "/agents {args}: use /agents (list), /agents show ID or /agents stop ID"
+        )),
+    }
+}
+
+/// The reader name the UI reads agents' transcripts under.
+const UI_READER: &str = "ui";
+
+/// `/agents show ID` and `/agents stop ID`: the agent's new transcript, or
+/// what stopping it did. Ids name agent tasks only.
+pub async fn agents_action(
+    runtime: &kaji_tasks::RuntimeTaskRegistry,
+    command: &AgentsCommand,
+) -> Result<String, String> {
+    let id = match command {
+        AgentsCommand::List => return Err("nothing to do".into()),
+        AgentsCommand::Show(id) | AgentsCommand::Stop(id) => id,
+    };
+    let info = runtime.get(id).map_err(|e| e.to_string())?;
+    if !info.task_type.is_agent() {
+        return Err(format!("{id} is a {}, not an agent", info.task_type));
+    }
+    let name = info.agent.clone().unwrap_or_default();
+    match command {
+        AgentsCommand::Stop(_) => {
+            let stopped = runtime.stop(id).await.map_err(|e| e.to_string())?;
+            Ok(format!("  ⚙ {id} {name} — {}", stopped.status.as_str()))
+        }
+        _ => {
+            let read = runtime
+                .read_since_last(UI_READER, id, false, std::time::Duration::ZERO)
+                .await
+                .map_err(|e| e.to_string())?;
+            let text = String::from_utf8_lossy(&read.output);
+            let text = kaji_protocol::terminal::sanitize_terminal(&text, false);
+            let body = if text.trim().is_empty() {
+                "  (nothing new)".to_string()
+            } else {
+                text.lines()
+                    .map(|l| format!("  │ {l}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            Ok(format!(
+                "  ⚙ {id} {name} — {}\n{body}",
+                read.task.status.as_str()
+            ))
+        }
+    }
+}
+
 /// What `/checkpoints ARGS` asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CheckpointsCommand {
@@ -155,7 +225,18 @@ mod tests {
             app.input.set(text);
             app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE))
         };
-        assert_eq!(enter(&mut app, "/agents"), Action::Agents);
+        assert_eq!(
+            enter(&mut app, "/agents"),
+            Action::Agents(AgentsCommand::List)
+        );
+        assert_eq!(
+            enter(&mut app, "/agents show t123"),
+            Action::Agents(AgentsCommand::Show("t123".into()))
+        );
+        assert_eq!(
+            enter(&mut app, "/agents stop t123"),
+            Action::Agents(AgentsCommand::Stop("t123".into()))
+        );
         assert_eq!(
             enter(&mut app, "/checkpoints"),
             Action::Checkpoints(CheckpointsCommand::List)

@@ -583,10 +583,16 @@ async fn event_loop(
                             app.note(format!("  model: {model} from the next prompt on"));
                         }
                     }
-                    Action::Agents => app.note(local::agents_text(
+                    Action::Agents(local::AgentsCommand::List) => app.note(local::agents_text(
                         &session.runtime().list(),
                         &session.subagent_usage(),
                     )),
+                    Action::Agents(command) => {
+                        match local::agents_action(session.runtime(), &command).await {
+                            Ok(text) => app.note(text),
+                            Err(e) => app.error(format!("/agents: {e}")),
+                        }
+                    }
                     Action::Checkpoints(command) => {
                         let home = crate::paths::kaji_home();
                         match local::checkpoints(&home, &session.cwd(), command, &mut checkpoints_listed).await {

@@ -221,7 +221,7 @@ impl SessionBuilder {
             on_text_reply: settings
                 .on_text_reply
                 .unwrap_or(self.options.text_reply_default),
-            subagents: self.options.subagents.clone(),
+            subagents: subagent_limits(&self.options.subagents, &settings),
             persist: self.options.persist,
             owner: owner_name(self.options.agent_name.as_deref(), &session_id),
             role: self.options.role,
@@ -498,6 +498,31 @@ impl SessionBuilder {
         }
         Ok(project_dir.to_path_buf())
     }
+}
+
+/// The sub-agents' limits: the session's options, filled in from the
+/// settings (`[model_aliases]`, `token_budget`, `max_agent_depth`) where
+/// the options leave the defaults.
+fn subagent_limits(
+    options: &crate::subagent::SubagentLimits,
+    settings: &KajiConfig,
+) -> crate::subagent::SubagentLimits {
+    let mut limits = options.clone();
+    for (alias, model) in &settings.model_aliases {
+        limits
+            .model_aliases
+            .entry(alias.clone())
+            .or_insert_with(|| model.clone());
+    }
+    if limits.token_budget.is_none() {
+        limits.token_budget = settings.token_budget;
+    }
+    if limits.max_depth == crate::subagent::DEFAULT_MAX_DEPTH
+        && let Some(depth) = settings.max_agent_depth
+    {
+        limits.max_depth = depth;
+    }
+    limits
 }
 
 /// The main agent's owner name on the task list: the name it was given
