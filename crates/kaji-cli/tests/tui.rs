@@ -776,3 +776,46 @@ async fn a_text_only_reply_ends_the_turn() {
     assert_eq!(server.requests().len(), 1, "a nudge was sent");
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }
+
+/// The agent panel: `/agents` lists a running background agent with its
+/// status, `/agents show ID` prints its transcript, `/agents stop ID`
+/// stops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_lists_shows_and_stops_a_background_agent() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let explore = Script::new([Turn::text("looking around the tree").and_hold()]);
+    let server = ScriptedModelServer::start(
+        Script::new([
+            Turn::tool_call(
+                "Agent",
+                json!({"description": "scan", "prompt": "Scan it", "subagent_type": "Explore", "run_in_background": true}),
+            ),
+            Turn::tool_call("AttemptCompletion", json!({"result": "started it"})),
+        ])
+        .with_agent("You are the Explore sub-agent", explore),
+    )
+    .await;
+    let tmux = launch("agents", home.path(), work.path(), &server);
+    tmux.wait_for("Enter sends").await;
+    submit(&tmux, "start an agent").await;
+    tmux.wait_for("Task complete").await;
+    tmux.send_key("Enter");
+    tmux.wait_for("[completed]").await;
+    server.wait_for_holds(1).await;
+    submit(&tmux, "/agents").await;
+    let screen = tmux.wait_for("— running · scan").await;
+    let re = regex::Regex::new(r"⚙ (a[0-9a-z]+) Explore-").unwrap();
+    let id = re
+        .captures(&screen)
+        .map(|c| c[1].to_string())
+        .unwrap_or_else(|| panic!("no agent id on screen:\n{screen}"));
+    submit(&tmux, &format!("/agents show {id}")).await;
+    tmux.wait_for("looking around the tree").await;
+    submit(&tmux, &format!("/agents stop {id}")).await;
+    tmux.wait_for(&format!("⚙ {id} Explore")).await;
+    tmux.wait_until("the agent killed", |s| s.contains("— killed"))
+        .await;
+    server.release();
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}

@@ -170,3 +170,46 @@ async fn plan_mode_records_the_plan_and_runs_read_only_commands() {
         kaji_tasks::list::TaskStatus::InProgress
     );
 }
+
+#[tokio::test]
+async fn polling_task_output_six_times_with_the_same_answer_is_no_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join(".kaji-home");
+    let runtime = Arc::new(
+        kaji_tasks::RuntimeTaskRegistry::new(
+            &home,
+            "poll",
+            kaji_tasks::runtime::RuntimeConfig::default(),
+        )
+        .unwrap(),
+    );
+    // A background command that prints nothing for as long as the test runs.
+    let running = runtime
+        .start_local_bash("sleep 600", "wait", dir.path(), "main")
+        .await
+        .unwrap();
+    let poll = json!({"task_id": running.id.as_str(), "block": false});
+    let mut turns: Vec<Turn> = (0..6)
+        .map(|_| Turn::tool_call("TaskOutput", poll.clone()))
+        .collect();
+    turns.push(Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "waited"}),
+    ));
+    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    let mut cfg = config(&server, dir.path(), PermissionMode::Yolo);
+    cfg.runtime = Some(Arc::clone(&runtime));
+    cfg.session_id = "poll".into();
+    let (frontend, _rx) = RecordingFrontend::new(deny());
+    let outcome = task(cfg, frontend.clone()).run("wait for it".into()).await;
+    assert_eq!(outcome.status, TaskStatus::Completed);
+    let results = frontend.tool_results();
+    assert_eq!(results.len(), 7, "{results:?}");
+    // The same call with the same answer, six times: polling, not a loop.
+    assert_eq!(results[1].3, results[2].3, "{results:?}");
+    assert!(
+        results.iter().all(|r| !r.3.contains("times in a row")),
+        "{results:?}"
+    );
+    runtime.shutdown().await;
+}

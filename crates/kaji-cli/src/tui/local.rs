@@ -33,6 +33,9 @@ pub fn agents_text(tasks: &[RuntimeTaskInfo], subagent_usage: &Usage) -> String 
             if let Some(activity) = t.activity.as_deref().filter(|a| !a.is_empty()) {
                 line.push_str(&format!(" · {activity}"));
             }
+            if let Some(tokens) = t.tokens {
+                line.push_str(&format!(" · {tokens} tokens"));
+            }
             line
         })
         .collect();

@@ -659,6 +659,9 @@ impl TaskFrontend for SubagentFrontend {
             TaskEvent::Usage(report) => {
                 let used = report.usage.input_tokens + report.usage.output_tokens;
                 let total = self.tokens.fetch_add(used, Ordering::SeqCst) + used;
+                if let Some(handle) = self.transcript.get() {
+                    handle.add_tokens(used);
+                }
                 if let Some(budget) = self.budget
                     && total >= budget
                     && !self.budget_hit.swap(true, Ordering::SeqCst)

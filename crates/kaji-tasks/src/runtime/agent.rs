@@ -75,6 +75,13 @@ impl AgentTaskHandle {
         self.entry.state().activity = Some(activity.to_string());
     }
 
+    /// Adds to the tokens the agent has used (shown by `kaji ps` and the
+    /// UI's `/agents`).
+    pub fn add_tokens(&self, tokens: u64) {
+        let mut st = self.entry.state();
+        st.tokens = Some(st.tokens.unwrap_or(0) + tokens);
+    }
+
     /// Keeps the agent's result for its owner's finished notice (the
     /// transcript holds it too).
     pub fn set_result(&self, result: &str) {
@@ -179,6 +186,7 @@ impl RuntimeTaskRegistry {
                 offsets: HashMap::new(),
                 owner_saw_end: false,
                 activity: None,
+                tokens: None,
                 result: None,
             }),
         });

@@ -277,6 +277,9 @@ pub struct RuntimeTaskInfo {
     /// work, else a few words such as `Bash` or `thinking`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activity: Option<String>,
+    /// For agents: the tokens (input plus output) it has used so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
 }
 
 /// Limits of a registry.
@@ -562,6 +565,8 @@ struct TaskState {
     owner_saw_end: bool,
     /// For agents: what it is doing now.
     activity: Option<String>,
+    /// For agents: tokens used so far.
+    tokens: Option<u64>,
     /// For agents: the result it reported.
     result: Option<String>,
 }
@@ -611,6 +616,7 @@ impl TaskEntry {
             error: st.error.clone().or_else(|| self.log.error()),
             agent: self.agent.clone(),
             activity: st.activity.clone(),
+            tokens: st.tokens,
         }
     }
 
@@ -838,6 +844,7 @@ impl RuntimeTaskRegistry {
                 offsets: HashMap::new(),
                 owner_saw_end: false,
                 activity: None,
+                tokens: None,
                 result: None,
             }),
         });
