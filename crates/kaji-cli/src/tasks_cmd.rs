@@ -280,13 +280,32 @@ fn run_inner(args: TasksArgs) -> Result<(), Failure> {
     } else {
         args.list.filter(|l| !l.trim().is_empty())
     };
-    let url = std::env::var(kaji_tasks::list::pg::TASK_LIST_URL_ENV).ok();
+    let url = std::env::var(kaji_tasks::list::pg::TASK_LIST_URL_ENV)
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .or_else(|| url_setting(&home));
     let target = resolve_target(flag.as_deref(), None, url.as_deref(), DEFAULT_LIST_ID)?;
     match target {
         ListTarget::Files(id) if !db::needs_async(&args.command) => {
             run_files(&home, id, args.json, args.command)
         }
         target => db::run(&home, &target, args.json, args.command),
+    }
+}
+
+/// The `task_list_url` setting for the current directory (the user's
+/// settings, and the project's when it is trusted, as for a session). A
+/// settings file that cannot be read is said on stderr; the list is then
+/// the file store's.
+fn url_setting(home: &Path) -> Option<String> {
+    let cwd = std::env::current_dir().ok()?;
+    let trusted = kaji_core::trust::is_trusted(home, &cwd).unwrap_or(false);
+    match kaji_core::config::KajiConfig::load_gated(home, &cwd, trusted) {
+        Ok((settings, _)) => settings.task_list_url.filter(|u| !u.trim().is_empty()),
+        Err(e) => {
+            eprintln!("kaji tasks: {e}; `task_list_url` is not applied");
+            None
+        }
     }
 }
 

@@ -136,3 +136,21 @@ fn a_database_that_is_down_is_named_without_its_password() {
         "{err}"
     );
 }
+
+#[test]
+fn the_task_list_url_setting_chooses_the_database_for_kaji_tasks() {
+    let home = tempfile::tempdir().unwrap();
+    let list = format!("setting-{}", std::process::id());
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("task_list_url = \"{}\"\n", server().url(&list)),
+    )
+    .unwrap();
+    let (code, _, err) = kaji(home.path(), None, &["create", "from the setting"]);
+    assert_eq!(code, 0, "{err}");
+    // It is on the database (read through the URL), not in a file list.
+    let (code, out, err) = kaji(home.path(), Some(&server().url(&list)), &["list", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("from the setting"), "{out}");
+    assert!(!home.path().join("tasks/default").exists());
+}
