@@ -5,8 +5,11 @@
 //! every one has ended. Wall time for 1 and 16 agents (target: 16 under
 //! twice one), and, printed before the timings, the process's peak RSS
 //! for each (target: under 40 MB with 16; the scripted server lives in
-//! the same process and is counted too). Results go to
-//! docs/benchmarks.md.
+//! the same process and is counted too). Twice: with a model that answers
+//! at once (then the 2 cores' CPU is what 16 agents share: it measures
+//! kaji's own work per round) and with one that streams (a 2 ms pause
+//! before every event, about 20 ms a reply, as a fast real model would).
+//! Results go to docs/benchmarks.md.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,7 +18,7 @@ use async_trait::async_trait;
 use kaji_core::{AskRequest, Session, SessionBuilder, SessionOptions, TaskFrontend};
 use kaji_llm::{ProviderConfig, ProviderKind};
 use kaji_protocol::AskResponse;
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::{Fault, Script, ScriptedModelServer, Turn};
 use serde_json::json;
 
 const EXPLORE: &str = "You are the Explore sub-agent";
@@ -30,7 +33,11 @@ impl TaskFrontend for Quiet {
     }
 }
 
-fn script(agents: usize) -> Script {
+fn script(agents: usize, pause_ms: u64) -> Script {
+    let stream = |turn: Turn| match pause_ms {
+        0 => turn,
+        ms => turn.with_fault(Fault::Slow { delay_ms: ms }),
+    };
     let mut start = Turn::text("Starting the agents.");
     for n in 0..agents {
         start = start.and_tool_call(
@@ -39,24 +46,31 @@ fn script(agents: usize) -> Script {
         );
     }
     let explore = Script::new([
-        Turn::text("Looking for the files.").and_tool_call("Glob", json!({"pattern": "*.txt"})),
-        Turn::text("Found them.")
-            .and_tool_call("AttemptCompletion", json!({"result": "a.txt and b.txt"})),
+        stream(
+            Turn::text("Looking for the files.").and_tool_call("Glob", json!({"pattern": "*.txt"})),
+        ),
+        stream(
+            Turn::text("Found them.")
+                .and_tool_call("AttemptCompletion", json!({"result": "a.txt and b.txt"})),
+        ),
     ]);
     Script::new([
-        start,
-        Turn::tool_call("AttemptCompletion", json!({"result": "started"})),
+        stream(start),
+        stream(Turn::tool_call(
+            "AttemptCompletion",
+            json!({"result": "started"}),
+        )),
     ])
     .with_agent(EXPLORE, explore)
 }
 
 /// One run: start `agents` sub-agents and wait until all have ended.
-async fn run(agents: usize) {
+async fn run(agents: usize, pause_ms: u64) {
     let home = tempfile::tempdir().expect("home");
     let work = tempfile::tempdir().expect("work");
     std::fs::write(work.path().join("a.txt"), "a\n").expect("write");
     std::fs::write(work.path().join("b.txt"), "b\n").expect("write");
-    let server = ScriptedModelServer::start(script(agents)).await;
+    let server = ScriptedModelServer::start(script(agents, pause_ms)).await;
     let mut provider = ProviderConfig::new(
         ProviderKind::Anthropic,
         "scripted",
@@ -104,16 +118,16 @@ fn peak_rss_kb() -> Option<u64> {
 
 /// Peak RSS of one run in a fresh runtime, after resetting the peak to
 /// the present size (`/proc/self/clear_refs` 5).
-fn measure(agents: usize) {
+fn measure(agents: usize, pause_ms: u64) {
     let rt = runtime();
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let before = peak_rss_kb().unwrap_or(0);
     let started = Instant::now();
-    rt.block_on(run(agents));
+    rt.block_on(run(agents, pause_ms));
     let wall = started.elapsed();
     let peak = peak_rss_kb().unwrap_or(0);
     eprintln!(
-        "parallel_agents: {agents:>2} agent(s): peak RSS {:.1} MB (at start {:.1} MB), wall {:.0} ms",
+        "parallel_agents: {agents:>2} agent(s), pause {pause_ms} ms: peak RSS {:.1} MB (at start {:.1} MB), wall {:.0} ms",
         peak as f64 / 1024.0,
         before as f64 / 1024.0,
         wall.as_secs_f64() * 1000.0
@@ -121,13 +135,21 @@ fn measure(agents: usize) {
 }
 
 fn main() {
-    measure(1);
-    measure(16);
+    for pause in [0, 2] {
+        measure(1, pause);
+        measure(16, pause);
+    }
     divan::main();
 }
 
 #[divan::bench(args = [1, 16], sample_count = 10)]
-fn agents_in_parallel(bencher: divan::Bencher, agents: usize) {
+fn instant_model(bencher: divan::Bencher, agents: usize) {
     let rt = runtime();
-    bencher.bench_local(|| rt.block_on(run(agents)));
+    bencher.bench_local(|| rt.block_on(run(agents, 0)));
+}
+
+#[divan::bench(args = [1, 16], sample_count = 10)]
+fn streaming_model(bencher: divan::Bencher, agents: usize) {
+    let rt = runtime();
+    bencher.bench_local(|| rt.block_on(run(agents, 2)));
 }

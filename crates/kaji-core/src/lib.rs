@@ -31,6 +31,8 @@ pub use executor::{CheckpointGate, ToolExecutor, ToolRun};
 pub use frontend::{AskRequest, TaskFrontend};
 pub use parser::ToolProtocol;
 pub use permissions::PermissionMode;
-pub use session::{ResumeFrom, Session, SessionBuilder, SessionError, SessionOptions};
+pub use session::{
+    PromptOptions, ResumeFrom, Session, SessionBuilder, SessionError, SessionOptions,
+};
 pub use task::new_task_id;
 pub use task::{AbortHandle, Task, TaskConfig, TaskOutcome};

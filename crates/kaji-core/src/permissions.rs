@@ -191,6 +191,27 @@ impl SessionApprovals {
         );
     }
 
+    /// Allows what `rules` match (Claude Code syntax) until
+    /// [`SessionApprovals::drop_source`] of the same `source`: a custom
+    /// command's `allowed-tools` for its prompt. A rule that does not
+    /// parse is an error naming it; nothing is added then.
+    pub fn allow_from(&mut self, rules: &[String], source: RuleSource) -> Result<(), String> {
+        let parsed: Vec<Rule> = rules
+            .iter()
+            .map(|r| r.parse::<Rule>().map_err(|e| format!("{r}: {e}")))
+            .collect::<Result<_, _>>()?;
+        for rule in parsed {
+            self.rules
+                .push(kaji_policy::Decision::Allow, rule, source.clone(), true);
+        }
+        Ok(())
+    }
+
+    /// Forgets the rules [`SessionApprovals::allow_from`] added for `source`.
+    pub fn drop_source(&mut self, source: &RuleSource) {
+        self.rules.remove_source(source);
+    }
+
     /// Restores an approval from a rule that [`SessionApprovals::remember`]
     /// returned (a resumed session). A rule that no longer parses is
     /// dropped.

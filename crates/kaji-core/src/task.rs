@@ -914,6 +914,11 @@ impl Task {
         }
     }
 
+    /// Uses `model` for this Task's requests.
+    pub(crate) fn set_model(&mut self, model: String) {
+        self.config.model = model;
+    }
+
     /// A front end's `!command`: runs one tool call outside any model
     /// round, through the same approvals, sandbox, hooks and checkpoints
     /// as the model's calls, and hands back its result and the history.

@@ -124,20 +124,24 @@ pub enum RuleSource {
     Project(PathBuf),
     /// The user's `$KAJI_HOME/config.toml`.
     User(PathBuf),
+    /// A custom command's `allowed-tools` (its file), for the one prompt
+    /// it sends.
+    Command(PathBuf),
 }
 
 impl RuleSource {
     /// The settings file, for sources that are one.
     pub fn path(&self) -> Option<&Path> {
         match self {
-            Self::Local(p) | Self::Project(p) | Self::User(p) => Some(p),
+            Self::Local(p) | Self::Project(p) | Self::User(p) | Self::Command(p) => Some(p),
             Self::Session | Self::Flag => None,
         }
     }
 
-    /// `session`, `flag`, `local`, `project` or `user`.
+    /// `session`, `flag`, `local`, `project`, `user` or `command`.
     pub fn scope(&self) -> &'static str {
         match self {
+            Self::Command(_) => "command",
             Self::Session => "session",
             Self::Flag => "flag",
             Self::Local(_) => "local",
@@ -196,6 +200,13 @@ impl RuleSet {
             source,
             trusted,
         });
+    }
+
+    /// Removes every rule that came from `source`; how many went.
+    pub fn remove_source(&mut self, source: &RuleSource) -> usize {
+        let before = self.entries.len();
+        self.entries.retain(|e| e.source != *source);
+        before - self.entries.len()
     }
 
     /// Every rule, in the order added.

@@ -69,7 +69,7 @@ impl Entry {
 }
 
 /// What the event loop must do after a key press.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Nothing beyond redrawing.
     None,
@@ -110,7 +110,9 @@ pub enum Action {
     RestoreFiles(String),
     /// A custom command in a trusted project: run these shell commands
     /// (as `!command`s), then send the prompt.
-    ShellThenSubmit(Vec<String>, String),
+    ShellThenSubmit(Vec<String>, String, kaji_core::PromptOptions),
+    /// A custom command's prompt with its `model` and `allowed-tools`.
+    SubmitCommand(String, kaji_core::PromptOptions),
 }
 
 /// Where an unanswered ask stands.
@@ -201,6 +203,8 @@ pub struct App {
     pub custom: Vec<CustomCommand>,
     /// Whether the project is trusted (a custom command's `!` lines run).
     pub trusted: bool,
+    /// The project directory (its command files need trust).
+    pub project_dir: Option<std::path::PathBuf>,
     /// The todo checklist as it stands.
     pub todo: Vec<TodoItem>,
     /// The shared task list as it stands.
@@ -414,6 +418,8 @@ impl App {
             self.error(format!("unknown command {name} (/help lists the commands)"));
             return Action::None;
         };
+        let options = self.command_options(&command);
+        let special = options.model.is_some() || options.allow_source.is_some();
         if self.trusted {
             let (prompt, shell) = commands::expand_trusted(&command, args);
             if !shell.is_empty() {
@@ -421,7 +427,7 @@ impl App {
                     self.notice = Some("a task is running: wait, or Esc to abort it".into());
                     return Action::None;
                 }
-                return Action::ShellThenSubmit(shell, prompt);
+                return Action::ShellThenSubmit(shell, prompt, options);
             }
         }
         let (prompt, skipped) = commands::expand(&command, args);
@@ -430,16 +436,45 @@ impl App {
                 "  {name}: {skipped} `!` line(s) left out: running commands from a command file needs a trusted project"
             ));
         }
-        if let Some(model) = &command.model {
-            self.note(format!(
-                "  {name}: its model {model:?} is not applied (use /model)"
-            ));
-        }
         if prompt.is_empty() {
             self.error(format!("{name}: the command expands to nothing"));
             return Action::None;
         }
-        self.send(prompt)
+        if !special {
+            return self.send(prompt);
+        }
+        if self.running {
+            self.notice = Some("a task is running: wait, or Esc to abort it".into());
+            return Action::None;
+        }
+        Action::SubmitCommand(prompt, options)
+    }
+
+    /// A custom command's `model` and `allowed-tools` for its prompt. A
+    /// project's command file allows tools only in a trusted project (a
+    /// repository could ship one); the user's own always.
+    fn command_options(&mut self, command: &commands::CustomCommand) -> kaji_core::PromptOptions {
+        let mut options = kaji_core::PromptOptions {
+            model: command.model.clone().filter(|m| !m.trim().is_empty()),
+            ..kaji_core::PromptOptions::default()
+        };
+        let Some(tools) = command.allowed_tools.as_deref() else {
+            return options;
+        };
+        let from_project = self
+            .project_dir
+            .as_deref()
+            .is_some_and(|p| command.path.starts_with(p));
+        if from_project && !self.trusted {
+            self.note(format!(
+                "  /{}: its allowed-tools are not applied: a project's command file allows tools only in a trusted project",
+                command.name
+            ));
+            return options;
+        }
+        options.allow = commands::allowed_tools(tools);
+        options.allow_source = Some(kaji_policy::RuleSource::Command(command.path.clone()));
+        options
     }
 
     /// `/cost`.

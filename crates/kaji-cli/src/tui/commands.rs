@@ -314,6 +314,34 @@ pub fn help(custom: &[CustomCommand]) -> String {
     out
 }
 
+/// The rules of an `allowed-tools` line: comma-separated (commas inside
+/// parentheses belong to the rule), as Claude Code writes them
+/// (`Bash(git add:*), Bash(git status:*), Read`).
+pub fn allowed_tools(text: &str) -> Vec<String> {
+    let mut rules = Vec::new();
+    let mut depth = 0usize;
+    let mut current = String::new();
+    for c in text.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' | ' ' if depth == 0 => {
+                if !current.trim().is_empty() {
+                    rules.push(current.trim().to_string());
+                }
+                current.clear();
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    if !current.trim().is_empty() {
+        rules.push(current.trim().to_string());
+    }
+    rules
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

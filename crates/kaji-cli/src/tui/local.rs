@@ -300,8 +300,48 @@ mod tests {
             enter(&mut app),
             Action::ShellThenSubmit(
                 vec!["git status".into()],
-                "`git status` then review a.rs".into()
+                "`git status` then review a.rs".into(),
+                kaji_core::PromptOptions::default()
             )
+        );
+    }
+
+    #[test]
+    fn a_command_brings_its_model_and_allowed_tools_in_a_trusted_project_only() {
+        use super::super::app::{Action, App, StatusInfo};
+        use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+        let project = std::path::PathBuf::from("/repo");
+        let mut app = App::new(StatusInfo::default());
+        app.project_dir = Some(project.clone());
+        let file = project.join(".kaji/commands/commit.md");
+        app.custom = vec![super::super::commands::parse(
+            "commit",
+            "---\nallowed-tools: Bash(git add:*), Bash(git commit:*)\nmodel: haiku\n---\nCommit it.",
+            file.clone(),
+        )];
+        let enter = |app: &mut App| {
+            app.input.set("/commit");
+            app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE))
+        };
+        // Untrusted: the model applies, the project's allowed tools do not.
+        let untrusted = kaji_core::PromptOptions {
+            model: Some("haiku".into()),
+            ..kaji_core::PromptOptions::default()
+        };
+        assert_eq!(
+            enter(&mut app),
+            Action::SubmitCommand("Commit it.".into(), untrusted)
+        );
+        app.trusted = true;
+        let trusted = kaji_core::PromptOptions {
+            model: Some("haiku".into()),
+            allow: vec!["Bash(git add:*)".into(), "Bash(git commit:*)".into()],
+            allow_source: Some(kaji_policy::RuleSource::Command(file)),
+            ..kaji_core::PromptOptions::default()
+        };
+        assert_eq!(
+            enter(&mut app),
+            Action::SubmitCommand("Commit it.".into(), trusted)
         );
     }
 

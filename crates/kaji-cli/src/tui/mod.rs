@@ -428,6 +428,31 @@ async fn with_mentions(
     (prompt, images)
 }
 
+/// Runs a custom command's prompt (with its model and allowed tools) in
+/// the background; its end comes back as [`UiMessage::Done`].
+fn start_command(
+    session: &Arc<Session>,
+    tx: &mpsc::UnboundedSender<UiMessage>,
+    prompt: String,
+    options: kaji_core::PromptOptions,
+) {
+    let session = Arc::clone(session);
+    let tx = tx.clone();
+    tokio::spawn(async move {
+        let task_id = kaji_core::task::new_task_id();
+        let run =
+            tokio::spawn(
+                async move { session.submit_with_options(task_id, prompt, options).await },
+            );
+        let outcome = match run.await {
+            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let _ = tx.send(UiMessage::Done(outcome));
+    });
+}
+
 /// Runs one prompt of the session in the background; its end comes back
 /// as [`UiMessage::Done`].
 fn start_prompt(
@@ -473,6 +498,7 @@ async fn event_loop(
     // The first code block should not wait for the syntaxes to load.
     tokio::task::spawn_blocking(highlight::warm_up);
     app.custom = custom;
+    app.project_dir = Some(session.project_dir().to_path_buf());
     app.trusted = agent.trust
         || kaji_core::trust::is_trusted(&crate::paths::kaji_home(), session.project_dir())
             .unwrap_or(false);
@@ -534,6 +560,12 @@ async fn event_loop(
                         let prompt = with_mentions(&mut app, session, prompt).await;
                         app.task_started();
                         start_prompt(session, tx, prompt);
+                    }
+                    Action::SubmitCommand(prompt, mut options) => {
+                        let (prompt, images) = with_mentions(&mut app, session, prompt).await;
+                        options.attachments = images;
+                        app.task_started();
+                        start_command(session, tx, prompt, options);
                     }
                     Action::Clear => session.clear(),
                     Action::Sessions => listed = list_sessions(&mut app, session),
@@ -616,7 +648,7 @@ async fn event_loop(
                             let _ = tx.send(UiMessage::Shell(done));
                         });
                     }
-                    Action::ShellThenSubmit(commands, prompt) => {
+                    Action::ShellThenSubmit(commands, prompt, options) => {
                         app.task_started();
                         let session = Arc::clone(session);
                         let tx = tx.clone();
@@ -627,7 +659,10 @@ async fn event_loop(
                                     return;
                                 }
                             }
-                            let done = session.submit(prompt).await.map_err(|e| e.to_string());
+                            let done = session
+                                .submit_with_options(kaji_core::task::new_task_id(), prompt, options)
+                                .await
+                                .map_err(|e| e.to_string());
                             let _ = tx.send(UiMessage::Done(done));
                         });
                     }

@@ -91,6 +91,21 @@ pub(crate) struct Services {
     pub live_output: bool,
 }
 
+/// What a prompt may carry besides its text ([`Session::submit_with_options`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PromptOptions {
+    /// Blocks sent after the prompt's text (images).
+    pub attachments: Vec<ContentBlock>,
+    /// A model (or an alias of `[model_aliases]`) for this prompt only.
+    pub model: Option<String>,
+    /// Rules (Claude Code syntax: `Bash(git add:*)`) that allow without
+    /// asking while this prompt runs: a custom command's `allowed-tools`.
+    pub allow: Vec<String>,
+    /// Where `allow` comes from (the command's file); `None`: `allow` is
+    /// not applied.
+    pub allow_source: Option<kaji_policy::RuleSource>,
+}
+
 /// The conversation's state between prompts.
 #[derive(Debug, Default)]
 pub(crate) struct Conversation {
@@ -471,17 +486,61 @@ impl Session {
         prompt: String,
         attachments: Vec<ContentBlock>,
     ) -> Result<TaskOutcome, SessionError> {
+        let options = PromptOptions {
+            attachments,
+            ..PromptOptions::default()
+        };
+        self.submit_with_options(task_id, prompt, options).await
+    }
+
+    /// As [`Session::submit_as`], with what a custom command adds to its
+    /// prompt: attachments, a model for this prompt only, and rules that
+    /// allow without asking while it runs. A rule that does not parse is
+    /// [`SessionError::Usage`], and nothing runs.
+    pub async fn submit_with_options(
+        &self,
+        task_id: String,
+        prompt: String,
+        options: PromptOptions,
+    ) -> Result<TaskOutcome, SessionError> {
+        let source = options.allow_source.clone();
+        if let Some(source) = &source {
+            self.approvals
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .allow_from(&options.allow, source.clone())
+                .map_err(|e| SessionError::Usage(format!("allowed-tools: {e}")))?;
+        }
+        let outcome = self.run_prompt(task_id, prompt, options).await;
+        if let Some(source) = &source {
+            self.approvals
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drop_source(source);
+        }
+        outcome
+    }
+
+    async fn run_prompt(
+        &self,
+        task_id: String,
+        prompt: String,
+        options: PromptOptions,
+    ) -> Result<TaskOutcome, SessionError> {
         if self.busy.swap(true, Ordering::SeqCst) {
             return Err(SessionError::Busy);
         }
         let index = transcript::user_texts(&self.history()).len();
         let slot = self.new_start_slot(index);
-        let task = self.new_task(task_id, Some(slot));
+        let mut task = self.new_task(task_id, Some(slot));
+        if let Some(model) = &options.model {
+            task.set_model(self.model_for(model));
+        }
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(task.abort_handle());
         if let Some(files) = &self.files {
             files.prompt_started(&prompt);
         }
-        let outcome = task.run_with(prompt, attachments).await;
+        let outcome = task.run_with(prompt, options.attachments).await;
         if let Some(files) = &self.files {
             files.prompt_ended(outcome.status.as_str(), outcome.turns, &outcome.usage);
         }
@@ -497,6 +556,15 @@ impl Session {
         }
         self.busy.store(false, Ordering::SeqCst);
         Ok(outcome)
+    }
+
+    /// What a model name or alias (`haiku`, from `[model_aliases]`) means.
+    fn model_for(&self, name: &str) -> String {
+        match self.services.subagents.model_aliases.get(name) {
+            Some(model) => model.clone(),
+            None if matches!(name, "inherit" | "") => self.services.provider_config.model.clone(),
+            None => name.to_string(),
+        }
     }
 
     /// The Task for the next prompt: the session's services, the
