@@ -1,13 +1,14 @@
 //! Claims as single statements: `claim_next` (and its leased form, which
-//! also renews the lease) is one `UPDATE … FROM (SELECT … FOR UPDATE SKIP
-//! LOCKED LIMIT 1) … RETURNING` over the partial index of available tasks,
+//! also renews the lease) is one `UPDATE … WHERE id = (SELECT … FOR UPDATE
+//! SKIP LOCKED LIMIT 1) RETURNING` over the partial index of available tasks,
 //! with the dependency check inside the SQL, sent in one round trip and
 //! committed on its own. Many claimers never queue behind one row, and no
 //! claim holds a row lock across a round trip.
 //!
-//! The change is announced after the commit (see
-//! [`PgTaskList::announce`]), so claims do not serialise on NOTIFY's
-//! commit-time lock. This module must never claim a task that is not
+//! The change is announced by a NOTIFY sent in the same round trip, as a
+//! statement of its own behind the claim, so claims never wait for a
+//! second round trip nor hold a row while NOTIFY's commit-time lock is
+//! taken. This module must never claim a task that is not
 //! available, or retry a statement whose outcome is unknown.
 
 use tokio_postgres::Row;
@@ -31,6 +32,9 @@ macro_rules! next_available {
         )
     };
 }
+
+/// The notice of a change of list `$1`.
+const NOTIFY: &str = "SELECT pg_notify('kaji_tasks', $1)";
 
 /// `$1` list, `$2` owner, `$3` now (ms).
 /// The candidate is an uncorrelated scalar subquery, run once (an
@@ -70,10 +74,7 @@ impl PgTaskList {
         ];
         let row = self.statement(CLAIM_NEXT, &params).await?;
         match row {
-            Some(row) => {
-                self.announce().await;
-                Ok(Some(task_of(&row).map_err(|f| self.fail(f))?))
-            }
+            Some(row) => Ok(Some(task_of(&row).map_err(|f| self.fail(f))?)),
             None => {
                 self.highwatermark().await?;
                 Ok(None)
@@ -105,7 +106,6 @@ impl PgTaskList {
             self.highwatermark().await?;
             return Ok(None);
         }
-        self.announce().await;
         Ok(Some(task_of(&row).map_err(|f| self.fail(f))?))
     }
 
@@ -122,7 +122,16 @@ impl PgTaskList {
         loop {
             attempt += 1;
             let client = self.take().await?;
-            let result = client.query_typed(sql, params).await;
+            // The claim's NOTIFY goes in the same round trip, right behind
+            // it on the wire (its own statement, after the claim's commit):
+            // a claim never waits for a second round trip, and never holds
+            // its row while NOTIFY's commit-time lock is taken. When
+            // nothing was claimed the notice is a spurious wake-up, which
+            // watchers take as "read again".
+            let notify_params: [&(dyn ToSql + Sync); 1] = [&self.list_id];
+            let notify = client.execute(NOTIFY, &notify_params);
+            let claim = client.query_typed(sql, params);
+            let (result, _) = tokio::join!(claim, notify);
             let closed = client.is_closed();
             self.put_back(client);
             match result {

@@ -52,10 +52,6 @@ struct Shared {
     idle: std::sync::Mutex<Vec<Client>>,
     schema_checked: AtomicBool,
     migrate_note: std::sync::Mutex<Option<String>>,
-    /// Lists whose change is still to be announced (see `announce`).
-    unannounced: std::sync::Mutex<std::collections::BTreeSet<String>>,
-    /// Whether a task of this handle is sending announcements now.
-    announcing: AtomicBool,
 }
 
 impl std::fmt::Debug for PgTaskList {
@@ -151,8 +147,6 @@ impl PgTaskList {
                 idle: std::sync::Mutex::new(Vec::new()),
                 schema_checked: AtomicBool::new(false),
                 migrate_note: std::sync::Mutex::new(None),
-                unannounced: std::sync::Mutex::new(Default::default()),
-                announcing: AtomicBool::new(false),
             }),
             list_id,
         };
@@ -246,50 +240,6 @@ impl PgTaskList {
             && idle.len() < 64
         {
             idle.push(client);
-        }
-    }
-
-    /// Announces a committed change of this list (NOTIFY on `kaji_tasks`)
-    /// after the fact, in a statement of its own, so that claims never
-    /// serialise on NOTIFY's commit-time lock while holding a row. Changes
-    /// of one handle coalesce: while one caller is sending, the others only
-    /// mark their list, and the sender sends once more for them before it
-    /// returns. Failures are ignored (a watcher also polls on a lost
-    /// connection).
-    pub(crate) async fn announce(&self) {
-        if let Ok(mut lists) = self.shared.unannounced.lock() {
-            lists.insert(self.list_id.clone());
-        }
-        while !self.shared.announcing.swap(true, Ordering::AcqRel) {
-            loop {
-                let lists = match self.shared.unannounced.lock() {
-                    Ok(mut lists) => std::mem::take(&mut *lists),
-                    Err(_) => break,
-                };
-                if lists.is_empty() {
-                    break;
-                }
-                let Ok(client) = self.take().await else {
-                    break;
-                };
-                for list in &lists {
-                    let _ = client
-                        .execute("SELECT pg_notify('kaji_tasks', $1)", &[list])
-                        .await;
-                }
-                self.put_back(client);
-            }
-            self.shared.announcing.store(false, Ordering::Release);
-            // A change marked after the last look but before the flag was
-            // cleared is sent by another round of this loop.
-            let empty = self
-                .shared
-                .unannounced
-                .lock()
-                .map_or(true, |l| l.is_empty());
-            if empty {
-                break;
-            }
         }
     }
 
