@@ -128,7 +128,9 @@ fn check_stream(events: &[TaskEvent], want: &str) {
 }
 
 fn native_turn() -> Turn {
-    Turn::tool_call("Write", json!({"file_path": "a.txt", "content": CONTENT}))
+    // `content` first, whether or not serde_json keeps insertion order (the
+    // workspace build turns `preserve_order` on): the hold comes inside it.
+    Turn::tool_call("Write", json!({"content": CONTENT, "file_path": "a.txt"}))
         .with_chunk_size(7)
         .with_hold_in_arguments(40)
 }
