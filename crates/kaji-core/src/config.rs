@@ -813,11 +813,7 @@ struct HookEntry {
 /// A hook's timeout when its entry sets none: 60 s, or
 /// `KAJI_HOOK_TIMEOUT_MS` (so tests never wait for the real default).
 fn default_hook_timeout() -> Duration {
-    std::env::var("KAJI_HOOK_TIMEOUT_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(DEFAULT_HOOK_TIMEOUT)
+    crate::env::duration_from_env("KAJI_HOOK_TIMEOUT_MS", DEFAULT_HOOK_TIMEOUT)
 }
 
 #[cfg(test)]

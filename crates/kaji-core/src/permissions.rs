@@ -195,10 +195,14 @@ impl SessionApprovals {
     /// [`SessionApprovals::drop_source`] of the same `source`: a custom
     /// command's `allowed-tools` for its prompt. A rule that does not
     /// parse is an error naming it; nothing is added then.
-    pub fn allow_from(&mut self, rules: &[String], source: RuleSource) -> Result<(), String> {
+    pub fn allow_from(
+        &mut self,
+        rules: &[String],
+        source: RuleSource,
+    ) -> Result<(), kaji_policy::RuleParseError> {
         let parsed: Vec<Rule> = rules
             .iter()
-            .map(|r| r.parse::<Rule>().map_err(|e| format!("{r}: {e}")))
+            .map(|r| r.parse::<Rule>())
             .collect::<Result<_, _>>()?;
         for rule in parsed {
             self.rules

@@ -51,11 +51,7 @@ pub const MCP_CONNECT_WAIT: Duration = Duration::from_secs(10);
 /// [`MCP_CONNECT_WAIT`], or `KAJI_MCP_CONNECT_WAIT_MS` (so tests of the
 /// timeout path never wait 10 s).
 fn mcp_connect_wait() -> Duration {
-    std::env::var("KAJI_MCP_CONNECT_WAIT_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(MCP_CONNECT_WAIT)
+    crate::env::duration_from_env("KAJI_MCP_CONNECT_WAIT_MS", MCP_CONNECT_WAIT)
 }
 
 /// The note recorded in the history when the user rejects a tool.

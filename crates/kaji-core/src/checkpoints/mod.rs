@@ -67,21 +67,7 @@ pub const CHECKPOINT_TIMEOUT_ENV: &str = "KAJI_CHECKPOINT_TIMEOUT_MS";
 /// [`DEFAULT_INITIAL_CHECKPOINT_TIMEOUT`]. An unparsable value is warned
 /// about and ignored.
 pub fn initial_checkpoint_timeout() -> Duration {
-    duration_from_env(CHECKPOINT_TIMEOUT_ENV, DEFAULT_INITIAL_CHECKPOINT_TIMEOUT)
-}
-
-/// Milliseconds from the environment variable `name`, else `default`.
-fn duration_from_env(name: &str, default: Duration) -> Duration {
-    let Some(value) = std::env::var_os(name) else {
-        return default;
-    };
-    match value.to_str().and_then(|v| v.trim().parse::<u64>().ok()) {
-        Some(ms) => Duration::from_millis(ms),
-        None => {
-            tracing::warn!("{name}={value:?} is not a number of milliseconds; using {default:?}");
-            default
-        }
-    }
+    crate::env::duration_from_env(CHECKPOINT_TIMEOUT_ENV, DEFAULT_INITIAL_CHECKPOINT_TIMEOUT)
 }
 
 /// At most this many skipped files are recorded in a checkpoint's message.

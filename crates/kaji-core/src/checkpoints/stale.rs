@@ -42,7 +42,7 @@ pub const DEFAULT_STALE_LOCK_AGE: Duration = Duration::from_secs(600);
 
 /// [`DEFAULT_STALE_LOCK_AGE`], or `$KAJI_CHECKPOINT_STALE_LOCK_MS`.
 pub fn stale_lock_age() -> Duration {
-    super::duration_from_env(STALE_LOCK_AGE_ENV, DEFAULT_STALE_LOCK_AGE)
+    crate::env::duration_from_env(STALE_LOCK_AGE_ENV, DEFAULT_STALE_LOCK_AGE)
 }
 
 /// Why a lock file stays.

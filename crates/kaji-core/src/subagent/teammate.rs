@@ -32,11 +32,7 @@ use crate::session::persist;
 
 /// How often an idle teammate looks at the list again.
 fn poll_interval() -> Duration {
-    std::env::var("KAJI_TEAMMATE_POLL_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(Duration::from_millis(500))
+    crate::env::duration_from_env("KAJI_TEAMMATE_POLL_MS", Duration::from_millis(500))
 }
 
 /// What one teammate needs while it runs.
@@ -163,13 +159,7 @@ fn supervise(teammate: Teammate) {
                     "the teammate was cancelled"
                 };
                 handle.append(&format!("\n[{name}] {why}\n"));
-                let released = release(&store, &name, why).await;
-                tell_lead(
-                    &store,
-                    &name,
-                    &format!("Teammate {name} ended: {why}{released}."),
-                )
-                .await;
+                leave(&store, &name, why, &format!("Teammate {name} ended: {why}")).await;
                 AgentEnd::Failed(why.to_string())
             }
         };
@@ -188,24 +178,19 @@ async fn run(teammate: Teammate) -> AgentEnd {
     let mut told_idle = false;
     loop {
         if stop.is_cancelled() {
-            let released = release(&store, &name, "the teammate was stopped").await;
-            tell_lead(
-                &store,
-                &name,
-                &format!("Teammate {name} was stopped after {done} task(s){released}."),
-            )
-            .await;
+            let text = format!("Teammate {name} was stopped after {done} task(s)");
+            leave(&store, &name, "the teammate was stopped", &text).await;
             return AgentEnd::Failed("stopped".to_string());
         }
         let claimed = store.claim_next(&name).await;
         match claimed {
             Err(e) => {
                 let why = format!("the task list failed: {e}");
-                let released = release(&store, &name, &why).await;
-                tell_lead(
+                leave(
                     &store,
                     &name,
-                    &format!("Teammate {name} ended: {why}{released}."),
+                    &why,
+                    &format!("Teammate {name} ended: {why}"),
                 )
                 .await;
                 return AgentEnd::Failed(why);
@@ -347,6 +332,13 @@ impl Teammate {
             notify_completion(store, &self.name, &outcome, &snapshot).await;
         }
     }
+}
+
+/// A teammate leaving early: its unfinished tasks released (note `why`),
+/// and the lead told `text` with what was released.
+async fn leave(store: &TaskList, name: &str, why: &str, text: &str) {
+    let released = release(store, name, why).await;
+    tell_lead(store, name, &format!("{text}{released}.")).await;
 }
 
 /// Whether any task is not completed yet (it could still become
