@@ -260,18 +260,13 @@ pub struct Expansion {
 pub fn expand(command: &CustomCommand, args: &str, cwd: &Path, root: &Path) -> Expansion {
     let args = args.trim();
     let words: Vec<&str> = args.split_whitespace().collect();
-    let placed = command.body.contains("$ARGUMENTS")
-        || (1..=9).any(|n| command.body.contains(&format!("${n}")));
+    let mut placed = false;
     let mut out = Expansion::default();
     let mut lines = Vec::new();
     let mut mentions = Vec::new();
     let mut fenced = false;
     for line in command.body.lines() {
-        let mut line = line.replace("$ARGUMENTS", args);
-        for n in (1..=9).rev() {
-            let value = words.get(n - 1).copied().unwrap_or("");
-            line = line.replace(&format!("${n}"), value);
-        }
+        let line = substitute(line, args, &words, &mut placed);
         if line.trim_start().starts_with("```") {
             fenced = !fenced;
         } else if !fenced {
@@ -285,6 +280,39 @@ pub fn expand(command: &CustomCommand, args: &str, cwd: &Path, root: &Path) -> E
     }
     attach(&mut out, &mut prompt, mentions, cwd, root);
     out.prompt = prompt;
+    out
+}
+
+/// `line` with `$ARGUMENTS` as `args` and `$N` as the N-th word; a `$N`
+/// past the words typed (`$150/hour`, `$2` with one word) stays as
+/// written, as Claude Code leaves it. `placed` is set when anything was
+/// put in.
+fn substitute(line: &str, args: &str, words: &[&str], placed: &mut bool) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix("ARGUMENTS") {
+            out.push_str(args);
+            *placed = true;
+            rest = tail;
+            continue;
+        }
+        let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        match after[..digits].parse::<usize>() {
+            Ok(n) if (1..=words.len()).contains(&n) => {
+                out.push_str(words[n - 1]);
+                *placed = true;
+                rest = &after[digits..];
+            }
+            _ => {
+                out.push('$');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
     out
 }
 
@@ -417,6 +445,16 @@ mod tests {
         let c = command("Review the code");
         let e = expand(&c, "src/a.rs", Path::new("/"), Path::new("/"));
         assert_eq!(e.prompt, "Review the code\n\nARGUMENTS: src/a.rs");
+    }
+
+    #[test]
+    fn a_dollar_number_past_the_words_stays() {
+        let c = command("Costs $150/hour; $2 stays; $1 is it; $10 too");
+        let e = expand(&c, "x", Path::new("/"), Path::new("/"));
+        assert_eq!(e.prompt, "Costs $150/hour; $2 stays; x is it; $10 too");
+        let c = command("Costs $150/hour");
+        let e = expand(&c, "x", Path::new("/"), Path::new("/"));
+        assert_eq!(e.prompt, "Costs $150/hour\n\nARGUMENTS: x");
     }
 
     #[test]

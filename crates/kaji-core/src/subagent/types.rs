@@ -473,4 +473,83 @@ mod tests {
         assert!(catalog.find("explore").is_some());
         assert!(catalog.find("GENERAL-PURPOSE").is_some());
     }
+
+    #[test]
+    fn subfolders_block_scalars_sorted_listing_and_unknown_tools() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let project = tempfile::tempdir().expect("tempdir");
+        let dir = project.path().join(".claude/agents/02-lang");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(
+            dir.join("zed.md"),
+            "---\nname: zed\ndescription: >\n  Use PROACTIVELY\n  for Zed.\nallowed-tools: x\ntools:\n  - Read\n  - WebSearch\n---\nbody\n",
+        )
+        .expect("write");
+        std::fs::write(
+            project.path().join(".claude/agents/alpha.md"),
+            "---\nname: Alpha\ndescription: \"First\"\n---\nbody\n",
+        )
+        .expect("write");
+        let catalog = AgentCatalog::discover(home.path(), project.path(), None);
+        let names: Vec<&str> = catalog.agents.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["general-purpose", "Explore", "Plan", "Alpha", "zed"]
+        );
+        let zed = catalog.find("zed").expect("zed");
+        assert_eq!(zed.description, "Use PROACTIVELY for Zed.");
+        let section = catalog.prompt_section();
+        assert!(
+            section.contains("- zed: Use PROACTIVELY for Zed. (Tools: Read, WebSearch)"),
+            "{section}"
+        );
+        assert!(section.contains("- Alpha: First (Tools: *)"), "{section}");
+        assert_eq!(section, catalog.prompt_section());
+        let warning = catalog
+            .unknown_tools_warning(&["Read", "Bash"])
+            .expect("a warning");
+        assert!(warning.ends_with("WebSearch (zed)"), "{warning}");
+        assert_eq!(catalog.warnings.len(), 1, "{:?}", catalog.warnings);
+        assert!(
+            catalog.warnings[0].contains("allowed-tools"),
+            "{:?}",
+            catalog.warnings
+        );
+    }
+
+    #[test]
+    fn past_the_cap_types_are_named_then_counted() {
+        let agent = |n: usize| AgentDefinition {
+            name: format!("agent-{n:04}"),
+            description: "d".repeat(2000),
+            tools: None,
+            disallowed_tools: Vec::new(),
+            read_only: false,
+            model: None,
+            permission_mode: None,
+            max_turns: None,
+            token_budget: None,
+            system_prompt: String::new(),
+            source: AgentSource::File(PathBuf::from("x.md")),
+        };
+        let catalog = AgentCatalog {
+            agents: (0..5000).map(agent).collect(),
+            warnings: Vec::new(),
+        };
+        let section = catalog.prompt_section();
+        assert!(
+            section.len() <= 2 * AGENT_LIST_CAP_BYTES + 100,
+            "{}",
+            section.len()
+        );
+        assert!(
+            section.contains("- agent-0000: ddd"),
+            "cut descriptions listed"
+        );
+        assert!(section.contains("names only): agent-00"), "then names");
+        assert!(
+            section.contains("more (`kaji agents` lists them all)"),
+            "then a count"
+        );
+    }
 }
