@@ -24,7 +24,7 @@ fn lists_every_agent_type_and_its_source() {
     );
     write(
         &user_home.join(".claude/agents/old.md"),
-        "---\nname: old-claude\ndescription: From Claude Code\ncolor: red\n---\nOld.\n",
+        "---\nname: old-claude\ndescription: From Claude Code\ncolor: red\nmemory: user\n---\nOld.\n",
     );
     write(
         &repo.join(".claude/agents/rev.md"),
@@ -73,7 +73,9 @@ fn lists_every_agent_type_and_its_source() {
             .contains(".kaji/agents/rev.md")
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("unknown key `color`"), "{stderr}");
+    // `color` is Claude Code's display colour: read and unused, no warning.
+    assert!(stderr.contains("unknown key `memory`"), "{stderr}");
+    assert!(!stderr.contains("`color`"), "{stderr}");
 
     let text = run(false);
     let stdout = String::from_utf8_lossy(&text.stdout);
