@@ -138,7 +138,7 @@ fn agent_outcomes(root: &Path, out: &mut BTreeMap<String, String>) {
 /// `.claude/commands` is the corpus's folder).
 fn command_outcomes(root: &Path, out: &mut BTreeMap<String, String>) {
     let dir = root.join(COMMANDS);
-    let (loaded, warnings) = commands::load(&[dir.clone()], &[]);
+    let (loaded, warnings) = commands::load(std::slice::from_ref(&dir), &[]);
     let roots = [(dir.as_path(), "<commands>"), (root, "<corpus>")];
     for file in agent_files(&dir) {
         let key = format!(

@@ -331,6 +331,36 @@ mod tests {
     }
 
     #[test]
+    fn a_url_without_type_is_http_and_a_bad_server_is_skipped_alone() {
+        let env = |_: &str| None;
+        let found = parse_mcp_json_servers(
+            r#"{"mcpServers": {
+                "web": {"url": "https://h/mcp"},
+                "needs": {"command": "${UNSET}/bin"},
+                "ok": {"command": "srv"}
+            }}"#,
+            Path::new("/p/.mcp.json"),
+            &env,
+        )
+        .expect("the file is read");
+        assert_eq!(
+            found.servers.keys().collect::<Vec<_>>(),
+            ["ok", "web"],
+            "{:?}",
+            found.skipped
+        );
+        assert!(matches!(
+            found.servers["web"].transport,
+            McpTransportConfig::Http { .. }
+        ));
+        assert_eq!(found.skipped.len(), 1);
+        let (name, e) = &found.skipped[0];
+        assert_eq!(name, "needs");
+        assert!(e.to_string().contains("UNSET"), "{e}");
+        assert!(e.to_string().contains("/p/.mcp.json"), "{e}");
+    }
+
+    #[test]
     fn reads_stdio_http_and_sse_servers() {
         let servers = parse(
             r#"{"mcpServers": {
