@@ -31,6 +31,10 @@ fn lists_every_agent_type_and_its_source() {
         "---\nname: reviewer\ndescription: claude version\n---\nC.\n",
     );
     write(
+        &repo.join(".claude/agents/web/researcher.md"),
+        "---\nname: researcher\ndescription: >\n  Searches\n  the web\ntools: [Read, WebSearch]\n---\nR.\n",
+    );
+    write(
         &repo.join(".kaji/agents/rev.md"),
         "---\nname: reviewer\ndescription: kaji version\ntools: Read, Grep\nmaxTurns: 4\n---\nK.\n",
     );
@@ -57,6 +61,7 @@ fn lists_every_agent_type_and_its_source() {
         "tester",
         "old-claude",
         "reviewer",
+        "researcher",
     ] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
@@ -76,6 +81,12 @@ fn lists_every_agent_type_and_its_source() {
     // `color` is Claude Code's display colour: read and unused, no warning.
     assert!(stderr.contains("unknown key `memory`"), "{stderr}");
     assert!(!stderr.contains("`color`"), "{stderr}");
+    assert!(stderr.contains("WebSearch (researcher)"), "{stderr}");
+    let researcher = agents
+        .iter()
+        .find(|a| a["name"] == "researcher")
+        .expect("researcher in a subfolder");
+    assert_eq!(researcher["description"], "Searches the web");
 
     let text = run(false);
     let stdout = String::from_utf8_lossy(&text.stdout);
