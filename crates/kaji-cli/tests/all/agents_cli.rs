@@ -24,11 +24,15 @@ fn lists_every_agent_type_and_its_source() {
     );
     write(
         &user_home.join(".claude/agents/old.md"),
-        "---\nname: old-claude\ndescription: From Claude Code\ncolor: red\n---\nOld.\n",
+        "---\nname: old-claude\ndescription: From Claude Code\ncolor: red\nmemory: user\n---\nOld.\n",
     );
     write(
         &repo.join(".claude/agents/rev.md"),
         "---\nname: reviewer\ndescription: claude version\n---\nC.\n",
+    );
+    write(
+        &repo.join(".claude/agents/web/researcher.md"),
+        "---\nname: researcher\ndescription: >\n  Searches\n  the web\ntools: [Read, WebSearch]\n---\nR.\n",
     );
     write(
         &repo.join(".kaji/agents/rev.md"),
@@ -57,6 +61,7 @@ fn lists_every_agent_type_and_its_source() {
         "tester",
         "old-claude",
         "reviewer",
+        "researcher",
     ] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
@@ -73,7 +78,15 @@ fn lists_every_agent_type_and_its_source() {
             .contains(".kaji/agents/rev.md")
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("unknown key `color`"), "{stderr}");
+    // `color` is Claude Code's display colour: read and unused, no warning.
+    assert!(stderr.contains("unknown key `memory`"), "{stderr}");
+    assert!(!stderr.contains("`color`"), "{stderr}");
+    assert!(stderr.contains("WebSearch (researcher)"), "{stderr}");
+    let researcher = agents
+        .iter()
+        .find(|a| a["name"] == "researcher")
+        .expect("researcher in a subfolder");
+    assert_eq!(researcher["description"], "Searches the web");
 
     let text = run(false);
     let stdout = String::from_utf8_lossy(&text.stdout);

@@ -192,3 +192,83 @@ fn a_file_reached_twice_is_read_once_and_empty_files_are_skipped() {
     let rules = RuleFiles::discover(&l.home, &l.sub);
     assert_eq!(paths(&rules), vec![l.repo.join("AGENTS.md")]);
 }
+
+#[test]
+fn claude_code_memory_files_and_imports_follow_their_importer() {
+    let l = layout();
+    let user_home = l.home.join("user");
+    write(&user_home.join(".claude/CLAUDE.md"), "user memory");
+    write(
+        &l.repo.join("CLAUDE.md"),
+        "see @docs/a.md and `@not-this.md`",
+    );
+    write(&l.repo.join("docs/a.md"), "A imports @b.md");
+    write(&l.repo.join("docs/b.md"), "B imports @a.md (a cycle)");
+    write(&l.repo.join(".claude/CLAUDE.md"), "dot claude");
+    write(
+        &l.repo.join("CLAUDE.local.md"),
+        "local notes @../outside.md",
+    );
+    write(&l.home.parent().expect("tmp").join("outside.md"), "secret");
+    let rules = RuleFiles::discover_with_home(&l.home, &l.repo, Some(&user_home));
+    let names: Vec<String> = rules
+        .files
+        .iter()
+        .map(|f| {
+            let by = f
+                .imported_by
+                .as_ref()
+                .map(|p| format!(" <- {}", p.file_name().unwrap().to_string_lossy()))
+                .unwrap_or_default();
+            format!(
+                "{} {}{by}",
+                f.scope.as_str(),
+                f.path.file_name().unwrap().to_string_lossy()
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "user CLAUDE.md",
+            "project CLAUDE.md",
+            "project a.md <- CLAUDE.md",
+            "project b.md <- a.md",
+            "project CLAUDE.md",
+            "local CLAUDE.local.md",
+        ]
+    );
+    let warnings = rules.warnings.join("\n");
+    assert!(warnings.contains("import @a.md"), "{warnings}");
+    assert!(warnings.contains("cycle"), "{warnings}");
+    assert!(warnings.contains("@../outside.md"), "{warnings}");
+    assert!(warnings.contains("outside the repository"), "{warnings}");
+    assert_eq!(rules.warnings.len(), 2, "{warnings}");
+    let section = rules.to_system_section().expect("section");
+    assert!(section.contains("imported by"), "{section}");
+    assert!(!section.contains("secret"), "{section}");
+}
+
+#[test]
+fn imports_stop_at_five_hops_and_binary_files_are_refused() {
+    let l = layout();
+    write(&l.repo.join("AGENTS.md"), "@i1.md");
+    for n in 1..=7 {
+        write(
+            &l.repo.join(format!("i{n}.md")),
+            format!("hop {n} @i{}.md", n + 1),
+        );
+    }
+    write(&l.repo.join("CLAUDE.md"), "@bin.dat");
+    write(&l.repo.join("bin.dat"), b"ab\0cd");
+    let rules = RuleFiles::discover_with_home(&l.home, &l.repo, None);
+    let imported = rules
+        .files
+        .iter()
+        .filter(|f| f.imported_by.is_some())
+        .count();
+    assert_eq!(imported, 5, "{:?}", paths(&rules));
+    let warnings = rules.warnings.join("\n");
+    assert!(warnings.contains("deeper than 5"), "{warnings}");
+    assert!(warnings.contains("binary"), "{warnings}");
+}
