@@ -6,6 +6,7 @@ mod acp_client;
 mod agents_cli;
 mod checkpoints_cli;
 mod claude_habits;
+mod claude_setup;
 mod compaction;
 mod doctor_cli;
 mod exec_cli;

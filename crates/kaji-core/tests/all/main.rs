@@ -8,6 +8,7 @@ mod common;
 mod session_support;
 
 mod checkpoints;
+mod claude_corpus;
 mod claude_events;
 mod config;
 mod early_tools;
