@@ -13,7 +13,7 @@ pub mod checkpoints;
 pub mod compaction;
 pub mod config;
 pub mod emitter;
-mod env;
+pub mod env;
 pub mod executor;
 pub mod frontend;
 pub mod hooks;
