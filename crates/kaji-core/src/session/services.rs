@@ -263,53 +263,72 @@ impl SessionServices {
         Task::new(config, executor, frontend)
     }
 
-    /// The configuration and executor of a Task of `spec`.
+    /// The configuration and executor of a Task of `spec`. The
+    /// configuration is written out field by field, so that a field added
+    /// to [`TaskConfig`] does not compile until it is decided here.
     pub(crate) fn task_parts(&self, spec: TaskSpec) -> (TaskConfig, ToolExecutor) {
         let limits = &self.limits;
-        let mut config = TaskConfig::new(self.project_dir.clone(), spec.provider, spec.model);
-        let info = kaji_llm::pricing::model_info(&config.model, &self.models);
-        config.context_window = Some(info.context_window);
-        config.pricing = info.prices.map(|prices| {
+        // What no setting changes: kaji's defaults.
+        let defaults = TaskConfig::new(
+            self.project_dir.clone(),
+            Arc::clone(&spec.provider),
+            String::new(),
+        );
+        let info = kaji_llm::pricing::model_info(&spec.model, &self.models);
+        let pricing = info.prices.map(|prices| {
             let price: crate::task::Pricing =
                 Arc::new(move |usage| kaji_llm::pricing::cost_usd(usage, &prices));
             price
         });
-        config.start_dir = (spec.cwd != self.project_dir).then(|| spec.cwd.clone());
-        config.tool_protocol = limits.tool_protocol;
-        config.permission_mode = spec.mode;
-        config.mode_before_plan = spec.mode_before_plan;
-        config.max_mistakes = limits.max_mistakes;
-        config.max_turns = spec.max_turns;
-        config.session_id = spec.session_id;
-        config.kaji_home = self.kaji_home.clone();
-        config.task_list = Some(self.task_list.clone());
-        config.runtime = Some(Arc::clone(&self.runtime));
-        config.hooks = self.hooks.clone();
-        config.todo = spec.todo_reminders.then(|| self.todo.clone());
-        config.history = spec.history;
-        config.approvals = Arc::clone(&self.approvals);
-        config.recorder = spec.recorder;
-        config.transcript_path = spec.transcript_path;
-        config.message_ids = Arc::clone(&self.message_ids);
-        config.agent = spec.agent;
-        config.owner = spec.owner;
-        config.role = spec.role;
-        config.resumed = spec.resumed;
-        config.task_id = spec.task_id;
-        config.session_context = spec.session_context;
-        config.compaction = limits.compaction;
-        config.compact_threshold = limits.compact_threshold;
-        config.on_text_reply = spec.on_text_reply;
-        config.extra_system_sections = spec.system_sections;
-        config.checkpoints =
+        let checkpoints =
             super::builder::open_checkpoints(limits.checkpoints, &self.kaji_home, &spec.cwd)
                 .ok()
                 .flatten();
-        config.start_checkpoint = spec.start_checkpoint;
-        config.live_output = spec.live_output;
-        config.agents = spec.agents;
-        config.files = self.files.clone();
-        config.env_policy = Arc::clone(&self.env_policy);
+        let config = TaskConfig {
+            cwd: self.project_dir.clone(),
+            start_dir: (spec.cwd != self.project_dir).then(|| spec.cwd.clone()),
+            provider: spec.provider,
+            model: spec.model,
+            tool_protocol: limits.tool_protocol,
+            permission_mode: spec.mode,
+            max_mistakes: limits.max_mistakes,
+            max_turns: spec.max_turns,
+            max_tokens: defaults.max_tokens,
+            temperature: defaults.temperature,
+            empty_reply_retries: defaults.empty_reply_retries,
+            empty_reply_backoff: defaults.empty_reply_backoff,
+            session_id: spec.session_id,
+            kaji_home: self.kaji_home.clone(),
+            task_list: Some(self.task_list.clone()),
+            runtime: Some(Arc::clone(&self.runtime)),
+            extra_system_sections: spec.system_sections,
+            history: spec.history,
+            hooks: self.hooks.clone(),
+            checkpoints,
+            start_checkpoint: spec.start_checkpoint,
+            live_output: spec.live_output,
+            todo: spec.todo_reminders.then(|| self.todo.clone()),
+            todo_reminder_turns: defaults.todo_reminder_turns,
+            mode_before_plan: spec.mode_before_plan,
+            approvals: Arc::clone(&self.approvals),
+            recorder: spec.recorder,
+            message_ids: Arc::clone(&self.message_ids),
+            agent: spec.agent,
+            owner: spec.owner,
+            role: spec.role,
+            resumed: spec.resumed,
+            task_id: spec.task_id,
+            context_window: Some(info.context_window),
+            pricing,
+            on_text_reply: spec.on_text_reply,
+            compaction: limits.compaction,
+            compact_threshold: limits.compact_threshold,
+            agents: spec.agents,
+            files: self.files.clone(),
+            env_policy: Arc::clone(&self.env_policy),
+            transcript_path: spec.transcript_path,
+            session_context: spec.session_context,
+        };
         let (tools, mcp) = match spec.tools {
             ToolGrant::All => (self.tools.clone(), true),
             ToolGrant::Only { tools, mcp } => (tools, mcp),
