@@ -17,6 +17,7 @@ mod ps_cli;
 mod rules_cli;
 mod sessions_cli;
 mod sessions_resume;
+mod subagent_services;
 mod tasks_cli;
 mod tasks_pg_cli;
 mod trust_cli;
