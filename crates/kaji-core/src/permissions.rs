@@ -400,7 +400,11 @@ fn decide_one(
         (_, PermissionMode::Yolo) => Decision::Allow,
         _ if policy.decision == P::Allow => Decision::Allow,
         (PermissionRequest::Bash { .. }, _) => {
-            if approvals.sandbox.mode_for(mode) != SandboxMode::Off {
+            // A workspace holding the home directory could create a
+            // shell's start-up file: no command runs there unasked.
+            if approvals.sandbox.mode_for(mode) != SandboxMode::Off
+                && !kaji_sandbox::holds_home(&ctx.cwd, ctx.home.as_deref())
+            {
                 Decision::AllowSandboxed
             } else {
                 Decision::Ask(kind)
