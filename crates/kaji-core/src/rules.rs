@@ -13,6 +13,11 @@
 //!    or a directory whose `*.md` files are taken sorted by name).
 //!
 //! A file reached twice (a symlink `CLAUDE.md -> AGENTS.md`) is read once.
+//! A project rule file that resolves (through symlinks) outside the
+//! project — the repository root, or the working directory outside a
+//! repository — or into a directory the sandbox denies (`~/.ssh`,
+//! `~/.aws`, `~/.gnupg`, `$KAJI_HOME`) is skipped with a warning: an
+//! untrusted repository cannot put a secret into the system prompt.
 //! Each file is capped at [`RULE_FILE_CAP_BYTES`]; a longer one is cut with
 //! a note. Empty files are skipped. A file that cannot be read or is not
 //! UTF-8 is skipped with a warning. This module only reads: it never writes
@@ -90,15 +95,31 @@ impl RuleFiles {
             found.add(path, RuleScope::Global, &mut seen);
         }
 
-        for dir in project_dirs(cwd) {
+        let dirs = project_dirs(cwd);
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let fence = ProjectFence {
+            root: dirs.first().and_then(|d| d.canonicalize().ok()),
+            denied: kaji_sandbox::default_deny_read(home.as_deref(), Some(kaji_home))
+                .into_iter()
+                .filter_map(|d| d.canonicalize().ok())
+                .collect(),
+        };
+        for dir in dirs {
             for name in PROJECT_RULE_NAMES {
                 let path = dir.join(name);
+                let mut files = Vec::new();
                 if name == ".clinerules" && path.is_dir() {
-                    for file in markdown_files_in(&path, &mut found.warnings) {
-                        found.add(file, RuleScope::Project, &mut seen);
-                    }
+                    files = markdown_files_in(&path, &mut found.warnings);
                 } else if path.is_file() {
-                    found.add(path, RuleScope::Project, &mut seen);
+                    files.push(path);
+                }
+                for file in files {
+                    match fence.outside(&file) {
+                        Some(why) => found
+                            .warnings
+                            .push(format!("skipped rule file {}: {why}", file.display())),
+                        None => found.add(file, RuleScope::Project, &mut seen),
+                    }
                 }
             }
         }
@@ -160,6 +181,38 @@ specific (the working directory); when two disagree, the later one wins.\n",
             }
         }
         Some(out)
+    }
+}
+
+/// Where a project rule file may resolve to: inside the project root, not
+/// into a denied directory.
+struct ProjectFence {
+    root: Option<PathBuf>,
+    denied: Vec<PathBuf>,
+}
+
+impl ProjectFence {
+    /// Why `file` may not be read as a project rule, if it may not.
+    fn outside(&self, file: &Path) -> Option<String> {
+        let real = match file.canonicalize() {
+            Ok(real) => real,
+            Err(e) => return Some(format!("cannot resolve it: {e}")),
+        };
+        if let Some(denied) = self.denied.iter().find(|d| real.starts_with(d)) {
+            return Some(format!(
+                "it resolves to {}, inside {}, which kaji keeps private",
+                real.display(),
+                denied.display()
+            ));
+        }
+        match &self.root {
+            Some(root) if !real.starts_with(root) => Some(format!(
+                "it resolves to {}, outside the project {}",
+                real.display(),
+                root.display()
+            )),
+            _ => None,
+        }
     }
 }
 
