@@ -341,10 +341,10 @@ impl Walker<'_> {
                 }
             }
             prev_end = Some(child.end_byte());
-            if child.is_named() {
-                if let Some(part) = parts.last_mut() {
-                    part.push(child);
-                }
+            if child.is_named()
+                && let Some(part) = parts.last_mut()
+            {
+                part.push(child);
             }
         }
         let last = parts.len().saturating_sub(1);
