@@ -92,6 +92,7 @@ struct Report {
 fn policy_here(cwd: &Path, kaji_home: &Path) -> SandboxPolicy {
     let mut policy = SandboxPolicy::preview(SandboxMode::WorkspaceWrite, cwd);
     policy.writable_roots.push(kaji_home.join("runs"));
+    policy.protected_paths.push(kaji_home.to_path_buf());
     policy.deny_read.push(kaji_home.to_path_buf());
     policy
 }

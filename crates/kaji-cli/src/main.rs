@@ -14,6 +14,7 @@ mod checkpoints_cmd;
 mod demo;
 mod doctor_checks;
 mod doctor_cmd;
+mod environ;
 mod exec;
 mod exec_command;
 mod exec_events;
@@ -117,6 +118,7 @@ struct ResumeArgs {
 }
 
 fn main() -> ExitCode {
+    environ::hide_secrets_from_proc();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(first) = argv.get(1).and_then(|a| a.to_str())
         && let Some(near) = near_miss(first)

@@ -156,6 +156,10 @@ pub struct KajiConfig {
     /// `sandbox_deny_read`: more paths sandboxed commands may not read
     /// (`~/` is the home directory); lists concatenate.
     pub sandbox_deny_read: Vec<String>,
+    /// `sandbox_allow_unix_sockets`: Unix sockets (or directories of them)
+    /// outside the workspace that sandboxed commands may still connect to
+    /// (`~/` is the home directory); lists concatenate. Trust-gated.
+    pub sandbox_allow_unix_sockets: Vec<String>,
     /// `protected_paths`: more path patterns (relative to the project
     /// root) whose edits always ask; lists concatenate.
     pub protected_paths: Vec<String>,
@@ -178,7 +182,10 @@ pub struct KajiConfig {
 pub struct IgnoredSetting {
     /// The key (`hooks`, `mcp_servers`, `permission_mode`, `base_url`,
     /// `permissions.allow`, `env_passthrough`, `sandbox`,
-    /// `sandbox_network`, `task_list_url`; `mcpServers` for a `.mcp.json`).
+    /// `sandbox_network`, `task_list_url`, `model_aliases`, `models`,
+    /// `reasoning`, and a limit that would rise: `max_agent_depth`,
+    /// `tool_result_max_chars`, `token_budget`, `max_mistakes`,
+    /// `auto_compact_threshold`; `mcpServers` for a `.mcp.json`).
     pub key: &'static str,
     /// The project settings file.
     pub path: PathBuf,
@@ -224,6 +231,7 @@ impl KajiConfig {
                 }
                 if !trusted {
                     project.strip_untrusted(&path, &mut ignored);
+                    project.narrow_untrusted(&config, &path, &mut ignored);
                 }
                 config.merge(project);
             }
@@ -299,10 +307,88 @@ impl KajiConfig {
             note("sandbox", true);
         }
         note("sandbox_network", self.sandbox_network.take().is_some());
+        note(
+            "sandbox_allow_unix_sockets",
+            !std::mem::take(&mut self.sandbox_allow_unix_sockets).is_empty(),
+        );
         note("task_list_url", self.task_list_url.take().is_some());
         self.hooks = HooksConfig::new();
         self.mcp_servers.clear();
         self.env_passthrough.clear();
+    }
+
+    /// Keeps of an untrusted project file's settings that spend the user's
+    /// money or raise a limit only what narrows `base` (the settings laid
+    /// down so far, else the defaults); drops `[model_aliases]` and
+    /// `[models]` (they choose which model gets the user's key and how big
+    /// its requests grow) and a `reasoning` other than `off`. Notes each.
+    fn narrow_untrusted(
+        &mut self,
+        base: &KajiConfig,
+        path: &Path,
+        ignored: &mut Vec<IgnoredSetting>,
+    ) {
+        fn narrow<T: PartialOrd + Copy>(
+            top: &mut Option<T>,
+            base: Option<T>,
+            default: Option<T>,
+        ) -> bool {
+            let limit = base.or(default);
+            let raises = matches!((*top, limit), (Some(t), Some(l)) if t > l);
+            if raises {
+                *top = None;
+            }
+            raises
+        }
+        let mut note = |key: &'static str, present: bool| {
+            if present {
+                ignored.push(IgnoredSetting {
+                    key,
+                    path: path.to_path_buf(),
+                });
+            }
+        };
+        let depth = Some(crate::subagent::DEFAULT_MAX_DEPTH);
+        note(
+            "max_agent_depth",
+            narrow(&mut self.max_agent_depth, base.max_agent_depth, depth),
+        );
+        let cap = Some(crate::executor::DEFAULT_TOOL_RESULT_MAX_CHARS);
+        note(
+            "tool_result_max_chars",
+            narrow(
+                &mut self.tool_result_max_chars,
+                base.tool_result_max_chars,
+                cap,
+            ),
+        );
+        note(
+            "token_budget",
+            narrow(&mut self.token_budget, base.token_budget, None),
+        );
+        note(
+            "max_mistakes",
+            narrow(&mut self.max_mistakes, base.max_mistakes, Some(3)),
+        );
+        note(
+            "auto_compact_threshold",
+            narrow(
+                &mut self.auto_compact_threshold,
+                base.auto_compact_threshold,
+                Some(0.85),
+            ),
+        );
+        note("model_aliases", !self.model_aliases.is_empty());
+        self.model_aliases.clear();
+        note("models", !self.models.is_empty());
+        self.models.clear();
+        let thinks = self
+            .reasoning
+            .is_some_and(|r| r != kaji_llm::Reasoning::Off && Some(r) != base.reasoning);
+        if thinks {
+            self.reasoning = None;
+        }
+        note("reasoning", thinks);
     }
 
     /// The user's settings file: `kaji_home/config.toml`.
@@ -465,6 +551,7 @@ impl KajiConfig {
             sandbox,
             sandbox_network: file.sandbox_network,
             sandbox_deny_read: file.sandbox_deny_read,
+            sandbox_allow_unix_sockets: file.sandbox_allow_unix_sockets,
             protected_paths: file.protected_paths,
             env_passthrough: file.env_passthrough,
             secret_env: file.secret_env,
@@ -518,6 +605,8 @@ impl KajiConfig {
         over(&mut self.sandbox, project.sandbox);
         over(&mut self.sandbox_network, project.sandbox_network);
         self.sandbox_deny_read.extend(project.sandbox_deny_read);
+        self.sandbox_allow_unix_sockets
+            .extend(project.sandbox_allow_unix_sockets);
         self.protected_paths.extend(project.protected_paths);
         self.env_passthrough.extend(project.env_passthrough);
         self.secret_env.extend(project.secret_env);
@@ -711,6 +800,8 @@ struct ConfigFile {
     sandbox_network: Option<bool>,
     #[serde(default)]
     sandbox_deny_read: Vec<String>,
+    #[serde(default)]
+    sandbox_allow_unix_sockets: Vec<String>,
     #[serde(default)]
     protected_paths: Vec<String>,
     #[serde(default)]

@@ -98,6 +98,8 @@ pub struct SandboxSettings {
     pub network: bool,
     /// `sandbox_deny_read`.
     pub deny_read: Vec<String>,
+    /// `sandbox_allow_unix_sockets`.
+    pub allow_unix_sockets: Vec<String>,
     /// `$KAJI_HOME` (unreadable to commands; its run dir writable).
     pub kaji_home: PathBuf,
     /// The session id (for the run dir).
@@ -249,14 +251,21 @@ impl SessionApprovals {
         }
         let s = &self.sandbox;
         let run_dir = s.kaji_home.join("runs").join(&s.session_id);
-        Some(Arc::new(SandboxPolicy::for_session(
+        let mut policy = SandboxPolicy::for_session(
             sandbox_mode,
             cwd,
             &s.kaji_home,
             Some(&run_dir),
             &s.deny_read,
             s.network,
-        )))
+        );
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        policy.allow_unix_sockets = s
+            .allow_unix_sockets
+            .iter()
+            .map(|p| kaji_sandbox::expand_home(p, home.as_deref()))
+            .collect();
+        Some(Arc::new(policy))
     }
 }
 
@@ -367,7 +376,10 @@ fn decide_one(
             .unwrap_or_default();
         return Decision::Deny(format!("{tool} is denied{by}."));
     }
-    let asked_by_rule = policy.decision == P::Ask && policy.reason == Reason::Rule;
+    // A rule's ask, and a fetch from this machine or a private network,
+    // ask in every mode.
+    let asked_by_rule = policy.decision == P::Ask
+        && matches!(policy.reason, Reason::Rule | Reason::LocalAddress(_));
     let kind = match access {
         ToolAccess::Execute { .. } => AskKind::Command,
         _ => AskKind::Tool,
@@ -400,7 +412,11 @@ fn decide_one(
         (_, PermissionMode::Yolo) => Decision::Allow,
         _ if policy.decision == P::Allow => Decision::Allow,
         (PermissionRequest::Bash { .. }, _) => {
-            if approvals.sandbox.mode_for(mode) != SandboxMode::Off {
+            // A workspace holding the home directory could create a
+            // shell's start-up file: no command runs there unasked.
+            if approvals.sandbox.mode_for(mode) != SandboxMode::Off
+                && !kaji_sandbox::holds_home(&ctx.cwd, ctx.home.as_deref())
+            {
                 Decision::AllowSandboxed
             } else {
                 Decision::Ask(kind)

@@ -23,6 +23,11 @@
 //! warning naming both files.
 //!
 //! A file reached twice (a symlink `CLAUDE.md -> AGENTS.md`) is read once.
+//! A project rule file that resolves (through symlinks) outside the
+//! project — the repository root, or the working directory outside a
+//! repository — or into a directory the sandbox denies (`~/.ssh`,
+//! `~/.aws`, `~/.gnupg`, `$KAJI_HOME`) is skipped with a warning: an
+//! untrusted repository cannot put a secret into the system prompt.
 //! Each file is capped at [`RULE_FILE_CAP_BYTES`]; a longer one is cut with
 //! a note. Empty files are skipped. A file that cannot be read or is not
 //! UTF-8 is skipped with a warning. This module only reads: it never writes
@@ -147,6 +152,13 @@ impl RuleFiles {
             }
         }
 
+        let fence = ProjectFence {
+            root: dirs.first().and_then(|d| d.canonicalize().ok()),
+            denied: kaji_sandbox::default_deny_read(home, Some(kaji_home))
+                .into_iter()
+                .filter_map(|d| d.canonicalize().ok())
+                .collect(),
+        };
         for dir in dirs {
             for name in PROJECT_RULE_NAMES {
                 let path = dir.join(name);
@@ -155,12 +167,19 @@ impl RuleFiles {
                 } else {
                     RuleScope::Project
                 };
+                let mut files = Vec::new();
                 if name == ".clinerules" && path.is_dir() {
-                    for file in markdown_files_in(&path, &mut found.warnings) {
-                        found.add(file, scope, &mut walk, &[]);
-                    }
+                    files = markdown_files_in(&path, &mut found.warnings);
                 } else if path.is_file() {
-                    found.add(path, scope, &mut walk, &[]);
+                    files.push(path);
+                }
+                for file in files {
+                    match fence.outside(&file) {
+                        Some(why) => found
+                            .warnings
+                            .push(format!("skipped rule file {}: {why}", file.display())),
+                        None => found.add(file, scope, &mut walk, &[]),
+                    }
                 }
             }
         }
@@ -314,6 +333,38 @@ pub fn imports(text: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Where a project rule file may resolve to: inside the project root, not
+/// into a denied directory.
+struct ProjectFence {
+    root: Option<PathBuf>,
+    denied: Vec<PathBuf>,
+}
+
+impl ProjectFence {
+    /// Why `file` may not be read as a project rule, if it may not.
+    fn outside(&self, file: &Path) -> Option<String> {
+        let real = match file.canonicalize() {
+            Ok(real) => real,
+            Err(e) => return Some(format!("cannot resolve it: {e}")),
+        };
+        if let Some(denied) = self.denied.iter().find(|d| real.starts_with(d)) {
+            return Some(format!(
+                "it resolves to {}, inside {}, which kaji keeps private",
+                real.display(),
+                denied.display()
+            ));
+        }
+        match &self.root {
+            Some(root) if !real.starts_with(root) => Some(format!(
+                "it resolves to {}, outside the project {}",
+                real.display(),
+                root.display()
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// The directories whose rule files apply, from the repository root down

@@ -251,6 +251,10 @@ pub enum Reason {
     },
     /// There is no command at all.
     Empty,
+    /// The fetch goes to this machine or a private network (the canonical
+    /// host): it asks unless a `WebFetch(domain:…)` rule names the host,
+    /// in every mode.
+    LocalAddress(String),
 }
 
 impl fmt::Display for Reason {
@@ -269,6 +273,10 @@ impl fmt::Display for Reason {
                 write!(f, "no rule allows `{command}` ({why})")
             }
             Self::Empty => f.write_str("there is no command"),
+            Self::LocalAddress(host) => write!(
+                f,
+                "{host} is on this machine or a private network: fetching it always asks"
+            ),
         }
     }
 }
@@ -318,11 +326,26 @@ pub fn decide(rules: &RuleSet, request: &PermissionRequest, ctx: &Context) -> Po
     match request {
         PermissionRequest::Bash { command } => decide_command(rules, command, ctx),
         PermissionRequest::Path { tool, path } => decide_path(rules, *tool, path, ctx),
-        PermissionRequest::WebFetch { url } => {
-            let host = host_of(url).unwrap_or_default();
-            decide_simple(rules, |r| r.matches_host(&host))
-        }
+        PermissionRequest::WebFetch { url } => decide_fetch(rules, url),
         PermissionRequest::Tool { name } => decide_simple(rules, |r| r.matches_tool(name)),
+    }
+}
+
+/// A fetch is decided on its canonical host (`crate::host`), never on the
+/// URL's text. A host on this machine or a private network asks unless a
+/// `WebFetch(domain:…)` rule names it: a bare `WebFetch` allow does not
+/// reach it.
+fn decide_fetch(rules: &RuleSet, url: &str) -> PolicyDecision {
+    let host = crate::host::canonical_host(url).unwrap_or_default();
+    let decided = decide_simple(rules, |r| r.matches_host(&host));
+    let open = decided.decision == Decision::Allow || decided.reason == Reason::NoRule;
+    if !open || !crate::host::is_local_host(&host) {
+        return decided;
+    }
+    let named = |r: &Rule| matches!(r, Rule::WebFetch { .. }) && r.matches_host(&host);
+    match rules.first(Decision::Allow, named) {
+        Some(entry) => PolicyDecision::by(entry),
+        None => PolicyDecision::new(Decision::Ask, Reason::LocalAddress(host)),
     }
 }
 
@@ -451,7 +474,8 @@ pub fn is_read_only_command(command: &str, ctx: &Context) -> bool {
 /// the port, path, query or fragment; lower-case.
 pub fn host_of(url: &str) -> Option<String> {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next()?;
+    // A backslash ends the authority as a slash does (WHATWG URL).
+    let authority = rest.split(['/', '?', '#', '\\']).next()?;
     let host_port = authority.rsplit('@').next()?;
     let host = if let Some(v6) = host_port.strip_prefix('[') {
         v6.split(']').next()?
@@ -581,7 +605,9 @@ pub fn always_rule_for(request: &PermissionRequest, ctx: &Context) -> Option<Rul
     match request {
         PermissionRequest::Bash { command } => command_rule(command, ctx),
         PermissionRequest::Path { tool, path } => path_rule(*tool, path, ctx),
-        PermissionRequest::WebFetch { url } => host_of(url).map(|domain| Rule::WebFetch { domain }),
+        PermissionRequest::WebFetch { url } => {
+            crate::host::canonical_host(url).map(|domain| Rule::WebFetch { domain })
+        }
         PermissionRequest::Tool { name } => Some(Rule::Tool(name.clone())),
     }
 }
@@ -823,6 +849,65 @@ mod tests {
         };
         assert_eq!(tool("mcp__git__log"), Decision::Allow);
         assert_eq!(tool("mcp__other__log"), Decision::Ask);
+    }
+
+    #[test]
+    fn fetch_rules_apply_to_the_address_not_its_spelling() {
+        let set = rules(
+            &["WebFetch", "WebFetch(domain:10.0.0.7)"],
+            &[],
+            &["WebFetch(domain:169.254.169.254)"],
+        );
+        let fetch = |url: &str| {
+            decide(
+                &set,
+                &PermissionRequest::WebFetch { url: url.into() },
+                &ctx(),
+            )
+        };
+        for url in [
+            "http://169.254.169.254/",
+            "http://2852039166/",
+            "http://0xa9.0xfe.0xa9.0xfe/",
+            "http://[::ffff:169.254.169.254]/",
+            "http://169.254.169.254./",
+        ] {
+            assert_eq!(fetch(url).decision, Decision::Deny, "{url}");
+        }
+        // A bare WebFetch allow does not reach this machine or a private
+        // network; a rule naming the address does.
+        for url in [
+            "http://127.1:8080/",
+            "http://localhost/",
+            "http://[::1]/",
+            "http://192.168.1.1/",
+        ] {
+            let d = fetch(url);
+            assert_eq!(d.decision, Decision::Ask, "{url}");
+            assert!(
+                matches!(d.reason, Reason::LocalAddress(_)),
+                "{url}: {:?}",
+                d.reason
+            );
+        }
+        assert_eq!(fetch("http://012.0.0.7/").decision, Decision::Allow);
+        assert_eq!(fetch("https://docs.rs/").decision, Decision::Allow);
+        // What "always" remembers is the address too.
+        let rule = always_rule_for(
+            &PermissionRequest::WebFetch {
+                url: "http://0x7f.1/".into(),
+            },
+            &ctx(),
+        );
+        assert_eq!(
+            rule.map(|r| r.to_string()).as_deref(),
+            Some("WebFetch(domain:127.0.0.1)")
+        );
+        // A backslash ends the host as a browser reads it.
+        assert_eq!(
+            host_of("http://evil.com\\@127.0.0.1/").as_deref(),
+            Some("evil.com")
+        );
     }
 
     fn always(command: &str) -> Option<String> {

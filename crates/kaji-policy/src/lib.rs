@@ -14,10 +14,12 @@
 //! - [`readonly`]: the known read-only commands, checked argument by
 //!   argument;
 //! - [`paths`]: path pattern anchoring and the protected paths;
+//! - [`host`]: a fetch's canonical host and whether it is local;
 //! - [`decide()`] and [`always_rule_for`]: the decision and what "always
 //!   allow" may remember.
 
 pub mod decide;
+pub mod host;
 pub mod paths;
 pub mod readonly;
 pub mod rule;

@@ -126,7 +126,13 @@ impl Rule {
                 Some(parent) => host
                     .strip_suffix(parent)
                     .is_some_and(|sub| sub.ends_with('.') && sub.len() > 1),
-                None => host.eq_ignore_ascii_case(domain),
+                // Both sides canonical: `domain:127.0.0.1` is also
+                // `2130706433`, `[::ffff:127.0.0.1]`, `127.1`.
+                None => {
+                    host.eq_ignore_ascii_case(domain)
+                        || crate::host::canonical_host_name(domain)
+                            .is_some_and(|d| crate::host::canonical_host_name(host) == Some(d))
+                }
             },
             _ => false,
         }

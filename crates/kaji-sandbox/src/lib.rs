@@ -37,8 +37,8 @@ mod linux;
 pub use linux::PreparedSandbox;
 
 pub use paths::{
-    create_protectable_dirs, default_deny_read, kaji_working_space, protected_paths_in,
-    worktree_git_dirs,
+    create_protectable_dirs, default_deny_read, holds_home, home_protected_paths,
+    kaji_working_space, protected_paths_in, unix_socket_dirs, worktree_git_dirs,
 };
 
 /// How much a sandboxed command may write.
@@ -125,15 +125,25 @@ pub struct SandboxPolicy {
     pub deny_read: Vec<PathBuf>,
     /// Whether new network sockets (other than Unix ones) are allowed.
     pub network: bool,
+    /// The command's own temp dir (it gets `TMPDIR` pointing there):
+    /// created by [`SandboxPolicy::prepare`] and writable. `None`: no temp
+    /// dir is writable unless a writable root holds one.
+    pub temp_dir: Option<PathBuf>,
+    /// Pathname Unix sockets (or directories of them) outside the writable
+    /// roots that commands may still connect to (`sandbox_allow_unix_sockets`).
+    /// Every other listening socket outside the writable roots is hidden.
+    pub allow_unix_sockets: Vec<PathBuf>,
 }
 
 impl SandboxPolicy {
-    /// The default policy for commands run in `cwd`: `cwd` and the temp dir
-    /// writable (and, when `cwd` is a git worktree, its git directories),
-    /// the protected paths of `cwd` (and of its worktree's git directories)
-    /// read-only, `~/.ssh`, `~/.aws` and `~/.gnupg` unreadable, no network.
-    /// Add kaji's run dir to `writable_roots` and kaji's settings dir to
-    /// `deny_read` (see [`default_deny_read`]).
+    /// The default policy for commands run in `cwd`: `cwd` writable (not
+    /// the shared temp dir, not its git directories), the protected paths
+    /// of `cwd` ([`protected_paths_in`]) and of the home directory
+    /// ([`home_protected_paths`]) read-only, `~/.ssh`, `~/.aws`, `~/.gnupg`
+    /// and the directories of other programs' Unix sockets
+    /// ([`unix_socket_dirs`]) unreadable, no network. Add a `temp_dir`,
+    /// kaji's run dir to `writable_roots` and kaji's settings dir to
+    /// `deny_read` (see [`SandboxPolicy::for_session`]).
     ///
     /// Creates an empty `.kaji/` in `cwd` (and `.git/hooks/` in a
     /// repository) when missing, so that a command cannot create them (see
@@ -146,24 +156,34 @@ impl SandboxPolicy {
     /// The policy [`SandboxPolicy::workspace`] would build, without
     /// creating anything (for `kaji doctor`).
     pub fn preview(mode: SandboxMode, cwd: &Path) -> Self {
-        let mut writable_roots = vec![cwd.to_path_buf(), std::env::temp_dir()];
-        writable_roots.extend(paths::worktree_git_dirs(cwd));
+        let mut writable_roots = vec![cwd.to_path_buf()];
         writable_roots.extend(paths::kaji_working_space(cwd));
         let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut protected_paths = protected_paths_in(cwd);
+        protected_paths.extend(
+            home.as_deref()
+                .map(paths::home_protected_paths)
+                .unwrap_or_default(),
+        );
+        let mut deny_read = default_deny_read(home.as_deref(), None);
+        deny_read.extend(paths::unix_socket_dirs(home.as_deref()));
         Self {
             mode,
             writable_roots,
-            protected_paths: protected_paths_in(cwd),
-            deny_read: default_deny_read(home.as_deref(), None),
+            protected_paths,
+            deny_read,
             network: false,
+            temp_dir: None,
+            allow_unix_sockets: Vec::new(),
         }
     }
 
     /// The policy for a session's `Bash` commands, from its settings:
     /// [`SandboxPolicy::workspace`] for `cwd`, plus the session's run dir
-    /// (`$KAJI_HOME/runs/<session>`) writable, `kaji_home` and
-    /// `sandbox_deny_read` (`~/` is the home directory) unreadable, and
-    /// `sandbox_network`.
+    /// (`$KAJI_HOME/runs/<session>`) writable with the command's temp dir
+    /// in it (`<run dir>/tmp`), `kaji_home` read-only as a whole and
+    /// unreadable (except the run dir), `sandbox_deny_read` (`~/` is the
+    /// home directory) unreadable, and `sandbox_network`.
     pub fn for_session(
         mode: SandboxMode,
         cwd: &Path,
@@ -174,7 +194,9 @@ impl SandboxPolicy {
     ) -> Self {
         let mut policy = Self::workspace(mode, cwd);
         policy.writable_roots.extend(run_dir.map(Path::to_path_buf));
+        policy.temp_dir = run_dir.map(|r| r.join("tmp"));
         let home = std::env::var_os("HOME").map(PathBuf::from);
+        policy.protected_paths.push(kaji_home.to_path_buf());
         policy.deny_read.push(kaji_home.to_path_buf());
         policy.deny_read.extend(
             sandbox_deny_read

@@ -14,7 +14,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use landlock::{ABI, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr};
+use landlock::{
+    ABI, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+};
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
 use seccompiler::{
@@ -79,6 +81,9 @@ enum MountOp {
     EmptyTmpfs(CString),
     /// `/dev/null` over a file.
     NullFile(CString),
+    /// `/dev/null` over a listening Unix socket outside the writable roots;
+    /// a socket removed since [`prepare`] looked is nothing to hide.
+    HideSocket(CString),
 }
 
 impl PreparedSandbox {
@@ -170,16 +175,19 @@ impl MountOp {
                 )
                 .map_err(errno)
             }
-            MountOp::NullFile(path) => mount(
-                Some(c"/dev/null"),
-                path.as_c_str(),
-                none,
-                MsFlags::MS_BIND,
-                none,
-            )
-            .map_err(errno),
+            MountOp::NullFile(path) => null_over(path),
+            MountOp::HideSocket(path) => match null_over(path) {
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+                other => other,
+            },
         }
     }
+}
+
+/// Binds `/dev/null` over the file `path`.
+fn null_over(path: &CStr) -> io::Result<()> {
+    let none: Option<&CStr> = None;
+    mount(Some(c"/dev/null"), path, none, MsFlags::MS_BIND, none).map_err(errno)
 }
 
 fn errno(e: nix::errno::Errno) -> io::Error {
@@ -253,7 +261,16 @@ pub(crate) fn prepare(
     cwd: Option<&Path>,
 ) -> Result<PreparedSandbox, SandboxError> {
     let writable: Vec<PathBuf> = match policy.mode {
-        SandboxMode::WorkspaceWrite => existing_canonical(&policy.writable_roots),
+        SandboxMode::WorkspaceWrite => {
+            if let Some(tmp) = &policy.temp_dir {
+                std::fs::create_dir_all(tmp).map_err(|e| SandboxError::Path {
+                    path: tmp.clone(),
+                    reason: format!("could not create the command's temp dir: {e}"),
+                })?;
+            }
+            let roots = policy.writable_roots.iter().chain(&policy.temp_dir);
+            existing_canonical(&roots.cloned().collect::<Vec<_>>())
+        }
         SandboxMode::ReadOnly | SandboxMode::Off => Vec::new(),
     };
     let namespace = Namespace {
@@ -288,8 +305,15 @@ fn c_path(path: &Path) -> Result<CString, SandboxError> {
 /// The id maps and mounts: holes for writable roots inside protected
 /// directories, the protected paths read-only, the denied paths covered.
 fn namespace_for(policy: &SandboxPolicy, writable: &[PathBuf]) -> Result<Namespace, SandboxError> {
-    let protected = existing_canonical(&policy.protected_paths);
+    // Outside the writable roots Landlock already refuses every write.
+    let mut protected = existing_canonical(&policy.protected_paths);
+    protected.retain(|p| writable.iter().any(|w| p.starts_with(w)));
     let mut mounts = Vec::new();
+    // Sockets first: a directory covered below may hold one.
+    let allowed = existing_canonical(&policy.allow_unix_sockets);
+    for socket in listening_sockets_outside(writable, &allowed) {
+        mounts.push(MountOp::HideSocket(c_path(&socket)?));
+    }
     // Parents before children (a bind hides what was mounted below it).
     for dir in self_binds(&protected, writable) {
         mounts.push(MountOp::SelfBind(c_path(&dir)?));
@@ -301,7 +325,9 @@ fn namespace_for(policy: &SandboxPolicy, writable: &[PathBuf]) -> Result<Namespa
             kept: locked_flags(path)?,
         });
     }
-    for denied in existing_canonical(&policy.deny_read) {
+    let mut denied = existing_canonical(&policy.deny_read);
+    denied.retain(|d| !allowed.iter().any(|a| a.starts_with(d)));
+    for denied in denied {
         for path in expand_denied(&denied, writable) {
             let c = c_path(&path)?;
             mounts.push(if path.is_dir() {
@@ -322,6 +348,29 @@ fn namespace_for(policy: &SandboxPolicy, writable: &[PathBuf]) -> Result<Namespa
         mounts,
         chdir: None,
     })
+}
+
+/// The pathname Unix sockets listening in this network namespace
+/// (`/proc/net/unix`) that lie outside `writable` and `allowed`, exist and
+/// are sockets, canonical. A socket bound with a relative path is found by
+/// [`crate::unix_socket_dirs`] or not at all.
+fn listening_sockets_outside(writable: &[PathBuf], allowed: &[PathBuf]) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = table
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().nth(7))
+        .filter(|path| path.starts_with('/'))
+        .filter_map(|path| std::fs::canonicalize(path).ok())
+        .filter(|p| !writable.iter().chain(allowed).any(|w| p.starts_with(w)))
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()))
+        .collect();
+    found.sort();
+    found.dedup();
+    found
 }
 
 /// The directories to bind onto themselves (writable) before the
@@ -391,8 +440,12 @@ fn locked_flags(path: &Path) -> Result<MsFlags, SandboxError> {
 fn landlock_ruleset(writable: &[PathBuf]) -> Result<OwnedFd, SandboxError> {
     let unavailable = |e: &dyn std::fmt::Display| SandboxError::LandlockUnavailable(e.to_string());
     let access = AccessFs::from_write(LANDLOCK_ABI);
+    // Scoping abstract Unix sockets needs ABI 6; an older kernel gets the
+    // file-system rights alone (what `kaji doctor` reports as its ABI).
     let mut ruleset = Ruleset::default()
         .handle_access(access)
+        .map_err(|e| unavailable(&e))?
+        .scope(Scope::AbstractUnixSocket)
         .map_err(|e| unavailable(&e))?
         .create()
         .map_err(|e| unavailable(&e))?;
@@ -562,6 +615,8 @@ fn probe_policy(tmp: &Path) -> Result<SandboxPolicy, SandboxError> {
         protected_paths: vec![tmp.to_path_buf()],
         deny_read: Vec::new(),
         network: false,
+        temp_dir: None,
+        allow_unix_sockets: Vec::new(),
     })
 }
 

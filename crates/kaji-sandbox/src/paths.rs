@@ -13,27 +13,19 @@ fn is_kaji_setting(name: &str) -> bool {
     name.ends_with(".toml") || name == "agents" || name == "commands"
 }
 
-/// The protected paths of a workspace `root` that exist: `.git/config` and
-/// `.git/hooks` (or, in a worktree, the `config`, `config.worktree` and
-/// `hooks` of its `gitdir:` target and of the common git directory),
-/// `.kaji/` as a whole (its working space, such as `.kaji/worktrees/`, is
-/// made writable again through [`kaji_working_space`]), `.kajiignore` and
+/// The protected paths of a workspace `root` that exist: `.git` as a whole
+/// (a directory or a worktree's `gitdir:` file — so neither `config`,
+/// `hooks/`, `info/` nor a planted `commondir` can be written), and, in a
+/// worktree, its `gitdir:` target and the common git directory; `.kaji/`
+/// as a whole (its working space, such as `.kaji/worktrees/`, is made
+/// writable again through [`kaji_working_space`]), `.kajiignore` and
 /// `.claude/`.
 ///
 /// A path that does not exist cannot be protected (a command could create
 /// it): see [`create_protectable_dirs`].
 pub fn protected_paths_in(root: &Path) -> Vec<PathBuf> {
-    let dot_git = root.join(".git");
-    let mut found = Vec::new();
-    if dot_git.is_dir() {
-        found.push(dot_git.join("config"));
-        found.push(dot_git.join("hooks"));
-    }
-    for dir in worktree_git_dirs(root) {
-        for name in ["config", "config.worktree", "hooks"] {
-            found.push(dir.join(name));
-        }
-    }
+    let mut found = vec![root.join(".git")];
+    found.extend(worktree_git_dirs(root));
     for name in [".kaji", ".kajiignore", ".claude"] {
         found.push(root.join(name));
     }
@@ -41,19 +33,92 @@ pub fn protected_paths_in(root: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// Creates an empty `root/.kaji/` and the `hooks/` directory of `root`'s
-/// git directory (`root/.git/`, or a worktree's common git directory) when
-/// missing, so that they can be protected: a path must exist to be
-/// bind-mounted read-only, and git shows no empty directory.
+/// The files in a home directory that make a shell, git, kaji or Claude
+/// Code run code, and that exist: the shells' start-up files, git's global
+/// configuration, `~/.claude/`, `~/.kaji/`, `~/.config/kaji/`. Only those
+/// inside a writable root need protecting; a workspace that holds the home
+/// directory ([`holds_home`]) gets no unasked commands, because a start-up
+/// file that does not exist yet could be created.
+pub fn home_protected_paths(home: &Path) -> Vec<PathBuf> {
+    const NAMES: &[&str] = &[
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".bash_logout",
+        ".profile",
+        ".zshrc",
+        ".zshenv",
+        ".zprofile",
+        ".zlogin",
+        ".zlogout",
+        ".kshrc",
+        ".mkshrc",
+        ".config/fish",
+        ".gitconfig",
+        ".config/git",
+        ".claude",
+        ".claude.json",
+        ".kaji",
+        ".config/kaji",
+    ];
+    NAMES
+        .iter()
+        .map(|n| home.join(n))
+        .filter(|p| p.symlink_metadata().is_ok())
+        .collect()
+}
+
+/// Whether a workspace `cwd` holds the home directory `home` (is it, or
+/// one of its ancestors, such as `/`): then the files that make a shell or
+/// git run code are inside a writable root, and commands must ask.
+pub fn holds_home(cwd: &Path, home: Option<&Path>) -> bool {
+    let Some(home) = home else {
+        return false;
+    };
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    canon(home).starts_with(canon(cwd))
+}
+
+/// The directories (or files) that hold other programs' Unix sockets and
+/// that exist: the user's runtime directory (`$XDG_RUNTIME_DIR`, else
+/// `/run/user/<uid>`: the systemd user manager, D-Bus, …), tmux's
+/// (`/tmp/tmux-<uid>`, `$TMUX`'s socket) and screen's socket directories,
+/// and `$SSH_AUTH_SOCK` (its directory when that is private to it).
+/// Covered so that a socket created there after a command started stays
+/// unreachable too; sockets already listening anywhere outside the
+/// writable roots are hidden one by one when the sandbox is prepared.
+pub fn unix_socket_dirs(home: Option<&Path>) -> Vec<PathBuf> {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let var = |n: &str| std::env::var_os(n).map(PathBuf::from);
+    let mut dirs = vec![
+        var("XDG_RUNTIME_DIR").unwrap_or_else(|| PathBuf::from(format!("/run/user/{uid}"))),
+        PathBuf::from(format!("/tmp/tmux-{uid}")),
+        PathBuf::from("/run/screen"),
+        PathBuf::from("/var/run/screen"),
+    ];
+    dirs.extend(home.map(|h| h.join(".screen")));
+    if let Some(tmux) = std::env::var("TMUX").ok().and_then(|t| {
+        let socket = t.split(',').next().map(PathBuf::from)?;
+        socket.parent().map(Path::to_path_buf)
+    }) {
+        dirs.push(tmux);
+    }
+    if let Some(agent) = var("SSH_AUTH_SOCK") {
+        let private = agent.parent().filter(|d| {
+            d.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("ssh-") || n.starts_with("keyring"))
+        });
+        dirs.push(private.map(Path::to_path_buf).unwrap_or(agent));
+    }
+    dirs.retain(|d| d.is_absolute() && d.symlink_metadata().is_ok());
+    dirs
+}
+
+/// Creates an empty `root/.kaji/` when missing, so that it can be
+/// protected: a path must exist to be bind-mounted read-only.
 pub fn create_protectable_dirs(root: &Path) -> std::io::Result<()> {
-    let dot_git = root.join(".git");
-    if dot_git.is_dir() {
-        std::fs::create_dir_all(dot_git.join("hooks"))?;
-    }
-    let git_dirs = worktree_git_dirs(root);
-    if let [_, common] = git_dirs.as_slice() {
-        std::fs::create_dir_all(common.join("hooks"))?;
-    }
     std::fs::create_dir_all(root.join(".kaji"))
 }
 
@@ -140,7 +205,7 @@ mod tests {
         std::fs::write(root.join(".kaji/config.toml"), "").unwrap();
         create_protectable_dirs(root).unwrap();
         let found = protected_paths_in(root);
-        for p in [".git/config", ".git/hooks", ".kaji", ".claude"] {
+        for p in [".git", ".kaji", ".claude"] {
             assert!(found.contains(&root.join(p)), "{p} missing from {found:?}");
         }
         assert!(!found.contains(&root.join(".kajiignore")));
@@ -161,8 +226,8 @@ mod tests {
         std::fs::write(wt.join(".git"), format!("gitdir: {}\n", wt_git.display())).unwrap();
         let main_git = std::fs::canonicalize(main_git).unwrap();
         let found = protected_paths_in(&wt);
-        assert!(found.contains(&main_git.join("config")), "{found:?}");
-        assert!(found.contains(&main_git.join("hooks")), "{found:?}");
+        assert!(found.contains(&main_git), "{found:?}");
+        assert!(found.contains(&wt.join(".git")), "{found:?}");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! complete or delete a plan task. This crate knows nothing of models,
 //! tools or user interfaces, so scripts and other agents can use it alone.
 
+pub mod git;
 pub mod limits;
 pub mod list;
 pub mod process;

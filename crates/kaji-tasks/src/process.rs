@@ -189,6 +189,10 @@ fn confine(cmd: &mut Command, policy: &SandboxPolicy) -> io::Result<kaji_sandbox
     let prepared = policy
         .prepare(cwd.as_deref())
         .map_err(|e| io::Error::other(format!("could not prepare the sandbox: {e}")))?;
+    if let Some(tmp) = &policy.temp_dir {
+        // The command's own temp dir: the shared one is not writable.
+        cmd.env("TMPDIR", tmp);
+    }
     // SAFETY: apply_in_child only makes async-signal-safe system calls on
     // data prepared above.
     unsafe {

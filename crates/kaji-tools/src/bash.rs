@@ -40,6 +40,38 @@ pub const MAX_TIMEOUT_MS: u64 = 600_000;
 /// Default cap on the output returned to the model, in characters.
 pub const DEFAULT_OUTPUT_CAP_CHARS: usize = 30_000;
 
+/// How many entries of the workspace are looked at to find what
+/// `.kajiignore` excludes before a sandboxed command starts.
+const KAJIIGNORE_WALK_LIMIT: usize = 200_000;
+
+/// The context's sandbox with what `.kajiignore` excludes made unreadable
+/// too, so that a command cannot read what the file tools refuse. A
+/// workspace too large to walk is an error rather than a weaker sandbox.
+fn sandbox_for(ctx: &ToolContext) -> Result<Option<Arc<kaji_sandbox::SandboxPolicy>>, ToolError> {
+    let Some(policy) = ctx.sandbox.as_ref().filter(|p| p.is_enabled()) else {
+        return Ok(ctx.sandbox.clone());
+    };
+    let ignore = crate::fs::KajiIgnore::load(&ctx.cwd);
+    if ignore.is_empty() {
+        return Ok(Some(policy.clone()));
+    }
+    let root = if ctx.cwd.starts_with(&ctx.project_dir) {
+        ctx.project_dir.clone()
+    } else {
+        ctx.cwd.clone()
+    };
+    let Some(excluded) = ignore.excluded_paths(&root, KAJIIGNORE_WALK_LIMIT) else {
+        return Err(ToolError::Refused(format!(
+            "Bash: {} has more than {KAJIIGNORE_WALK_LIMIT} entries, too many to find what \
+             .kajiignore excludes before the sandbox starts; run the command in a subdirectory",
+            root.display()
+        )));
+    };
+    let mut policy = (**policy).clone();
+    policy.deny_read.extend(excluded);
+    Ok(Some(Arc::new(policy)))
+}
+
 /// When a sandboxed command failed and its output looks like the kernel
 /// refused an access, the note saying the sandbox may have blocked it.
 fn sandbox_note(
@@ -157,7 +189,7 @@ impl BashTool {
         let started = Instant::now();
         let mut cmd = process::shell_command(&input.command);
         cmd.current_dir(&ctx.cwd).stdin(std::process::Stdio::null());
-        let options = process::SpawnOptions::sandboxed(ctx.sandbox.clone())
+        let options = process::SpawnOptions::sandboxed(sandbox_for(ctx)?)
             .with_env(Arc::clone(&ctx.env_policy));
         let (mut child, reader) =
             process::spawn_with_merged_output_with(cmd, &options).map_err(|e| {
@@ -271,7 +303,7 @@ impl BashTool {
             .clone()
             .filter(|d| !d.trim().is_empty())
             .unwrap_or_else(|| input.command.clone());
-        let options = process::SpawnOptions::sandboxed(ctx.sandbox.clone())
+        let options = process::SpawnOptions::sandboxed(sandbox_for(ctx)?)
             .with_env(Arc::clone(&ctx.env_policy));
         let info = registry
             .start_local_bash_with(&input.command, &description, &ctx.cwd, &ctx.agent, options)

@@ -14,10 +14,18 @@
 //! redirects (default 10; a loop is named as one), and the whole request
 //! must end within `KAJI_WEBFETCH_TIMEOUT_MS` (default 30 s).
 //!
+//! Every hop is held to what was decided: a redirect is followed only to
+//! the same canonical host (`kaji_policy::host`: the parsed address, not
+//! the text); one to another host is not followed, and the model is told
+//! to fetch that URL itself, which the core then decides like any URL. A
+//! name that is not itself local must not resolve to an address on this
+//! machine or a private network (those are asked for by address).
+//!
 //! This tool must never read a body whole before checking its size, never
-//! follow a redirect to a scheme other than http or https, and never
-//! decide permissions: [`Tool::access`] returns [`ToolAccess::Network`]
-//! with the URL's host, and the core asks per domain.
+//! follow a redirect to a scheme other than http or https or to another
+//! host, and never decide permissions: [`Tool::access`] returns
+//! [`ToolAccess::Network`] with the URL's canonical host, and the core
+//! asks per domain.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,7 +120,10 @@ fn parse_url(raw: &str) -> Result<Url, ToolError> {
 pub fn url_domain(raw: &str) -> String {
     Url::parse(raw.trim())
         .ok()
-        .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+        .and_then(|u| {
+            u.host_str()
+                .and_then(kaji_policy::host::canonical_host_name)
+        })
         .unwrap_or_default()
 }
 
@@ -143,12 +154,63 @@ fn redirect_policy(max: usize) -> reqwest::redirect::Policy {
             );
             return attempt.error(RedirectStop(why));
         }
+        // Another host needs its own decision: the model is told where the
+        // page went and fetches it as a new URL (checked, and asked for,
+        // like any other).
+        let first = attempt.previous().first().cloned();
+        if let Some(first) = first
+            && canonical(&first) != canonical(&next)
+        {
+            let why = format!(
+                "{first} redirects to {next}, on another host; WebFetch follows redirects only \
+                 within one host: to read it, call WebFetch with {next} (a new host is checked, \
+                 and may ask, like any URL)"
+            );
+            return attempt.error(RedirectStop(why));
+        }
         if attempt.previous().len() > max {
             let why = format!("more than {max} redirects (the last one to {next})");
             return attempt.error(RedirectStop(why));
         }
         attempt.follow()
     })
+}
+
+/// A URL's canonical host (`kaji_policy::host`), what rules are matched on.
+fn canonical(url: &Url) -> Option<String> {
+    url.host_str()
+        .and_then(kaji_policy::host::canonical_host_name)
+}
+
+/// Resolves names for WebFetch: a name that is not itself local
+/// (`localhost`) must not resolve to an address on this machine or a
+/// private network — the decision was made on the name, so such an
+/// address would not have been asked for. IP literals never come here.
+struct PublicResolver;
+
+impl reqwest::dns::Resolve for PublicResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let addrs: Vec<std::net::SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let local_name = kaji_policy::host::canonical_host_name(&host)
+                .is_some_and(|h| kaji_policy::host::is_local_host(&h));
+            if !local_name
+                && let Some(local) = addrs
+                    .iter()
+                    .find(|a| kaji_policy::host::is_local_ip(a.ip()))
+            {
+                let why = format!(
+                    "{host} resolves to {}, an address on this machine or a private network; \
+                     WebFetch fetches such an address only by its own address (which asks)",
+                    local.ip()
+                );
+                return Err(Box::new(RedirectStop(why)) as Box<dyn std::error::Error + Send + Sync>);
+            }
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
 }
 
 /// The whole chain of an error's causes, one clause each.
@@ -246,6 +308,7 @@ struct Page {
 async fn fetch(url: &Url, limits: Limits) -> Result<Page, ToolError> {
     let client = reqwest::Client::builder()
         .redirect(redirect_policy(limits.max_redirects))
+        .dns_resolver(std::sync::Arc::new(PublicResolver))
         .timeout(limits.timeout)
         .user_agent(concat!("kaji/", env!("CARGO_PKG_VERSION"), " (WebFetch)"))
         .build()

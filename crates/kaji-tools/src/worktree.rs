@@ -393,28 +393,21 @@ impl Repo {
 }
 
 /// Runs git in `dir` in its own process group; kills it on cancellation.
-/// Variables that would point git at another repository are removed.
+/// kaji's own git (`kaji_tasks::git`): its git directories set explicitly,
+/// no hooks, fsmonitor, pager, editor or askpass.
 async fn run_git(
     dir: &Path,
     args: &[&str],
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<GitResult, ToolError> {
-    let mut cmd = tokio::process::Command::new("git");
-    cmd.arg("-C")
-        .arg(dir)
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env_remove("GIT_COMMON_DIR")
-        .env_remove("GIT_PREFIX")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
     let spawn_error = |source: std::io::Error| {
         ToolError::Refused(format!("cannot run `git {}`: {source}", args.join(" ")))
     };
+    let mut cmd = kaji_tasks::git::command_in("git", dir).map_err(spawn_error)?;
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = kaji_tasks::process::spawn_in_group(cmd).map_err(spawn_error)?;
     let mut stdout = child.child_mut().stdout.take();
     let mut stderr = child.child_mut().stderr.take();

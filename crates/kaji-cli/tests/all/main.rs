@@ -15,6 +15,7 @@ mod mcp_cli;
 mod permissions_cli;
 mod ps_cli;
 mod rules_cli;
+mod sandbox_escapes;
 mod sessions_cli;
 mod sessions_resume;
 mod subagent_services;

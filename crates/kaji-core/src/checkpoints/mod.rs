@@ -1113,17 +1113,17 @@ impl CheckpointStore {
         git_dir.push(&self.git_dir);
         let mut work_tree = OsString::from("--work-tree=");
         work_tree.push(&self.work_tree);
-        cmd.arg(git_dir).arg(work_tree).args(GIT_CONFIG_ARGS);
+        // GIT_COMMON_DIR: a `commondir` file in the shadow is never read.
+        cmd.env("GIT_COMMON_DIR", &self.git_dir)
+            .arg(git_dir)
+            .arg(work_tree)
+            .args(GIT_CONFIG_ARGS);
         cmd
     }
 
     fn command_without_repo(&self) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.config.git_program);
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("GIT_") {
-                cmd.env_remove(&key);
-            }
-        }
+        kaji_tasks::git::harden(&mut cmd);
         cmd.env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("HOME", &self.git_dir)

@@ -409,6 +409,7 @@ impl SessionBuilder {
         sandbox.explicit = explicit;
         sandbox.network = settings.sandbox_network.unwrap_or(false);
         sandbox.deny_read = settings.sandbox_deny_read.clone();
+        sandbox.allow_unix_sockets = settings.sandbox_allow_unix_sockets.clone();
         sandbox.kaji_home = self.kaji_home.clone();
         sandbox.session_id = session_id.to_string();
         if explicit != Some(SandboxMode::Off) {

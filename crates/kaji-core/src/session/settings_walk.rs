@@ -136,6 +136,8 @@ async fn every_session_setting_reaches_a_sub_agent_or_is_named_as_overridden() {
         sandbox,
         sandbox_network,
         sandbox_deny_read,
+        // Part of the sandbox base in the shared approvals, like the above.
+        sandbox_allow_unix_sockets: _,
         protected_paths,
         env_passthrough,
         secret_env,
@@ -144,6 +146,8 @@ async fn every_session_setting_reaches_a_sub_agent_or_is_named_as_overridden() {
         // Not a session's: the lease of `kaji worker`.
         lease_ms: _,
         sources: _,
+        // Not a setting: the `.mcp.json` servers skipped, said once at start.
+        mcp_json_skipped: _,
     } = settings;
 
     assert!(Arc::ptr_eq(&m.provider, &c.provider));

@@ -372,3 +372,39 @@ fn a_mcp_json_at_the_repository_root_counts_only_when_trusted() {
     // Untrusted, the broken file is not even read.
     assert!(KajiConfig::load_gated(&l.home, &l.sub, false).is_ok());
 }
+
+#[test]
+fn an_untrusted_project_may_only_narrow_limits_and_never_choose_models() {
+    let l = layout();
+    std::fs::write(l.home.join("config.toml"), "tool_result_max_chars = 1000\n").expect("write");
+    std::fs::create_dir_all(l.repo.join(".kaji")).expect("mkdir");
+    std::fs::write(
+        l.repo.join(".kaji/config.toml"),
+        "max_agent_depth = 50\ntool_result_max_chars = 500\ntoken_budget = 9000\n\
+         max_mistakes = 99\nreasoning = \"high\"\n\
+         [model_aliases]\nhaiku = \"their-model\"\n",
+    )
+    .expect("write");
+    let (untrusted, ignored) = KajiConfig::load_gated(&l.home, &l.sub, false).expect("load");
+    let keys: Vec<&str> = ignored.iter().map(|i| i.key).collect();
+    for key in [
+        "max_agent_depth",
+        "max_mistakes",
+        "model_aliases",
+        "reasoning",
+    ] {
+        assert!(keys.contains(&key), "{key} not listed in {keys:?}");
+    }
+    assert_eq!(untrusted.max_agent_depth, None);
+    assert_eq!(untrusted.max_mistakes, None);
+    assert!(untrusted.model_aliases.is_empty());
+    assert_eq!(untrusted.reasoning, None);
+    // Narrowing is fine: a smaller cap, a budget where there was none.
+    assert_eq!(untrusted.tool_result_max_chars, Some(500));
+    assert_eq!(untrusted.token_budget, Some(9000));
+
+    let (trusted, ignored) = KajiConfig::load_gated(&l.home, &l.sub, true).expect("load");
+    assert!(ignored.is_empty(), "{ignored:?}");
+    assert_eq!(trusted.max_agent_depth, Some(50));
+    assert_eq!(trusted.model_aliases["haiku"], "their-model");
+}

@@ -272,3 +272,38 @@ fn imports_stop_at_five_hops_and_binary_files_are_refused() {
     assert!(warnings.contains("deeper than 5"), "{warnings}");
     assert!(warnings.contains("binary"), "{warnings}");
 }
+
+#[test]
+fn a_project_rule_symlinked_outside_the_repository_or_into_kaji_home_is_skipped() {
+    let l = layout();
+    let secret = l
+        .repo
+        .parent()
+        .expect("parent")
+        .join("elsewhere/id_ed25519");
+    write(&secret, "-----BEGIN OPENSSH PRIVATE KEY-----\n");
+    std::os::unix::fs::symlink(&secret, l.repo.join("AGENTS.md")).expect("symlink");
+    write(&l.home.join("rules/private.md"), "kept private\n");
+    std::os::unix::fs::symlink(l.home.join("rules/private.md"), l.sub.join("CLAUDE.md"))
+        .expect("symlink");
+    write(&l.sub.join(".clinerules/ok.md"), "Use tabs.\n");
+    // A symlink that stays inside the repository is fine.
+    std::os::unix::fs::symlink(l.sub.join(".clinerules/ok.md"), l.repo.join("CLAUDE.md"))
+        .expect("symlink");
+
+    let rules = RuleFiles::discover(&l.home, &l.sub);
+    let text = rules.to_system_section().unwrap_or_default();
+    assert!(!text.contains("PRIVATE KEY"), "{text}");
+    assert!(text.contains("Use tabs."), "{text}");
+    assert_eq!(rules.warnings.len(), 2, "{:?}", rules.warnings);
+    assert!(
+        rules.warnings[0].contains("outside the project"),
+        "{:?}",
+        rules.warnings
+    );
+    assert!(
+        rules.warnings[1].contains("keeps private"),
+        "{:?}",
+        rules.warnings
+    );
+}

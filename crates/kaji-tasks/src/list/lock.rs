@@ -142,15 +142,22 @@ pub(crate) fn open_lock_file(path: &Path) -> Result<File, TaskListError> {
     Ok(file)
 }
 
-/// Maps `ELOOP` from `O_NOFOLLOW` to a clear "symbolic link" refusal.
+/// Maps `ELOOP` from `O_NOFOLLOW` to a clear "symbolic link" refusal, and
+/// any other failure to open something that is not a regular file (a
+/// directory: `EISDIR`; a socket: `ENXIO`) to a refusal naming what it is.
 fn open_error(path: &Path, e: io::Error) -> TaskListError {
     if e.raw_os_error() == Some(libc::ELOOP) {
-        TaskListError::NotRegularFile {
+        return TaskListError::NotRegularFile {
             path: path.to_path_buf(),
             kind: "a symbolic link".to_string(),
-        }
-    } else {
-        TaskListError::io(path, e)
+        };
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if !meta.file_type().is_file() => TaskListError::NotRegularFile {
+            path: path.to_path_buf(),
+            kind: super::fsio::file_kind(&meta).to_string(),
+        },
+        _ => TaskListError::io(path, e),
     }
 }
 

@@ -210,9 +210,22 @@ fn is_file_problem(e: &TaskListError, path: &Path) -> bool {
 }
 
 /// Removes a file or an empty directory.
+/// Removes a file that is not a regular one (a FIFO, a socket, a symbolic
+/// link — never what it points to); an empty directory is removed, one
+/// with entries is moved aside to `<name>.not-a-lock-<pid>` so nothing in
+/// it is lost.
 fn remove_entry(path: &Path) -> Result<(), TaskListError> {
-    let result = if path.is_dir() {
-        fs::remove_dir(path)
+    let is_dir = fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+    let result = if is_dir {
+        fs::remove_dir(path).or_else(|e| {
+            if e.kind() == std::io::ErrorKind::DirectoryNotEmpty {
+                let mut aside = path.as_os_str().to_os_string();
+                aside.push(format!(".not-a-lock-{}", std::process::id()));
+                fs::rename(path, aside)
+            } else {
+                Err(e)
+            }
+        })
     } else {
         fs::remove_file(path)
     };

@@ -145,6 +145,40 @@ fn a_fifo_highwatermark_and_lock_never_block_and_repair_fixes_them() {
 }
 
 #[test]
+fn a_lock_that_is_a_directory_is_refused_and_repair_removes_it() {
+    let home = list_support::fast_temp_home();
+    let store = store_with_two_tasks(home.path());
+    let lock = store.dir().join(".lock");
+    std::fs::remove_file(&lock).expect("rm");
+    std::fs::create_dir_all(lock.join("inside")).expect("mkdir");
+    std::fs::create_dir(store.dir().join("1.lock")).ok();
+
+    let writer = store.clone();
+    let err = bounded(move || writer.create(new("three"))).expect_err("the lock is a directory");
+    assert!(matches!(err, TaskListError::NotRegularFile { .. }), "{err}");
+    assert!(err.to_string().contains("directory"), "{err}");
+
+    let fixer = store.clone();
+    let report = bounded(move || fixer.repair()).expect("repair");
+    assert!(report.is_sound(), "{report:?}");
+    assert!(
+        report.removed.iter().any(|r| r.path.ends_with(".lock")),
+        "{report:?}"
+    );
+    // The directory's entries are moved aside, not deleted.
+    let aside = std::fs::read_dir(store.dir())
+        .expect("read")
+        .flatten()
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".lock.not-a-lock-")
+        });
+    assert!(aside, "the non-empty directory was not kept aside");
+    assert_eq!(store.create(new("three")).expect("create").id, 3);
+}
+
+#[test]
 fn repair_never_lowers_the_mark_and_rebuilds_a_missing_one() {
     let home = list_support::fast_temp_home();
     let store = store_with_two_tasks(home.path());

@@ -174,10 +174,20 @@ async fn git_config_and_hooks_stay_read_only_inside_the_workspace() {
     assert_ne!(code, 0, "{out}");
     assert!(f.ws.join(".git/HEAD").exists() && f.ws.join(".kaji").is_dir());
 
-    // Other writes to .git still work, and a following (unconfined) git
-    // call runs no planted command.
+    // `.git` is read-only as a whole: no planted `commondir` (which would
+    // make git take its configuration from a directory the command made),
+    // no `info/` entry; a following (unconfined) git call runs nothing.
+    let plant = "mkdir -p planted/hooks && printf '[core]\\n\\tfsmonitor = touch PWN\\n' \
+                 > planted/config && echo \"$PWD/planted\" > .git/commondir";
+    let (code, out) = run(Some(&p), &f.ws, plant).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(kaji_sandbox::denial_note(p.mode, &out).is_some(), "{out}");
+    assert!(!f.ws.join(".git/commondir").exists());
+    let (code, out) = run(Some(&p), &f.ws, "echo '*' > .git/info/exclude").await;
+    assert_ne!(code, 0, "{out}");
     let (code, out) = run(Some(&p), &f.ws, "echo hi > a && git add a").await;
-    assert_eq!(code, 0, "{out}");
+    assert_ne!(code, 0, "{out}");
+    assert!(f.ws.join("a").exists(), "the work tree stays writable");
     git(&f.ws, &["status", "--short"]);
     assert!(!f.ws.join("PWN").exists());
 }
@@ -301,10 +311,12 @@ async fn cargo_test_of_a_tiny_crate_runs_in_the_default_policy() {
         "#[test]\nfn adds() { assert_eq!(1 + 1, 2); }\n",
     )
     .expect("lib");
-    // The default policy: the workspace and the temp dir writable.
+    // The default policy: the workspace and the command's temp dir writable.
     let mut p = SandboxPolicy::workspace(SandboxMode::WorkspaceWrite, &f.ws);
     p.deny_read = default_deny_read(Some(&f.home), None);
-    let (code, out) = run(Some(&p), &f.ws, "cargo test -q --offline 2>&1").await;
+    p.temp_dir = Some(f.outside.join("tmp"));
+    let script = "env -u CARGO_TARGET_DIR cargo test -q --offline 2>&1";
+    let (code, out) = run(Some(&p), &f.ws, script).await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("1 passed"), "{out}");
 }
@@ -341,4 +353,57 @@ async fn kaji_settings_are_unreadable_but_the_run_dir_is_writable() {
     assert!(!out.contains("SETTINGS-CONTENT"), "{out}");
     assert!(!out.contains("DENIED-CONTENT"), "{out}");
     assert!(run_dir.join("note").exists());
+}
+
+/// A Python one-liner that connects to the Unix socket `addr` (a leading
+/// `@` names an abstract one) and prints `CONNECTED` or the error.
+fn connect_script(addr: &str) -> String {
+    format!(
+        "python3 -c \"import socket,sys\nsock=socket.socket(socket.AF_UNIX)\n\
+         a=sys.argv[1]\na='\\\\0'+a[1:] if a.startswith('@') else a\n\
+         try:\n sock.connect(a); print('CONNECTED')\n\
+         except OSError as e:\n print('REFUSED', e)\" '{addr}'"
+    )
+}
+
+#[tokio::test]
+async fn unix_sockets_outside_the_workspace_are_unreachable() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    if !sandbox_available() {
+        return;
+    }
+    let f = fixture();
+    let outside = f.outside.join("agent.sock");
+    let _pathname = UnixListener::bind(&outside).expect("bind pathname");
+    let name = format!("kaji-test-{}", std::process::id());
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).expect("abstract name");
+    let _abstract = UnixListener::bind_addr(&addr).expect("bind abstract");
+    let inside = f.ws.join("dev.sock");
+    let _inner = UnixListener::bind(&inside).expect("bind inside");
+    let p = policy(&f, false);
+
+    // Unconfined, both are reachable: the refusals below are the sandbox's.
+    for target in [outside.display().to_string(), format!("@{name}")] {
+        let (_, out) = run(None, &f.ws, &connect_script(&target)).await;
+        assert!(out.contains("CONNECTED"), "{target}: {out}");
+        let (_, out) = run(Some(&p), &f.ws, &connect_script(&target)).await;
+        assert!(
+            out.contains("REFUSED"),
+            "{target} reached from the sandbox: {out}"
+        );
+    }
+    // A socket inside the workspace stays reachable, and so does an
+    // outside one the settings allow.
+    let (_, out) = run(Some(&p), &f.ws, &connect_script("dev.sock")).await;
+    assert!(out.contains("CONNECTED"), "{out}");
+    let mut allowed = p.clone();
+    allowed.allow_unix_sockets = vec![outside.clone()];
+    let (_, out) = run(
+        Some(&allowed),
+        &f.ws,
+        &connect_script(&outside.display().to_string()),
+    )
+    .await;
+    assert!(out.contains("CONNECTED"), "{out}");
 }

@@ -160,6 +160,39 @@ impl KajiIgnore {
         &self.warnings
     }
 
+    /// The existing paths below `root` that these rules exclude, for the
+    /// sandbox to cover: an excluded directory is listed once and not
+    /// entered; `.git` is not entered. At most `limit` entries are visited;
+    /// `None` when the walk did not finish (the caller must not pretend).
+    pub fn excluded_paths(&self, root: &Path, limit: usize) -> Option<Vec<PathBuf>> {
+        if self.is_empty() {
+            return Some(Vec::new());
+        }
+        let mut found = Vec::new();
+        let mut pending = vec![super::paths::absolute(root).to_path_buf()];
+        let mut visited = 0usize;
+        while let Some(dir) = pending.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                visited += 1;
+                if visited > limit {
+                    return None;
+                }
+                let path = entry.path();
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                if self.excluded_as(&path, is_dir, false).is_some() {
+                    found.push(path);
+                } else if is_dir && entry.file_name() != ".git" {
+                    pending.push(path);
+                }
+            }
+        }
+        found.sort();
+        Some(found)
+    }
+
     /// The rule excluding the absolute `path` (or one of its parent
     /// directories), if any. Both the path as given and, when it exists, the
     /// path with symlinks resolved are checked, so a symlink does not smuggle

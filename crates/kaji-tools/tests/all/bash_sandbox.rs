@@ -103,3 +103,31 @@ async fn a_background_command_runs_in_the_sandbox() {
     assert!(ctx.cwd.join("bg-in").exists());
     assert!(!outside.join("bg-out").exists());
 }
+
+#[tokio::test]
+async fn what_kajiignore_excludes_is_unreadable_to_sandboxed_commands() {
+    if !sandbox_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ctx, _outside) = setup(&dir);
+    let ws = ctx.cwd.clone();
+    std::fs::write(ws.join(".kajiignore"), "secret.env\nprivate/\n").expect("write");
+    std::fs::write(ws.join("secret.env"), "TOKEN=hidden-value\n").expect("write");
+    std::fs::create_dir_all(ws.join("private/deep")).expect("mkdir");
+    std::fs::write(ws.join("private/deep/key"), "hidden-value\n").expect("write");
+    std::fs::write(ws.join("public.txt"), "shown\n").expect("write");
+    let command = "cat secret.env private/deep/key public.txt 2>&1; true";
+    let out = bash(&ctx, json!({ "command": command }))
+        .await
+        .expect("runs");
+    assert!(!out.content.contains("hidden-value"), "{}", out.content);
+    assert!(out.content.contains("shown"), "{}", out.content);
+    // Unconfined, the same command reads them: the sandbox hid them.
+    let mut open = ctx.clone();
+    open.sandbox = None;
+    let out = bash(&open, json!({ "command": command }))
+        .await
+        .expect("runs");
+    assert!(out.content.contains("hidden-value"), "{}", out.content);
+}

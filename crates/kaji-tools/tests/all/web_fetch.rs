@@ -46,6 +46,10 @@ fn app() -> Router {
             }),
         )
         .route("/moved", get(|| async { Redirect::temporary("/text") }))
+        .route(
+            "/elsewhere",
+            get(|| async { Redirect::temporary("http://169.254.169.254/latest/meta-data/") }),
+        )
         .route("/loop-a", get(|| async { Redirect::temporary("/loop-b") }))
         .route("/loop-b", get(|| async { Redirect::temporary("/loop-a") }))
         .route(
@@ -209,4 +213,21 @@ fn access_names_the_domain_and_the_tool_only_reads() {
             domain: "docs.rs".into()
         }
     );
+}
+
+#[tokio::test]
+async fn a_redirect_to_another_host_is_not_followed_but_named() {
+    let base = serve().await;
+    let msg = fetch_err(format!("{base}/elsewhere")).await;
+    assert!(
+        msg.contains("redirects to http://169.254.169.254/latest/meta-data/, on another host"),
+        "{msg}"
+    );
+    assert!(msg.contains("call WebFetch with"), "{msg}");
+    // The same address spelled otherwise is the same host: followed.
+    let port = base.rsplit(':').next().unwrap_or_default();
+    let out = fetch(json!({ "url": format!("http://2130706433:{port}/moved") }))
+        .await
+        .expect("same host");
+    assert!(out.content.contains("plain body"), "{}", out.content);
 }

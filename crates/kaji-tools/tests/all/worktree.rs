@@ -416,3 +416,43 @@ async fn a_merge_with_conflicts_is_aborted_and_names_the_files() {
     assert!(inside.cwd.is_dir(), "the worktree stays");
     assert!(branches(&root).contains("kaji/feat"));
 }
+
+#[tokio::test]
+async fn a_planted_commondir_fsmonitor_or_hook_never_runs() {
+    let (_dir, root) = repo();
+    // A git directory a command planted, with an fsmonitor and a hook,
+    // named by `.git/commondir`; and a hook in the repository itself.
+    let planted = root.join("planted");
+    std::fs::create_dir_all(planted.join("hooks")).expect("mkdir");
+    let pwn = root.join("PWN");
+    let script = format!("#!/bin/sh\ntouch {}\n", pwn.display());
+    for hook in [
+        planted.join("hooks/post-checkout"),
+        root.join(".git/hooks/post-checkout"),
+    ] {
+        std::fs::write(&hook, &script).expect("hook");
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+    }
+    std::fs::write(
+        planted.join("config"),
+        format!("[core]\n\tfsmonitor = touch {}\n", pwn.display()),
+    )
+    .expect("config");
+    // The repository's own hook never runs.
+    let inside = enter(&root, "safe").await;
+    assert!(inside.cwd.join("README.md").exists());
+    assert!(!pwn.exists(), "kaji's own git ran the repository's hook");
+    // A planted commondir is refused, naming it, and runs nothing.
+    std::fs::write(
+        root.join(".git/commondir"),
+        format!("{}\n", planted.display()),
+    )
+    .expect("commondir");
+    let ctx = ToolContext::new(&root);
+    let err = call("EnterWorktree", json!({"name": "other"}), &ctx)
+        .await
+        .expect_err("a planted commondir");
+    assert!(err.to_string().contains("commondir"), "{err}");
+    assert!(!pwn.exists(), "kaji's own git ran a planted program");
+}
