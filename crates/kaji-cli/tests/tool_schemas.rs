@@ -68,8 +68,7 @@ async fn same_as_recorded(provider: &str) {
         std::fs::write(&path, &got).unwrap();
         return;
     }
-    let want =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     if got != want {
         let line = got
             .lines()
