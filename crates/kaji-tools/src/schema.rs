@@ -45,6 +45,10 @@ pub fn input_schema<T: JsonSchema>() -> Value {
         // The type's own doc comment is for its readers; the tool's
         // description says what the model needs.
         root.remove("description");
+        // An input without parameters still says it has none.
+        if !root.contains_key("properties") {
+            root.insert("properties".into(), Value::Object(Map::new()));
+        }
         root.insert("additionalProperties".into(), Value::Bool(false));
         reorder(root);
     }

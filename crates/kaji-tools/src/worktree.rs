@@ -591,8 +591,7 @@ struct ExitWorktreeInput {
     action: ExitAction,
     /// With remove: delete even if uncommitted changes or unmerged commits would be lost. Default false.
     #[serde(default)]
-    #[schemars(with = "Option<bool>")]
-    discard_changes: bool,
+    discard_changes: Option<bool>,
 }
 
 #[async_trait]
@@ -687,7 +686,9 @@ branch or has staged changes, and a merge with conflicts is aborted and the conf
         } else {
             Vec::new()
         };
-        if !input.discard_changes && (!uncommitted.is_empty() || !unmerged.is_empty()) {
+        if !input.discard_changes.unwrap_or(false)
+            && (!uncommitted.is_empty() || !unmerged.is_empty())
+        {
             let mut why = format!(
                 "refusing to remove worktree {name:?} at {}:",
                 root.display()
