@@ -5,7 +5,7 @@
 //! key order included (this binary's JSON keeps it). A change of any
 //! tool's name, description or input schema shows here, and it moves the
 //! prompt cache prefix; when it is meant, record the new bodies with
-//! `KAJI_RECORD_TOOL_SCHEMAS=1 cargo test -p kaji-cli --test tool_schemas`
+//! `KAJI_RECORD_TOOL_SCHEMAS=1 cargo test -p kaji-cli --test all tool_schemas::`
 //! and review the diff.
 
 use std::path::PathBuf;
