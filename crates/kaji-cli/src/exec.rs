@@ -88,7 +88,6 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
     for w in warnings {
         eprintln!("kaji exec: warning: {}", redact_url_passwords(&w));
     }
-    frontend.set_cwd(session.cwd());
     let worktree = args
         .agent
         .worktree
@@ -207,8 +206,6 @@ pub struct ExecFrontend {
     json: bool,
     approve_plan: bool,
     mode: Mutex<String>,
-    /// The working directory, for the previews of `tool_use` lines.
-    cwd: Mutex<std::path::PathBuf>,
     out: Mutex<TranscriptState>,
 }
 
@@ -231,7 +228,6 @@ impl ExecFrontend {
             json,
             approve_plan: false,
             mode: Mutex::new(mode.to_string()),
-            cwd: Mutex::new(std::path::PathBuf::from(".")),
             out: Mutex::new(TranscriptState {
                 out: Box::new(std::io::stdout()),
                 mid_line: false,
@@ -250,11 +246,6 @@ impl ExecFrontend {
     /// The permission mode named when an approval is denied.
     pub fn set_mode(&self, mode: &str) {
         *self.mode.lock().unwrap_or_else(|e| e.into_inner()) = mode.to_string();
-    }
-
-    /// The working directory previews are computed in.
-    pub fn set_cwd(&self, cwd: std::path::PathBuf) {
-        *self.cwd.lock().unwrap_or_else(|e| e.into_inner()) = cwd;
     }
 
     /// The transcript's last words when calls were denied because nobody
@@ -310,11 +301,6 @@ impl ExecFrontend {
 
     /// Prints one line of `--json` output.
     fn line(&self, line: &ExecLine) {
-        let mut line = line.clone();
-        if let ExecLine::ToolUse(t) = &mut line {
-            let cwd = self.cwd.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            t.preview = kaji_core::executor::preview_call(&t.name, &t.input, &cwd);
-        }
         // JSON escapes control characters; passwords in URLs are masked.
         let value = redact_url_passwords(&line.to_json().to_string());
         let mut st = self.lock_state();

@@ -637,11 +637,17 @@ pub fn from_event(event: &TaskEvent) -> Option<ExecLine> {
             cost_usd: r.cost_usd,
             estimated: r.estimated,
         })),
-        TaskEvent::ToolUse { id, name, input } => Some(ExecLine::ToolUse(ToolUseLine {
+        TaskEvent::ToolUse {
+            id,
+            name,
+            input,
+            preview,
+            ..
+        } => Some(ExecLine::ToolUse(ToolUseLine {
             id: id.clone(),
             name: name.clone(),
             input: input.clone(),
-            preview: None,
+            preview: preview.clone(),
         })),
         TaskEvent::ToolResult {
             id,
@@ -723,7 +729,9 @@ fn ask_kind(kind: kaji_protocol::AskKind) -> ExecAskKind {
 /// A say's typed payload as the public `data` of its line.
 fn say_data(payload: &SayPayload) -> SayData {
     match payload {
-        SayPayload::Tool { id, tool, input } => SayData::Tool(ToolSayData {
+        SayPayload::Tool {
+            id, tool, input, ..
+        } => SayData::Tool(ToolSayData {
             id: id.clone(),
             tool: tool.clone(),
             input: input.clone(),
@@ -849,6 +857,7 @@ mod tests {
             id: "c1".into(),
             tool: "Read".into(),
             input: json!({"file_path": "a"}),
+            view: None,
         };
         let line = from_event(&say(SayKind::Tool, Some(payload))).unwrap();
         assert_eq!(

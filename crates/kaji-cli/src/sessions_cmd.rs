@@ -319,6 +319,8 @@ fn message_events(
                     id: id.clone(),
                     name: name.clone(),
                     input: input.clone(),
+                    view: kaji_core::executor::recorded_view(name, input),
+                    preview: None,
                 });
                 say(events, SayKind::Tool, describe_call(name, input));
             }

@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 
 use kaji_protocol::{ContentBlock, Message, Role};
+use kaji_tools::{ToolFiles, ToolKind};
 
 /// The instruction of the summary request.
 pub const SUMMARY_INSTRUCTIONS: &str = "[COMPACTION] The conversation above is about to be replaced by your summary, because it no longer fits the context window. Write that summary now, as plain text with these headings:\n\
@@ -37,34 +38,32 @@ pub fn estimate_tokens(messages: &[Message]) -> u64 {
     (bytes as u64).div_ceil(4)
 }
 
-/// The file a tool call reads, when it is a whole-file read with the same
-/// input as another (a `file_path` and nothing else that narrows it).
-fn read_key(name: &str, input: &serde_json::Value, read_only: bool) -> Option<String> {
-    if !read_only {
-        return None;
+/// What compaction asks of a call's tool: its kind and the files the call
+/// reads and writes (`None` for a tool the session does not have).
+pub type CallFiles<'a> = &'a dyn Fn(&str, &serde_json::Value) -> Option<(ToolKind, ToolFiles)>;
+
+/// The key of a call that reads files and nothing else: a later call with
+/// the same tool and the same input reads the same again. Reads of other
+/// parts (another offset) are other reads.
+fn read_key(name: &str, input: &serde_json::Value, files: CallFiles<'_>) -> Option<String> {
+    match files(name, input)? {
+        (ToolKind::Read, f) if !f.reads.is_empty() && f.writes.is_empty() => {
+            Some(format!("{name}\u{0}{input}"))
+        }
+        _ => None,
     }
-    let obj = input.as_object()?;
-    let path = obj.get("file_path")?.as_str()?;
-    // Reads of parts (offset/limit) are not the same read.
-    if obj.keys().any(|k| k != "file_path") {
-        return None;
-    }
-    Some(format!("{name}\u{0}{path}"))
 }
 
 /// Cheap step 1: of several reads of the same file, only the latest keeps
 /// its result; earlier ones say they were superseded. Returns how many
 /// results were collapsed.
-pub fn collapse_repeated_reads(
-    history: &mut [Message],
-    is_read_only: &dyn Fn(&str) -> bool,
-) -> usize {
+pub fn collapse_repeated_reads(history: &mut [Message], files: CallFiles<'_>) -> usize {
     // call id -> read key, in order.
     let mut keys: HashMap<String, String> = HashMap::new();
     let mut latest: HashMap<String, String> = HashMap::new();
     for message in history.iter().filter(|m| m.role == Role::Assistant) {
         for (id, name, input) in message.tool_uses() {
-            if let Some(key) = read_key(name, input, is_read_only(name)) {
+            if let Some(key) = read_key(name, input, files) {
                 keys.insert(id.to_string(), key.clone());
                 latest.insert(key, id.to_string());
             }
@@ -185,22 +184,18 @@ pub fn compacted_history(summary: &str, ctx: &CompactionContext) -> Vec<Message>
     }]
 }
 
-/// The files that calls which are not read-only named (`file_path`,
-/// `path`), in first-change order.
-pub fn files_changed_in(history: &[Message], is_read_only: &dyn Fn(&str) -> bool) -> Vec<String> {
+/// The files the calls wrote, as they named them, in first-change order.
+pub fn files_changed_in(history: &[Message], files: CallFiles<'_>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for message in history.iter().filter(|m| m.role == Role::Assistant) {
         for (_, name, input) in message.tool_uses() {
-            if is_read_only(name) {
+            let Some((_, f)) = files(name, input) else {
                 continue;
-            }
-            if let Some(path) = input
-                .get("file_path")
-                .or_else(|| input.get("path"))
-                .and_then(|p| p.as_str())
-                && !out.iter().any(|p| p == path)
-            {
-                out.push(path.to_string());
+            };
+            for path in f.writes {
+                if !out.contains(&path) {
+                    out.push(path);
+                }
             }
         }
     }
@@ -241,7 +236,12 @@ mod tests {
             call("c", "Read", json!({"file_path": "x.rs"})),
             result("c", "new x"),
         ];
-        let n = collapse_repeated_reads(&mut h, &|name| name == "Read");
+        let tools = kaji_tools::builtin_tools();
+        let files = |name: &str, input: &serde_json::Value| {
+            let tool = tools.get(name)?;
+            Some((tool.kind(), tool.files(input)))
+        };
+        let n = collapse_repeated_reads(&mut h, &files);
         assert_eq!(n, 1);
         assert!(serde_json::to_string(&h[2]).unwrap().contains("superseded"));
         assert!(serde_json::to_string(&h[4]).unwrap().contains("part"));

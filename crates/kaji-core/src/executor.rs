@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use kaji_protocol::{AskKind, AskPayload, AskResponse, SayKind, SayPayload, StateUpdate};
-use kaji_tools::{ToolAccess, ToolContext, ToolControl, ToolError, ToolRegistry};
+use kaji_tools::{
+    Tool, ToolAccess, ToolContext, ToolControl, ToolError, ToolOutput, ToolRegistry, ToolView,
+};
 use serde_json::{Value, json};
 
 use crate::emitter::Emitter;
@@ -26,6 +28,9 @@ use crate::permissions::{
     Decision, PermissionDenial, PermissionMode, SharedApprovals, decide, requests_for,
 };
 use kaji_mcp::McpManager;
+
+mod outcome;
+pub use outcome::{Effect, Ran, ToolRun};
 
 /// The seed's initial-checkpoint gate: closed while the first checkpoint of
 /// the task is being taken; tools that are not read-only wait for it to
@@ -88,68 +93,6 @@ pub const DEFAULT_TOOL_RESULT_MAX_CHARS: usize = 50_000;
 
 /// How long a cancelled tool may take to clean up before it is dropped.
 const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// What became of one tool call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolRun {
-    /// The result text for the model.
-    pub content: String,
-    /// Whether it is an error result.
-    pub is_error: bool,
-    /// Whether it counts as a mistake of the model (unknown tool, bad
-    /// arguments, a failing call).
-    pub mistake: bool,
-    /// The user rejected the call: the rest of the reply is skipped.
-    pub rejected: bool,
-    /// The call ended the task with this result (AttemptCompletion).
-    pub completion: Option<String>,
-    /// The call changed files.
-    pub changed_files: bool,
-    /// The task's permission mode changes to this (plan mode).
-    pub new_mode: Option<PermissionMode>,
-    /// The task's working directory changes to this (worktrees).
-    pub new_cwd: Option<PathBuf>,
-    /// Session state the call changed (task list, todo).
-    pub update: Option<StateUpdate>,
-    /// The tool polls (the same result again is no loop).
-    pub polls: bool,
-    /// Images the result carries (a Read of a PNG), sent after it.
-    pub images: Vec<kaji_protocol::ContentBlock>,
-}
-
-impl ToolRun {
-    fn error(content: impl Into<String>, mistake: bool) -> Self {
-        Self {
-            content: content.into(),
-            is_error: true,
-            mistake,
-            rejected: false,
-            completion: None,
-            changed_files: false,
-            new_mode: None,
-            new_cwd: None,
-            update: None,
-            polls: false,
-            images: Vec::new(),
-        }
-    }
-
-    fn ok(content: impl Into<String>) -> Self {
-        Self {
-            content: content.into(),
-            is_error: false,
-            mistake: false,
-            rejected: false,
-            completion: None,
-            changed_files: false,
-            new_mode: None,
-            new_cwd: None,
-            update: None,
-            polls: false,
-            images: Vec::new(),
-        }
-    }
-}
 
 /// Where a call runs: the task's state at that moment.
 pub(crate) struct CallEnv<'a> {
@@ -290,131 +233,308 @@ impl ToolExecutor {
             .is_some_and(|t| t.is_read_only())
     }
 
+    /// How the tool of this name presents a call with `input` in `ctx`
+    /// (its view) and what an approval of it would show (its preview);
+    /// `None` for a tool this round does not have.
+    pub fn presentation(
+        &self,
+        name: &str,
+        input: &Value,
+        ctx: &ToolContext,
+    ) -> Option<(ToolView, Option<String>)> {
+        let tool = self.lookup(name).ok()?;
+        Some((
+            kaji_tools::view(tool.as_ref(), input),
+            tool.preview(input, ctx),
+        ))
+    }
+
+    /// The kind of the tool of this name and the files a call with
+    /// `input` reads and writes (for compaction); `None` for a tool this
+    /// round does not have.
+    pub fn files_of(
+        &self,
+        name: &str,
+        input: &Value,
+    ) -> Option<(kaji_tools::ToolKind, kaji_tools::ToolFiles)> {
+        let tool = self.lookup(name).ok()?;
+        Some((tool.kind(), tool.files(input)))
+    }
+
     /// The tools.
     pub fn registry(&self) -> &ToolRegistry {
         &self.registry
     }
 
-    /// Runs one call. Never fails: every problem becomes an error result.
+    /// Runs one call. Never fails: every problem becomes an error result,
+    /// capped like any other.
     pub(crate) async fn execute(&self, call: &ToolCall, env: &CallEnv<'_>) -> ToolRun {
-        let (ctx, emitter) = (env.ctx, env.emitter);
-        let round_tools = self
-            .round_tools
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let Some(tool) = round_tools.get(&call.name).cloned() else {
-            let names = round_tools.names().join(", ");
-            return ToolRun::error(
-                format!(
-                    "unknown tool {:?}; the available tools are: {names}",
-                    call.name
-                ),
-                true,
-            );
+        let mut run = match self.pipeline(call, env).await {
+            Ok(run) | Err(run) => run,
         };
-        let input = match &call.input {
-            Ok(v) => v.clone(),
-            Err(e) => return ToolRun::error(format!("{} was not run: {e}", call.name), true),
-        };
-        if !input.is_object() {
-            return ToolRun::error(
-                format!(
-                    "invalid input for {}: the arguments must be a JSON object, got {input}",
-                    call.name
-                ),
-                true,
-            );
-        }
-        let access = tool.access_checked(&input, ctx).await;
-        emitter.say_as(
-            env.announce_id,
-            SayKind::Tool,
-            describe_call(&call.name, &input),
-            Some(SayPayload::Tool {
-                id: call.id.clone(),
-                tool: call.name.clone(),
-                input: input.clone(),
-            }),
-        );
+        let content = std::mem::take(run.content_mut());
+        *run.content_mut() = cap_result(content, self.result_cap, env.ctx, &call.id);
+        run
+    }
 
-        // PreToolUse hooks may refuse the call before anyone is asked.
-        let mut hook_context = Vec::new();
-        let mut hook_decision = None;
-        if let Some(hooks) = self
+    /// The steps of a call: lookup → validate → PreToolUse hooks → decide
+    /// → gate (ask) → wait for the checkpoint → run (and retry outside the
+    /// sandbox) → carry out its control → PostToolUse hooks. An `Err` is a
+    /// call that ended at a step.
+    async fn pipeline(&self, call: &ToolCall, env: &CallEnv<'_>) -> Result<ToolRun, ToolRun> {
+        let tool = self.lookup(&call.name)?;
+        let input = validate(call)?;
+        let access = tool.access_checked(&input, env.ctx).await;
+        announce(tool.as_ref(), call, &input, env);
+        let pre = self.pre_hooks(call, &input, env).await?;
+        let decision = self.decide(call, tool.as_ref(), &input, &access, env, pre.permission);
+        self.gate(decision, call, tool.as_ref(), &input, &access, env)
+            .await?;
+        self.wait_for_turn(tool.as_ref(), &access, env.ctx).await?;
+        let result = self.run_with_retry(&tool, call, &input, env).await;
+        let run = self.outcome(tool.as_ref(), result, env).await;
+        Ok(self.post_hooks(call, input, run, pre.context, env).await)
+    }
+
+    /// The tool of this round called `name`.
+    fn lookup(&self, name: &str) -> Result<Arc<dyn Tool>, ToolRun> {
+        let tools = self.round_tools.lock().unwrap_or_else(|e| e.into_inner());
+        tools.get(name).cloned().ok_or_else(|| {
+            let names = tools.names().join(", ");
+            ToolRun::failed(
+                format!("unknown tool {name:?}; the available tools are: {names}"),
+                true,
+            )
+        })
+    }
+
+    /// PreToolUse hooks: they may refuse the call before anyone is asked,
+    /// add context to its result, and allow or ask for it.
+    async fn pre_hooks(
+        &self,
+        call: &ToolCall,
+        input: &Value,
+        env: &CallEnv<'_>,
+    ) -> Result<PreHooks, ToolRun> {
+        let Some(hooks) = self
             .hooks
             .as_ref()
             .filter(|h| h.has_hooks(HookEvent::PreToolUse))
-        {
-            let payload = env.hook_payload(&call.name, input.clone());
-            let outcome = hooks.run(HookEvent::PreToolUse, payload, &ctx.cancel).await;
-            report_hook_warnings(emitter, &outcome.warnings);
-            if let Some(reason) = outcome.blocked {
-                return ToolRun::error(
-                    format!("A PreToolUse hook refused {}: {reason}", call.name),
-                    false,
-                );
-            }
-            for message in &outcome.messages {
-                emitter.say(SayKind::Info, format!("hook: {message}"), None);
-            }
-            hook_context = outcome.context;
-            hook_decision = outcome.permission;
+        else {
+            return Ok(PreHooks::default());
+        };
+        let payload = env.hook_payload(&call.name, input.clone());
+        let outcome = hooks
+            .run(HookEvent::PreToolUse, payload, &env.ctx.cancel)
+            .await;
+        report_hook_warnings(env.emitter, &outcome.warnings);
+        if let Some(reason) = outcome.blocked {
+            return Err(ToolRun::failed(
+                format!("A PreToolUse hook refused {}: {reason}", call.name),
+                false,
+            ));
         }
-
-        if let Some(run) = self.permit(call, &input, &access, env, hook_decision).await {
-            return run;
+        for message in &outcome.messages {
+            env.emitter
+                .say(SayKind::Info, format!("hook: {message}"), None);
         }
+        Ok(PreHooks {
+            context: outcome.context,
+            permission: outcome.permission,
+        })
+    }
 
+    /// The permission decision: the rules and the mode, then a PreToolUse
+    /// hook's `allow` (skips the question, never a deny) or `ask` (asks
+    /// even where the rules would allow).
+    fn decide(
+        &self,
+        call: &ToolCall,
+        tool: &dyn Tool,
+        input: &Value,
+        access: &ToolAccess,
+        env: &CallEnv<'_>,
+        hook: Option<PermissionDecision>,
+    ) -> Decision {
+        let approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+        let pctx = approvals.context(&env.ctx.project_dir, &env.ctx.cwd);
+        let reads = reads_of(tool, input);
+        let decision = decide(env.mode, &call.name, access, &reads, &pctx, &approvals);
+        with_hook_decision(decision, hook, access)
+    }
+
+    /// Carries out the decision: `Ok` when the call may run, else the run
+    /// it ends as (denied, rejected by the user, or denied because nobody
+    /// could approve it).
+    async fn gate(
+        &self,
+        decision: Decision,
+        call: &ToolCall,
+        tool: &dyn Tool,
+        input: &Value,
+        access: &ToolAccess,
+        env: &CallEnv<'_>,
+    ) -> Result<(), ToolRun> {
+        let kind = match decision {
+            Decision::Allow | Decision::AllowSandboxed => return Ok(()),
+            Decision::Deny(reason) => return Err(ToolRun::failed(reason, false)),
+            Decision::Ask(kind) => kind,
+        };
+        let (pctx, headless) = {
+            let approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+            let pctx = approvals.context(&env.ctx.project_dir, &env.ctx.cwd);
+            (pctx, approvals.headless)
+        };
+        let requests = requests_for(&call.name, access, &reads_of(tool, input));
+        let always = always_rules(&requests, &pctx);
+        let payload = AskPayload::ToolApproval {
+            tool: call.name.clone(),
+            input: input.clone(),
+            preview: tool.preview(input, env.ctx),
+            always: always.iter().map(ToString::to_string).collect(),
+        };
+        match ask_or_abort(env, kind, tool.title(input), Some(payload)).await {
+            AskResponse::Approve => Ok(()),
+            AskResponse::ApproveAlways => {
+                self.remember(&always, env);
+                Ok(())
+            }
+            AskResponse::ApproveAlwaysProject => {
+                self.remember(&always, env);
+                remember_in_project(&always, &env.ctx.project_dir, env.emitter);
+                Ok(())
+            }
+            AskResponse::Deny { feedback } if headless && !env.ctx.cancel.is_cancelled() => {
+                self.record_denial(call, input, &requests, &pctx);
+                // Nobody could answer: not a person's "no" but a mistake,
+                // so a model that keeps trying reaches the mistake limit.
+                // The rest of the reply is skipped, as for any denial.
+                Err(rejected(&call.name, feedback.as_deref(), true))
+            }
+            AskResponse::Deny { feedback } => Err(rejected(&call.name, feedback.as_deref(), false)),
+            AskResponse::Reply { text } => Err(rejected(&call.name, Some(&text), false)),
+        }
+    }
+
+    /// Records a call nobody could approve (headless), with the rule that
+    /// would have allowed it when there is exactly one.
+    fn record_denial(
+        &self,
+        call: &ToolCall,
+        input: &Value,
+        requests: &[kaji_policy::PermissionRequest],
+        pctx: &kaji_policy::Context,
+    ) {
+        let rule = match requests {
+            [one] => kaji_policy::always_rule_for(one, pctx).map(|r| r.to_string()),
+            _ => None,
+        };
+        self.approvals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record_denial(PermissionDenial {
+                tool_use_id: call.id.clone(),
+                tool: call.name.clone(),
+                input: input.clone(),
+                reason: "nobody could approve it".to_string(),
+                rule,
+            });
+    }
+
+    /// Tools that change things wait for the initial checkpoint; nothing
+    /// runs once the task is aborted.
+    async fn wait_for_turn(
+        &self,
+        tool: &dyn Tool,
+        access: &ToolAccess,
+        ctx: &ToolContext,
+    ) -> Result<(), ToolRun> {
         if !tool.is_read_only() && !matches!(access, ToolAccess::Interaction) {
             self.wait_for_checkpoint(ctx).await;
         }
         if ctx.cancel.is_cancelled() {
-            return ToolRun::error("the task was aborted before the tool ran", false);
+            return Err(ToolRun::failed(
+                "the task was aborted before the tool ran",
+                false,
+            ));
         }
+        Ok(())
+    }
 
+    /// Runs the tool; after a sandbox denial, again outside the sandbox
+    /// when the user says so.
+    async fn run_with_retry(
+        &self,
+        tool: &Arc<dyn Tool>,
+        call: &ToolCall,
+        input: &Value,
+        env: &CallEnv<'_>,
+    ) -> Result<ToolOutput, ToolError> {
         let started = Instant::now();
-        let mut result = run_tool(&tool, &input, ctx).await;
+        let result = run_tool(tool, input, env.ctx).await;
         tracing::debug!(
             tool = call.name,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "tool finished"
         );
         if let Err(ToolError::SandboxDenied { note, .. }) = &result
-            && let Some(free) = self.offer_unsandboxed(call, &input, note, env).await
+            && let Some(free) = self
+                .offer_unsandboxed(tool.as_ref(), call, input, note, env)
+                .await
         {
-            result = run_tool(&tool, &input, &free).await;
+            return run_tool(tool, input, &free).await;
         }
-        let mut run = match result {
+        result
+    }
+
+    /// What the tool's result becomes: an error result, or the output
+    /// with its control carried out and its state update said.
+    async fn outcome(
+        &self,
+        tool: &dyn Tool,
+        result: Result<ToolOutput, ToolError>,
+        env: &CallEnv<'_>,
+    ) -> ToolRun {
+        let out = match result {
             Err(ToolError::Cancelled) => {
-                return ToolRun::error(
+                return ToolRun::failed(
                     "the tool was interrupted because the task was aborted",
                     false,
                 );
             }
-            Err(e) => ToolRun::error(e.to_string(), true),
-            Ok(out) => {
-                if let Some(update) = &out.update {
-                    say_update(emitter, update);
-                }
-                let changed_files = out.changed_files;
-                let mut run = match out.control {
-                    None => ToolRun::ok(out.content),
-                    Some(control) => self.control(control, out.content, env).await,
-                };
-                run.changed_files = changed_files;
-                run.update = out.update;
-                run.polls = tool.polls();
-                run.images = out
-                    .images
-                    .iter()
-                    .map(kaji_tools::ToolImage::block)
-                    .collect();
-                run
-            }
+            Err(e) => return ToolRun::failed(e.to_string(), true),
+            Ok(out) => out,
         };
+        if let Some(update) = &out.update {
+            say_update(env.emitter, update);
+        }
+        let mut run = match out.control {
+            None => ToolRun::ok(out.content),
+            Some(control) => self.control(control, out.content, env).await,
+        };
+        if let ToolRun::Ran(ran) = &mut run {
+            ran.changed_files = out.changed_files;
+            ran.update = out.update;
+            ran.polls = tool.polls();
+            ran.images = out
+                .images
+                .iter()
+                .map(kaji_tools::ToolImage::block)
+                .collect();
+        }
+        run
+    }
 
-        // PostToolUse hooks see the result and may add to it.
+    /// PostToolUse hooks see the result and may add to it; the context
+    /// of every hook is appended.
+    async fn post_hooks(
+        &self,
+        call: &ToolCall,
+        input: Value,
+        mut run: ToolRun,
+        mut context: Vec<String>,
+        env: &CallEnv<'_>,
+    ) -> ToolRun {
         if let Some(hooks) = self
             .hooks
             .as_ref()
@@ -422,101 +542,21 @@ impl ToolExecutor {
         {
             let payload = env
                 .hook_payload(&call.name, input)
-                .with_tool_response(json!({"output": run.content, "is_error": run.is_error}));
+                .with_tool_response(json!({"output": run.content(), "is_error": run.is_error()}));
             let outcome = hooks
-                .run(HookEvent::PostToolUse, payload, &ctx.cancel)
+                .run(HookEvent::PostToolUse, payload, &env.ctx.cancel)
                 .await;
-            report_hook_warnings(emitter, &outcome.warnings);
-            hook_context.extend(outcome.context);
+            report_hook_warnings(env.emitter, &outcome.warnings);
+            context.extend(outcome.context);
             if let Some(reason) = outcome.blocked {
-                hook_context.push(format!("A PostToolUse hook objected: {reason}"));
+                context.push(format!("A PostToolUse hook objected: {reason}"));
             }
         }
-        for extra in hook_context {
-            run.content.push_str("\n\n[hook] ");
-            run.content.push_str(&extra);
+        for extra in context {
+            run.content_mut().push_str("\n\n[hook] ");
+            run.content_mut().push_str(&extra);
         }
-        run.content = cap_result(
-            std::mem::take(&mut run.content),
-            self.result_cap,
-            ctx,
-            &call.id,
-        );
         run
-    }
-
-    /// The permission check: `None` when the call may run, else the run
-    /// it ends as (denied, rejected by the user, or denied because nobody
-    /// could approve it). A PreToolUse hook's `allow` skips the question
-    /// (never a deny); its `ask` asks even where the rules would allow.
-    async fn permit(
-        &self,
-        call: &ToolCall,
-        input: &Value,
-        access: &ToolAccess,
-        env: &CallEnv<'_>,
-        hook: Option<PermissionDecision>,
-    ) -> Option<ToolRun> {
-        let ctx = env.ctx;
-        let (decision, pctx, headless) = {
-            let approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
-            let pctx = approvals.context(&ctx.project_dir, &ctx.cwd);
-            let d = decide(env.mode, &call.name, access, input, &pctx, &approvals);
-            (d, pctx, approvals.headless)
-        };
-        let decision = with_hook_decision(decision, hook, access);
-        let kind = match decision {
-            Decision::Allow | Decision::AllowSandboxed => return None,
-            Decision::Deny(reason) => return Some(ToolRun::error(reason, false)),
-            Decision::Ask(kind) => kind,
-        };
-        let text = describe_call(&call.name, input);
-        let always = always_rules(&call.name, access, input, &pctx);
-        let payload = AskPayload::ToolApproval {
-            tool: call.name.clone(),
-            input: input.clone(),
-            preview: preview_call(&call.name, input, &ctx.cwd),
-            always: always.iter().map(ToString::to_string).collect(),
-        };
-        match ask_or_abort(env, kind, text, Some(payload)).await {
-            AskResponse::Approve => None,
-            AskResponse::ApproveAlways => {
-                self.remember(&always, env);
-                None
-            }
-            AskResponse::ApproveAlwaysProject => {
-                self.remember(&always, env);
-                remember_in_project(&always, &ctx.project_dir, env.emitter);
-                None
-            }
-            AskResponse::Deny { feedback } if headless && !ctx.cancel.is_cancelled() => {
-                let run = rejected(&call.name, feedback.as_deref());
-                let requests = requests_for(&call.name, access, input);
-                let rule = match requests.as_slice() {
-                    [one] => kaji_policy::always_rule_for(one, &pctx).map(|r| r.to_string()),
-                    _ => None,
-                };
-                self.approvals
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .record_denial(PermissionDenial {
-                        tool_use_id: call.id.clone(),
-                        tool: call.name.clone(),
-                        input: input.clone(),
-                        reason: "nobody could approve it".to_string(),
-                        rule,
-                    });
-                // Nobody could answer: not a person's "no" but a mistake,
-                // so a model that keeps trying reaches the mistake limit.
-                // The rest of the reply is skipped, as for any denial.
-                Some(ToolRun {
-                    mistake: true,
-                    ..run
-                })
-            }
-            AskResponse::Deny { feedback } => Some(rejected(&call.name, feedback.as_deref())),
-            AskResponse::Reply { text } => Some(rejected(&call.name, Some(&text))),
-        }
     }
 
     /// Stores the rules of an "always allow" for this session and records
@@ -535,6 +575,7 @@ impl ToolExecutor {
     /// sandbox; the context to run it in when the answer is yes.
     async fn offer_unsandboxed(
         &self,
+        tool: &dyn Tool,
         call: &ToolCall,
         input: &Value,
         note: &str,
@@ -550,12 +591,12 @@ impl ToolExecutor {
         }
         let text = format!(
             "{} failed in the sandbox ({note}). Run it again outside the sandbox?",
-            describe_call(&call.name, input)
+            tool.title(input)
         );
         let payload = AskPayload::ToolApproval {
             tool: call.name.clone(),
             input: input.clone(),
-            preview: preview_call(&call.name, input, &env.ctx.cwd),
+            preview: tool.preview(input, env.ctx),
             always: Vec::new(),
         };
         match ask_or_abort(env, AskKind::Command, text, Some(payload)).await {
@@ -574,95 +615,77 @@ impl ToolExecutor {
     async fn control(&self, control: ToolControl, content: String, env: &CallEnv<'_>) -> ToolRun {
         match control {
             ToolControl::Complete { result } => {
-                let mut run = ToolRun::ok(content);
-                run.completion = Some(result);
-                run
+                ToolRun::with_effect(content, Effect::Complete(result))
             }
             ToolControl::ChangeDirectory { path } => {
-                let mut run = ToolRun::ok(content);
-                run.new_cwd = Some(path);
-                run
+                ToolRun::with_effect(content, Effect::Cwd(path))
             }
             ToolControl::EnterPlanMode => {
                 if env.mode == PermissionMode::Plan {
                     return ToolRun::ok("The task is already in plan mode.");
                 }
-                let mut run = ToolRun::ok(format!(
-                    "{content}\nEntered plan mode: only read-only tools run now. Investigate, then present your plan with ExitPlanMode."
-                ));
-                run.new_mode = Some(PermissionMode::Plan);
-                run
-            }
-            ToolControl::ExitPlanMode { plan } => {
-                if env.mode != PermissionMode::Plan {
-                    return ToolRun::error(
-                        "ExitPlanMode is only for leaving plan mode, and the task is not in plan mode. Go ahead with the work.",
-                        false,
-                    );
-                }
-                match ask_or_abort(env, AskKind::Plan, plan.clone(), None).await {
-                    AskResponse::Approve
-                    | AskResponse::ApproveAlways
-                    | AskResponse::ApproveAlwaysProject => {
-                        let back = match env.mode_before_plan {
-                            // Started in plan mode: the approved plan is
-                            // carried out with edits accepted.
-                            PermissionMode::Plan => PermissionMode::AcceptEdits,
-                            other => other,
-                        };
-                        // Plans live under $KAJI_HOME, never in the
-                        // repository.
-                        let saved = match kaji_tools::plan::save_project_plan(
-                            &env.ctx.kaji_home,
-                            &env.ctx.project_dir,
-                            &plan,
-                            std::time::SystemTime::now(),
-                        ) {
-                            Ok(path) => format!("The plan was saved to {}.", path.display()),
-                            Err(e) => format!("The plan could not be saved: {e}."),
-                        };
-                        let mut run = ToolRun::ok(format!(
-                            "The user approved the plan. {saved} The task left plan mode (permission mode {}): carry out the plan now.",
-                            back.as_str()
-                        ));
-                        run.new_mode = Some(back);
-                        run
-                    }
-                    AskResponse::Deny {
-                        feedback: Some(text),
-                    }
-                    | AskResponse::Reply { text } => ToolRun::ok(format!(
-                        "The user did not approve the plan and said:\n{text}\nStay in plan mode: revise the plan and present it again with ExitPlanMode."
-                    )),
-                    AskResponse::Deny { feedback: None } => {
-                        // Nobody will approve it (e.g. `kaji exec` without
-                        // --approve-plan): the plan is the task's result.
-                        let mut run = ToolRun::ok("The plan was recorded as the task's result.");
-                        run.completion = Some(plan);
-                        run
-                    }
-                }
-            }
-            ToolControl::AskUser { question, options } => {
-                let payload = AskPayload::Followup { options };
-                match ask_or_abort(env, AskKind::Followup, question, Some(payload)).await {
-                    AskResponse::Reply { text } => {
-                        ToolRun::ok(format!("The user answered:\n{text}"))
-                    }
-                    AskResponse::Approve
-                    | AskResponse::ApproveAlways
-                    | AskResponse::ApproveAlwaysProject => {
-                        ToolRun::ok("The user acknowledged the question without answering.")
-                    }
-                    AskResponse::Deny { feedback } => ToolRun::error(
-                        format!(
-                            "The question could not be answered{}. Go on with your best judgement, or finish with AttemptCompletion and say what you needed.",
-                            feedback.map(|f| format!(": {f}")).unwrap_or_default()
-                        ),
-                        false,
+                ToolRun::with_effect(
+                    format!(
+                        "{content}\nEntered plan mode: only read-only tools run now. Investigate, then present your plan with ExitPlanMode."
                     ),
-                }
+                    Effect::Mode(PermissionMode::Plan),
+                )
             }
+            ToolControl::ExitPlanMode { plan } => self.exit_plan_mode(plan, env).await,
+            ToolControl::AskUser { question, options } => ask_user(question, options, env).await,
+        }
+    }
+
+    /// ExitPlanMode: the user approves the plan (the task leaves plan
+    /// mode), asks for changes, or nobody can answer (the plan is the
+    /// task's result).
+    async fn exit_plan_mode(&self, plan: String, env: &CallEnv<'_>) -> ToolRun {
+        if env.mode != PermissionMode::Plan {
+            return ToolRun::failed(
+                "ExitPlanMode is only for leaving plan mode, and the task is not in plan mode. Go ahead with the work.",
+                false,
+            );
+        }
+        match ask_or_abort(env, AskKind::Plan, plan.clone(), None).await {
+            AskResponse::Approve
+            | AskResponse::ApproveAlways
+            | AskResponse::ApproveAlwaysProject => {
+                let back = match env.mode_before_plan {
+                    // Started in plan mode: the approved plan is carried
+                    // out with edits accepted.
+                    PermissionMode::Plan => PermissionMode::AcceptEdits,
+                    other => other,
+                };
+                // Plans live under $KAJI_HOME, never in the repository.
+                let saved = match kaji_tools::plan::save_project_plan(
+                    &env.ctx.kaji_home,
+                    &env.ctx.project_dir,
+                    &plan,
+                    std::time::SystemTime::now(),
+                ) {
+                    Ok(path) => format!("The plan was saved to {}.", path.display()),
+                    Err(e) => format!("The plan could not be saved: {e}."),
+                };
+                ToolRun::with_effect(
+                    format!(
+                        "The user approved the plan. {saved} The task left plan mode (permission mode {}): carry out the plan now.",
+                        back.as_str()
+                    ),
+                    Effect::Mode(back),
+                )
+            }
+            AskResponse::Deny {
+                feedback: Some(text),
+            }
+            | AskResponse::Reply { text } => ToolRun::ok(format!(
+                "The user did not approve the plan and said:\n{text}\nStay in plan mode: revise the plan and present it again with ExitPlanMode."
+            )),
+            // Nobody will approve it (e.g. `kaji exec` without
+            // --approve-plan): the plan is the task's result.
+            AskResponse::Deny { feedback: None } => ToolRun::with_effect(
+                "The plan was recorded as the task's result.",
+                Effect::Complete(plan),
+            ),
         }
     }
 
@@ -673,14 +696,88 @@ impl ToolExecutor {
     }
 }
 
+/// The PreToolUse hooks' word on a call they let go on.
+#[derive(Debug, Default)]
+struct PreHooks {
+    /// Context for the call's result.
+    context: Vec<String>,
+    /// `allow` or `ask`, if a hook said so.
+    permission: Option<PermissionDecision>,
+}
+
+/// The call's arguments: a JSON object, or the error result saying why not.
+fn validate(call: &ToolCall) -> Result<Value, ToolRun> {
+    let input = match &call.input {
+        Ok(v) => v.clone(),
+        Err(e) => {
+            return Err(ToolRun::failed(
+                format!("{} was not run: {e}", call.name),
+                true,
+            ));
+        }
+    };
+    if !input.is_object() {
+        return Err(ToolRun::failed(
+            format!(
+                "invalid input for {}: the arguments must be a JSON object, got {input}",
+                call.name
+            ),
+            true,
+        ));
+    }
+    Ok(input)
+}
+
+/// Shows the call (its `tool` say, with the tool's own view of it).
+fn announce(tool: &dyn Tool, call: &ToolCall, input: &Value, env: &CallEnv<'_>) {
+    env.emitter.say_as(
+        env.announce_id,
+        SayKind::Tool,
+        tool.title(input),
+        Some(SayPayload::Tool {
+            id: call.id.clone(),
+            tool: call.name.clone(),
+            input: input.clone(),
+            view: Some(kaji_tools::view(tool, input)),
+        }),
+    );
+}
+
+/// The files a call reads, as its input names them (for `Read(…)` rules).
+fn reads_of(tool: &dyn Tool, input: &Value) -> Vec<PathBuf> {
+    tool.files(input)
+        .reads
+        .into_iter()
+        .map(PathBuf::from)
+        .collect()
+}
+
+/// AskUser: the user's answer is the result.
+async fn ask_user(question: String, options: Vec<String>, env: &CallEnv<'_>) -> ToolRun {
+    let payload = AskPayload::Followup { options };
+    match ask_or_abort(env, AskKind::Followup, question, Some(payload)).await {
+        AskResponse::Reply { text } => ToolRun::ok(format!("The user answered:\n{text}")),
+        AskResponse::Approve | AskResponse::ApproveAlways | AskResponse::ApproveAlwaysProject => {
+            ToolRun::ok("The user acknowledged the question without answering.")
+        }
+        AskResponse::Deny { feedback } => ToolRun::failed(
+            format!(
+                "The question could not be answered{}. Go on with your best judgement, or finish with AttemptCompletion and say what you needed.",
+                feedback.map(|f| format!(": {f}")).unwrap_or_default()
+            ),
+            false,
+        ),
+    }
+}
+
 /// Runs the tool under the task's cancellation: a cancelled tool gets a
 /// moment to clean up (the Bash tool kills its process group) before it is
 /// dropped.
 async fn run_tool(
-    tool: &Arc<dyn kaji_tools::Tool>,
+    tool: &Arc<dyn Tool>,
     input: &Value,
     ctx: &ToolContext,
-) -> Result<kaji_tools::ToolOutput, ToolError> {
+) -> Result<ToolOutput, ToolError> {
     let call_future = tool.call(input.clone(), ctx);
     tokio::pin!(call_future);
     tokio::select! {
@@ -693,72 +790,34 @@ async fn run_tool(
     }
 }
 
-/// What an approval shows beyond its one line: the whole command for
-/// Bash, a unified diff for Edit and Write (computed before the tool
-/// runs, from the file as it is now). `None` for other tools.
-pub fn preview_call(name: &str, input: &Value, cwd: &std::path::Path) -> Option<String> {
-    let text = |k: &str| input.get(k).and_then(Value::as_str);
-    match name {
-        "Bash" => text("command").map(str::to_string),
-        "Write" | "Edit" => {
-            let path = text("file_path")?;
-            let abs = cwd.join(path);
-            let old = std::fs::read_to_string(&abs).unwrap_or_default();
-            let new = if name == "Write" {
-                text("content")?.to_string()
-            } else {
-                let (from, to) = (text("old_string")?, text("new_string")?);
-                let all = input.get("replace_all").and_then(Value::as_bool) == Some(true);
-                if all {
-                    old.replace(from, to)
-                } else {
-                    old.replacen(from, to, 1)
-                }
-            };
-            let diff = similar::TextDiff::from_lines(&old, &new);
-            Some(
-                diff.unified_diff()
-                    .context_radius(3)
-                    .header(&format!("a/{path}"), &format!("b/{path}"))
-                    .to_string(),
-            )
-        }
-        _ => None,
-    }
-}
-
-fn rejected(tool: &str, feedback: Option<&str>) -> ToolRun {
+/// A call the user (or nobody) rejected, with what they said.
+fn rejected(tool: &str, feedback: Option<&str>, mistake: bool) -> ToolRun {
     let mut content = format!("The user denied this operation: {tool} was not run.");
     if let Some(f) = feedback.filter(|f| !f.trim().is_empty()) {
         content.push_str("\nThe user said:\n");
         content.push_str(f);
     }
-    let mut run = ToolRun::error(content, false);
-    run.rejected = true;
-    run
+    ToolRun::Rejected { content, mistake }
 }
 
-/// A one-line description of a call for the user.
+/// The built-in tools, for describing recorded calls.
+static BUILTIN: std::sync::LazyLock<ToolRegistry> =
+    std::sync::LazyLock::new(kaji_tools::builtin_tools);
+
+/// How a built-in tool presents a recorded call; `None` for other tools
+/// (MCP servers may be gone).
+pub fn recorded_view(name: &str, input: &Value) -> Option<ToolView> {
+    let tool = BUILTIN.get(name)?;
+    Some(kaji_tools::view(tool.as_ref(), input))
+}
+
+/// A one-line description of a recorded call for the user (a transcript,
+/// a denial): the built-in tool's title, else the name and its first
+/// common string argument (MCP tools).
 pub fn describe_call(name: &str, input: &Value) -> String {
-    let main = [
-        "file_path",
-        "command",
-        "pattern",
-        "path",
-        "question",
-        "taskId",
-        "task_id",
-        "subject",
-        "url",
-    ]
-    .iter()
-    .find_map(|k| input.get(*k).and_then(Value::as_str).map(|v| v.to_string()));
-    match main {
-        Some(v) => {
-            let first_line = v.lines().next().unwrap_or("");
-            format!("{name}: {first_line}")
-        }
-        None => name.to_string(),
+    match BUILTIN.get(name) {
+        Some(tool) => tool.title(input),
+        None => kaji_tools::title_from_args(name, input),
     }
 }
 
@@ -867,16 +926,14 @@ fn cap_result(content: String, cap: usize, ctx: &ToolContext, call_id: &str) -> 
     out
 }
 
-/// The rules an "always allow" of this call stores: one per request, or
-/// none when any request has no rule narrow enough (then "always"
-/// approves the call once).
+/// The rules an "always allow" of a call with these requests stores: one
+/// per request, or none when any request has no rule narrow enough (then
+/// "always" approves the call once).
 fn always_rules(
-    tool: &str,
-    access: &ToolAccess,
-    input: &Value,
+    requests: &[kaji_policy::PermissionRequest],
     pctx: &kaji_policy::Context,
 ) -> Vec<kaji_policy::Rule> {
-    let rules: Option<Vec<_>> = requests_for(tool, access, input)
+    let rules: Option<Vec<_>> = requests
         .iter()
         .map(|r| kaji_policy::always_rule_for(r, pctx))
         .collect();

@@ -30,7 +30,7 @@ pub mod subagent;
 pub mod task;
 pub mod trust;
 
-pub use executor::{CheckpointGate, ToolExecutor, ToolRun};
+pub use executor::{CheckpointGate, Effect, Ran, ToolExecutor, ToolRun};
 pub use frontend::{AskRequest, TaskFrontend};
 pub use parser::ToolProtocol;
 pub use permissions::PermissionMode;

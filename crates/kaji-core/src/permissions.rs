@@ -285,18 +285,21 @@ pub fn sandbox_for(
 }
 
 /// The policy requests a call makes: one per path of an edit, one for a
-/// command, a read or another tool; none for calls no rule governs
-/// (interaction, session state).
-pub fn requests_for(tool: &str, access: &ToolAccess, input: &Value) -> Vec<PermissionRequest> {
+/// command, a read of the file it names or another tool; none for calls no
+/// rule governs (interaction, session state). `reads` are the files the
+/// tool says the call reads. Path rules name their tools (`Read(…)`,
+/// `Edit(…)`, `Write(…)`): a call's path requests take the rule tool of
+/// its name, edits by any other tool count as `Edit`.
+pub fn requests_for(tool: &str, access: &ToolAccess, reads: &[PathBuf]) -> Vec<PermissionRequest> {
+    let rule_tool = PathTool::from_name(tool);
     match access {
         ToolAccess::Execute { command } => vec![PermissionRequest::Bash {
             command: command.clone(),
         }],
         ToolAccess::Edit { paths } => {
-            let path_tool = if tool == "Write" {
-                PathTool::Write
-            } else {
-                PathTool::Edit
+            let path_tool = match rule_tool {
+                Some(PathTool::Write) => PathTool::Write,
+                _ => PathTool::Edit,
             };
             paths
                 .iter()
@@ -306,10 +309,10 @@ pub fn requests_for(tool: &str, access: &ToolAccess, input: &Value) -> Vec<Permi
                 })
                 .collect()
         }
-        ToolAccess::ReadOnly => match input.get("file_path").and_then(Value::as_str) {
-            Some(path) if tool == "Read" => vec![PermissionRequest::Path {
+        ToolAccess::ReadOnly => match (rule_tool, reads.first()) {
+            (Some(PathTool::Read), Some(path)) => vec![PermissionRequest::Path {
                 tool: PathTool::Read,
-                path: PathBuf::from(path),
+                path: path.clone(),
             }],
             _ => vec![PermissionRequest::Tool {
                 name: tool.to_string(),
@@ -331,7 +334,7 @@ pub fn decide(
     mode: PermissionMode,
     tool: &str,
     access: &ToolAccess,
-    input: &Value,
+    reads: &[PathBuf],
     ctx: &Context,
     approvals: &SessionApprovals,
 ) -> Decision {
@@ -344,7 +347,7 @@ pub fn decide(
         };
     }
     let mut worst = Decision::Allow;
-    for request in &requests_for(tool, access, input) {
+    for request in &requests_for(tool, access, reads) {
         let d = decide_one(mode, tool, access, request, ctx, approvals);
         worst = match (&worst, &d) {
             (Decision::Deny(_), _) => worst,
@@ -443,7 +446,6 @@ pub fn is_inside(path: &Path, dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn bash(c: &str) -> ToolAccess {
         ToolAccess::Execute { command: c.into() }
@@ -462,7 +464,7 @@ mod tests {
         a: &SessionApprovals,
     ) -> Decision {
         let ctx = a.context(Path::new("/work/proj"), Path::new("/work/proj"));
-        decide(mode, tool, access, &json!({}), &ctx, a)
+        decide(mode, tool, access, &[], &ctx, a)
     }
 
     #[test]

@@ -36,7 +36,9 @@ use crate::checkpoints::CheckpointStore;
 use crate::compaction;
 use crate::config::{Compaction, TextReply};
 use crate::emitter::Emitter;
-use crate::executor::{CallEnv, CheckpointGate, ToolExecutor, ToolRun, report_hook_warnings};
+use crate::executor::{
+    CallEnv, CheckpointGate, Effect, Ran, ToolExecutor, ToolRun, report_hook_warnings,
+};
 use crate::frontend::TaskFrontend;
 use crate::hooks::{HookEvent, HookPayload, HookRunner};
 use crate::parser::{BlockContent, ReplyAssembler, ToolCall, ToolProtocol, XmlToolGrammar};
@@ -757,8 +759,8 @@ impl Task {
         self.run_hook_with(HookEvent::PreCompact, payload).await;
         let mut history = self.lock().history.clone();
         let before = compaction::estimate_tokens(&history);
-        let read_only = |name: &str| self.executor.is_read_only(name);
-        let collapsed = compaction::collapse_repeated_reads(&mut history, &read_only);
+        let files = |name: &str, input: &Value| self.executor.files_of(name, input);
+        let collapsed = compaction::collapse_repeated_reads(&mut history, &files);
         let elided = compaction::elide_old_outputs(&mut history);
         let after_cheap = compaction::estimate_tokens(&history);
         let target = self
@@ -905,11 +907,11 @@ impl Task {
             let st = self.lock();
             (st.history.clone(), st.prompt.clone())
         };
-        let read_only = |name: &str| self.executor.is_read_only(name);
+        let files = |name: &str, input: &Value| self.executor.files_of(name, input);
         compaction::CompactionContext {
             open_tasks,
             todo,
-            files_changed: compaction::files_changed_in(&history, &read_only),
+            files_changed: compaction::files_changed_in(&history, &files),
             latest_prompt: prompt,
         }
     }
@@ -1636,8 +1638,8 @@ impl Task {
             });
         }
         for (call, run) in runs {
-            results.push(self.result_block(&call.id, &call.name, &run.content, run.is_error));
-            results.extend(run.images.iter().cloned());
+            results.push(self.result_block(&call.id, &call.name, run.content(), run.is_error()));
+            results.extend(run.images().iter().cloned());
         }
         if presented.interrupted {
             assistant.push(ContentBlock::text(INTERRUPTED_BY_FEEDBACK));
@@ -1713,10 +1715,11 @@ impl Task {
                 message: reply.clone(),
             });
             st.history.push(reply);
-            let made_mistake = runs.iter().any(|(_, r)| r.mistake);
+            let made_mistake = runs.iter().any(|(_, r)| r.is_mistake());
             if made_mistake {
-                st.consecutive_mistakes += runs.iter().filter(|(_, r)| r.mistake).count() as u32;
-            } else if runs.iter().any(|(_, r)| !r.is_error) {
+                st.consecutive_mistakes +=
+                    runs.iter().filter(|(_, r)| r.is_mistake()).count() as u32;
+            } else if runs.iter().any(|(_, r)| !r.is_error()) {
                 st.consecutive_mistakes = 0;
             }
             // A reply cut off by a broken stream is answered with "go on",
@@ -1749,21 +1752,21 @@ impl Task {
             self.config
                 .recorder
                 .record_synced(SessionRecord::ToolResult {
-                    block: self.result_block(&call.id, &call.name, &run.content, run.is_error),
+                    block: self.result_block(&call.id, &call.name, run.content(), run.is_error()),
                     tool_use_id: call.id.clone(),
                 });
         }
         self.config.recorder.sync();
-        if let Some((call, run)) = runs.iter().find(|(_, r)| r.completion.is_some()) {
+        if let Some((call, run)) = runs.iter().find(|(_, r)| r.completion().is_some()) {
             // Results of calls made beside AttemptCompletion go back with
             // its own result, so every call stays answered.
             let other_results = runs
                 .iter()
                 .filter(|(c, _)| c.id != call.id)
-                .map(|(c, r)| self.result_block(&c.id, &c.name, &r.content, r.is_error))
+                .map(|(c, r)| self.result_block(&c.id, &c.name, r.content(), r.is_error()))
                 .collect();
             return RoundOutcome::Completed {
-                result: run.completion.clone().unwrap_or_default(),
+                result: run.completion().unwrap_or_default().to_string(),
                 tool_use_id: call.id.clone(),
                 other_results,
             };
@@ -1978,11 +1981,11 @@ impl Task {
                         out.runs.push((call, run));
                         return out;
                     }
-                    if run.rejected {
+                    if run.is_rejected() {
                         out.interrupted = true;
                         stream_cancel.cancel();
                     }
-                    if run.completion.is_some() {
+                    if run.completion().is_some() {
                         completed = true;
                     }
                     out.runs.push((call, run));
@@ -2033,7 +2036,7 @@ impl Task {
     /// five times reaches the mistake limit. Polling `TaskOutput`, and
     /// calls whose results differ, never count.
     fn detect_loop(&self, call: &ToolCall, run: &mut ToolRun) {
-        if run.polls {
+        if run.ran().is_some_and(|r| r.polls) {
             return;
         }
         let key = match &call.input {
@@ -2042,22 +2045,22 @@ impl Task {
         };
         let mut st = self.lock();
         let repeats = match &mut st.last_call {
-            Some((k, out, n)) if *k == key && *out == run.content => {
+            Some((k, out, n)) if *k == key && out == run.content() => {
                 *n += 1;
                 *n
             }
             _ => {
-                st.last_call = Some((key, run.content.clone(), 1));
+                st.last_call = Some((key, run.content().to_string(), 1));
                 1
             }
         };
         if repeats >= LOOP_LIMIT {
             st.force_mistake_limit = true;
-            run.content.push_str(&format!(
+            run.content_mut().push_str(&format!(
                 "\n\n[kaji: this exact call has now returned the same result {repeats} times in a row; the task counts this as reaching the mistake limit.]"
             ));
         } else if repeats >= LOOP_WARNING {
-            run.content.push_str(&format!(
+            run.content_mut().push_str(&format!(
                 "\n\n[kaji: this exact call has returned the same result {repeats} times in a row. Repeating it will not change the result: try something else.]"
             ));
         }
@@ -2068,16 +2071,19 @@ impl Task {
     async fn run_tool(&self, call: &ToolCall, announce: Option<u64>) -> ToolRun {
         let announce_id = announce.unwrap_or_else(|| self.emitter.next());
         let input = call.input.clone().unwrap_or(Value::Null);
+        let ctx = self.tool_context();
+        let (view, preview) = self.executor.presentation(&call.name, &input, &ctx).unzip();
         self.emitter.emit(TaskEvent::ToolUse {
             id: call.id.clone(),
             name: call.name.clone(),
             input,
+            view,
+            preview: preview.flatten(),
         });
         let (mode, mode_before_plan) = {
             let st = self.lock();
             (st.mode, st.mode_before_plan)
         };
-        let ctx = self.tool_context();
         let env = CallEnv {
             mode,
             mode_before_plan,
@@ -2090,23 +2096,36 @@ impl Task {
         };
         let mut run = self.executor.execute(call, &env).await;
         self.detect_loop(call, &mut run);
-        {
-            let mut st = self.lock();
-            if let Some(new_mode) = run.new_mode {
-                if new_mode == PermissionMode::Plan {
+        if let ToolRun::Ran(ran) = &run {
+            self.apply(ran);
+            if ran.changed_files && !self.cancel.is_cancelled() {
+                self.checkpoint_after(call).await;
+            }
+        }
+        self.emitter.emit(TaskEvent::ToolResult {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            is_error: run.is_error(),
+            output: run.content().to_string(),
+        });
+        run
+    }
+
+    /// What a call that ran changes in the task: its mode, its working
+    /// directory, the recorded todo, the checklist reminder.
+    fn apply(&self, ran: &Ran) {
+        let mut st = self.lock();
+        match &ran.effect {
+            Some(Effect::Mode(new_mode)) => {
+                if *new_mode == PermissionMode::Plan {
                     st.mode_before_plan = st.mode;
                 }
-                st.mode = new_mode;
+                st.mode = *new_mode;
                 self.config.recorder.record(SessionRecord::Mode {
                     mode: new_mode.as_str().to_string(),
                 });
             }
-            if let Some(StateUpdate::Todo { items }) = &run.update {
-                self.config.recorder.record(SessionRecord::Todo {
-                    items: items.clone(),
-                });
-            }
-            if let Some(cwd) = &run.new_cwd {
+            Some(Effect::Cwd(cwd)) => {
                 st.cwd = cwd.clone();
                 self.config
                     .recorder
@@ -2117,21 +2136,17 @@ impl Task {
                     st.checkpoints = CheckpointStore::open(&self.config.kaji_home, cwd).ok();
                 }
             }
-            // Touching the checklist or the task list resets the reminder.
-            if run.update.is_some() {
-                st.rounds_since_todo = 0;
-            }
+            Some(Effect::Complete(_)) | None => {}
         }
-        if run.changed_files && !self.cancel.is_cancelled() {
-            self.checkpoint_after(call).await;
+        if let Some(StateUpdate::Todo { items }) = &ran.update {
+            self.config.recorder.record(SessionRecord::Todo {
+                items: items.clone(),
+            });
         }
-        self.emitter.emit(TaskEvent::ToolResult {
-            id: call.id.clone(),
-            name: call.name.clone(),
-            is_error: run.is_error,
-            output: run.content.clone(),
-        });
-        run
+        // Touching the checklist or the task list resets the reminder.
+        if ran.update.is_some() {
+            st.rounds_since_todo = 0;
+        }
     }
 }
 
@@ -2158,19 +2173,7 @@ enum Step {
 }
 
 fn skipped(call: &ToolCall, why: &str) -> ToolRun {
-    ToolRun {
-        content: format!("{} was not run: {why}.", call.name),
-        is_error: true,
-        mistake: false,
-        rejected: false,
-        completion: None,
-        changed_files: false,
-        new_mode: None,
-        new_cwd: None,
-        update: None,
-        polls: false,
-        images: Vec::new(),
-    }
+    ToolRun::failed(format!("{} was not run: {why}.", call.name), false)
 }
 
 /// Removes stray `<thinking>`/`</thinking>` tags left in text blocks.

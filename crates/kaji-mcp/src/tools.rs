@@ -86,6 +86,12 @@ impl Tool for McpTool {
         self.spec.clone()
     }
 
+    /// The server's tool is unknown to kaji: its name and the first line of
+    /// the first commonly named string argument (a path, a query, a URL).
+    fn title(&self, input: &Value) -> String {
+        kaji_tools::title_from_args(self.name, input)
+    }
+
     fn is_read_only(&self) -> bool {
         false
     }

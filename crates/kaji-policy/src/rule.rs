@@ -37,7 +37,8 @@ impl PathTool {
         }
     }
 
-    fn from_name(name: &str) -> Option<Self> {
+    /// The rule tool of this name (`Edit`, `Write`, `Read`).
+    pub fn from_name(name: &str) -> Option<Self> {
         match name {
             "Edit" => Some(Self::Edit),
             "Write" => Some(Self::Write),

@@ -179,6 +179,14 @@ pub enum TaskEvent {
         name: String,
         /// Arguments.
         input: serde_json::Value,
+        /// How the tool presents the call; absent for a tool kaji does not
+        /// have.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        view: Option<crate::ToolView>,
+        /// What an approval of the call would show beyond its title (the
+        /// whole command, a unified diff of the file as it is now).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        preview: Option<String>,
     },
     /// The result of a tool call as sent back to the model.
     ToolResult {

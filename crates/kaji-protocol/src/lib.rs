@@ -23,4 +23,4 @@ pub use payload::{
     AskPayload, BackgroundTask, SayPayload, StateUpdate, TaskListItem, TodoItem, TodoStatus,
 };
 pub use stream::{StopReason, StreamEvent, Usage};
-pub use tool::ToolSpec;
+pub use tool::{FileChange, ToolKind, ToolSpec, ToolView};

@@ -97,6 +97,9 @@ pub enum SayPayload {
         tool: String,
         /// Its arguments, as the model sent them.
         input: Value,
+        /// How the tool presents the call (kind, title, files, change).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        view: Option<crate::ToolView>,
     },
     /// A model request started.
     ApiRequest {

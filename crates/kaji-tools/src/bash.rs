@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
 use kaji_tasks::process::{self, DEFAULT_KILL_GRACE, GroupChild};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
@@ -124,14 +125,19 @@ pub struct BashTool {
 }
 
 /// Input of `Bash`, as in Claude Code's tool of the same name.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct BashInput {
+    /// The command line to run.
     command: String,
+    /// Timeout in milliseconds (default 120000, at most 600000).
     #[serde(default, deserialize_with = "deserialize_millis")]
+    #[schemars(with = "Option<f64>")]
     timeout: Option<u64>,
+    /// What the command does, in 5 to 10 words.
     #[serde(default)]
     description: Option<String>,
+    /// Start the command as a background task and return at once; read its output later with TaskOutput.
     #[serde(default)]
     run_in_background: Option<bool>,
 }
@@ -340,28 +346,23 @@ impl Tool for BashTool {
         ToolSpec {
             name: NAME.to_string(),
             description: DESCRIPTION.to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string", "description": "The command line to run."},
-                    "timeout": {
-                        "type": "number",
-                        "description": "Timeout in milliseconds (default 120000, at most 600000)."
-                    },
-                    "description": {
-                        "type": "string",
-                        "description": "What the command does, in 5 to 10 words."
-                    },
-                    "run_in_background": {
-                        "type": "boolean",
-                        "description": "Start the command as a background task and return at once; \
-                                        read its output later with TaskOutput."
-                    }
-                },
-                "required": ["command"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<BashInput>(),
         }
+    }
+
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Execute
+    }
+
+    fn title(&self, input: &Value) -> String {
+        crate::title_with(NAME, input, "command")
+    }
+
+    fn preview(&self, input: &Value, _ctx: &ToolContext) -> Option<String> {
+        input
+            .get("command")
+            .and_then(Value::as_str)
+            .map(str::to_string)
     }
 
     fn is_read_only(&self) -> bool {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -37,9 +38,11 @@ const ATTEMPT_COMPLETION: &str = "AttemptCompletion";
 /// executor.
 struct AskUserTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 struct AskUserInput {
+    /// The question to ask, complete and specific.
     question: String,
+    /// Suggested answers the user can choose from (2 to 5 short ones work best).
     #[serde(default)]
     options: Option<Vec<String>>,
 }
@@ -59,23 +62,12 @@ approaches, a missing detail, a confirmation of intent. Do not use it for things
 the other tools (read the code, search, run a command). Ask one clear, specific question; when the likely \
 answers are known, list them in options so the user can pick one (they may still answer freely)."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "question": {
-                        "type": "string",
-                        "description": "The question to ask, complete and specific."
-                    },
-                    "options": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "description": "Suggested answers the user can choose from (2 to 5 short ones work best)."
-                    }
-                },
-                "required": ["question"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<AskUserInput>(),
         }
+    }
+
+    fn title(&self, input: &Value) -> String {
+        crate::title_with(ASK_USER, input, "question")
     }
 
     fn is_read_only(&self) -> bool {
@@ -117,8 +109,9 @@ answers are known, list them in options so the user can pick one (they may still
 /// done.
 struct AttemptCompletionTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 struct AttemptCompletionInput {
+    /// The final outcome of the task, shown to the user.
     result: String,
 }
 
@@ -140,17 +133,7 @@ done and checked (for example: tests pass, the change builds); this is the only 
 In result, state what you did and what the user should know, as a final statement: do not end with a \
 question or an offer of more help. If you need information to go on, use AskUser instead."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "result": {
-                        "type": "string",
-                        "description": "The final outcome of the task, shown to the user."
-                    }
-                },
-                "required": ["result"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<AttemptCompletionInput>(),
         }
     }
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kaji_protocol::ToolSpec;
+pub use kaji_protocol::{FileChange, ToolKind, ToolSpec, ToolView};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +26,7 @@ mod interaction;
 pub mod plan;
 mod registry;
 mod runtime_tools;
+pub mod schema;
 pub mod skill;
 mod task_list_tools;
 pub use task_list_tools::summary as task_list_update;
@@ -323,8 +324,117 @@ pub trait Tool: Send + Sync {
         self.access(input, ctx)
     }
 
+    /// What a call of it does, for front ends (an icon, ACP's `kind`).
+    fn kind(&self) -> ToolKind {
+        ToolKind::Other
+    }
+
+    /// One line for people: `Edit: src/main.rs`, `Bash: cargo test`. The
+    /// input may be incomplete (arguments still streaming) or invalid: a
+    /// title never fails. The default is the tool's name.
+    fn title(&self, _input: &Value) -> String {
+        self.name().to_string()
+    }
+
+    /// The files this call reads and writes, as the input names them (for
+    /// `Read(…)` permission rules, compaction and front ends' locations).
+    fn files(&self, _input: &Value) -> ToolFiles {
+        ToolFiles::default()
+    }
+
+    /// The change this call makes to a file, as text a front end can
+    /// diff; its path as the input names it. `None` for tools that change
+    /// no file.
+    fn change(&self, _input: &Value) -> Option<FileChange> {
+        None
+    }
+
+    /// What an approval shows beyond the title: the whole command, a
+    /// unified diff of the file as it is now. May read files; never
+    /// changes anything. `None`: the title says it all.
+    fn preview(&self, _input: &Value, _ctx: &ToolContext) -> Option<String> {
+        None
+    }
+
     /// Runs the call.
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+}
+
+/// The files a call names, as its input names them (relative to the
+/// working directory, or absolute).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolFiles {
+    /// Files (or, for searches, directories) it reads.
+    pub reads: Vec<String>,
+    /// Files it writes.
+    pub writes: Vec<String>,
+}
+
+impl ToolFiles {
+    /// A call that reads `path`, when the input names one.
+    pub fn read(path: Option<&str>) -> Self {
+        Self {
+            reads: path.map(str::to_string).into_iter().collect(),
+            writes: Vec::new(),
+        }
+    }
+
+    /// A call that writes `path`, when the input names one.
+    pub fn write(path: Option<&str>) -> Self {
+        Self {
+            reads: Vec::new(),
+            writes: path.map(str::to_string).into_iter().collect(),
+        }
+    }
+}
+
+/// How `tool` presents a call with `input` to front ends: its kind and
+/// title, the files it touches and the change it makes, paths as the input
+/// names them.
+pub fn view(tool: &dyn Tool, input: &Value) -> ToolView {
+    let files = tool.files(input);
+    ToolView {
+        kind: tool.kind(),
+        title: tool.title(input),
+        locations: files
+            .reads
+            .into_iter()
+            .chain(files.writes)
+            .map(PathBuf::from)
+            .collect(),
+        change: tool.change(input),
+    }
+}
+
+/// A title for a tool kaji knows nothing of (an MCP server's): its name
+/// and the first line of the first string argument of a common name
+/// (`file_path`, `command`, `pattern`, `path`, `query`, `url`, …).
+pub fn title_from_args(name: &str, input: &Value) -> String {
+    const COMMON: [&str; 10] = [
+        "file_path",
+        "command",
+        "pattern",
+        "path",
+        "question",
+        "query",
+        "taskId",
+        "task_id",
+        "subject",
+        "url",
+    ];
+    COMMON
+        .iter()
+        .find(|k| input.get(**k).is_some_and(Value::is_string))
+        .map_or_else(|| name.to_string(), |k| title_with(name, input, k))
+}
+
+/// A title `"{name}: {value}"` from the first line of a string argument,
+/// or the bare name when the input has no such argument (yet).
+pub fn title_with(name: &str, input: &Value, key: &str) -> String {
+    match input.get(key).and_then(Value::as_str) {
+        Some(v) => format!("{name}: {}", v.lines().next().unwrap_or("")),
+        None => name.to_string(),
+    }
 }
 
 /// Checks that a required text argument holds more than white space. The

@@ -17,6 +17,7 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -207,12 +208,12 @@ request you could read more than one way — so the user can agree on the approa
 for small, obvious changes and for pure questions. When you know what to do, present the plan \
 with ExitPlanMode."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {},
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<EnterPlanModeInput>(),
         }
+    }
+
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::SwitchMode
     }
 
     fn is_read_only(&self) -> bool {
@@ -246,8 +247,14 @@ anything. When you have a plan, present it with ExitPlanMode for the user's appr
 /// `ExitPlanMode`: presents the plan for approval.
 struct ExitPlanModeTool;
 
-#[derive(Debug, Deserialize)]
+/// `EnterPlanMode` takes no arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct EnterPlanModeInput {}
+
+#[derive(Debug, Deserialize, JsonSchema)]
 struct ExitPlanModeInput {
+    /// The plan, in markdown, starting with a one-line title.
+    #[schemars(length(min = 1))]
     plan: String,
 }
 
@@ -268,19 +275,12 @@ the steps in order, the files you will change, how you will check the result, an
 question. If the user rejects it, their feedback comes back as the result: revise the plan and \
 present it again."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "plan": {
-                        "type": "string",
-                        "minLength": 1,
-                        "description": "The plan, in markdown, starting with a one-line title."
-                    }
-                },
-                "required": ["plan"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<ExitPlanModeInput>(),
         }
+    }
+
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::SwitchMode
     }
 
     fn is_read_only(&self) -> bool {

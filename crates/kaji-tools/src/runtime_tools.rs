@@ -15,6 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
 use kaji_tasks::RuntimeTaskRegistry;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -43,13 +44,17 @@ fn runtime<'a>(tool: &str, ctx: &'a ToolContext) -> Result<&'a RuntimeTaskRegist
 #[derive(Debug, Clone, Copy)]
 struct TaskOutputTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TaskOutputInput {
+    /// The runtime task id, e.g. b9x4k2m1p.
     task_id: String,
+    /// Wait until the task has ended or the timeout passed (default true); false returns at once.
     #[serde(default)]
     block: Option<bool>,
+    /// Longest wait in milliseconds (default 30000, at most 600000).
     #[serde(default, deserialize_with = "crate::bash::deserialize_millis")]
+    #[schemars(with = "Option<f64>")]
     timeout: Option<u64>,
 }
 
@@ -74,23 +79,16 @@ or the timeout passes, then returns all the output you have not read; with block
 at once. A long reply keeps the newest 30000 characters and says where the full output file is. \
 Task ids look like b9x4k2m1p; all-digit ids belong to the task list, not to this tool."
                     .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "task_id": {"type": "string", "description": "The runtime task id, e.g. b9x4k2m1p."},
-                    "block": {
-                        "type": "boolean",
-                        "description": "Wait until the task has ended or the timeout passed (default true); false returns at once."
-                    },
-                    "timeout": {
-                        "type": "number",
-                        "description": "Longest wait in milliseconds (default 30000, at most 600000)."
-                    }
-                },
-                "required": ["task_id"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<TaskOutputInput>(),
         }
+    }
+
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Execute
+    }
+
+    fn title(&self, input: &Value) -> String {
+        crate::title_with("TaskOutput", input, "task_id")
     }
 
     fn is_read_only(&self) -> bool {
@@ -149,9 +147,10 @@ Task ids look like b9x4k2m1p; all-digit ids belong to the task list, not to this
 #[derive(Debug, Clone, Copy)]
 struct TaskStopTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TaskStopInput {
+    /// The runtime task id, e.g. b9x4k2m1p.
     task_id: String,
 }
 
@@ -171,15 +170,16 @@ too; a background Agent is cancelled (its model request and its commands) and en
 had done. Its status becomes killed. Unknown ids, tasks that already ended and task-list (all-digit) \
 ids are refused."
                     .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "task_id": {"type": "string", "description": "The runtime task id, e.g. b9x4k2m1p."}
-                },
-                "required": ["task_id"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<TaskStopInput>(),
         }
+    }
+
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Execute
+    }
+
+    fn title(&self, input: &Value) -> String {
+        crate::title_with("TaskStop", input, "task_id")
     }
 
     fn is_read_only(&self) -> bool {

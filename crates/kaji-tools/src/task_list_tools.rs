@@ -202,6 +202,10 @@ task's id."
         }
     }
 
+    fn title(&self, input: &Value) -> String {
+        crate::title_with(TASK_CREATE, input, "subject")
+    }
+
     fn is_read_only(&self) -> bool {
         false
     }
@@ -268,6 +272,10 @@ work from its latest state: other agents may have changed it since you last look
                 "additionalProperties": false
             }),
         }
+    }
+
+    fn title(&self, input: &Value) -> String {
+        crate::title_with(TASK_GET, input, "taskId")
     }
 
     fn is_read_only(&self) -> bool {
@@ -544,6 +552,10 @@ which tasks a completion unblocked."
                 "additionalProperties": false
             }),
         }
+    }
+
+    fn title(&self, input: &Value) -> String {
+        crate::title_with(TASK_UPDATE, input, "taskId")
     }
 
     fn is_read_only(&self) -> bool {

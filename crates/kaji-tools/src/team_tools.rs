@@ -13,6 +13,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
 use kaji_tasks::list::{ListSnapshot, TaskList, UpdateOutcome};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -104,6 +105,10 @@ way to take work; complete it with TaskUpdate status completed."
         }
     }
 
+    fn title(&self, input: &Value) -> String {
+        crate::title_with("TaskClaim", input, "taskId")
+    }
+
     fn is_read_only(&self) -> bool {
         false
     }
@@ -155,10 +160,12 @@ way to take work; complete it with TaskUpdate status completed."
 #[derive(Debug, Clone, Copy)]
 struct SendMessageTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct SendMessageInput {
+    /// The recipient: a teammate's name, or main (the lead).
     to: String,
+    /// What to tell them.
     message: String,
 }
 
@@ -174,15 +181,7 @@ impl Tool for SendMessageTool {
             description: "Sends a message to a teammate (by name) or to the lead (\"main\" or \
 \"lead\"). It is kept in the team's durable mailbox and reaches the recipient at its next request."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "to": {"type": "string", "description": "The recipient: a teammate's name, or main (the lead)."},
-                    "message": {"type": "string", "description": "What to tell them."}
-                },
-                "required": ["to", "message"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<SendMessageInput>(),
         }
     }
 

@@ -33,6 +33,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
 use reqwest::Url;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -84,10 +85,12 @@ impl Limits {
 /// The `WebFetch` tool.
 struct WebFetchTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct WebFetchInput {
+    /// The absolute http:// or https:// URL to fetch.
     url: String,
+    /// What to look for in the page.
     #[serde(default)]
     prompt: Option<String>,
 }
@@ -417,22 +420,16 @@ learn from the page; it is shown above the page to keep you focused. Pages large
 refused; redirects are followed (a few), and the result names the final URL. Read-only; the user may be \
 asked to allow each new domain."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "url": {
-                        "type": "string",
-                        "description": "The absolute http:// or https:// URL to fetch."
-                    },
-                    "prompt": {
-                        "type": "string",
-                        "description": "What to look for in the page."
-                    }
-                },
-                "required": ["url"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<WebFetchInput>(),
         }
+    }
+
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Fetch
+    }
+
+    fn title(&self, input: &Value) -> String {
+        crate::title_with(WEB_FETCH, input, "url")
     }
 
     fn is_read_only(&self) -> bool {

@@ -26,6 +26,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
@@ -485,9 +486,10 @@ fn guess_repo_root(dir: &Path) -> PathBuf {
 /// The `EnterWorktree` tool.
 struct EnterWorktreeTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct EnterWorktreeInput {
+    /// Name of the worktree and suffix of its branch: letters, digits, '.', '_' and '-'. Generated when omitted.
     #[serde(default)]
     name: Option<String>,
 }
@@ -508,16 +510,7 @@ experimental changes, or work that should not disturb the user's files. Commit y
 ExitWorktree returns to the original directory and keeps or removes the worktree. Only works inside a git \
 repository with at least one commit."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "name": {
-                        "type": "string",
-                        "description": "Name of the worktree and suffix of its branch: letters, digits, '.', '_' and '-'. Generated when omitted."
-                    }
-                },
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<EnterWorktreeInput>(),
         }
     }
 
@@ -576,7 +569,7 @@ relative paths and Bash use it. Commit your changes there, then call ExitWorktre
 /// The `ExitWorktree` tool.
 struct ExitWorktreeTool;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum ExitAction {
     Keep,
@@ -584,12 +577,14 @@ enum ExitAction {
     Merge,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ExitWorktreeInput {
+    /// keep: leave the worktree and branch; remove: delete both; merge: merge the branch into the original one, then delete both.
     action: ExitAction,
+    /// With remove: delete even if uncommitted changes or unmerged commits would be lost. Default false.
     #[serde(default)]
-    discard_changes: bool,
+    discard_changes: Option<bool>,
 }
 
 #[async_trait]
@@ -610,22 +605,7 @@ original directory, into the branch it was on when the worktree was created, the
 it is refused when the worktree has uncommitted changes (commit them first) or the original checkout is on another \
 branch or has staged changes, and a merge with conflicts is aborted and the conflicting files listed."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "action": {
-                        "type": "string",
-                        "enum": ["keep", "remove", "merge"],
-                        "description": "keep: leave the worktree and branch; remove: delete both; merge: merge the branch into the original one, then delete both."
-                    },
-                    "discard_changes": {
-                        "type": "boolean",
-                        "description": "With remove: delete even if uncommitted changes or unmerged commits would be lost. Default false."
-                    }
-                },
-                "required": ["action"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<ExitWorktreeInput>(),
         }
     }
 
@@ -699,7 +679,9 @@ branch or has staged changes, and a merge with conflicts is aborted and the conf
         } else {
             Vec::new()
         };
-        if !input.discard_changes && (!uncommitted.is_empty() || !unmerged.is_empty()) {
+        if !input.discard_changes.unwrap_or(false)
+            && (!uncommitted.is_empty() || !unmerged.is_empty())
+        {
             let mut why = format!(
                 "refusing to remove worktree {name:?} at {}:",
                 root.display()

@@ -15,7 +15,7 @@ use agent_client_protocol::v1::schema::{
     ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use kaji_protocol::{
-    SayKind, SayPayload, StateUpdate, TaskEvent, TaskStatus, TodoItem, TodoStatus,
+    SayKind, SayPayload, StateUpdate, TaskEvent, TaskStatus, TodoItem, TodoStatus, ToolView,
 };
 use serde_json::Value;
 
@@ -77,8 +77,14 @@ impl Converter {
                 }
                 None => Vec::new(),
             },
-            TaskEvent::ToolUse { id, name, input } => {
-                let mut out = self.announce(id, name, input);
+            TaskEvent::ToolUse {
+                id,
+                name,
+                input,
+                view,
+                ..
+            } => {
+                let mut out = self.announce(id, name, input, view.as_ref());
                 out.push(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
                     id.clone(),
                     ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
@@ -110,7 +116,12 @@ impl Converter {
         payload: Option<&SayPayload>,
     ) -> Vec<SessionUpdate> {
         match payload {
-            Some(SayPayload::Tool { id, tool, input }) => return self.announce(id, tool, input),
+            Some(SayPayload::Tool {
+                id,
+                tool,
+                input,
+                view,
+            }) => return self.announce(id, tool, input, view.as_ref()),
             Some(SayPayload::Update(StateUpdate::Todo { items })) => return vec![plan(items)],
             _ => {}
         }
@@ -138,13 +149,19 @@ impl Converter {
     }
 
     /// The `tool_call` for a call, the first time it is seen.
-    fn announce(&mut self, id: &str, tool: &str, input: &Value) -> Vec<SessionUpdate> {
+    fn announce(
+        &mut self,
+        id: &str,
+        tool: &str,
+        input: &Value,
+        view: Option<&ToolView>,
+    ) -> Vec<SessionUpdate> {
         if !self.announced.insert(id.to_string()) {
             return Vec::new();
         }
         self.last_tool = Some((id.to_string(), tool.to_string(), input.clone()));
         vec![SessionUpdate::ToolCall(tool_call(
-            &self.cwd, id, tool, input,
+            &self.cwd, id, tool, input, view,
         ))]
     }
 }
@@ -158,45 +175,48 @@ fn chunk(stream: Stream, text: &str) -> SessionUpdate {
     }
 }
 
-/// The ACP kind of a kaji tool.
-pub fn tool_kind(tool: &str) -> ToolKind {
-    match tool {
-        "Read" => ToolKind::Read,
-        "Edit" | "Write" => ToolKind::Edit,
-        "Grep" | "Glob" => ToolKind::Search,
-        "Bash" | "TaskOutput" | "TaskStop" => ToolKind::Execute,
-        "WebFetch" => ToolKind::Fetch,
-        "EnterPlanMode" | "ExitPlanMode" => ToolKind::SwitchMode,
-        _ => ToolKind::Other,
+/// The ACP kind of a kind of call.
+pub fn tool_kind(kind: kaji_protocol::ToolKind) -> ToolKind {
+    use kaji_protocol::ToolKind as K;
+    match kind {
+        K::Read => ToolKind::Read,
+        K::Edit => ToolKind::Edit,
+        K::Execute => ToolKind::Execute,
+        K::Search => ToolKind::Search,
+        K::Fetch => ToolKind::Fetch,
+        K::Think => ToolKind::Think,
+        K::SwitchMode => ToolKind::SwitchMode,
+        K::Other => ToolKind::Other,
     }
 }
 
-/// A call as ACP shows it: a title, its kind, the file it touches, and
-/// for `Edit`/`Write` the change as a diff.
-pub fn tool_call(cwd: &Path, id: &str, tool: &str, input: &Value) -> ToolCall {
-    let path = input
-        .get("file_path")
-        .or_else(|| input.get("path"))
-        .and_then(Value::as_str)
-        .map(|p| cwd.join(p));
-    let str_field = |k: &str| input.get(k).and_then(Value::as_str);
-    let title = match (tool, &path, str_field("command"), str_field("pattern")) {
-        (_, Some(p), _, _) => format!("{tool} {}", p.display()),
-        (_, None, Some(c), _) => format!("{tool}: {c}"),
-        (_, None, None, Some(p)) => format!("{tool} {p}"),
-        _ => tool.to_string(),
-    };
-    let diff = match (tool, &path) {
-        ("Edit", Some(p)) => str_field("new_string").map(|new| {
-            Diff::new(p.clone(), new).old_text(str_field("old_string").map(String::from))
-        }),
-        ("Write", Some(p)) => str_field("content").map(|c| Diff::new(p.clone(), c)),
-        _ => None,
-    };
-    ToolCall::new(id.to_string(), title)
-        .kind(tool_kind(tool))
+/// A call as ACP shows it, from the tool's own view of it (a tool kaji
+/// does not have shows as its name): a title, its kind, the files it
+/// touches and the change it makes as a diff, paths resolved against
+/// `cwd`.
+pub fn tool_call(
+    cwd: &Path,
+    id: &str,
+    tool: &str,
+    input: &Value,
+    view: Option<&ToolView>,
+) -> ToolCall {
+    let view = view.cloned().unwrap_or_else(|| ToolView {
+        title: tool.to_string(),
+        ..ToolView::default()
+    });
+    let diff = view
+        .change
+        .map(|c| Diff::new(cwd.join(&c.path), c.new_text).old_text(c.old_text));
+    ToolCall::new(id.to_string(), view.title)
+        .kind(tool_kind(view.kind))
         .status(ToolCallStatus::Pending)
-        .locations(path.map(ToolCallLocation::new).into_iter().collect())
+        .locations(
+            view.locations
+                .iter()
+                .map(|p| ToolCallLocation::new(cwd.join(p)))
+                .collect(),
+        )
         .content(diff.map(ToolCallContent::from).into_iter().collect())
         .raw_input(input.clone())
 }
@@ -294,6 +314,7 @@ mod tests {
                 id: "t1".into(),
                 tool: "Edit".into(),
                 input: input.clone(),
+                view: kaji_core::executor::recorded_view("Edit", &input),
             }),
         };
         let out = to_json(&c.convert(&e));
@@ -310,6 +331,8 @@ mod tests {
             id: "t1".into(),
             name: "Edit".into(),
             input,
+            view: None,
+            preview: None,
         }));
         assert_eq!(out.len(), 1);
         assert_eq!(out[0]["status"], "in_progress");

@@ -171,7 +171,8 @@ impl AcpFrontend {
             Some(id) => ToolCallUpdate::new(id, ToolCallUpdateFields::new()),
             None => {
                 let cwd = std::path::PathBuf::new();
-                let call = convert::tool_call(&cwd, &format!("ask-{}", ask.id), &tool, &input);
+                let call =
+                    convert::tool_call(&cwd, &format!("ask-{}", ask.id), &tool, &input, None);
                 let mut update = ToolCallUpdate::from(call);
                 update.fields.title = Some(ask.text.clone());
                 update

@@ -651,8 +651,8 @@ impl App {
                 let new = streamed || !self.by_id.contains_key(&id);
                 self.upsert(id, style, text);
                 if new
-                    && let Some(SayPayload::Tool { tool, input, .. }) = payload
-                    && let Some(diff) = super::diff::of_call(&tool, &input, None)
+                    && let Some(SayPayload::Tool { view, .. }) = payload
+                    && let Some(diff) = super::diff::of_call(view.as_ref(), None)
                 {
                     self.push(EntryStyle::Diff, diff);
                 }
@@ -1092,13 +1092,8 @@ impl App {
             AskKind::Plan => "Approve the plan?",
         };
         let mut text = format!("{title}\n{}", p.request.text);
-        if let Some(AskPayload::ToolApproval {
-            tool,
-            input,
-            preview,
-            ..
-        }) = &p.request.payload
-            && let Some(diff) = super::diff::of_call(tool, input, preview.as_deref())
+        if let Some(AskPayload::ToolApproval { preview, .. }) = &p.request.payload
+            && let Some(diff) = super::diff::of_call(None, preview.as_deref())
         {
             text.push('\n');
             text.push_str(&diff);
@@ -1321,6 +1316,10 @@ mod tests {
                 id: "c1".into(),
                 tool: "Write".into(),
                 input: serde_json::json!({"file_path": "a.txt", "content": "one\ntwo\n"}),
+                view: kaji_core::executor::recorded_view(
+                    "Write",
+                    &serde_json::json!({"file_path": "a.txt", "content": "one\ntwo\n"}),
+                ),
             }),
         });
         assert_eq!(texts(&app)[0], "⏺ Write: a.txt");

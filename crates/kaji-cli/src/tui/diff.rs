@@ -1,52 +1,45 @@
-//! The change an Edit, MultiEdit or Write call makes, as unified-diff
-//! text for the ask panel and the transcript, and the colours of its lines.
+//! The change a call makes to a file, as unified-diff text for the ask
+//! panel and the transcript, and the colours of its lines.
 //!
-//! Pure: it reads neither files nor the session; what it cannot show as a
-//! diff it leaves to the caller (`None`).
+//! Pure: it reads neither files nor the session, and knows no tool: the
+//! tool's own view of the call (its [`FileChange`]) or the approval's
+//! preview is all it shows; what it cannot show as a diff it leaves to the
+//! caller (`None`).
 
+use kaji_protocol::{FileChange, ToolView};
 use ratatui::style::{Color, Modifier, Style};
-use serde_json::Value;
 
 /// At most this many diff lines are shown; the rest is counted.
 const MAX_LINES: usize = 60;
 
-/// The diff of a tool call: the ask's `preview` when it has one, else
-/// built from the input (`old_string`/`new_string`, `edits`, `content`).
-pub fn of_call(tool: &str, input: &Value, preview: Option<&str>) -> Option<String> {
+/// The diff of a tool call: the ask's `preview` when it is a diff, else
+/// the change the tool says the call makes.
+pub fn of_call(view: Option<&ToolView>, preview: Option<&str>) -> Option<String> {
     if let Some(p) = preview.filter(|p| looks_like_diff(p)) {
         return Some(cap(p));
     }
-    let path = input
-        .get("file_path")
-        .or_else(|| input.get("path"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let body = match tool {
-        "Edit" => pair(input)?,
-        "MultiEdit" => {
-            let edits = input.get("edits")?.as_array()?;
-            let parts: Vec<String> = edits.iter().filter_map(pair).collect();
-            if parts.is_empty() {
-                return None;
-            }
-            parts.join("")
-        }
-        "Write" => {
-            let content = input.get("content")?.as_str()?;
+    view?.change.as_ref().map(of_change)
+}
+
+/// A change as diff text: the replaced text against its replacement, or
+/// every line of a whole new content added.
+fn of_change(change: &FileChange) -> String {
+    let path = change.path.display();
+    let body = match &change.old_text {
+        Some(old) => pair(old, &change.new_text),
+        None => {
+            let content = &change.new_text;
             let mut out = format!("@@ -0,0 +1,{} @@\n", content.lines().count());
             for l in content.lines() {
                 out.push_str(&format!("+{l}\n"));
             }
             out
         }
-        _ => return None,
     };
-    Some(cap(&format!("--- {path}\n+++ {path}\n{body}")))
+    cap(&format!("--- {path}\n+++ {path}\n{body}"))
 }
 
-fn pair(edit: &Value) -> Option<String> {
-    let old = edit.get("old_string")?.as_str()?;
-    let new = edit.get("new_string")?.as_str()?;
+fn pair(old: &str, new: &str) -> String {
     let diff = similar::TextDiff::from_lines(old, new);
     let mut out = String::new();
     for hunk in diff.unified_diff().context_radius(2).iter_hunks() {
@@ -55,7 +48,7 @@ fn pair(edit: &Value) -> Option<String> {
     if !out.ends_with('\n') {
         out.push('\n');
     }
-    Some(out)
+    out
 }
 
 fn looks_like_diff(text: &str) -> bool {
@@ -95,34 +88,31 @@ pub fn line_style(line: &str) -> Style {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    fn change(path: &str, old: Option<&str>, new: &str) -> ToolView {
+        ToolView {
+            change: Some(FileChange {
+                path: path.into(),
+                old_text: old.map(str::to_string),
+                new_text: new.into(),
+            }),
+            ..ToolView::default()
+        }
+    }
 
     #[test]
-    fn edit_write_and_preview_become_diffs() {
-        let d = of_call(
-            "Edit",
-            &json!({"file_path": "a.rs", "old_string": "a\nb\n", "new_string": "a\nc\n"}),
-            None,
-        )
-        .unwrap();
+    fn changes_and_previews_become_diffs() {
+        let d = of_call(Some(&change("a.rs", Some("a\nb\n"), "a\nc\n")), None).unwrap();
         assert!(d.contains("--- a.rs"), "{d}");
         assert!(d.contains("\n-b"), "{d}");
         assert!(d.contains("\n+c"), "{d}");
-        let w = of_call(
-            "Write",
-            &json!({"file_path": "n.txt", "content": "x\ny"}),
-            None,
-        )
-        .unwrap();
+        let w = of_call(Some(&change("n.txt", None, "x\ny")), None).unwrap();
         assert!(w.contains("+x\n+y"), "{w}");
-        let p = of_call(
-            "Edit",
-            &json!({}),
-            Some("--- f\n+++ f\n@@ -1 +1 @@\n-o\n+n"),
-        )
-        .unwrap();
+        let p = of_call(None, Some("--- f\n+++ f\n@@ -1 +1 @@\n-o\n+n")).unwrap();
         assert!(p.ends_with("+n"), "{p}");
-        assert!(of_call("Bash", &json!({"command": "ls"}), None).is_none());
+        // A call without a change (a command) and a preview that is no
+        // diff show nothing here.
+        assert!(of_call(Some(&ToolView::default()), Some("ls")).is_none());
         assert_eq!(line_style("+x").fg, Some(Color::Green));
         assert_eq!(line_style("-x").fg, Some(Color::Red));
     }

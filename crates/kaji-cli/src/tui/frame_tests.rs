@@ -104,6 +104,14 @@ fn markdown_frame() {
     }
 }
 
+fn edit_input() -> serde_json::Value {
+    serde_json::json!({
+        "file_path": "src/lib.rs",
+        "old_string": "fn old() {}\n",
+        "new_string": "fn new() {}\nfn more() {}\n",
+    })
+}
+
 fn edit_app() -> App {
     let mut app = App::new(status());
     say(
@@ -114,11 +122,8 @@ fn edit_app() -> App {
         Some(SayPayload::Tool {
             id: "t1".into(),
             tool: "Edit".into(),
-            input: serde_json::json!({
-                "file_path": "src/lib.rs",
-                "old_string": "fn old() {}\n",
-                "new_string": "fn new() {}\nfn more() {}\n",
-            }),
+            input: edit_input(),
+            view: kaji_core::executor::recorded_view("Edit", &edit_input()),
         }),
     );
     app

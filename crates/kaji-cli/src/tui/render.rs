@@ -616,6 +616,7 @@ mod tests {
                 id: "t1".into(),
                 tool: "Edit".into(),
                 input: input.clone(),
+                view: kaji_core::executor::recorded_view("Edit", &input),
             }),
         });
         let b = buffer(&mut app, 60, 20);

@@ -21,6 +21,7 @@ mod sessions_resume;
 mod subagent_services;
 mod tasks_cli;
 mod tasks_pg_cli;
+mod tool_schemas;
 mod trust_cli;
 mod tui;
 mod tui_cli;

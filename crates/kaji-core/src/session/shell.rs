@@ -57,12 +57,12 @@ impl Session {
         let (run, mut history) = task.run_user_call(call).await;
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let outcome = ShellOutcome {
-            output: run.content.clone(),
-            is_error: run.is_error,
-            denied: run.rejected,
+            output: run.content().to_string(),
+            is_error: run.is_error(),
+            denied: run.is_rejected(),
         };
-        if !run.rejected {
-            let block = ContentBlock::text(shell_message(command, &run.content));
+        if !run.is_rejected() {
+            let block = ContentBlock::text(shell_message(command, run.content()));
             match history.last_mut() {
                 Some(last) if last.role == Role::User => last.content.push(block),
                 _ => history.push(Message {

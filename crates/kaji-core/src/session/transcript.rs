@@ -39,10 +39,12 @@ pub fn history_events(history: &[Message]) -> Vec<TaskEvent> {
                     },
                 ) => {
                     names.insert(call, name);
+                    let view = crate::executor::recorded_view(name, input);
                     let payload = SayPayload::Tool {
                         id: call.clone(),
                         tool: name.clone(),
                         input: input.clone(),
+                        view: view.clone(),
                     };
                     let text = crate::executor::describe_call(name, input);
                     events.push(say(next(), SayKind::Tool, &text, Some(payload)));
@@ -50,6 +52,8 @@ pub fn history_events(history: &[Message]) -> Vec<TaskEvent> {
                         id: call.clone(),
                         name: name.clone(),
                         input: input.clone(),
+                        view,
+                        preview: None,
                     });
                 }
                 (

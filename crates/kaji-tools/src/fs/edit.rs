@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -28,12 +29,17 @@ const MAX_LISTED_MATCHES: usize = 10;
 /// The `Edit` tool.
 pub(super) struct EditTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 struct EditInput {
+    /// Path of the file to change, absolute or relative to the working directory.
     file_path: String,
+    /// The exact text to replace.
     old_string: String,
+    /// The text to put in its place; must differ from old_string.
     new_string: String,
+    /// Replace every occurrence of old_string instead of exactly one.
     #[serde(default, deserialize_with = "replace_all")]
+    #[schemars(with = "bool", extend("default" = false))]
     replace_all: Option<bool>,
 }
 
@@ -56,31 +62,50 @@ surrounding lines to make it unique, or set replace_all to change every occurren
 - An empty old_string creates the file with new_string as its content when the file does not exist yet.\n\
 - The result shows the changed region with line numbers."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "file_path": {
-                        "type": "string",
-                        "description": "Path of the file to change, absolute or relative to the working directory."
-                    },
-                    "old_string": {
-                        "type": "string",
-                        "description": "The exact text to replace."
-                    },
-                    "new_string": {
-                        "type": "string",
-                        "description": "The text to put in its place; must differ from old_string."
-                    },
-                    "replace_all": {
-                        "type": "boolean",
-                        "default": false,
-                        "description": "Replace every occurrence of old_string instead of exactly one."
-                    }
-                },
-                "required": ["file_path", "old_string", "new_string"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<EditInput>(),
         }
+    }
+
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Edit
+    }
+
+    fn title(&self, input: &Value) -> String {
+        crate::title_with(NAME, input, "file_path")
+    }
+
+    fn files(&self, input: &Value) -> crate::ToolFiles {
+        crate::ToolFiles::write(input.get("file_path").and_then(Value::as_str))
+    }
+
+    fn change(&self, input: &Value) -> Option<crate::FileChange> {
+        let text = |k: &str| input.get(k).and_then(Value::as_str);
+        Some(crate::FileChange {
+            path: text("file_path")?.into(),
+            old_text: text("old_string").map(str::to_string),
+            new_text: text("new_string")?.to_string(),
+        })
+    }
+
+    /// The diff of the edit as it would be made now, by the same matching
+    /// the call does; `None` when the call would fail.
+    fn preview(&self, input: &Value, ctx: &ToolContext) -> Option<String> {
+        let input: EditInput = serde_json::from_value(input.clone()).ok()?;
+        let path = paths::resolve(ctx, &input.file_path);
+        let (old, new) = match std::fs::read(&path) {
+            Err(_) if input.old_string.is_empty() => (String::new(), input.new_string.clone()),
+            Err(_) => return None,
+            Ok(bytes) => {
+                let file = EditFile {
+                    real: path.clone(),
+                    path,
+                    label: String::new(),
+                };
+                let change = change(file, bytes, &input).ok()?;
+                (change.old, change.new)
+            }
+        };
+        Some(diff::unified(&old, &new, &input.file_path))
     }
 
     fn is_read_only(&self) -> bool {

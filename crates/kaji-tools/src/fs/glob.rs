@@ -14,6 +14,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use globset::GlobBuilder;
 use kaji_protocol::ToolSpec;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -30,9 +31,11 @@ pub(super) const MAX_RESULTS: usize = 100;
 /// The `Glob` tool.
 pub(super) struct GlobTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 struct GlobInput {
+    /// The glob pattern to match file paths against, relative to path.
     pattern: String,
+    /// Directory to search in; defaults to the working directory.
     #[serde(default)]
     path: Option<String>,
 }
@@ -57,22 +60,20 @@ included.\n\
 empty value.\n\
 - To search file contents use Grep; to list a directory use pattern \"*\" with that path."
             ),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {
-                        "type": "string",
-                        "description": "The glob pattern to match file paths against, relative to path."
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "Directory to search in; defaults to the working directory."
-                    }
-                },
-                "required": ["pattern"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<GlobInput>(),
         }
+    }
+
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Search
+    }
+
+    fn title(&self, input: &Value) -> String {
+        crate::title_with(NAME, input, "pattern")
+    }
+
+    fn files(&self, input: &Value) -> crate::ToolFiles {
+        crate::ToolFiles::read(input.get("path").and_then(Value::as_str))
     }
 
     fn is_read_only(&self) -> bool {

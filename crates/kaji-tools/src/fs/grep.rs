@@ -20,6 +20,7 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContex
 use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
 use kaji_protocol::ToolSpec;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -43,30 +44,52 @@ const HEAP_LIMIT: usize = 64 * 1024 * 1024;
 /// The `Grep` tool.
 pub(super) struct GrepTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 struct GrepInput {
+    /// Regular expression to search for.
     pattern: String,
+    /// File or directory to search; defaults to the working directory.
     #[serde(default)]
     path: Option<String>,
+    /// Only search files whose name matches this glob, e.g. "*.js" or "*.{ts,tsx}".
     #[serde(default)]
     glob: Option<String>,
+    /// Only search files of this type (ripgrep's names: rust, py, js, ts, go, java, c, cpp, md, …).
     #[serde(default, rename = "type")]
     file_type: Option<String>,
+    /// content: matching lines; files_with_matches (default): file paths; count: matches per file.
     #[serde(default)]
+    #[schemars(extend("enum" = ["content", "files_with_matches", "count"]))]
     output_mode: Option<String>,
+    /// Case-insensitive search.
     #[serde(default, rename = "-i", deserialize_with = "de_case_insensitive")]
+    #[schemars(with = "Option<bool>")]
     case_insensitive: Option<bool>,
+    /// Show line numbers in content mode (default true).
     #[serde(default, rename = "-n", deserialize_with = "de_line_numbers")]
+    #[schemars(with = "Option<bool>")]
     line_numbers: Option<bool>,
+    /// Lines of context after each match (content mode).
     #[serde(default, rename = "-A", deserialize_with = "de_after")]
+    #[schemars(with = "Option<u64>")]
     after: Option<usize>,
+    /// Lines of context before each match (content mode).
     #[serde(default, rename = "-B", deserialize_with = "de_before")]
+    #[schemars(with = "Option<u64>")]
     before: Option<usize>,
+    /// Lines of context before and after each match (content mode).
     #[serde(default, rename = "-C", deserialize_with = "de_context")]
+    #[schemars(with = "Option<u64>")]
     context: Option<usize>,
     #[serde(default, deserialize_with = "de_head_limit")]
+    #[schemars(
+        with = "Option<u64>",
+        description = format!("Return at most this many lines (content) or entries (other modes); default {DEFAULT_HEAD_LIMIT}, 0 for no limit.")
+    )]
     head_limit: Option<usize>,
+    /// Allow matches to span lines; `.` then matches newlines too.
     #[serde(default, deserialize_with = "de_multiline")]
+    #[schemars(with = "Option<bool>")]
     multiline: Option<bool>,
 }
 
@@ -110,67 +133,20 @@ apart from a {MAX_OUTPUT_CHARS}-character cap).\n\
 - Files ignored by .gitignore or .kajiignore, the .git directory and binary files are skipped; other \
 dot-files are searched."
             ),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {
-                        "type": "string",
-                        "description": "Regular expression to search for."
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "File or directory to search; defaults to the working directory."
-                    },
-                    "glob": {
-                        "type": "string",
-                        "description": "Only search files whose name matches this glob, e.g. \"*.js\" or \"*.{ts,tsx}\"."
-                    },
-                    "type": {
-                        "type": "string",
-                        "description": "Only search files of this type (ripgrep's names: rust, py, js, ts, go, java, c, cpp, md, …)."
-                    },
-                    "output_mode": {
-                        "type": "string",
-                        "enum": ["content", "files_with_matches", "count"],
-                        "description": "content: matching lines; files_with_matches (default): file paths; count: matches per file."
-                    },
-                    "-i": {
-                        "type": "boolean",
-                        "description": "Case-insensitive search."
-                    },
-                    "-n": {
-                        "type": "boolean",
-                        "description": "Show line numbers in content mode (default true)."
-                    },
-                    "-A": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "description": "Lines of context after each match (content mode)."
-                    },
-                    "-B": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "description": "Lines of context before each match (content mode)."
-                    },
-                    "-C": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "description": "Lines of context before and after each match (content mode)."
-                    },
-                    "head_limit": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "description": format!("Return at most this many lines (content) or entries (other modes); default {DEFAULT_HEAD_LIMIT}, 0 for no limit.")
-                    },
-                    "multiline": {
-                        "type": "boolean",
-                        "description": "Allow matches to span lines; `.` then matches newlines too."
-                    }
-                },
-                "required": ["pattern"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<GrepInput>(),
         }
+    }
+
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Search
+    }
+
+    fn title(&self, input: &Value) -> String {
+        crate::title_with(NAME, input, "pattern")
+    }
+
+    fn files(&self, input: &Value) -> crate::ToolFiles {
+        crate::ToolFiles::read(input.get("path").and_then(Value::as_str))
     }
 
     fn is_read_only(&self) -> bool {

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -103,12 +104,20 @@ it cannot be shown"
 /// The `Read` tool.
 pub(super) struct ReadTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 struct ReadInput {
+    /// Path of the file to read, absolute or relative to the working directory.
     file_path: String,
+    /// 1-based line number to start reading at. Use it only for files too long to read at once.
     #[serde(default, deserialize_with = "offset")]
+    #[schemars(with = "Option<u64>", range(min = 1))]
     offset: Option<usize>,
     #[serde(default, deserialize_with = "limit")]
+    #[schemars(
+        with = "Option<u64>",
+        range(min = 1),
+        description = format!("Number of lines to return (default {DEFAULT_LIMIT}).")
+    )]
     limit: Option<usize>,
 }
 
@@ -136,28 +145,20 @@ files, directories and special files (pipes, devices) are refused: use Glob to l
 to search many files.\n\
 - Read a file before you Edit it, so that old_string matches its current text exactly."
             ),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "file_path": {
-                        "type": "string",
-                        "description": "Path of the file to read, absolute or relative to the working directory."
-                    },
-                    "offset": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "1-based line number to start reading at. Use it only for files too long to read at once."
-                    },
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": format!("Number of lines to return (default {DEFAULT_LIMIT}).")
-                    }
-                },
-                "required": ["file_path"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<ReadInput>(),
         }
+    }
+
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Read
+    }
+
+    fn title(&self, input: &Value) -> String {
+        crate::title_with(NAME, input, "file_path")
+    }
+
+    fn files(&self, input: &Value) -> crate::ToolFiles {
+        crate::ToolFiles::read(input.get("file_path").and_then(Value::as_str))
     }
 
     fn is_read_only(&self) -> bool {

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -22,9 +23,11 @@ const MAX_DIFF_BYTES: u64 = 1024 * 1024;
 /// The `Write` tool.
 pub(super) struct WriteTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 struct WriteInput {
+    /// Path of the file to write, absolute or relative to the working directory.
     file_path: String,
+    /// The complete new content of the file.
     content: String,
 }
 
@@ -45,22 +48,35 @@ directories) or replacing everything it held.\n\
 before replacing it, so nothing in it is lost by accident.\n\
 - The result says whether the file was created or overwritten and how many lines it now has."
                     .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "file_path": {
-                        "type": "string",
-                        "description": "Path of the file to write, absolute or relative to the working directory."
-                    },
-                    "content": {
-                        "type": "string",
-                        "description": "The complete new content of the file."
-                    }
-                },
-                "required": ["file_path", "content"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<WriteInput>(),
         }
+    }
+
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Edit
+    }
+
+    fn title(&self, input: &Value) -> String {
+        crate::title_with(NAME, input, "file_path")
+    }
+
+    fn files(&self, input: &Value) -> crate::ToolFiles {
+        crate::ToolFiles::write(input.get("file_path").and_then(Value::as_str))
+    }
+
+    fn change(&self, input: &Value) -> Option<crate::FileChange> {
+        let text = |k: &str| input.get(k).and_then(Value::as_str);
+        Some(crate::FileChange {
+            path: text("file_path")?.into(),
+            old_text: None,
+            new_text: text("content")?.to_string(),
+        })
+    }
+
+    fn preview(&self, input: &Value, ctx: &ToolContext) -> Option<String> {
+        let input: WriteInput = serde_json::from_value(input.clone()).ok()?;
+        let old = std::fs::read_to_string(ctx.resolve(&input.file_path)).unwrap_or_default();
+        Some(diff::unified(&old, &input.content, &input.file_path))
     }
 
     fn is_read_only(&self) -> bool {
