@@ -443,7 +443,8 @@ impl ToolExecutor {
     /// The permission check: `None` when the call may run, else the run
     /// it ends as (denied, rejected by the user, or denied because nobody
     /// could approve it). A PreToolUse hook's `allow` skips the question
-    /// (never a deny); its `ask` asks even where the rules would allow.
+    /// (never a deny, never for a protected path or a write outside the
+    /// project); its `ask` asks even where the rules would allow.
     async fn permit(
         &self,
         call: &ToolCall,
@@ -459,6 +460,12 @@ impl ToolExecutor {
             let d = decide(env.mode, &call.name, access, input, &pctx, &approvals);
             (d, pctx, approvals.headless)
         };
+        // A hook's `allow` never covers a protected path or a write
+        // outside the project (docs/hooks.md).
+        let hook = hook.filter(|h| {
+            *h != PermissionDecision::Allow
+                || crate::permissions::guarded_write(access, &pctx).is_none()
+        });
         let decision = with_hook_decision(decision, hook, access);
         let kind = match decision {
             Decision::Allow | Decision::AllowSandboxed => return None,

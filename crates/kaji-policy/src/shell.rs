@@ -252,6 +252,14 @@ impl Walker<'_> {
                 "has arithmetic on variables (`{}`), which can run code",
                 text(node, src)
             )),
+            "compound_statement"
+                if text(node, src).starts_with("((") && arithmetic_on_names(&text(node, src)) =>
+            {
+                self.bad(format!(
+                    "has arithmetic on variables (`{}`), which can run code",
+                    text(node, src)
+                ))
+            }
             "test_command" if is_arithmetic_test(&text(node, src)) => self.bad(format!(
                 "compares variables arithmetically (`{}`), which can run code",
                 text(node, src)
@@ -1206,9 +1214,88 @@ mod tests {
             "cd sub && echo x > f",
             "echo $((x + 1))",
             "[[ $n -gt 1 ]] && ls",
+            "((n)) && ls",
+            "while ((n)); do ls; done",
+            "echo ${a[i]}",
+            "echo ${#a[i]}",
+            "echo ${x:i:1}",
+            "echo ${a[@]:i}",
+            "echo ${!x}",
+            "echo ${x@P}",
+            "echo \"${x@P}\"",
+            "[[ -v x ]]",
+            "test -v x",
+            "[ -R x ]",
+            "wait -p x",
+            "getopts ab x",
+            "printf $fmt x",
+            "printf -vx y",
+            "! if ls; then ls; fi",
+            "cat <<EOF\n$((n))\nEOF",
+            "cat <<EOF\n${a[i]}\nEOF",
         ] {
             why(command);
         }
+    }
+
+    /// Every command of `command`, as words joined by spaces.
+    fn all(command: &str) -> Vec<String> {
+        analyse(command, &ctx())
+            .commands
+            .iter()
+            .map(|c| c.literal_words().unwrap_or_default().join(" "))
+            .collect()
+    }
+
+    #[test]
+    fn backticks_are_unescaped_and_reparsed_as_bash_does() {
+        for command in [
+            "echo \"`echo \\`touch y\\``\"",
+            "echo `echo \\`touch y\\``",
+            "echo \"`echo \\\"\\`touch y\\`\\\"`\"",
+            "echo `echo \\`echo \\\\\\`touch y\\\\\\`\\``",
+            "echo ${x:-`touch y`}",
+            "echo \"${x:-`touch y`}\"",
+            "cat <<EOF\n`touch y`\nEOF",
+            "cat <<EOF\na ${x:-`touch y`} b\nEOF",
+            "cat <<EOF | wc\n`echo \\`touch y\\``\nEOF",
+            "cat <<-EOF\n\t$(touch y)\n\tEOF",
+            "echo \"$(cat <<EOF\n`touch y`\nEOF\n)\"",
+        ] {
+            assert!(
+                all(command).contains(&"touch y".to_string()),
+                "{command:?}: {:?}",
+                analyse(command, &ctx())
+            );
+        }
+        // Escaped outside backticks, or quoted, a backtick is literal.
+        assert_eq!(programs("echo \\`touch y\\`"), ["echo `touch y`"]);
+        assert_eq!(programs("echo '`touch y`'"), ["echo `touch y`"]);
+        assert_eq!(programs("cat <<'EOF'\n`touch y`\nEOF"), ["cat"]);
+        assert_eq!(programs("cat <<\\EOF\n`touch y`\nEOF"), ["cat"]);
+        assert_eq!(programs("echo `echo \\`ls\\``")[0], "ls");
+    }
+
+    #[test]
+    fn redirect_targets_are_resolved_through_the_callers_real_path() {
+        let mut ctx = ctx();
+        // `/proj/out` is a link to `/elsewhere`; `/proj/deep` to `/elsewhere/d`.
+        ctx.real_path = crate::RealPath::new(|p: &Path| {
+            let s = p.to_string_lossy();
+            let s = s
+                .replace("/proj/out", "/elsewhere")
+                .replace("/proj/deep", "/elsewhere/d");
+            paths::normalise(Path::new(&s))
+        });
+        let a = analyse("echo x > out/f; echo x > deep/../g; echo x > src/h", &ctx);
+        assert_eq!(
+            a.guarded_writes,
+            [PathBuf::from("/elsewhere/f"), PathBuf::from("/elsewhere/g")],
+            "{a:?}"
+        );
+        assert_eq!(a.unanalysable.len(), 2, "{a:?}");
+        let inside = analyse("echo x > src/h", &ctx);
+        assert!(inside.is_analysable(), "{inside:?}");
     }
 
     #[test]
