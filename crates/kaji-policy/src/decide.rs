@@ -48,7 +48,10 @@ pub struct Context {
 /// with the components that do not exist yet kept as they are. The
 /// default knows no symlinks and returns the path unchanged.
 #[derive(Clone, Default)]
-pub struct RealPath(Option<Arc<dyn Fn(&Path) -> PathBuf + Send + Sync>>);
+pub struct RealPath(Option<Arc<Resolver>>);
+
+/// The function behind a [`RealPath`].
+type Resolver = dyn Fn(&Path) -> PathBuf + Send + Sync;
 
 impl RealPath {
     /// A resolver calling `f`.

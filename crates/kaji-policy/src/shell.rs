@@ -347,7 +347,7 @@ impl Walker<'_> {
                 "file_redirect" => writes |= self.redirect(part, src),
                 "heredoc_start" | "heredoc_end" => {}
                 "heredoc_body" if quoted => {}
-                "heredoc_body" => self.expanded_text(&text(part, src), false),
+                "heredoc_body" => self.expanded_text(&text(part, src), false, false),
                 _ => later.push(part),
             }
         }
@@ -382,20 +382,21 @@ impl Walker<'_> {
         }
         let inner = raw.strip_prefix("${").unwrap_or(raw);
         let inner = inner.strip_suffix('}').unwrap_or(inner);
-        self.expanded_text(inner, self.quoted);
+        self.expanded_text(inner, self.quoted, !self.quoted);
     }
 
     /// Text bash expands like the inside of double quotes (an unquoted
     /// heredoc body, the inside of `${…}`): every backtick, `$(…)`,
     /// `$((…))` and `${…}` in it is found by scanning, never trusted to
-    /// the parse tree.
-    fn expanded_text(&mut self, raw: &str, quoted: bool) {
+    /// the parse tree; `<(…)` and `>(…)` too where bash runs them
+    /// (`process`: an unquoted `${…}`, not a heredoc body).
+    fn expanded_text(&mut self, raw: &str, quoted: bool, process: bool) {
         let bytes = raw.as_bytes();
         let mut i = 0;
         while i < bytes.len() {
             let rest = &raw[i..];
-            if rest.starts_with('\\') {
-                i += 1 + rest[1..].chars().next().map_or(0, char::len_utf8);
+            if let Some(escaped) = rest.strip_prefix('\\') {
+                i += 1 + escaped.chars().next().map_or(0, char::len_utf8);
             } else if rest.starts_with('`') {
                 match closing_backtick(rest) {
                     Some(end) => {
@@ -416,7 +417,9 @@ impl Walker<'_> {
                     ));
                 }
                 i += 2;
-            } else if rest.starts_with("$(") {
+            } else if rest.starts_with("$(")
+                || process && (rest.starts_with("<(") || rest.starts_with(">("))
+            {
                 match substitution_end(rest) {
                     Some(end) => {
                         self.script(&rest[2..end - 1]);
@@ -483,10 +486,10 @@ impl Walker<'_> {
                 }
             }
             prev_end = Some(child.end_byte());
-            if child.is_named() {
-                if let Some(part) = parts.last_mut() {
-                    part.push(child);
-                }
+            if child.is_named()
+                && let Some(part) = parts.last_mut()
+            {
+                part.push(child);
             }
         }
         let last = parts.len().saturating_sub(1);
@@ -927,8 +930,8 @@ fn closing_brace(rest: &str) -> Option<usize> {
     None
 }
 
-/// Where the `$(…)` that `rest` starts with ends (just past its `)`), as
-/// tree-sitter-bash delimits it.
+/// Where the `$(…)`, `<(…)` or `>(…)` that `rest` starts with ends (just
+/// past its `)`), as tree-sitter-bash delimits it.
 fn substitution_end(rest: &str) -> Option<usize> {
     let mut parser = Parser::new();
     parser
@@ -937,7 +940,7 @@ fn substitution_end(rest: &str) -> Option<usize> {
     let tree = parser.parse(rest, None)?;
     let mut node = tree.root_node();
     while node.start_byte() == 0 {
-        if node.kind() == "command_substitution" {
+        if matches!(node.kind(), "command_substitution" | "process_substitution") {
             let end = node.end_byte();
             return (rest[..end].ends_with(')') && !node.has_error()).then_some(end);
         }
@@ -1261,6 +1264,8 @@ mod tests {
             "cat <<EOF | wc\n`echo \\`touch y\\``\nEOF",
             "cat <<-EOF\n\t$(touch y)\n\tEOF",
             "echo \"$(cat <<EOF\n`touch y`\nEOF\n)\"",
+            "echo ${x:-<(touch y)}",
+            "echo ${x:->(touch y)}",
         ] {
             assert!(
                 all(command).contains(&"touch y".to_string()),
