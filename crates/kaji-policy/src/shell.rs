@@ -8,12 +8,17 @@
 //! process substitution and heredoc bodies are all walked, and every
 //! simple command found anywhere is reported. A word is
 //! [`Word::Literal`] when its value is known (quotes and backslashes
-//! resolved), else [`Word::Dynamic`].
+//! resolved), else [`Word::Dynamic`]. Where the grammar is not bash — the
+//! inside of backticks (re-parsed after bash's unescaping), unquoted
+//! heredoc bodies and `${…}` (scanned as text) — bash's rules are applied
+//! by hand; expansions and builtins that run code out of sight are
+//! unanalysable.
 //!
 //! This module never runs anything and never reads a file: redirection
-//! targets are judged lexically against the [`Context`]'s directories.
-//! It must never report a command as analysable when a shell could run
-//! something that is not in [`Analysis::commands`].
+//! targets are judged against the [`Context`]'s directories, lexically and
+//! through the caller's [`crate::RealPath`] resolver. It must never report
+//! a command as analysable when a shell could run something that is not in
+//! [`Analysis::commands`]; `tests/differential.rs` checks that against bash.
 
 use std::path::{Path, PathBuf};
 

@@ -216,8 +216,8 @@ fn generate(rng: &mut Rng, depth: usize, bad: bool) -> Case {
                 _ => format!("echo \"${{UNSET:-`{inner}`}}\""),
             };
             // tree-sitter-bash cannot parse a `'` inside a double-quoted
-            // `${…}` (so that asks).
-            let parses = !(text.contains("\"${") && inner.contains('\''));
+            // `${…}` or a `<(…)` in a `${…}` (so those ask).
+            let parses = !((text.contains("\"${") || text.contains("<(")) && inner.contains('\''));
             (text, parses, "parameter-default")
         }
         16 => {
