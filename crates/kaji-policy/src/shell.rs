@@ -290,6 +290,12 @@ impl Walker<'_> {
                 self.backticks(&text(node, src))
             }
             "expansion" => self.expansion(&text(node, src)),
+            // Inside `$(…)` and `<(…)` quoting starts afresh.
+            "command_substitution" | "process_substitution" => {
+                let quoted = std::mem::replace(&mut self.quoted, false);
+                self.children(node, src, redirected);
+                self.quoted = quoted;
+            }
             "heredoc_redirect" => {
                 let mut later = Vec::new();
                 self.heredoc(node, src, &mut later);
@@ -1271,6 +1277,8 @@ mod tests {
             "echo \"$(cat <<EOF\n`touch y`\nEOF\n)\"",
             "echo ${x:-<(touch y)}",
             "echo ${x:->(touch y)}",
+            "echo \"$( echo ${x:-<(touch y)} )\"",
+            "echo \"$( echo ${x:-`touch y`} )\"",
         ] {
             assert!(
                 all(command).contains(&"touch y".to_string()),
