@@ -121,6 +121,10 @@ impl Tool for AttemptCompletionTool {
         ATTEMPT_COMPLETION
     }
 
+    fn finishes_task(&self) -> bool {
+        true
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: ATTEMPT_COMPLETION.to_string(),

@@ -289,6 +289,12 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// Whether calling it finishes the task (AttemptCompletion): a
+    /// sub-agent always has it, whatever its type's `tools:` list says.
+    fn finishes_task(&self) -> bool {
+        false
+    }
+
     /// Whether the tool only ever reads. Read-only tools run in plan mode
     /// and do not wait for the initial checkpoint.
     fn is_read_only(&self) -> bool;

@@ -115,6 +115,7 @@ impl SessionBuilder {
         if !ignored.is_empty() {
             warnings.push(untrusted_warning(&ignored));
         }
+        warnings.extend(settings.mcp_json_skipped.iter().cloned());
         kaji_tasks::process::set_env_policy(kaji_tasks::process::EnvPolicy {
             secret_env: settings.secret_env.clone(),
             env_passthrough: settings.env_passthrough.clone(),
@@ -177,6 +178,7 @@ impl SessionBuilder {
         let mut tools = kaji_tools::builtin_tools();
         tools.register(todo_tool(todo.clone()));
         let skills_section = self.skills(&project_dir, &mut tools, &mut warnings);
+        warnings.extend(agent_warnings(&self.kaji_home, &project_dir, &tools));
         let mut servers = settings.mcp_servers.clone();
         for (name, server) in &self.options.mcp_servers {
             if servers.contains_key(name) {
@@ -538,6 +540,25 @@ fn owner_name(given: Option<&str>, session_id: &str) -> String {
 
 /// The warning for project settings ignored because the project is not
 /// trusted: each file and its keys, and how to trust it.
+/// What is wrong with the agent files, and one warning naming the tools
+/// agent types list that this session lacks.
+fn agent_warnings(
+    kaji_home: &Path,
+    project_dir: &Path,
+    tools: &kaji_tools::ToolRegistry,
+) -> Vec<String> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let catalog =
+        crate::subagent::types::AgentCatalog::discover(kaji_home, project_dir, home.as_deref());
+    let mut warnings: Vec<String> = catalog
+        .warnings
+        .iter()
+        .map(|w| format!("agent file: {w}"))
+        .collect();
+    warnings.extend(catalog.unknown_tools_warning(&tools.names()));
+    warnings
+}
+
 fn untrusted_warning(ignored: &[IgnoredSetting]) -> String {
     let mut files: Vec<(&Path, Vec<&str>)> = Vec::new();
     for i in ignored {

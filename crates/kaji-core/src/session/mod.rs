@@ -628,7 +628,9 @@ impl Session {
             .flatten();
         config.start_checkpoint = start_checkpoint;
         config.live_output = s.live_output;
-        config.agents = Some(Arc::new(self.subagent_spawner(&cwd, mode)));
+        let catalog = Arc::new(self.agent_catalog());
+        config.extra_system_sections.push(catalog.prompt_section());
+        config.agents = Some(Arc::new(self.subagent_spawner(&cwd, mode, catalog)));
         config.owner = s.owner.clone();
         config.role = s.role;
         config.files = s.files.clone();
@@ -661,14 +663,9 @@ impl Session {
         &self,
         cwd: &Path,
         mode: PermissionMode,
+        catalog: Arc<crate::subagent::types::AgentCatalog>,
     ) -> crate::subagent::SubagentSpawner {
         let s = &self.services;
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let catalog = crate::subagent::types::AgentCatalog::discover(
-            &s.kaji_home,
-            &s.project_dir,
-            home.as_deref(),
-        );
         crate::subagent::SubagentSpawner::new(crate::subagent::SubagentEnv {
             kaji_home: s.kaji_home.clone(),
             project_dir: s.project_dir.clone(),
@@ -689,10 +686,22 @@ impl Session {
             max_mistakes: s.max_mistakes,
             persist: s.persist && self.files.is_some(),
             usage: Arc::clone(&self.subagent_usage),
-            catalog: Arc::new(catalog),
+            catalog,
             limits: s.subagents.clone(),
             files: s.files.clone(),
         })
+    }
+
+    /// The agent types as the files say now (read for every prompt, so an
+    /// edited agent file applies from the next one).
+    fn agent_catalog(&self) -> crate::subagent::types::AgentCatalog {
+        let s = &self.services;
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        crate::subagent::types::AgentCatalog::discover(
+            &s.kaji_home,
+            &s.project_dir,
+            home.as_deref(),
+        )
     }
 
     /// Aborts the running prompt, if any: its model request, its

@@ -192,7 +192,11 @@ impl SubagentSpawner {
                 .as_ref()
                 .is_none_or(|list| list.iter().any(|t| t == name));
             let refused = def.disallowed_tools.iter().any(|t| t == name);
-            if listed && !refused && (!def.read_only || tool.is_read_only()) {
+            // The finishing tool is how a sub-agent hands back its result:
+            // granted whatever its type's `tools:` list says.
+            if tool.finishes_task()
+                || (listed && !refused && (!def.read_only || tool.is_read_only()))
+            {
                 tools.register(Arc::clone(tool));
             }
         }
