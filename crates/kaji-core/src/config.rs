@@ -847,3 +847,7 @@ mod tests {
         assert_eq!(line_column(text, 10), (2, 4));
     }
 }
+
+#[cfg(test)]
+#[path = "session/settings_walk.rs"]
+mod settings_walk;

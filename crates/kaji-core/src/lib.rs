@@ -14,7 +14,7 @@ pub mod commands;
 pub mod compaction;
 pub mod config;
 pub mod emitter;
-mod env;
+pub mod env;
 pub mod executor;
 pub mod front_matter;
 pub mod frontend;

@@ -23,6 +23,13 @@ pub(crate) fn register(registry: &mut ToolRegistry) {
     registry.register(Arc::new(AttemptCompletionTool));
 }
 
+/// The tool through which an agent declares its task done
+/// (`AttemptCompletion`): granted to every sub-agent whatever its `tools:`
+/// list says, so that it can always finish.
+pub fn finishing_tool() -> Arc<dyn Tool> {
+    Arc::new(AttemptCompletionTool)
+}
+
 const ASK_USER: &str = "AskUser";
 const ATTEMPT_COMPLETION: &str = "AttemptCompletion";
 

@@ -626,8 +626,14 @@ struct Raw {
 
 impl Raw {
     fn start(home: &Path, server: &ScriptedModelServer) -> Self {
+        Self::start_with(home, server, &[])
+    }
+
+    /// [`Raw::start`], with more variables in `kaji acp`'s environment.
+    fn start_with(home: &Path, server: &ScriptedModelServer, vars: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
         env(&mut cmd, home);
+        cmd.envs(vars.iter().copied());
         cmd.arg("acp")
             .args(model_flags(server))
             .stdin(Stdio::piped())
@@ -680,10 +686,18 @@ impl Raw {
         )
         .await;
         assert!(self.response(1).await["result"].is_object());
-        let new = json!({"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd": work, "mcpServers": []}});
+        self.new_session(2, work).await
+    }
+
+    /// Opens another session in `work` with request id `id`.
+    async fn new_session(&mut self, id: u64, work: &Path) -> String {
+        let new = json!({"jsonrpc":"2.0","id":id,"method":"session/new","params":{"cwd": work, "mcpServers": []}});
         self.send(&new.to_string()).await;
-        let r = self.response(2).await;
-        r["result"]["sessionId"].as_str().unwrap().to_string()
+        let r = self.response(id).await;
+        r["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {r}"))
+            .to_string()
     }
 }
 
@@ -747,4 +761,71 @@ async fn a_client_gone_mid_turn_aborts_it_and_the_session_is_saved() {
         .find(|r| r.to_string().contains("task_ended"))
         .unwrap_or_else(|| panic!("no task_ended in {text}"));
     assert!(ended.to_string().contains("aborted"), "{ended}");
+}
+
+/// The text of every tool result in a request's messages.
+fn tool_results_of(request: &kaji_test_support::RecordedRequest) -> String {
+    request
+        .messages()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| b["content"].to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn two_sessions_in_one_process_each_keep_their_own_secret_env() {
+    let home = tempfile::tempdir().unwrap();
+    let (alpha, beta) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for (dir, secret) in [(&alpha, "KAJI_TEST_ALPHA"), (&beta, "KAJI_TEST_BETA")] {
+        std::fs::create_dir_all(dir.path().join(".kaji")).unwrap();
+        std::fs::write(
+            dir.path().join(".kaji/config.toml"),
+            format!("secret_env = [\"{secret}\"]\n"),
+        )
+        .unwrap();
+    }
+    let probe = json!({"command": "echo \"alpha=[$KAJI_TEST_ALPHA] beta=[$KAJI_TEST_BETA]\""});
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Bash", probe.clone()),
+        Turn::text("done"),
+        Turn::tool_call("Bash", probe),
+        Turn::text("done"),
+    ]))
+    .await;
+    let vars = [
+        ("KAJI_TEST_ALPHA", "a-value"),
+        ("KAJI_TEST_BETA", "b-value"),
+    ];
+    let mut raw = Raw::start_with(home.path(), &server, &vars);
+    // Both sessions exist before either runs a command: the second one's
+    // settings must not replace the first one's policy.
+    let first = raw.init_and_session(alpha.path()).await;
+    let second = raw.new_session(3, beta.path()).await;
+    let mut id = 10;
+    for session in [&first, &second] {
+        let set = json!({"jsonrpc":"2.0","id":id,"method":"session/set_mode","params":{"sessionId": session, "modeId": "yolo"}});
+        raw.send(&set.to_string()).await;
+        assert!(raw.response(id).await["result"].is_object());
+        let prompt = json!({"jsonrpc":"2.0","id":id + 1,"method":"session/prompt","params":{"sessionId": session, "prompt":[{"type":"text","text":"probe"}]}});
+        raw.send(&prompt.to_string()).await;
+        let r = raw.response(id + 1).await;
+        assert!(r["result"].is_object(), "{r}");
+        id += 2;
+    }
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "{requests:?}");
+    let in_alpha = tool_results_of(&requests[1]);
+    let in_beta = tool_results_of(&requests[3]);
+    assert!(
+        in_alpha.contains("alpha=[] beta=[b-value]"),
+        "the first session's command: {in_alpha}"
+    );
+    assert!(
+        in_beta.contains("alpha=[a-value] beta=[]"),
+        "the second session's command: {in_beta}"
+    );
+    raw.stdin.take();
+    assert_eq!(raw.child.wait().await.unwrap().code(), Some(0));
 }

@@ -18,6 +18,7 @@ mod rules_cli;
 mod sessions_cli;
 mod sessions_resume;
 mod shell_analysis;
+mod subagent_services;
 mod tasks_cli;
 mod tasks_pg_cli;
 mod trust_cli;

@@ -57,6 +57,7 @@ fn options() -> McpManagerOptions {
         restart_backoff_initial: Duration::ZERO,
         restart_backoff_max: Duration::ZERO,
         kill_grace: Duration::from_millis(500),
+        ..McpManagerOptions::default()
     }
 }
 
@@ -360,6 +361,7 @@ async fn a_failed_server_fails_fast_until_its_backoff_has_passed() {
         restart_backoff_initial: Duration::from_secs(3600),
         restart_backoff_max: Duration::from_secs(3600),
         kill_grace: Duration::from_millis(500),
+        ..McpManagerOptions::default()
     };
     let manager = McpManager::start_with_options(servers, dir.path(), options);
     ready(&manager).await;
