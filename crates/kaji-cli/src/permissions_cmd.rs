@@ -146,6 +146,8 @@ impl Place {
             .filter(|h| !h.is_empty())
             .map(PathBuf::from);
         ctx.protected_paths = trust::git_protected_patterns(&self.project);
+        // Redirections are judged where they really lead, as in a session.
+        ctx.real_path = kaji_policy::RealPath::new(kaji_core::permissions::kernel_real_path);
         ctx
     }
 

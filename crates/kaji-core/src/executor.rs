@@ -345,8 +345,9 @@ impl ToolExecutor {
     }
 
     /// The permission decision: the rules and the mode, then a PreToolUse
-    /// hook's `allow` (skips the question, never a deny) or `ask` (asks
-    /// even where the rules would allow).
+    /// hook's `allow` (skips the question, never a deny, never for a
+    /// protected path or a write outside the project) or `ask` (asks even
+    /// where the rules would allow).
     fn decide(
         &self,
         call: &ToolCall,
@@ -360,6 +361,12 @@ impl ToolExecutor {
         let pctx = approvals.context(&env.ctx.project_dir, &env.ctx.cwd);
         let reads = reads_of(tool, input);
         let decision = decide(env.mode, &call.name, access, &reads, &pctx, &approvals);
+        // A hook's `allow` never covers a protected path or a write
+        // outside the project (docs/hooks.md).
+        let hook = hook.filter(|h| {
+            *h != PermissionDecision::Allow
+                || crate::permissions::guarded_write(access, &pctx).is_none()
+        });
         with_hook_decision(decision, hook, access)
     }
 

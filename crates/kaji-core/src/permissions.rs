@@ -161,6 +161,7 @@ impl SessionApprovals {
         ctx.cwd = kaji_policy::paths::normalise(cwd);
         ctx.home = std::env::var_os("HOME").map(PathBuf::from);
         ctx.protected_paths = self.protected_paths.clone();
+        ctx.real_path = kaji_policy::RealPath::new(kernel_real_path);
         ctx
     }
 
@@ -435,6 +436,79 @@ fn decide_one(
     }
 }
 
+/// Where the absolute `path` really leads, resolved as the kernel resolves
+/// it: each symlink followed (dangling ones too), `..` applied to where a
+/// link led. Components that do not exist are kept as they are.
+pub fn kernel_real_path(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::from("/");
+    let mut todo: Vec<PathBuf> = components_reversed(path);
+    let mut hops = 0;
+    while let Some(part) = todo.pop() {
+        match part.components().next() {
+            Some(Component::RootDir) => out = PathBuf::from("/"),
+            Some(Component::ParentDir) => {
+                out.pop();
+            }
+            Some(Component::Normal(name)) => {
+                let next = out.join(name);
+                match std::fs::read_link(&next) {
+                    // 40 hops, as the kernel's ELOOP limit.
+                    Ok(target) if hops < 40 => {
+                        hops += 1;
+                        todo.extend(components_reversed(&target));
+                    }
+                    _ => out = next,
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn components_reversed(path: &Path) -> Vec<PathBuf> {
+    path.components()
+        .rev()
+        .map(|c| PathBuf::from(c.as_os_str()))
+        .collect()
+}
+
+/// The first path the call would write that is protected or outside the
+/// project, through symlinks or not: what a PreToolUse hook's `allow` never
+/// covers (it still asks). Only writes the call declares count: the
+/// paths of an edit, the redirections of a command.
+pub fn guarded_write(access: &ToolAccess, ctx: &Context) -> Option<PathBuf> {
+    match access {
+        ToolAccess::Execute { command } => kaji_policy::shell::analyse(command, ctx)
+            .guarded_writes
+            .into_iter()
+            .next(),
+        ToolAccess::Edit { paths } => paths
+            .iter()
+            .map(|p| kaji_policy::paths::normalise(&ctx.cwd.join(p)))
+            .find(|abs| is_guarded(abs, ctx)),
+        _ => None,
+    }
+}
+
+/// Whether writing the absolute, normalised `abs` leaves the project or
+/// touches a protected path, lexically or where it really leads.
+fn is_guarded(abs: &Path, ctx: &Context) -> bool {
+    use kaji_policy::paths::{is_protected, normalise};
+    let real = normalise(&ctx.real_path.resolve(abs));
+    let real_root = normalise(&ctx.real_path.resolve(&ctx.project_root));
+    let rebased = real
+        .strip_prefix(&real_root)
+        .ok()
+        .map(|rel| ctx.project_root.join(rel));
+    !abs.starts_with(&ctx.project_root)
+        || rebased.is_none() && !real.starts_with(&ctx.project_root)
+        || is_protected(abs, ctx)
+        || is_protected(&real, ctx)
+        || rebased.is_some_and(|p| is_protected(&p, ctx))
+}
+
 /// Whether `path` lies inside `dir`, judged on the normalised paths
 /// (`..` resolved lexically, symlinks of existing parents followed).
 pub fn is_inside(path: &Path, dir: &Path) -> bool {
@@ -536,6 +610,58 @@ mod tests {
             check(Yolo, "Bash", &bash("ls; rm -rf x"), &a),
             Decision::Deny(_)
         ));
+    }
+
+    #[test]
+    fn real_paths_follow_symlinks_as_the_kernel_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let project = root.join("proj");
+        std::fs::create_dir_all(project.join("src")).unwrap();
+        std::fs::create_dir_all(root.join("outside/deep")).unwrap();
+        let link = |target: &str, name: &str| {
+            std::os::unix::fs::symlink(target, project.join(name)).unwrap();
+        };
+        link("../outside", "out");
+        link("../outside/deep", "deep");
+        link("../outside/missing/f", "dangling");
+        link("src", "inner");
+        assert_eq!(
+            kernel_real_path(&project.join("out/x")),
+            root.join("outside/x")
+        );
+        // `link/..` is the parent of where the link leads, not the project.
+        assert_eq!(
+            kernel_real_path(&project.join("deep/../y")),
+            root.join("outside/y")
+        );
+        assert_eq!(
+            kernel_real_path(&project.join("dangling")),
+            root.join("outside/missing/f")
+        );
+        assert_eq!(
+            kernel_real_path(&project.join("inner/a.rs")),
+            project.join("src/a.rs")
+        );
+
+        let a = SessionApprovals {
+            trusted: true,
+            ..SessionApprovals::default()
+        };
+        let ctx = a.context(&project, &project);
+        let guarded = |c: &str| guarded_write(&bash(c), &ctx);
+        assert_eq!(guarded("echo x > out/x"), Some(root.join("outside/x")));
+        assert_eq!(guarded("echo x > deep/../y"), Some(root.join("outside/y")));
+        assert!(guarded("echo x > dangling").is_some());
+        assert!(guarded("echo x > .git/config").is_some());
+        assert!(guarded("echo x > ../elsewhere").is_some());
+        assert_eq!(guarded("echo x > inner/a.rs"), None);
+        assert_eq!(guarded("cargo test > out.txt"), None);
+        let write = |p: &Path| guarded_write(&edit(&p.display().to_string()), &ctx);
+        assert!(write(&project.join(".kaji/config.toml")).is_some());
+        assert!(write(&project.join("out/x")).is_some());
+        assert!(write(&root.join("other")).is_some());
+        assert_eq!(write(&project.join("src/a.rs")), None);
     }
 
     #[test]

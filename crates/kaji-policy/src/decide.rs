@@ -11,6 +11,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::paths;
 use crate::readonly;
@@ -36,7 +37,58 @@ pub struct Context {
     /// Protected paths beyond [`paths::PROTECTED_PATHS`] (the
     /// `protected_paths` setting), relative to the project root.
     pub protected_paths: Vec<String>,
+    /// Where a path really leads (symlinks followed as the kernel follows
+    /// them), for the targets of shell redirections. The caller's view of
+    /// the file system, passed in so that the policy never reads it.
+    pub real_path: RealPath,
 }
+
+/// How the caller finds where an absolute path really leads: the kernel's
+/// resolution (each symlink followed, `..` applied to where it leads),
+/// with the components that do not exist yet kept as they are. The
+/// default knows no symlinks and returns the path unchanged.
+#[derive(Clone, Default)]
+pub struct RealPath(Option<Arc<Resolver>>);
+
+/// The function behind a [`RealPath`].
+type Resolver = dyn Fn(&Path) -> PathBuf + Send + Sync;
+
+impl RealPath {
+    /// A resolver calling `f`.
+    pub fn new(f: impl Fn(&Path) -> PathBuf + Send + Sync + 'static) -> Self {
+        Self(Some(Arc::new(f)))
+    }
+
+    /// Where `path` (absolute, not normalised) really leads.
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        match &self.0 {
+            Some(f) => f(path),
+            None => paths::normalise(path),
+        }
+    }
+}
+
+impl fmt::Debug for RealPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "RealPath(resolver)"
+        } else {
+            "RealPath(lexical)"
+        })
+    }
+}
+
+impl PartialEq for RealPath {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for RealPath {}
 
 impl Context {
     /// A context for `project_root`, working there, with no home directory
@@ -49,6 +101,7 @@ impl Context {
             home: None,
             trusted,
             protected_paths: Vec::new(),
+            real_path: RealPath::default(),
         }
     }
 }

@@ -26,8 +26,8 @@ pub mod rule;
 pub mod shell;
 
 pub use decide::{
-    Context, Decision, PermissionRequest, PolicyDecision, Reason, RuleEntry, RuleKind, RuleSet,
-    RuleSource, always_rule_for, decide, host_of, is_read_only_command,
+    Context, Decision, PermissionRequest, PolicyDecision, RealPath, Reason, RuleEntry, RuleKind,
+    RuleSet, RuleSource, always_rule_for, decide, host_of, is_read_only_command,
 };
 pub use paths::PROTECTED_PATHS;
 pub use rule::{CommandPattern, PathTool, Rule, RuleParseError};

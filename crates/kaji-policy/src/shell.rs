@@ -8,14 +8,19 @@
 //! process substitution and heredoc bodies are all walked, and every
 //! simple command found anywhere is reported. A word is
 //! [`Word::Literal`] when its value is known (quotes and backslashes
-//! resolved), else [`Word::Dynamic`].
+//! resolved), else [`Word::Dynamic`]. Where the grammar is not bash — the
+//! inside of backticks (re-parsed after bash's unescaping), unquoted
+//! heredoc bodies and `${…}` (scanned as text) — bash's rules are applied
+//! by hand; expansions and builtins that run code out of sight are
+//! unanalysable.
 //!
 //! This module never runs anything and never reads a file: redirection
-//! targets are judged lexically against the [`Context`]'s directories.
-//! It must never report a command as analysable when a shell could run
-//! something that is not in [`Analysis::commands`].
+//! targets are judged against the [`Context`]'s directories, lexically and
+//! through the caller's [`crate::RealPath`] resolver. It must never report
+//! a command as analysable when a shell could run something that is not in
+//! [`Analysis::commands`]; `tests/all/differential.rs` checks that against bash.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tree_sitter::{Node, Parser};
 
@@ -80,6 +85,10 @@ pub struct Analysis {
     pub commands: Vec<SimpleCommand>,
     /// Why the command cannot be fully analysed; empty when it can.
     pub unanalysable: Vec<String>,
+    /// Where redirections write outside the project or to a protected
+    /// path (as [`crate::RealPath`] resolves them): never allowed by a
+    /// rule or a hook. Each is also in [`Analysis::unanalysable`].
+    pub guarded_writes: Vec<PathBuf>,
 }
 
 impl Analysis {
@@ -118,6 +127,18 @@ const OPAQUE_BUILTINS: &[&str] = &[
     "env",
     "coproc",
     "fc",
+    "getopts",
+    "caller",
+    "compgen",
+    "complete",
+    "bind",
+];
+
+/// Words bash reads as syntax where a command starts: seen as a command
+/// name, they mean the parse differs from bash's.
+const RESERVED_WORDS: &[&str] = &[
+    "if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "while", "until", "for",
+    "function", "select", "{", "}", "!", "[[", "]]", "coproc",
 ];
 
 /// Shells whose `-c SCRIPT` is analysed as a command line of its own.
@@ -138,6 +159,7 @@ pub fn analyse(command: &str, ctx: &Context) -> Analysis {
         relative_write: false,
         depth: 0,
         nesting: 0,
+        quoted: false,
     };
     walker.script(command);
     if walker.changes_dir && walker.relative_write {
@@ -173,6 +195,8 @@ struct Walker<'a> {
     relative_write: bool,
     depth: usize,
     nesting: usize,
+    /// Inside a double-quoted string (where `\"` in backticks is `"`).
+    quoted: bool,
 }
 
 impl Walker<'_> {
@@ -234,8 +258,20 @@ impl Walker<'_> {
                 "has arithmetic on variables (`{}`), which can run code",
                 text(node, src)
             )),
+            "compound_statement"
+                if text(node, src).starts_with("((") && arithmetic_on_names(&text(node, src)) =>
+            {
+                self.bad(format!(
+                    "has arithmetic on variables (`{}`), which can run code",
+                    text(node, src)
+                ))
+            }
             "test_command" if is_arithmetic_test(&text(node, src)) => self.bad(format!(
                 "compares variables arithmetically (`{}`), which can run code",
+                text(node, src)
+            )),
+            "test_command" if tests_a_variable(&text(node, src)) => self.bad(format!(
+                "tests a variable by name (`{}`), whose subscript can run code",
                 text(node, src)
             )),
             "for_statement" => {
@@ -250,6 +286,23 @@ impl Walker<'_> {
             }
             "file_redirect" => {
                 self.redirect(node, src);
+            }
+            "command_substitution" if text(node, src).starts_with('`') => {
+                self.backticks(&text(node, src))
+            }
+            "expansion" => self.expansion(&text(node, src)),
+            // Inside `$(…)` and `<(…)` quoting starts afresh.
+            "command_substitution" | "process_substitution" => {
+                let quoted = std::mem::replace(&mut self.quoted, false);
+                self.children(node, src, redirected);
+                self.quoted = quoted;
+            }
+            "heredoc_redirect" => {
+                let mut later = Vec::new();
+                self.heredoc(node, src, &mut later);
+                for part in later {
+                    self.walk(part, src, false);
+                }
             }
             _ => self.children(node, src, redirected),
         }
@@ -277,17 +330,7 @@ impl Walker<'_> {
             }
             match child.kind() {
                 "file_redirect" => writes |= self.redirect(child, src),
-                "heredoc_redirect" => {
-                    let mut c = child.walk();
-                    let parts: Vec<Node> = child.named_children(&mut c).collect();
-                    for part in parts {
-                        match part.kind() {
-                            "file_redirect" => writes |= self.redirect(part, src),
-                            "heredoc_start" | "heredoc_end" => {}
-                            _ => later.push(part),
-                        }
-                    }
-                }
+                "heredoc_redirect" => writes |= self.heredoc(child, src, &mut later),
                 _ => later.push(child),
             }
         }
@@ -296,6 +339,119 @@ impl Walker<'_> {
         }
         for part in later {
             self.walk(part, src, false);
+        }
+    }
+
+    /// A `<<` redirection: its body, when the delimiter is unquoted, is
+    /// expanded as bash expands it (scanned as text, since tree-sitter
+    /// misses backticks there); the commands written after `<<EOF` on the
+    /// same line go to `later`. Returns whether it also writes a file.
+    fn heredoc<'t>(&mut self, node: Node<'t>, src: &[u8], later: &mut Vec<Node<'t>>) -> bool {
+        let mut writes = false;
+        let mut cursor = node.walk();
+        let parts: Vec<Node> = node.named_children(&mut cursor).collect();
+        let quoted = parts
+            .iter()
+            .find(|p| p.kind() == "heredoc_start")
+            .is_some_and(|start| text(*start, src).contains(['\'', '"', '\\']));
+        for part in parts {
+            match part.kind() {
+                "file_redirect" => writes |= self.redirect(part, src),
+                "heredoc_start" | "heredoc_end" => {}
+                "heredoc_body" if quoted => {}
+                "heredoc_body" => self.expanded_text(&text(part, src), false, false),
+                _ => later.push(part),
+            }
+        }
+        writes
+    }
+
+    /// A backtick command substitution: its text is unescaped as bash
+    /// unescapes it (`\\`, `` \` ``, `\$`, and `\"` inside double quotes)
+    /// and analysed as a script of its own, so nested backticks are seen.
+    fn backticks(&mut self, raw: &str) {
+        let inner = raw
+            .strip_prefix('`')
+            .and_then(|r| r.strip_suffix('`'))
+            .filter(|_| raw.len() >= 2);
+        match inner {
+            Some(inner) => {
+                let script = unescape_backticks(inner, self.quoted);
+                let quoted = std::mem::replace(&mut self.quoted, false);
+                self.script(&script);
+                self.quoted = quoted;
+            }
+            None => self.bad(format!("has an unterminated backtick (`{raw}`)")),
+        }
+    }
+
+    /// A `${…}` expansion, judged on its text: one that runs code through
+    /// an arithmetic subscript or offset, an indirection or a prompt
+    /// expansion is unanalysable; substitutions inside it are analysed.
+    fn expansion(&mut self, raw: &str) {
+        if let Some(why) = expansion_runs_code(raw) {
+            self.bad(format!("has the expansion `{raw}`, which {why}"));
+        }
+        let inner = raw.strip_prefix("${").unwrap_or(raw);
+        let inner = inner.strip_suffix('}').unwrap_or(inner);
+        self.expanded_text(inner, self.quoted, !self.quoted);
+    }
+
+    /// Text bash expands like the inside of double quotes (an unquoted
+    /// heredoc body, the inside of `${…}`): every backtick, `$(…)`,
+    /// `$((…))` and `${…}` in it is found by scanning, never trusted to
+    /// the parse tree; `<(…)` and `>(…)` too where bash runs them
+    /// (`process`: an unquoted `${…}`, not a heredoc body).
+    fn expanded_text(&mut self, raw: &str, quoted: bool, process: bool) {
+        let bytes = raw.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let rest = &raw[i..];
+            if let Some(escaped) = rest.strip_prefix('\\') {
+                i += 1 + escaped.chars().next().map_or(0, char::len_utf8);
+            } else if rest.starts_with('`') {
+                match closing_backtick(rest) {
+                    Some(end) => {
+                        let was = std::mem::replace(&mut self.quoted, quoted);
+                        self.backticks(&rest[..=end]);
+                        self.quoted = was;
+                        i += end + 1;
+                    }
+                    None => return self.bad(format!("has an unterminated backtick (`{rest}`)")),
+                }
+            } else if rest.starts_with("$((") || rest.starts_with("$[") {
+                let close = if rest.starts_with("$[") { "]" } else { "))" };
+                let end = rest.find(close).map_or(rest.len(), |e| e + close.len());
+                if arithmetic_on_names(&rest[..end]) {
+                    self.bad(format!(
+                        "has arithmetic on variables (`{}`), which can run code",
+                        &rest[..end]
+                    ));
+                }
+                i += 2;
+            } else if rest.starts_with("$(")
+                || process && (rest.starts_with("<(") || rest.starts_with(">("))
+            {
+                match substitution_end(rest) {
+                    Some(end) => {
+                        self.script(&rest[2..end - 1]);
+                        i += end;
+                    }
+                    None => {
+                        return self.bad(format!(
+                            "has a command substitution it cannot delimit (`{rest}`)"
+                        ));
+                    }
+                }
+            } else if rest.starts_with("${") {
+                let end = closing_brace(rest).unwrap_or(rest.len());
+                if let Some(why) = expansion_runs_code(&rest[..end]) {
+                    self.bad(format!("has the expansion `{}`, which {why}", &rest[..end]));
+                }
+                i += 2;
+            } else {
+                i += rest.chars().next().map_or(1, char::len_utf8);
+            }
         }
     }
 
@@ -405,13 +561,28 @@ impl Walker<'_> {
                 command.text
             ));
         };
+        if RESERVED_WORDS.contains(&program.as_str()) {
+            return self.bad(format!(
+                "has the reserved word `{program}` where the parser expected a command"
+            ));
+        }
         if OPAQUE_BUILTINS.contains(&program.as_str()) {
             return self.bad(format!(
                 "uses `{program}`, which runs or changes code the text does not show"
             ));
         }
-        if program == "printf" && command.words.iter().any(|w| w.literal() == Some("-v")) {
+        let printf_option = |w: &Word| w.literal().is_none_or(|w| w.starts_with("-v"));
+        if program == "printf"
+            && (command.words.get(1).is_some_and(printf_option)
+                || command
+                    .words
+                    .iter()
+                    .any(|w| w.literal().is_some_and(|w| w.starts_with("-v"))))
+        {
             return self.bad("uses `printf -v`, which sets a shell variable");
+        }
+        if let Some(why) = builtin_runs_code(&program, &command.words) {
+            return self.bad(format!("uses `{}`, which {why}", command.text));
         }
         if matches!(program.as_str(), "cd" | "pushd" | "popd") {
             self.changes_dir = true;
@@ -488,15 +659,39 @@ impl Walker<'_> {
         }
     }
 
+    /// Judges a literal redirection target: where it really leads (through
+    /// symlinks, as the kernel resolves `link/..`) must be inside the
+    /// project and not protected, and so must its lexical form.
     fn write_target(&mut self, target: &str) -> bool {
         if matches!(target, "/dev/null" | "/dev/stdout" | "/dev/stderr") {
             return false;
         }
-        let path = paths::normalise(&self.ctx.cwd.join(target));
-        if !path.starts_with(&self.ctx.project_root) {
-            self.bad(format!("writes outside the project (`{target}`)"));
-        } else if paths::is_protected(&path, self.ctx) {
-            self.bad(format!("writes to the protected path `{target}`"));
+        let joined = self.ctx.cwd.join(target);
+        let lexical = paths::normalise(&joined);
+        let real = paths::normalise(&self.ctx.real_path.resolve(&joined));
+        let real_root = paths::normalise(&self.ctx.real_path.resolve(&self.ctx.project_root));
+        let real_inside = real
+            .strip_prefix(&real_root)
+            .ok()
+            .map(|rel| self.ctx.project_root.join(rel));
+        let guarded = if !lexical.starts_with(&self.ctx.project_root) {
+            Some(format!("writes outside the project (`{target}`)"))
+        } else if real_inside.is_none() && !real.starts_with(&self.ctx.project_root) {
+            Some(format!(
+                "writes outside the project (`{target}` leads to `{}`)",
+                real.display()
+            ))
+        } else if paths::is_protected(&lexical, self.ctx)
+            || real_inside.is_some_and(|p| paths::is_protected(&p, self.ctx))
+            || paths::is_protected(&real, self.ctx)
+        {
+            Some(format!("writes to the protected path `{target}`"))
+        } else {
+            None
+        };
+        if let Some(why) = guarded {
+            self.bad(why);
+            self.out.guarded_writes.push(real);
         }
         if Path::new(target).is_relative() {
             self.relative_write = true;
@@ -544,7 +739,12 @@ impl Walker<'_> {
         let raw = text(node, src);
         match node.kind() {
             "word" => {
-                if raw.starts_with('~') || has_glob(&raw) {
+                if has_unplaced_substitution(&raw) {
+                    self.bad(format!(
+                        "has a substitution the parser did not place (`{raw}`)"
+                    ));
+                    Word::Dynamic(raw)
+                } else if raw.starts_with('~') || has_glob(&raw) {
                     Word::Dynamic(raw)
                 } else {
                     Word::Literal(unescape(&raw))
@@ -556,12 +756,14 @@ impl Walker<'_> {
                 let mut cursor = node.walk();
                 let kids: Vec<Node> = node.named_children(&mut cursor).collect();
                 let mut literal = true;
+                let was = std::mem::replace(&mut self.quoted, true);
                 for child in kids {
                     if child.kind() != "string_content" {
                         literal = false;
                         self.walk(child, src, false);
                     }
                 }
+                self.quoted = was;
                 if literal {
                     Word::Literal(unescape_double(&strip_quotes(&raw, '"')))
                 } else {
@@ -585,6 +787,178 @@ fn arithmetic_on_names(expansion: &str) -> bool {
         .or_else(|| expansion.strip_prefix("$["))
         .unwrap_or(expansion);
     inner.contains(|c: char| c.is_ascii_alphabetic() || matches!(c, '_' | '$' | '`'))
+}
+
+/// Why the `${…}` expansion `raw` runs code, if it does: an arithmetic
+/// array subscript or substring offset (where a variable holding
+/// `a[$(cmd)]` runs `cmd`), an indirection `${!x}`, a prompt expansion
+/// `${x@P}`, or a bash 5.3 `${ cmd; }`.
+fn expansion_runs_code(raw: &str) -> Option<&'static str> {
+    let inner = raw.strip_prefix("${")?;
+    let inner = inner.strip_suffix('}').unwrap_or(inner);
+    if inner.starts_with(|c: char| c.is_whitespace() || c == '|') {
+        return Some("runs commands in the current shell");
+    }
+    let inner = match inner.strip_prefix('#') {
+        Some(rest) if !rest.is_empty() => rest,
+        _ => inner,
+    };
+    if inner.strip_prefix('!').is_some_and(|rest| !rest.is_empty()) {
+        return Some("expands a variable named by another, whose subscript can run code");
+    }
+    let name_len = inner
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(inner.len());
+    let name_len = if name_len == 0 {
+        inner.chars().next().map_or(0, char::len_utf8)
+    } else {
+        name_len
+    };
+    let mut rest = &inner[name_len..];
+    if let Some(sub) = rest.strip_prefix('[') {
+        let end = sub.find(']').unwrap_or(sub.len());
+        let index = &sub[..end];
+        let number = index.trim_start_matches('-');
+        if !(index == "@"
+            || index == "*"
+            || !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return Some("evaluates its array subscript as arithmetic, which can run code");
+        }
+        rest = sub.get(end + 1..).unwrap_or("");
+    }
+    if let Some(offset) = rest.strip_prefix(':')
+        && !offset.starts_with(['-', '=', '?', '+'])
+        && offset.contains(|c: char| c.is_ascii_alphabetic() || matches!(c, '_' | '$' | '`'))
+    {
+        return Some("evaluates its offset as arithmetic, which can run code");
+    }
+    if rest.starts_with('@') && rest.contains('P') {
+        return Some("expands its value as a prompt, which runs commands");
+    }
+    None
+}
+
+/// Why the builtin `program` with these words runs code the text does
+/// not show, if it does: `test -v` / `[ -v ]` evaluate a subscript,
+/// `wait -p` assigns one.
+fn builtin_runs_code(program: &str, words: &[Word]) -> Option<&'static str> {
+    let literal = |w: &Word, f: &dyn Fn(&str) -> bool| w.literal().is_some_and(f);
+    match program {
+        "test" | "[" => {
+            let by_name = words
+                .iter()
+                .any(|w| literal(w, &|w| w == "-v" || w == "-R"));
+            let dynamic = words.iter().any(|w| w.literal().is_none());
+            let subscript = words.iter().any(|w| literal(w, &|w| w.contains('[')));
+            (by_name || dynamic && subscript)
+                .then_some("tests a variable by name, whose subscript can run code")
+        }
+        "wait" => words[1..]
+            .iter()
+            .any(|w| {
+                w.literal()
+                    .is_none_or(|w| w.starts_with('-') && w.contains('p'))
+            })
+            .then_some("assigns a variable by name, whose subscript can run code"),
+        _ => None,
+    }
+}
+
+/// Whether a `[[ … ]]` test checks a variable by name (`-v`, `-R`), whose
+/// subscript is evaluated as arithmetic.
+fn tests_a_variable(test: &str) -> bool {
+    test.split_whitespace().any(|w| matches!(w, "-v" | "-R"))
+}
+
+/// Whether a plain word's text has a substitution the parser left in it
+/// as text: an unescaped backtick, `$(`, `${` or `$[`.
+fn has_unplaced_substitution(raw: &str) -> bool {
+    let mut escaped = false;
+    let mut prev_dollar = false;
+    for c in raw.chars() {
+        if escaped {
+            escaped = false;
+            prev_dollar = false;
+            continue;
+        }
+        if c == '`' || (prev_dollar && matches!(c, '(' | '{' | '[')) {
+            return true;
+        }
+        escaped = c == '\\';
+        prev_dollar = c == '$';
+    }
+    false
+}
+
+/// Inside backticks bash removes a backslash before `$`, `` ` `` and `\\`
+/// (and `"` when the backticks are inside double quotes), then parses the
+/// result as a script.
+fn unescape_backticks(inner: &str, quoted: bool) -> String {
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('\\', Some(&n)) if matches!(n, '$' | '`' | '\\') || (quoted && n == '"') => {
+                out.push(n);
+                chars.next();
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The byte index of the backtick closing the one `rest` starts with.
+fn closing_backtick(rest: &str) -> Option<usize> {
+    let mut escaped = false;
+    for (i, c) in rest.char_indices().skip(1) {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == '`' {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// Where the `${` that `rest` starts with ends (just past its `}`).
+fn closing_brace(rest: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in rest.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Where the `$(…)`, `<(…)` or `>(…)` that `rest` starts with ends (just
+/// past its `)`), as tree-sitter-bash delimits it.
+fn substitution_end(rest: &str) -> Option<usize> {
+    let mut parser = Parser::new();
+    parser
+        .set_language(&tree_sitter_bash::LANGUAGE.into())
+        .ok()?;
+    let tree = parser.parse(rest, None)?;
+    let mut node = tree.root_node();
+    while node.start_byte() == 0 {
+        if matches!(node.kind(), "command_substitution" | "process_substitution") {
+            let end = node.end_byte();
+            return (rest[..end].ends_with(')') && !node.has_error()).then_some(end);
+        }
+        node = node.child(0)?;
+    }
+    None
 }
 
 /// Whether a `[[ … ]]` or `(( … ))` test evaluates its operands as
@@ -858,7 +1232,7 @@ mod tests {
             .iter()
             .filter_map(|c| c.program())
             .collect();
-        assert_eq!(names, ["cat", "rm"]);
+        assert_eq!(names, ["rm", "cat"]);
         let quoted = analyse("cat <<'EOF'\n$(rm -rf x)\nEOF\n", &ctx());
         assert_eq!(quoted.commands.len(), 1);
     }
@@ -912,9 +1286,92 @@ mod tests {
             "cd sub && echo x > f",
             "echo $((x + 1))",
             "[[ $n -gt 1 ]] && ls",
+            "((n)) && ls",
+            "while ((n)); do ls; done",
+            "echo ${a[i]}",
+            "echo ${#a[i]}",
+            "echo ${x:i:1}",
+            "echo ${a[@]:i}",
+            "echo ${!x}",
+            "echo ${x@P}",
+            "echo \"${x@P}\"",
+            "[[ -v x ]]",
+            "test -v x",
+            "[ -R x ]",
+            "wait -p x",
+            "getopts ab x",
+            "printf $fmt x",
+            "printf -vx y",
+            "! if ls; then ls; fi",
+            "cat <<EOF\n$((n))\nEOF",
+            "cat <<EOF\n${a[i]}\nEOF",
         ] {
             why(command);
         }
+    }
+
+    /// Every command of `command`, as words joined by spaces.
+    fn all(command: &str) -> Vec<String> {
+        analyse(command, &ctx())
+            .commands
+            .iter()
+            .map(|c| c.literal_words().unwrap_or_default().join(" "))
+            .collect()
+    }
+
+    #[test]
+    fn backticks_are_unescaped_and_reparsed_as_bash_does() {
+        for command in [
+            "echo \"`echo \\`touch y\\``\"",
+            "echo `echo \\`touch y\\``",
+            "echo \"`echo \\\"\\`touch y\\`\\\"`\"",
+            "echo `echo \\`echo \\\\\\`touch y\\\\\\`\\``",
+            "echo ${x:-`touch y`}",
+            "echo \"${x:-`touch y`}\"",
+            "cat <<EOF\n`touch y`\nEOF",
+            "cat <<EOF\na ${x:-`touch y`} b\nEOF",
+            "cat <<EOF | wc\n`echo \\`touch y\\``\nEOF",
+            "cat <<-EOF\n\t$(touch y)\n\tEOF",
+            "echo \"$(cat <<EOF\n`touch y`\nEOF\n)\"",
+            "echo ${x:-<(touch y)}",
+            "echo ${x:->(touch y)}",
+            "echo \"$( echo ${x:-<(touch y)} )\"",
+            "echo \"$( echo ${x:-`touch y`} )\"",
+        ] {
+            assert!(
+                all(command).contains(&"touch y".to_string()),
+                "{command:?}: {:?}",
+                analyse(command, &ctx())
+            );
+        }
+        // Escaped outside backticks, or quoted, a backtick is literal.
+        assert_eq!(programs("echo \\`touch y\\`"), ["echo `touch y`"]);
+        assert_eq!(programs("echo '`touch y`'"), ["echo `touch y`"]);
+        assert_eq!(programs("cat <<'EOF'\n`touch y`\nEOF"), ["cat"]);
+        assert_eq!(programs("cat <<\\EOF\n`touch y`\nEOF"), ["cat"]);
+        assert_eq!(programs("echo `echo \\`ls\\``")[0], "ls");
+    }
+
+    #[test]
+    fn redirect_targets_are_resolved_through_the_callers_real_path() {
+        let mut ctx = ctx();
+        // `/proj/out` is a link to `/elsewhere`; `/proj/deep` to `/elsewhere/d`.
+        ctx.real_path = crate::RealPath::new(|p: &Path| {
+            let s = p.to_string_lossy();
+            let s = s
+                .replace("/proj/out", "/elsewhere")
+                .replace("/proj/deep", "/elsewhere/d");
+            paths::normalise(Path::new(&s))
+        });
+        let a = analyse("echo x > out/f; echo x > deep/../g; echo x > src/h", &ctx);
+        assert_eq!(
+            a.guarded_writes,
+            [PathBuf::from("/elsewhere/f"), PathBuf::from("/elsewhere/g")],
+            "{a:?}"
+        );
+        assert_eq!(a.unanalysable.len(), 2, "{a:?}");
+        let inside = analyse("echo x > src/h", &ctx);
+        assert!(inside.is_analysable(), "{inside:?}");
     }
 
     #[test]

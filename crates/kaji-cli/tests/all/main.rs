@@ -18,6 +18,7 @@ mod rules_cli;
 mod sandbox_escapes;
 mod sessions_cli;
 mod sessions_resume;
+mod shell_analysis;
 mod subagent_services;
 mod tasks_cli;
 mod tasks_pg_cli;
