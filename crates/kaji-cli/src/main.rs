@@ -21,6 +21,8 @@ mod paths;
 mod permissions_cmd;
 mod ps_cmd;
 mod rules_cmd;
+mod sdk;
+mod sdk_messages;
 mod sessions_cmd;
 mod tasks_cmd;
 mod tui;
@@ -31,6 +33,7 @@ mod worker_cmd;
 #[command(
     name = "kaji",
     version,
+    disable_version_flag = true,
     about,
     long_about = None,
     args_conflicts_with_subcommands = true
@@ -42,6 +45,13 @@ struct Cli {
     /// (`-p -c PROMPT` is `kaji exec --continue PROMPT`).
     #[arg(short = 'p', long = "print")]
     print: bool,
+    /// Print the version.
+    #[arg(short = 'v', short_alias = 'V', long = "version", action = clap::ArgAction::Version)]
+    version: Option<bool>,
+    /// Claude Code's headless flags, which the Agent SDKs pass (see
+    /// docs/sdk.md).
+    #[command(flatten)]
+    sdk: sdk::SdkArgs,
     /// Without a subcommand: the interactive terminal UI (`kaji tui`).
     #[command(flatten)]
     tui: tui::TuiArgs,
@@ -126,6 +136,19 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let cli = Cli::parse_from(argv);
+    if cli.command.is_none()
+        && (cli.sdk.output_format.is_some()
+            || cli.sdk.input_format.is_some()
+            || (cli.print && cli.sdk.any()))
+    {
+        return ExitCode::from(block_on(sdk::run(cli.tui, cli.sdk)).clamp(0, 255) as u8);
+    }
+    if cli.command.is_none() && cli.sdk.any() {
+        eprintln!(
+            "kaji: Claude Code's headless flags need print mode: add -p or --output-format (see docs/sdk.md)"
+        );
+        return ExitCode::from(2);
+    }
     if cli.print && cli.command.is_none() {
         return ExitCode::from(print_mode(cli.tui).clamp(0, 255) as u8);
     }

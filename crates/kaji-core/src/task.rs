@@ -1413,6 +1413,7 @@ impl Task {
                 .config
                 .live_output
                 .then(|| crate::live_output::sink(self.emitter.clone())),
+            call_id: None,
         }
     }
 
@@ -2072,7 +2073,8 @@ impl Task {
             let st = self.lock();
             (st.mode, st.mode_before_plan)
         };
-        let ctx = self.tool_context();
+        let mut ctx = self.tool_context();
+        ctx.call_id = Some(call.id.clone());
         let env = CallEnv {
             mode,
             mode_before_plan,

@@ -325,6 +325,7 @@ impl SubagentSpawner {
             abort: OnceLock::new(),
             budget_hit: AtomicBool::new(false),
             tools_used: Mutex::new(Vec::new()),
+            parent_call: caller.call_id.clone(),
         });
         let task = Task::new(
             config,
@@ -611,6 +612,9 @@ struct SubagentFrontend {
     abort: OnceLock<AbortHandle>,
     budget_hit: AtomicBool,
     tools_used: Mutex<Vec<String>>,
+    /// The `Agent` call that started this sub-agent: stamped on its events
+    /// (a grandchild's keep their own).
+    parent_call: Option<String>,
 }
 
 impl SubagentFrontend {
@@ -671,6 +675,10 @@ impl TaskFrontend for SubagentFrontend {
                 }
             }
             _ => {}
+        }
+        let mut event = event;
+        if event.parent_tool_use_id.is_none() {
+            event.parent_tool_use_id = self.parent_call.clone();
         }
         self.inner.emit(event);
     }
