@@ -302,6 +302,46 @@ mod tests {
         assert_eq!(near_miss("--exce"), None);
     }
 
+    /// Every flag the pinned Agent SDKs can pass parses, and has its row
+    /// in docs/sdk.md's table: none is a usage error or undocumented.
+    #[test]
+    fn every_flag_of_the_agent_sdks_parses_and_is_in_the_table() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let list = std::fs::read_to_string(root.join("tests/agent-sdk/sdk-flags.tsv")).unwrap();
+        let doc = std::fs::read_to_string(root.join("docs/sdk.md")).unwrap();
+        let mut seen = 0;
+        for line in list.lines().filter(|l| l.starts_with("--")) {
+            let mut cols = line.split('\t');
+            let flag = cols.next().unwrap();
+            let sample = cols.next().unwrap_or("-");
+            let mut argv = vec!["kaji".to_string()];
+            match sample {
+                "-" => argv.push(flag.to_string()),
+                s if s.starts_with('=') => argv.push(format!("{flag}{s}")),
+                s => argv.extend([flag.to_string(), s.to_string()]),
+            }
+            if flag != "--output-format" {
+                argv.extend(["--output-format".into(), "stream-json".into()]);
+            }
+            if let Err(e) = Cli::try_parse_from(&argv) {
+                panic!("{argv:?} does not parse: {e}");
+            }
+            assert!(
+                doc.contains(&format!("| `{flag}`")),
+                "docs/sdk.md has no row for {flag}"
+            );
+            seen += 1;
+        }
+        assert!(seen >= 37, "only {seen} flags listed");
+    }
+
+    #[test]
+    fn minus_v_prints_the_version() {
+        let e = Cli::try_parse_from(["kaji", "-v"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::DisplayVersion);
+        assert!(e.to_string().contains(env!("CARGO_PKG_VERSION")));
+    }
+
     #[test]
     fn the_cli_is_consistent() {
         Cli::command().debug_assert();

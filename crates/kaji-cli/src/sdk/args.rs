@@ -133,6 +133,44 @@ pub struct SdkArgs {
     /// A token budget the model is told of.
     #[arg(long, value_name = "TOKENS")]
     pub task_budget: Option<u64>,
+    /// (TypeScript SDK) The agent type the main thread runs as.
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// (TypeScript SDK) Claude Code's debug logging.
+    #[arg(long)]
+    pub debug: bool,
+    /// (TypeScript SDK) Claude Code's debug log file.
+    #[arg(long, value_name = "FILE")]
+    pub debug_file: Option<PathBuf>,
+    /// (TypeScript SDK) How permission prompts are delivered.
+    #[arg(long, value_name = "MODE")]
+    pub permission_prompts: Option<String>,
+    /// (TypeScript SDK) Message channels.
+    #[arg(long, value_name = "CHANNEL")]
+    pub channels: Vec<String>,
+    /// (TypeScript SDK) Lets --permission-mode bypassPermissions be chosen
+    /// (kaji always lets it).
+    #[arg(long)]
+    pub allow_dangerously_skip_permissions: bool,
+    /// (TypeScript SDK) Where project settings are looked up.
+    #[arg(long, value_name = "DIR")]
+    pub project_config_root: Option<PathBuf>,
+    /// (TypeScript SDK) Wait for the initialize request before starting
+    /// (kaji always reads it before any prompt).
+    #[arg(long)]
+    pub await_initialize: bool,
+    /// (TypeScript SDK) A plugin directory whose MCP servers are skipped.
+    #[arg(long = "plugin-dir-no-mcp", value_name = "DIR")]
+    pub plugin_dir_no_mcp: Vec<PathBuf>,
+    /// (TypeScript SDK) Options sent in the initialize request instead.
+    #[arg(long, value_name = "FIELDS")]
+    pub initialize_fields: Option<String>,
+    /// (TypeScript SDK) Managed settings, inline.
+    #[arg(long, value_name = "JSON")]
+    pub managed_settings: Option<String>,
+    /// (TypeScript SDK) Managed settings sent in the initialize request.
+    #[arg(long)]
+    pub managed_settings_in_initialize: bool,
 }
 
 impl SdkArgs {
@@ -151,6 +189,8 @@ impl SdkArgs {
             || self.disallowed_tools != d.disallowed_tools
             || self.max_budget_usd.is_some()
             || self.json_schema.is_some()
+            || self.allow_dangerously_skip_permissions
+            || self.await_initialize
             || !self.unhonoured().is_empty()
     }
 

@@ -91,10 +91,35 @@ struct AgentState {
     message: Option<String>,
     /// Whether its `message_start` went out (partial messages).
     started: bool,
-    /// The content block being streamed: kaji's say id and its index.
-    block: Option<(u64, u32)>,
+    /// The content block being streamed.
+    block: Option<OpenBlock>,
     /// The next content block index.
     next_index: u32,
+}
+
+/// A content block being streamed.
+#[derive(Clone, Copy)]
+struct OpenBlock {
+    /// kaji's say id.
+    say: u64,
+    /// Its index in the message.
+    index: u32,
+    /// The bytes of its text streamed so far.
+    streamed: usize,
+    /// A thinking block (else text).
+    thinking: bool,
+}
+
+impl OpenBlock {
+    fn delta(&self, text: &str) -> Value {
+        let (delta_type, field) = if self.thinking {
+            ("thinking_delta", "thinking")
+        } else {
+            ("text_delta", "text")
+        };
+        json!({"type": "content_block_delta", "index": self.index,
+            "delta": {"type": delta_type, field: text}})
+    }
 }
 
 /// Turns events into messages; see the module docs.
@@ -105,6 +130,7 @@ pub struct SdkFrontend {
     model: OnceLock<String>,
     session: OnceLock<Weak<Session>>,
     counter: AtomicU64,
+    messages: AtomicU64,
     salt: u64,
     agents: Mutex<HashMap<String, AgentState>>,
     tally: Mutex<Tally>,
@@ -136,6 +162,7 @@ impl SdkFrontend {
             model: OnceLock::new(),
             session: OnceLock::new(),
             counter: AtomicU64::new(0),
+            messages: AtomicU64::new(0),
             salt,
             agents: Mutex::new(HashMap::new()),
             tally: Mutex::new(Tally::default()),
@@ -200,7 +227,7 @@ impl SdkFrontend {
             .get_or_insert_with(|| {
                 format!(
                     "msg_kaji_{}",
-                    self.counter.fetch_add(1, Ordering::Relaxed) + 1
+                    self.messages.fetch_add(1, Ordering::Relaxed) + 1
                 )
             })
             .clone()
@@ -231,9 +258,9 @@ impl SdkFrontend {
     /// Partial messages: `message_start`, then a text block opened on the
     /// first partial say and fed by its deltas.
     fn partial_text(&self, event: &SessionEvent, id: u64, kind: SayKind, text: &str) {
-        let (block_type, delta_type, field) = match kind {
-            SayKind::Text => ("text", "text_delta", "text"),
-            SayKind::Reasoning => ("thinking", "thinking_delta", "thinking"),
+        let (block_type, field) = match kind {
+            SayKind::Text => ("text", "text"),
+            SayKind::Reasoning => ("thinking", "thinking"),
             _ => return,
         };
         let message = self.message_id(&event.agent);
@@ -241,13 +268,21 @@ impl SdkFrontend {
             let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
             let state = agents.entry(event.agent.clone()).or_default();
             let start = !std::mem::replace(&mut state.started, true);
-            let open = match state.block {
-                Some((open_id, index)) if open_id == id => (index, false),
+            let open = match &mut state.block {
+                Some(b) if b.say == id => {
+                    b.streamed += text.len();
+                    (*b, false)
+                }
                 _ => {
-                    let index = state.next_index;
+                    let b = OpenBlock {
+                        say: id,
+                        index: state.next_index,
+                        streamed: text.len(),
+                        thinking: kind == SayKind::Reasoning,
+                    };
                     state.next_index += 1;
-                    state.block = Some((id, index));
-                    (index, true)
+                    state.block = Some(b);
+                    (b, true)
                 }
             };
             (start, open)
@@ -259,57 +294,64 @@ impl SdkFrontend {
                     "role": "assistant", "model": self.model(), "content": []}}),
             );
         }
-        let (index, new_block) = open;
+        let (block, new_block) = open;
         if new_block {
             self.stream(
                 event,
-                json!({"type": "content_block_start", "index": index,
+                json!({"type": "content_block_start", "index": block.index,
                     "content_block": {"type": block_type, field: ""}}),
             );
         }
         if !text.is_empty() {
-            self.stream(
-                event,
-                json!({"type": "content_block_delta", "index": index,
-                    "delta": {"type": delta_type, field: text}}),
-            );
+            self.stream(event, block.delta(text));
         }
     }
 
     fn delta(&self, event: &SessionEvent, id: u64, text: &str) {
         let index = {
-            let agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
-            agents
-                .get(&event.agent)
-                .and_then(|s| s.block)
-                .filter(|(open, _)| *open == id)
-                .map(|(_, i)| i)
-        };
-        if let Some(index) = index {
-            self.stream(
-                event,
-                json!({"type": "content_block_delta", "index": index,
-                    "delta": {"type": "text_delta", "text": text}}),
-            );
-        }
-    }
-
-    /// Closes the streamed block of say `id`, if one is open.
-    fn close_block(&self, event: &SessionEvent, id: u64) {
-        let index = {
             let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
-            let state = agents.entry(event.agent.clone()).or_default();
-            match state.block {
-                Some((open, index)) if open == id => {
-                    state.block = None;
-                    Some(index)
+            match agents.get_mut(&event.agent).and_then(|s| s.block.as_mut()) {
+                Some(b) if b.say == id => {
+                    b.streamed += text.len();
+                    Some(*b)
                 }
                 _ => None,
             }
         };
-        if let (Some(index), true) = (index, self.partial) {
-            self.stream(event, json!({"type": "content_block_stop", "index": index}));
+        if let Some(block) = index {
+            self.stream(event, block.delta(text));
         }
+    }
+
+    /// Closes the streamed block of say `id`, if one is open: the text
+    /// its deltas lacked (the last chunks may arrive only in the final
+    /// say), then `content_block_stop`.
+    fn close_block(&self, event: &SessionEvent, id: u64, text: &str) {
+        let open = {
+            let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
+            let state = agents.entry(event.agent.clone()).or_default();
+            match state.block {
+                Some(b) if b.say == id => {
+                    state.block = None;
+                    Some(b)
+                }
+                _ => None,
+            }
+        };
+        let Some(block) = open else {
+            return;
+        };
+        if !self.partial {
+            return;
+        }
+        let rest = text.get(block.streamed..).unwrap_or("");
+        if !rest.is_empty() {
+            self.stream(event, block.delta(rest));
+        }
+        self.stream(
+            event,
+            json!({"type": "content_block_stop", "index": block.index}),
+        );
     }
 
     /// A model round ended: its message is complete.
@@ -447,7 +489,7 @@ impl TaskFrontend for SdkFrontend {
                 partial: false,
                 payload,
             } => {
-                self.close_block(&event, *id);
+                self.close_block(&event, *id, text);
                 self.say(&event, *kind, text, payload.as_ref());
             }
             TaskEvent::Delta { id, text } if self.partial => self.delta(&event, *id, text),

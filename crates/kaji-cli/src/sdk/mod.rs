@@ -252,6 +252,9 @@ impl Run {
         structured: Option<Result<Value, String>>,
     ) -> SdkMessage {
         let (api, budget_hit, _) = self.frontend.prompt_facts();
+        // The core's run-wide cap (`--max-budget-usd` on every command)
+        // ends a task with this stop reason.
+        let budget_hit = budget_hit || outcome.stop_reason.as_deref() == Some("max_budget_usd");
         let (structured_output, schema_error) = match structured {
             Some(Ok(v)) => (Some(v), None),
             Some(Err(e)) => (None, Some(e)),
