@@ -29,7 +29,7 @@ pub enum SdkMessage {
     /// (`--include-partial-messages`).
     StreamEvent(StreamEventMessage),
     /// The last message of a prompt: how it ended.
-    Result(ResultMessage),
+    Result(Box<ResultMessage>),
     /// The answer to a control request of the SDK.
     ControlResponse(ControlResponse),
 }

@@ -291,7 +291,7 @@ impl Run {
             .into_iter()
             .map(|d| json!({"tool_name": d.tool, "tool_use_id": d.tool_use_id, "tool_input": d.input}))
             .collect();
-        SdkMessage::Result(msg::ResultMessage {
+        SdkMessage::Result(Box::new(msg::ResultMessage {
             subtype,
             is_error: subtype != "success",
             duration_ms: started.elapsed().as_millis() as u64,
@@ -308,7 +308,7 @@ impl Run {
             errors,
             uuid: self.frontend.uuid(),
             kaji_status: outcome.status.as_str(),
-        })
+        }))
     }
 }
 
