@@ -489,6 +489,11 @@ impl TaskFrontend for SdkFrontend {
                 partial: false,
                 payload,
             } => {
+                // A reply that came whole (no partial say) still streams:
+                // its block opens here and gets its text as one delta.
+                if self.partial {
+                    self.partial_text(&event, *id, *kind, "");
+                }
                 self.close_block(&event, *id, text);
                 self.say(&event, *kind, text, payload.as_ref());
             }
