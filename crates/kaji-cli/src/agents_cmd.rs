@@ -60,6 +60,11 @@ pub fn run(args: AgentsArgs) -> i32 {
     for warning in &catalog.warnings {
         eprintln!("kaji agents: warning: {warning}");
     }
+    let mut known = kaji_tools::builtin_tools().names();
+    known.push(kaji_tools::skill::SKILL_TOOL);
+    if let Some(warning) = catalog.unknown_tools_warning(&known) {
+        eprintln!("kaji agents: warning: {warning}");
+    }
     let mut out = std::io::stdout().lock();
     let written = if json {
         let agents: Vec<_> = catalog

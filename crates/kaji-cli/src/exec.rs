@@ -140,8 +140,12 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
             std::process::exit(130);
         })
     };
+    let trusted = args.agent.trust
+        || kaji_core::trust::is_trusted(&crate::paths::kaji_home(), session.project_dir())
+            .unwrap_or(false);
+    let (prompt, options) = crate::exec_command::prepare(&session, prompt, trusted).await?;
     let outcome = session
-        .submit_as(task_id, prompt)
+        .submit_with_options(task_id, prompt, options)
         .await
         .map_err(agent::session_error)?;
     signals.abort();

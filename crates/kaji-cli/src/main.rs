@@ -15,6 +15,7 @@ mod demo;
 mod doctor_checks;
 mod doctor_cmd;
 mod exec;
+mod exec_command;
 mod exec_events;
 mod mcp_cmd;
 mod paths;

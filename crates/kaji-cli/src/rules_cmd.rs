@@ -65,6 +65,7 @@ pub fn run(args: RulesArgs) -> i32 {
                     "size": f.size,
                     "included_bytes": f.text.len(),
                     "truncated": f.truncated,
+                    "imported_by": f.imported_by,
                 })
             })
             .collect();
@@ -78,7 +79,7 @@ pub fn run(args: RulesArgs) -> i32 {
     } else if rules.files.is_empty() {
         writeln!(
             out,
-            "No rule files for {} (looked in {} and from the repository root down).",
+            "No rule files for {} (looked in {}, ~/.claude/CLAUDE.md and from the repository root down).",
             dir.display(),
             home.join("rules").display()
         )
@@ -103,11 +104,14 @@ fn write_table(out: &mut impl Write, rules: &RuleFiles) -> std::io::Result<()> {
         "Rule files, in the order they go into the system prompt:"
     )?;
     for (index, file) in rules.files.iter().enumerate() {
-        let note = if file.truncated {
+        let mut note = if file.truncated {
             format!(", cut to {RULE_FILE_CAP_BYTES}")
         } else {
             String::new()
         };
+        if let Some(by) = &file.imported_by {
+            note.push_str(&format!(", imported by {}", by.display()));
+        }
         writeln!(
             out,
             "{:>3}. {:<8} {} ({} bytes{note})",

@@ -12,7 +12,7 @@ use kaji_llm::ProviderKind;
 use kaji_protocol::AskResponse;
 use kaji_test_support::cache;
 
-#[path = "../tests/cache_run/mod.rs"]
+#[path = "../tests/all/cache_run/mod.rs"]
 mod cache_run;
 
 struct Quiet;

@@ -140,6 +140,10 @@ pub struct KajiConfig {
     /// those of the project's `.mcp.json` (trusted projects only; a
     /// `[mcp_servers]` table of the same name wins).
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// The `.mcp.json` servers that were skipped (a server kaji cannot
+    /// use, or the whole file when it is not JSON), one warning each
+    /// naming the file, the server and why.
+    pub mcp_json_skipped: Vec<String>,
     /// `[permissions]`: the `allow`, `ask` and `deny` rules of every file,
     /// user rules first, each checked when the file is read.
     pub permissions: Vec<PermissionRule>,
@@ -250,7 +254,21 @@ impl KajiConfig {
             });
             return Ok(());
         }
-        for (name, server) in kaji_mcp::load_mcp_json(&root)? {
+        // A server kaji cannot use is skipped with a warning; the others
+        // and the session go on.
+        let found = match kaji_mcp::load_mcp_json_servers(&root) {
+            Ok(found) => found,
+            Err(e) => {
+                self.mcp_json_skipped
+                    .push(format!("{e}; no server of it is used"));
+                return Ok(());
+            }
+        };
+        for (name, e) in found.skipped {
+            self.mcp_json_skipped
+                .push(format!("MCP server `{name}` skipped: {e}"));
+        }
+        for (name, server) in found.servers {
             self.mcp_servers.entry(name).or_insert(server);
         }
         self.sources.push(path);
@@ -462,6 +480,7 @@ impl KajiConfig {
                 ms => ms.map(|ms| *ms.get_ref()),
             },
             sources: vec![path.to_path_buf()],
+            mcp_json_skipped: Vec::new(),
         })
     }
 
@@ -828,3 +847,7 @@ mod tests {
         assert_eq!(line_column(text, 10), (2, 4));
     }
 }
+
+#[cfg(test)]
+#[path = "session/settings_walk.rs"]
+mod settings_walk;

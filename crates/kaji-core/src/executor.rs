@@ -229,6 +229,11 @@ impl ToolExecutor {
         self.result_cap = chars.max(1);
     }
 
+    /// The cap on every tool result, in characters.
+    pub fn result_cap(&self) -> usize {
+        self.result_cap
+    }
+
     /// Shares the session's approval memory ("always allow"), so that
     /// every Task of a session, and its sub-agents, see the same approvals.
     pub fn set_approvals(&mut self, approvals: SharedApprovals) {

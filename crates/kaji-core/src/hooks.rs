@@ -455,12 +455,25 @@ impl HookOutcome {
 #[derive(Debug, Clone, Default)]
 pub struct HookRunner {
     config: HooksConfig,
+    /// The session's child-process environment policy.
+    env_policy: std::sync::Arc<process::EnvPolicy>,
 }
 
 impl HookRunner {
-    /// A runner for `config`.
+    /// A runner for `config` (its hooks get the built-in secret names
+    /// removed from their environment).
     pub fn new(config: HooksConfig) -> Self {
-        Self { config }
+        Self {
+            config,
+            env_policy: std::sync::Arc::default(),
+        }
+    }
+
+    /// This runner with the session's environment policy (`secret_env`,
+    /// `env_passthrough`) for the hooks it starts.
+    pub fn with_env_policy(mut self, policy: std::sync::Arc<process::EnvPolicy>) -> Self {
+        self.env_policy = policy;
+        self
     }
 
     /// The configuration it runs.
@@ -512,7 +525,7 @@ impl HookRunner {
                 break;
             }
             let label = format!("{event} hook `{}`", hook.command);
-            match run_one(hook, &payload.cwd, &stdin, cancel).await {
+            match run_one(hook, &payload.cwd, &stdin, &self.env_policy, cancel).await {
                 HookRun::Exited {
                     status,
                     stdout,
@@ -683,6 +696,7 @@ async fn run_one(
     hook: &HookSpec,
     cwd: &std::path::Path,
     stdin: &[u8],
+    env_policy: &std::sync::Arc<process::EnvPolicy>,
     cancel: &CancellationToken,
 ) -> HookRun {
     let mut cmd = tokio::process::Command::new("sh");
@@ -693,7 +707,8 @@ async fn run_one(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child: GroupChild = match process::spawn_in_group(cmd) {
+    let options = process::SpawnOptions::default().with_env(std::sync::Arc::clone(env_policy));
+    let mut child: GroupChild = match process::spawn_in_group_with(cmd, &options) {
         Ok(child) => child,
         Err(e) => return HookRun::SpawnFailed(e),
     };

@@ -10,11 +10,13 @@
 //! renders and answers them.
 
 pub mod checkpoints;
+pub mod commands;
 pub mod compaction;
 pub mod config;
 pub mod emitter;
-mod env;
+pub mod env;
 pub mod executor;
+pub mod front_matter;
 pub mod frontend;
 pub mod hooks;
 pub mod live_output;

@@ -6,11 +6,21 @@
 //!
 //! 1. global rules: every `*.md` file directly in `$KAJI_HOME/rules/`,
 //!    sorted by file name;
-//! 2. project rules: every directory from the repository root (the nearest
+//! 2. the user's Claude Code memory, `~/.claude/CLAUDE.md`;
+//! 3. project rules: every directory from the repository root (the nearest
 //!    directory above the working directory holding `.git`) down to the
 //!    working directory — only the working directory outside a repository
-//!    — and in each: `AGENTS.md`, `CLAUDE.md`, then `.clinerules` (a file,
-//!    or a directory whose `*.md` files are taken sorted by name).
+//!    — and in each: `AGENTS.md`, `CLAUDE.md`, `.claude/CLAUDE.md`,
+//!    `CLAUDE.local.md` (scope `local`), then `.clinerules` (a file, or a
+//!    directory whose `*.md` files are taken sorted by name).
+//!
+//! A rule file's `@path` words (outside code spans and code blocks) import
+//! another file, as Claude Code's memory imports do: relative to the
+//! importing file, or `~/…` from the home directory; each imported file
+//! follows its importer, up to [`MAX_IMPORT_DEPTH`] hops. An import that is
+//! missing, outside the allowed roots (the repository, `~/.claude`,
+//! `$KAJI_HOME`), a cycle, past the depth limit or binary is refused with a
+//! warning naming both files.
 //!
 //! A file reached twice (a symlink `CLAUDE.md -> AGENTS.md`) is read once.
 //! Each file is capped at [`RULE_FILE_CAP_BYTES`]; a longer one is cut with
@@ -30,7 +40,16 @@ pub const RULE_FILE_CAP_BYTES: usize = 64 * 1024;
 
 /// The rule file names looked for in each project directory, in order.
 /// `.clinerules` may also be a directory of `*.md` files.
-pub const PROJECT_RULE_NAMES: [&str; 3] = ["AGENTS.md", "CLAUDE.md", ".clinerules"];
+pub const PROJECT_RULE_NAMES: [&str; 5] = [
+    "AGENTS.md",
+    "CLAUDE.md",
+    ".claude/CLAUDE.md",
+    "CLAUDE.local.md",
+    ".clinerules",
+];
+
+/// How many hops of `@path` imports are followed (Claude Code's limit).
+pub const MAX_IMPORT_DEPTH: usize = 5;
 
 /// Where a rule file comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -38,8 +57,12 @@ pub const PROJECT_RULE_NAMES: [&str; 3] = ["AGENTS.md", "CLAUDE.md", ".clinerule
 pub enum RuleScope {
     /// `$KAJI_HOME/rules/`.
     Global,
+    /// `~/.claude/CLAUDE.md`.
+    User,
     /// The repository or working directory.
     Project,
+    /// `CLAUDE.local.md`: the user's own notes for this project.
+    Local,
 }
 
 impl RuleScope {
@@ -47,7 +70,9 @@ impl RuleScope {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Global => "global",
+            Self::User => "user",
             Self::Project => "project",
+            Self::Local => "local",
         }
     }
 }
@@ -65,6 +90,8 @@ pub struct RuleFile {
     pub size: u64,
     /// Whether the text was cut at the cap.
     pub truncated: bool,
+    /// The rule file whose `@path` imported it, if it was imported.
+    pub imported_by: Option<PathBuf>,
 }
 
 /// The rule files that apply to a working directory, in prompt order.
@@ -77,55 +104,162 @@ pub struct RuleFiles {
     pub warnings: Vec<String>,
 }
 
+/// Where imports may come from, and the chain of importers.
+struct Walk {
+    home: Option<PathBuf>,
+    roots: Vec<PathBuf>,
+    seen: HashSet<PathBuf>,
+}
+
 impl RuleFiles {
     /// Finds the rule files for a task working in `cwd`, with global rules
-    /// from `kaji_home/rules/`. Never fails: problems become
-    /// [`RuleFiles::warnings`].
+    /// from `kaji_home/rules/` and the user's from `$HOME/.claude/`. Never
+    /// fails: problems become [`RuleFiles::warnings`].
     pub fn discover(kaji_home: &Path, cwd: &Path) -> Self {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        Self::discover_with_home(kaji_home, cwd, home.as_deref())
+    }
+
+    /// As [`RuleFiles::discover`], with the home directory given.
+    pub fn discover_with_home(kaji_home: &Path, cwd: &Path, home: Option<&Path>) -> Self {
         let mut found = Self::default();
-        let mut seen = HashSet::new();
+        let dirs = project_dirs(cwd);
+        let mut roots: Vec<PathBuf> = vec![kaji_home.to_path_buf()];
+        roots.extend(dirs.first().cloned());
+        roots.extend(home.map(|h| h.join(".claude")));
+        let mut walk = Walk {
+            home: home.map(Path::to_path_buf),
+            roots: roots
+                .iter()
+                .map(|r| r.canonicalize().unwrap_or_else(|_| r.clone()))
+                .collect(),
+            seen: HashSet::new(),
+        };
 
         let global_dir = kaji_home.join("rules");
         for path in markdown_files_in(&global_dir, &mut found.warnings) {
-            found.add(path, RuleScope::Global, &mut seen);
+            found.add(path, RuleScope::Global, &mut walk, &[]);
+        }
+        if let Some(home) = home {
+            let user = home.join(".claude").join("CLAUDE.md");
+            if user.is_file() {
+                found.add(user, RuleScope::User, &mut walk, &[]);
+            }
         }
 
-        for dir in project_dirs(cwd) {
+        for dir in dirs {
             for name in PROJECT_RULE_NAMES {
                 let path = dir.join(name);
+                let scope = if name == "CLAUDE.local.md" {
+                    RuleScope::Local
+                } else {
+                    RuleScope::Project
+                };
                 if name == ".clinerules" && path.is_dir() {
                     for file in markdown_files_in(&path, &mut found.warnings) {
-                        found.add(file, RuleScope::Project, &mut seen);
+                        found.add(file, scope, &mut walk, &[]);
                     }
                 } else if path.is_file() {
-                    found.add(path, RuleScope::Project, &mut seen);
+                    found.add(path, scope, &mut walk, &[]);
                 }
             }
         }
         found
     }
 
-    fn add(&mut self, path: PathBuf, scope: RuleScope, seen: &mut HashSet<PathBuf>) {
+    /// Adds the file at `path` (imported through `chain`, outermost first)
+    /// and then what it imports.
+    fn add(&mut self, path: PathBuf, scope: RuleScope, walk: &mut Walk, chain: &[PathBuf]) {
         let key = path.canonicalize().unwrap_or_else(|_| path.clone());
-        if !seen.insert(key) {
+        if !walk.seen.insert(key.clone()) {
             return;
         }
-        match read_capped(&path) {
-            Ok((text, size, truncated)) => {
-                if !text.trim().is_empty() {
-                    self.files.push(RuleFile {
-                        path,
-                        scope,
-                        text,
-                        size,
-                        truncated,
-                    });
-                }
+        let (text, size, truncated) = match read_capped(&path) {
+            Ok(read) if read.0.contains('\0') => {
+                self.warnings.push(format!(
+                    "skipped rule file {}: a binary file",
+                    path.display()
+                ));
+                return;
             }
-            Err(reason) => self
-                .warnings
-                .push(format!("skipped rule file {}: {reason}", path.display())),
+            Ok(read) => read,
+            Err(reason) => {
+                self.warnings
+                    .push(format!("skipped rule file {}: {reason}", path.display()));
+                return;
+            }
+        };
+        if !text.trim().is_empty() {
+            self.files.push(RuleFile {
+                path: path.clone(),
+                scope,
+                text: text.clone(),
+                size,
+                truncated,
+                imported_by: chain.last().cloned(),
+            });
         }
+        let mut chain = chain.to_vec();
+        chain.push(path.clone());
+        for import in imports(&text) {
+            self.import(&import, &path, &key, scope, walk, &chain);
+        }
+    }
+
+    /// Follows one `@import` of `from` (whose canonical path is `from_key`).
+    fn import(
+        &mut self,
+        import: &str,
+        from: &Path,
+        from_key: &Path,
+        scope: RuleScope,
+        walk: &mut Walk,
+        chain: &[PathBuf],
+    ) {
+        let refuse = |why: String| format!("import @{import} in {}: {why}", from.display());
+        let target = match (import.strip_prefix("~/"), &walk.home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            (Some(_), None) => {
+                self.warnings
+                    .push(refuse("no home directory is known".into()));
+                return;
+            }
+            (None, _) => from_key.parent().unwrap_or(Path::new("/")).join(import),
+        };
+        let Ok(real) = target.canonicalize() else {
+            if import.contains('/') || import.contains('.') {
+                self.warnings
+                    .push(refuse("no such file; not imported".into()));
+            }
+            return;
+        };
+        if !real.is_file() {
+            self.warnings
+                .push(refuse("not a file; not imported".into()));
+            return;
+        }
+        let chain_keys: Vec<PathBuf> = chain
+            .iter()
+            .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
+            .collect();
+        if chain_keys.contains(&real) {
+            self.warnings
+                .push(refuse("an import cycle; not imported again".into()));
+            return;
+        }
+        if chain.len() > MAX_IMPORT_DEPTH {
+            self.warnings.push(refuse(format!(
+                "deeper than {MAX_IMPORT_DEPTH} imports; not imported"
+            )));
+            return;
+        }
+        if !walk.roots.iter().any(|root| real.starts_with(root)) {
+            self.warnings.push(refuse(
+                "outside the repository, ~/.claude and $KAJI_HOME; not imported".into(),
+            ));
+            return;
+        }
+        self.add(real, scope, walk, chain);
     }
 
     /// Whether no rule file was found.
@@ -145,8 +279,12 @@ They are listed from the most general (global rules, then the repository root) t
 specific (the working directory); when two disagree, the later one wins.\n",
         );
         for file in &self.files {
+            let imported = match &file.imported_by {
+                Some(by) => format!(", imported by {}", by.display()),
+                None => String::new(),
+            };
             out.push_str(&format!(
-                "\n## {} ({} rules)\n\n",
+                "\n## {} ({} rules{imported})\n\n",
                 file.path.display(),
                 file.scope.as_str()
             ));
@@ -161,6 +299,21 @@ specific (the working directory); when two disagree, the later one wins.\n",
         }
         Some(out)
     }
+}
+
+/// The `@path` imports of a rule file's text: outside code blocks and
+/// code spans, in order.
+pub fn imports(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            out.extend(crate::commands::at_mentions(line));
+        }
+    }
+    out
 }
 
 /// The directories whose rule files apply, from the repository root down

@@ -157,6 +157,9 @@ pub struct TaskConfig {
     /// Where the file tools read and write text (an editor's buffers);
     /// `None`: the local disk.
     pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
+    /// The session's child-process environment policy, for every process
+    /// a tool starts.
+    pub env_policy: Arc<kaji_tasks::process::EnvPolicy>,
     /// The session file, for hook payloads (`transcript_path`).
     pub transcript_path: Option<PathBuf>,
     /// Context SessionStart hooks gave, put before the prompt.
@@ -219,6 +222,7 @@ impl TaskConfig {
             on_text_reply: TextReply::Nudge,
             agents: None,
             files: None,
+            env_policy: Arc::default(),
             transcript_path: None,
             session_context: Vec::new(),
         }
@@ -1409,6 +1413,7 @@ impl Task {
             runtime: self.config.runtime.clone(),
             agents: self.config.agents.clone(),
             files: self.config.files.clone(),
+            env_policy: Arc::clone(&self.config.env_policy),
             output: self
                 .config
                 .live_output

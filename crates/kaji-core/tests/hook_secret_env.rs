@@ -5,7 +5,7 @@
 
 use kaji_core::PermissionMode;
 use kaji_core::hooks::{HookEvent, HookPayload, HookRunner, HookSpec, HooksConfig};
-use kaji_tasks::process::{EnvPolicy, set_env_policy};
+use kaji_tasks::process::EnvPolicy;
 use tokio_util::sync::CancellationToken;
 
 #[test]
@@ -17,17 +17,16 @@ fn a_hook_gets_no_secrets() {
         std::env::set_var("KAJI_TEST_CUSTOM", "custom-do-not-leak");
         std::env::set_var("KAJI_PASS_TOKEN", "passed-on-purpose");
     }
-    set_env_policy(EnvPolicy {
-        secret_env: vec!["KAJI_TEST_CUSTOM".to_string()],
-        env_passthrough: vec!["KAJI_PASS_TOKEN".to_string()],
-    });
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = HooksConfig::new();
     config.push(
         HookEvent::TaskStart,
         HookSpec::new("env | cut -d= -f1 | sort"),
     );
-    let runner = HookRunner::new(config);
+    let runner = HookRunner::new(config).with_env_policy(std::sync::Arc::new(EnvPolicy {
+        secret_env: vec!["KAJI_TEST_CUSTOM".to_string()],
+        env_passthrough: vec!["KAJI_PASS_TOKEN".to_string()],
+    }));
     let payload = HookPayload::task("task-1", dir.path(), PermissionMode::Default);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let outcome =

@@ -6,6 +6,7 @@
 //! peak RSS stays under 128 MB, no process kaji started is left running,
 //! and no file an earlier prompt wrote is lost.
 
+#[path = "all/common/mod.rs"]
 mod common;
 
 use std::sync::Arc;

@@ -3,6 +3,7 @@
 //! the shared task list's tasks one after another; each teammate has its
 //! own script, routed by the `teammate `NAME`` marker of its system prompt.
 
+#[path = "all/common/mod.rs"]
 mod common;
 
 use std::path::Path;

@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kaji_tasks::process::{GroupChild, spawn_in_group};
+use kaji_tasks::process::{GroupChild, SpawnOptions, spawn_in_group_with};
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool as McpToolDef};
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
@@ -173,13 +173,14 @@ pub(crate) async fn start(
     config: &McpServerConfig,
     task_cwd: &Path,
     stderr: &StderrTail,
+    env_policy: &std::sync::Arc<kaji_tasks::process::EnvPolicy>,
 ) -> Result<Started, StartError> {
     match &config.transport {
         McpTransportConfig::Stdio {
             command, args, env, ..
         } => {
             let cwd = config.transport.resolved_cwd(task_cwd);
-            start_stdio(name, command, args, env, &cwd, stderr).await
+            start_stdio(name, command, args, env, &cwd, stderr, env_policy).await
         }
         McpTransportConfig::Http { url, headers } => start_http(name, url, headers).await,
     }
@@ -192,6 +193,7 @@ async fn start_stdio(
     env: &std::collections::BTreeMap<String, String>,
     cwd: &Path,
     stderr: &StderrTail,
+    env_policy: &std::sync::Arc<kaji_tasks::process::EnvPolicy>,
 ) -> Result<Started, StartError> {
     if !cwd.is_dir() {
         return Err(StartError {
@@ -210,7 +212,8 @@ async fn start_stdio(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = spawn_in_group(cmd).map_err(|e| StartError {
+    let options = SpawnOptions::default().with_env(std::sync::Arc::clone(env_policy));
+    let mut child = spawn_in_group_with(cmd, &options).map_err(|e| StartError {
         reason: format!("cannot start `{command}`: {e}"),
     })?;
     let pipes = (

@@ -39,6 +39,9 @@ pub use manager::{
     McpCallOutput, McpFailure, McpManager, McpManagerOptions, McpResourceInfo, McpServerReport,
     McpServerStatus, McpToolInfo,
 };
-pub use mcp_json::{MCP_JSON_FILE, McpJsonError, load_mcp_json, parse_mcp_json};
+pub use mcp_json::{
+    MCP_JSON_FILE, McpJsonError, McpJsonServers, load_mcp_json, load_mcp_json_servers,
+    parse_mcp_json, parse_mcp_json_servers,
+};
 pub use stderr::{STDERR_TAIL_BYTES, STDERR_TAIL_LINES, StderrTail};
 pub use tools::{ListMcpResources, McpTool, ReadMcpResource};

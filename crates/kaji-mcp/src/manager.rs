@@ -46,6 +46,10 @@ pub struct McpManagerOptions {
     /// Time a stopped server gets between `SIGTERM` and `SIGKILL` (default
     /// 2 s).
     pub kill_grace: Duration,
+    /// The session's child-process environment policy: which of kaji's
+    /// variables the servers do not inherit (default: the built-in
+    /// secret names).
+    pub env_policy: std::sync::Arc<kaji_tasks::process::EnvPolicy>,
 }
 
 impl Default for McpManagerOptions {
@@ -54,6 +58,7 @@ impl Default for McpManagerOptions {
             restart_backoff_initial: Duration::from_secs(1),
             restart_backoff_max: Duration::from_secs(60),
             kill_grace: kaji_tasks::process::DEFAULT_KILL_GRACE,
+            env_policy: std::sync::Arc::default(),
         }
     }
 }
@@ -676,7 +681,13 @@ impl Inner {
             let limit = server.config.startup_timeout();
             let attempt = tokio::time::timeout(
                 limit,
-                connection::start(&server.name, &server.config, &cwd, &stderr),
+                connection::start(
+                    &server.name,
+                    &server.config,
+                    &cwd,
+                    &stderr,
+                    &options.env_policy,
+                ),
             );
             let outcome = tokio::select! {
                 _ = shutdown.cancelled() => return,

@@ -8,8 +8,8 @@
 //! }}
 //! ```
 //!
-//! `type` is `stdio` (the default when `command` is given), `http` or
-//! `sse`. kaji speaks streamable HTTP only, so an `sse` server is reached
+//! `type` is `stdio` (the default when `command` is given), `http` (the
+//! default when only `url` is given) or `sse`. kaji speaks streamable HTTP only, so an `sse` server is reached
 //! at its URL with streamable HTTP (servers that speak only the old SSE
 //! transport fail to connect, with their error in `kaji mcp list`).
 //! `${VAR}` and `${VAR:-default}` in `command`, `args`, `env`, `url` and
@@ -72,6 +72,59 @@ pub fn load_mcp_json(
         Err(source) => return Err(McpJsonError::Read { path, source }),
     };
     parse_mcp_json(&text, &path, &|name| std::env::var(name).ok())
+}
+
+/// What a `.mcp.json` gives when each server is taken on its own: the
+/// servers that can be used, and one error (naming the file and the
+/// server's key) for each that cannot.
+#[derive(Debug, Default)]
+pub struct McpJsonServers {
+    /// Usable servers, by name.
+    pub servers: BTreeMap<String, McpServerConfig>,
+    /// Servers skipped, with why.
+    pub skipped: Vec<(String, McpJsonError)>,
+}
+
+/// As [`load_mcp_json`], but a server that cannot be used is skipped
+/// (listed with why) instead of failing the file; only a file that cannot
+/// be read or is not a JSON object fails.
+pub fn load_mcp_json_servers(project_dir: &Path) -> Result<McpJsonServers, McpJsonError> {
+    let path = project_dir.join(MCP_JSON_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(McpJsonServers::default()),
+        Err(source) => return Err(McpJsonError::Read { path, source }),
+    };
+    parse_mcp_json_servers(&text, &path, &|name| std::env::var(name).ok())
+}
+
+/// As [`parse_mcp_json`], each server on its own (see
+/// [`load_mcp_json_servers`]).
+pub fn parse_mcp_json_servers(
+    text: &str,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<McpJsonServers, McpJsonError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| McpJsonError::Json {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let reader = Reader { path, env };
+    let root = reader.object(&value, "(top level)")?;
+    let mut out = McpJsonServers::default();
+    let Some(servers) = root.get("mcpServers") else {
+        return Ok(out);
+    };
+    let servers = reader.object(servers, "mcpServers")?;
+    for (name, entry) in servers {
+        match reader.server(entry, &format!("mcpServers.{name}")) {
+            Ok(server) => {
+                out.servers.insert(name.clone(), server);
+            }
+            Err(e) => out.skipped.push((name.clone(), e)),
+        }
+    }
+    Ok(out)
 }
 
 /// Parses the text of a `.mcp.json` (named `path` in errors), expanding
@@ -176,6 +229,12 @@ impl Reader<'_> {
             Some(value) => Some(self.string(value, &format!("{key}.type"))?),
         };
         let has_command = entry.contains_key("command");
+        // A `url` without `type` (and without `command`) is HTTP, as Claude
+        // Code takes it.
+        let kind = match kind {
+            None if !has_command && entry.contains_key("url") => Some("http".to_string()),
+            kind => kind,
+        };
         match kind.as_deref() {
             Some("stdio") | None if has_command => {
                 let command = self.string(&entry["command"], &format!("{key}.command"))?;
@@ -269,6 +328,36 @@ mod tests {
     fn parse(text: &str) -> Result<BTreeMap<String, McpServerConfig>, McpJsonError> {
         let env = |name: &str| (name == "TOKEN").then(|| "t0k".to_string());
         parse_mcp_json(text, Path::new("/p/.mcp.json"), &env)
+    }
+
+    #[test]
+    fn a_url_without_type_is_http_and_a_bad_server_is_skipped_alone() {
+        let env = |_: &str| None;
+        let found = parse_mcp_json_servers(
+            r#"{"mcpServers": {
+                "web": {"url": "https://h/mcp"},
+                "needs": {"command": "${UNSET}/bin"},
+                "ok": {"command": "srv"}
+            }}"#,
+            Path::new("/p/.mcp.json"),
+            &env,
+        )
+        .expect("the file is read");
+        assert_eq!(
+            found.servers.keys().collect::<Vec<_>>(),
+            ["ok", "web"],
+            "{:?}",
+            found.skipped
+        );
+        assert!(matches!(
+            found.servers["web"].transport,
+            McpTransportConfig::Http { .. }
+        ));
+        assert_eq!(found.skipped.len(), 1);
+        let (name, e) = &found.skipped[0];
+        assert_eq!(name, "needs");
+        assert!(e.to_string().contains("UNSET"), "{e}");
+        assert!(e.to_string().contains("/p/.mcp.json"), "{e}");
     }
 
     #[test]

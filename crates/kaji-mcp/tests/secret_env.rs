@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use kaji_mcp::{McpManager, McpManagerOptions, McpServerConfig, McpTransportConfig};
-use kaji_tasks::process::{EnvPolicy, set_env_policy};
+use kaji_tasks::process::EnvPolicy;
 
 #[test]
 fn an_mcp_server_gets_no_secrets() {
@@ -21,10 +21,6 @@ fn an_mcp_server_gets_no_secrets() {
         std::env::set_var("KAJI_PASS_TOKEN", "passed-on-purpose");
         std::env::set_var("KAJI_TEST_PLAIN", "plain");
     }
-    set_env_policy(EnvPolicy {
-        secret_env: vec!["KAJI_TEST_CUSTOM".to_string()],
-        env_passthrough: vec!["KAJI_PASS_TOKEN".to_string()],
-    });
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let names = runtime.block_on(server_env_names());
     for absent in [
@@ -68,6 +64,10 @@ async fn server_env_names() -> Vec<String> {
         restart_backoff_initial: Duration::ZERO,
         restart_backoff_max: Duration::ZERO,
         kill_grace: Duration::from_millis(500),
+        env_policy: std::sync::Arc::new(EnvPolicy {
+            secret_env: vec!["KAJI_TEST_CUSTOM".to_string()],
+            env_passthrough: vec!["KAJI_PASS_TOKEN".to_string()],
+        }),
     };
     let manager = McpManager::start_with_options(servers, dir.path(), options);
     let pending = manager.wait_ready(Duration::from_secs(60)).await;

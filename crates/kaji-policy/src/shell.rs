@@ -191,9 +191,10 @@ impl Walker<'_> {
         {
             return self.bad("cannot be parsed: the bash grammar failed to load");
         }
-        let Some(tree) = parser.parse(text, None) else {
+        let Some((tree, text)) = parse_without_run_ons(&mut parser, text) else {
             return self.bad("cannot be parsed");
         };
+        let text = text.as_str();
         if tree.root_node().has_error() {
             // Still walked, so that a deny rule sees the commands it can.
             self.bad("does not parse as a shell command");
@@ -341,10 +342,10 @@ impl Walker<'_> {
                 }
             }
             prev_end = Some(child.end_byte());
-            if child.is_named() {
-                if let Some(part) = parts.last_mut() {
-                    part.push(child);
-                }
+            if child.is_named()
+                && let Some(part) = parts.last_mut()
+            {
+                part.push(child);
             }
         }
         let last = parts.len().saturating_sub(1);
@@ -593,6 +594,63 @@ fn is_arithmetic_test(test: &str) -> bool {
         || test
             .split_whitespace()
             .any(|w| matches!(w, "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge"))
+}
+
+/// How many run-on commands one script may have repaired.
+const MAX_REPAIRS: usize = 256;
+
+/// Parses `text`, working around tree-sitter-bash's run-on commands: after
+/// a pipeline of two or more stages, it can take the next line's words as
+/// more arguments of the pipeline's last command (upstream issue 347).
+/// Bash ends a command at an unescaped newline, and `;` before that
+/// newline means the same to bash, so a `;` is put there and the text
+/// parsed again; the grammar reads `;` right. Returns the tree and the
+/// text it is a tree of. Run-ons it cannot repair this way are split by
+/// [`Walker::command`].
+fn parse_without_run_ons(parser: &mut Parser, text: &str) -> Option<(tree_sitter::Tree, String)> {
+    let mut text = text.to_string();
+    for _ in 0..MAX_REPAIRS {
+        let tree = parser.parse(&text, None)?;
+        match first_run_on_newline(tree.root_node(), text.as_bytes()) {
+            Some(at) => text.insert(at, ';'),
+            None => return Some((tree, text)),
+        }
+    }
+    let tree = parser.parse(&text, None)?;
+    Some((tree, text))
+}
+
+/// The byte offset of the first unescaped newline between two words of one
+/// `command` node, when the text between them is only blanks and newlines.
+fn first_run_on_newline(node: Node, src: &[u8]) -> Option<usize> {
+    if node.kind() == "command" {
+        let mut cursor = node.walk();
+        let kids: Vec<Node> = node.children(&mut cursor).collect();
+        for pair in kids.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if a.kind() == "comment" {
+                continue;
+            }
+            let between = &src[a.end_byte()..b.start_byte()];
+            if matches!(gap(between), Gap::Separator)
+                && between
+                    .iter()
+                    .all(|c| matches!(c, b' ' | b'\t' | b'\r' | b'\n' | b'\\'))
+            {
+                let mut i = 0;
+                while i < between.len() {
+                    match between[i] {
+                        b'\\' => i += 2,
+                        b'\n' => return Some(a.end_byte() + i),
+                        _ => i += 1,
+                    }
+                }
+            }
+        }
+    }
+    let mut cursor = node.walk();
+    let kids: Vec<Node> = node.children(&mut cursor).collect();
+    kids.into_iter().find_map(|k| first_run_on_newline(k, src))
 }
 
 /// What stands between two children of a `command` node.

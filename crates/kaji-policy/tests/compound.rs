@@ -166,8 +166,13 @@ fn allowed_tree() -> impl Strategy<Value = Tree> {
 }
 
 /// Seeds every run uses. 1796147803431568501 found the run-on command
-/// of issue 23 (a 3+ stage pipeline, a newline, a redirected command).
-const SEEDS: &[u64] = &[1_796_147_803_431_568_501, 0x6b61_6a69, 23];
+/// of issue 23 (a 3+ stage pipeline, a newline, a redirected command);
+/// 1796176591312676713 the same before a `{ …; }` group.
+const SEEDS: &[u64] = &[
+    1_796_147_803_431_568_501,
+    1_796_176_591_312_676_713,
+    0x6b61_6a69,
+];
 
 fn runners(name: &str) -> Vec<(TestRunner, u64)> {
     seeds(name, SEEDS, Some("KAJI_PROPTEST_SEED"))
@@ -237,4 +242,9 @@ fn regression_a_line_after_a_three_stage_pipeline_is_its_own_command() {
         let allowed = format!("ls | wc -l | cargo test{sep}cargo test > out.txt");
         assert_eq!(decision(&allowed), Decision::Allow, "{allowed:?}");
     }
+    // Seed 1796176591312676713: a group on the next line is a group.
+    let group = "cargo test | cargo test | cargo test\n{ cargo test && cargo test; }";
+    assert_eq!(decision(group), Decision::Allow, "{group:?}");
+    let group = "cargo test | cargo test | cargo test\n{ cargo test && touch x; }";
+    assert_ne!(decision(group), Decision::Allow, "{group:?}");
 }

@@ -35,8 +35,8 @@
 //!
 //! Two more rules hold for every spawn here ([`spawn_in_group_with`] is the
 //! one function that applies them): a child never inherits a variable that
-//! looks like a secret ([`scrub_secret_env`], configured once with
-//! [`set_env_policy`]), and a child given a sandbox in its [`SpawnOptions`]
+//! looks like a secret ([`scrub_secret_env`], by the session's
+//! [`EnvPolicy`] in its [`SpawnOptions`]), and a child given a sandbox in its [`SpawnOptions`]
 //! is confined before it runs (the model's Bash commands; hooks, MCP
 //! servers and kaji's own git calls are spawned without one).
 
@@ -44,7 +44,7 @@ use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use kaji_sandbox::SandboxPolicy;
@@ -93,8 +93,10 @@ pub fn shell_command(command_line: &str) -> Command {
 }
 
 /// Spawns `cmd` as the leader of a new process group, unconfined, with the
-/// secret variables removed from its environment: [`spawn_in_group_with`]
-/// with the default [`SpawnOptions`].
+/// built-in secret variables removed from its environment:
+/// [`spawn_in_group_with`] with the default [`SpawnOptions`]. For kaji's
+/// own helpers (git for checkpoints and worktrees); whatever runs on a
+/// session's behalf passes that session's [`EnvPolicy`].
 pub fn spawn_in_group(cmd: Command) -> io::Result<GroupChild> {
     spawn_in_group_with(cmd, &SpawnOptions::default())
 }
@@ -106,15 +108,26 @@ pub struct SpawnOptions {
     /// (prepared afresh for this spawn). `None`, or a policy whose mode is
     /// `off`, runs it unconfined.
     pub sandbox: Option<Arc<SandboxPolicy>>,
-    /// Which variables count as secrets for this spawn; `None` uses the
-    /// process-wide policy ([`set_env_policy`]).
-    pub env: Option<Arc<EnvPolicy>>,
+    /// Which variables count as secrets for this spawn: the policy of the
+    /// session the child runs for (there is no process-wide one: one
+    /// process may hold several sessions, `kaji acp`). The default names
+    /// only the built-in secrets.
+    pub env: Arc<EnvPolicy>,
 }
 
 impl SpawnOptions {
     /// Options that confine the child in `sandbox` (when given).
     pub fn sandboxed(sandbox: Option<Arc<SandboxPolicy>>) -> Self {
-        Self { sandbox, env: None }
+        Self {
+            sandbox,
+            env: Arc::default(),
+        }
+    }
+
+    /// These options with the session's environment policy `env`.
+    pub fn with_env(mut self, env: Arc<EnvPolicy>) -> Self {
+        self.env = env;
+        self
     }
 }
 
@@ -133,10 +146,7 @@ impl SpawnOptions {
 ///
 /// Must be called within a Tokio runtime.
 pub fn spawn_in_group_with(mut cmd: Command, options: &SpawnOptions) -> io::Result<GroupChild> {
-    match &options.env {
-        Some(policy) => scrub_secret_env(&mut cmd, policy),
-        None => scrub_secret_env(&mut cmd, &env_policy()),
-    }
+    scrub_secret_env(&mut cmd, &options.env);
     cmd.process_group(0).kill_on_drop(true);
     let sandboxed = match options.sandbox.as_deref().filter(|p| p.is_enabled()) {
         Some(policy) => Some(confine(&mut cmd, policy)?),
@@ -205,21 +215,6 @@ pub struct EnvPolicy {
     /// Names children inherit even though they look like secrets (the
     /// `env_passthrough` setting).
     pub env_passthrough: Vec<String>,
-}
-
-static ENV_POLICY: RwLock<Option<Arc<EnvPolicy>>> = RwLock::new(None);
-
-/// Sets the process-wide [`EnvPolicy`] every later spawn uses (unless its
-/// [`SpawnOptions`] carry one). Call it once the settings are loaded.
-pub fn set_env_policy(policy: EnvPolicy) {
-    let mut slot = ENV_POLICY.write().unwrap_or_else(|e| e.into_inner());
-    *slot = Some(Arc::new(policy));
-}
-
-/// The process-wide [`EnvPolicy`] (empty lists until [`set_env_policy`]).
-pub fn env_policy() -> Arc<EnvPolicy> {
-    let slot = ENV_POLICY.read().unwrap_or_else(|e| e.into_inner());
-    slot.clone().unwrap_or_default()
 }
 
 /// Removes from `cmd`'s environment every variable it would inherit from

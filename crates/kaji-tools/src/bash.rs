@@ -157,7 +157,8 @@ impl BashTool {
         let started = Instant::now();
         let mut cmd = process::shell_command(&input.command);
         cmd.current_dir(&ctx.cwd).stdin(std::process::Stdio::null());
-        let options = process::SpawnOptions::sandboxed(ctx.sandbox.clone());
+        let options = process::SpawnOptions::sandboxed(ctx.sandbox.clone())
+            .with_env(Arc::clone(&ctx.env_policy));
         let (mut child, reader) =
             process::spawn_with_merged_output_with(cmd, &options).map_err(|e| {
                 ToolError::Refused(format!(
@@ -270,7 +271,8 @@ impl BashTool {
             .clone()
             .filter(|d| !d.trim().is_empty())
             .unwrap_or_else(|| input.command.clone());
-        let options = process::SpawnOptions::sandboxed(ctx.sandbox.clone());
+        let options = process::SpawnOptions::sandboxed(ctx.sandbox.clone())
+            .with_env(Arc::clone(&ctx.env_policy));
         let info = registry
             .start_local_bash_with(&input.command, &description, &ctx.cwd, &ctx.agent, options)
             .await

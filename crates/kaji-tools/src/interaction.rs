@@ -23,6 +23,13 @@ pub(crate) fn register(registry: &mut ToolRegistry) {
     registry.register(Arc::new(AttemptCompletionTool));
 }
 
+/// The tool through which an agent declares its task done
+/// (`AttemptCompletion`): granted to every sub-agent whatever its `tools:`
+/// list says, so that it can always finish.
+pub fn finishing_tool() -> Arc<dyn Tool> {
+    Arc::new(AttemptCompletionTool)
+}
+
 const ASK_USER: &str = "AskUser";
 const ATTEMPT_COMPLETION: &str = "AttemptCompletion";
 
@@ -119,6 +126,10 @@ struct AttemptCompletionInput {
 impl Tool for AttemptCompletionTool {
     fn name(&self) -> &'static str {
         ATTEMPT_COMPLETION
+    }
+
+    fn finishes_task(&self) -> bool {
+        true
     }
 
     fn spec(&self) -> ToolSpec {

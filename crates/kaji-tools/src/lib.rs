@@ -37,6 +37,7 @@ pub mod worktree;
 pub use error::ToolError;
 pub use file_access::{FileAccess, FileAccessError};
 pub use fs::{IgnoreRule, KajiIgnore, normalize_lexically, real_path};
+pub use interaction::finishing_tool;
 pub use registry::ToolRegistry;
 
 /// What kind of agent makes a call.
@@ -84,6 +85,11 @@ pub struct ToolContext {
     /// The sandbox `Bash` commands (foreground and background) run in;
     /// `None` runs them unconfined. Nothing else a tool starts is confined.
     pub sandbox: Option<Arc<kaji_sandbox::SandboxPolicy>>,
+    /// The session's child-process environment policy (`secret_env`,
+    /// `env_passthrough`): every process a tool starts gets it in its
+    /// [`kaji_tasks::process::SpawnOptions`]. Sessions of one process
+    /// (`kaji acp`) each have their own.
+    pub env_policy: Arc<kaji_tasks::process::EnvPolicy>,
     /// Runs sub-agents for the `Agent` tool; `None` refuses them.
     pub agents: Option<Arc<dyn agent_tools::AgentSpawner>>,
     /// Where `Read`, `Write` and `Edit` get and put a text file's content
@@ -140,6 +146,7 @@ impl ToolContext {
             task_list: None,
             runtime: None,
             sandbox: None,
+            env_policy: Arc::default(),
             agents: None,
             files: None,
             output: None,
@@ -291,6 +298,12 @@ pub trait Tool: Send + Sync {
     /// the same result for a while (polling a background task's output):
     /// such calls are never taken for a loop.
     fn polls(&self) -> bool {
+        false
+    }
+
+    /// Whether calling it finishes the task (AttemptCompletion): a
+    /// sub-agent always has it, whatever its type's `tools:` list says.
+    fn finishes_task(&self) -> bool {
         false
     }
 

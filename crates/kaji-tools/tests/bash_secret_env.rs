@@ -3,7 +3,7 @@
 //! unless `env_passthrough` names them. One test in its own binary,
 //! because it sets process environment variables before any thread starts.
 
-use kaji_tasks::process::{EnvPolicy, set_env_policy};
+use kaji_tasks::process::EnvPolicy;
 use kaji_tools::{ToolContext, builtin_tools};
 use serde_json::json;
 
@@ -16,12 +16,12 @@ fn a_bash_command_gets_no_secrets() {
         std::env::set_var("KAJI_TEST_CUSTOM", "custom-do-not-leak");
         std::env::set_var("KAJI_PASS_TOKEN", "passed-on-purpose");
     }
-    set_env_policy(EnvPolicy {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut ctx = ToolContext::new(dir.path());
+    ctx.env_policy = std::sync::Arc::new(EnvPolicy {
         secret_env: vec!["KAJI_TEST_CUSTOM".to_string()],
         env_passthrough: vec!["KAJI_PASS_TOKEN".to_string()],
     });
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ctx = ToolContext::new(dir.path());
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let output = runtime
         .block_on(async {

@@ -412,28 +412,32 @@ impl App {
         Action::None
     }
 
-    /// A custom command: its expansion is the prompt.
+    /// A custom command: its expansion is the prompt; its `` !`cmd` ``
+    /// commands run first, through the session, in a trusted project.
     fn custom_command(&mut self, name: &str, args: &str) -> Action {
-        let Some(command) = self.custom.iter().find(|c| c.name == name[1..]).cloned() else {
+        let Some(command) = commands::find(&self.custom, &name[1..]).cloned() else {
             self.error(format!("unknown command {name} (/help lists the commands)"));
             return Action::None;
         };
         let options = self.command_options(&command);
         let special = options.model.is_some() || options.allow_source.is_some();
-        if self.trusted {
-            let (prompt, shell) = commands::expand_trusted(&command, args);
-            if !shell.is_empty() {
+        let root = self.project_dir.clone().unwrap_or_default();
+        let expansion = commands::expand(&command, args, &root, &root);
+        for note in &expansion.notes {
+            self.note(format!("  {name}: {note}"));
+        }
+        let prompt = expansion.prompt;
+        if !expansion.shell.is_empty() {
+            if self.trusted {
                 if self.running {
                     self.notice = Some("a task is running: wait, or Esc to abort it".into());
                     return Action::None;
                 }
-                return Action::ShellThenSubmit(shell, prompt, options);
+                return Action::ShellThenSubmit(expansion.shell, prompt, options);
             }
-        }
-        let (prompt, skipped) = commands::expand(&command, args);
-        if skipped > 0 {
             self.note(format!(
-                "  {name}: {skipped} `!` line(s) left out: running commands from a command file needs a trusted project"
+                "  {name}: {} !`…` command(s) not run: running commands from a command file needs a trusted project",
+                expansion.shell.len()
             ));
         }
         if prompt.is_empty() {
@@ -458,7 +462,7 @@ impl App {
             model: command.model.clone().filter(|m| !m.trim().is_empty()),
             ..kaji_core::PromptOptions::default()
         };
-        let Some(tools) = command.allowed_tools.as_deref() else {
+        let Some(tools) = command.allowed_tools.clone() else {
             return options;
         };
         let from_project = self
@@ -472,7 +476,7 @@ impl App {
             ));
             return options;
         }
-        options.allow = commands::allowed_tools(tools);
+        options.allow = tools;
         options.allow_source = Some(kaji_policy::RuleSource::Command(command.path.clone()));
         options
     }
@@ -1701,10 +1705,11 @@ mod tests {
         assert_eq!(enter(&mut app, "/todo"), Action::None);
         assert_eq!(enter(&mut app, "/tasks"), Action::None);
         assert_eq!(enter(&mut app, "/clear"), Action::Clear);
-        // A custom command's expansion is the prompt; `!` lines are left out.
+        // A custom command's expansion is the prompt; its !`…` commands do
+        // not run in an untrusted project.
         assert_eq!(
             enter(&mut app, "/review a.rs"),
-            Action::Submit("Review a.rs please".into())
+            Action::Submit("Review a.rs please\n`git diff`".into())
         );
         assert!(
             texts(&app)

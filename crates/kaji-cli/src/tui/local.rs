@@ -293,8 +293,11 @@ mod tests {
             app.input.set("/ctx a.rs");
             app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE))
         };
-        // Untrusted: the line is left out (nothing else remains).
-        assert_eq!(enter(&mut app), Action::None);
+        // Untrusted: the command is not run, the text stays.
+        assert_eq!(
+            enter(&mut app),
+            Action::Submit("`git status` then review a.rs".into())
+        );
         app.trusted = true;
         assert_eq!(
             enter(&mut app),

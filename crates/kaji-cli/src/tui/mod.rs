@@ -12,7 +12,7 @@
 //! servers running after it returns.
 
 mod app;
-mod commands;
+pub(crate) mod commands;
 mod diff;
 #[cfg(test)]
 mod frame_tests;

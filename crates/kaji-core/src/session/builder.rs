@@ -13,6 +13,7 @@ use kaji_tools::todo::{TodoState, todo_tool};
 use crate::checkpoints::CheckpointStore;
 use crate::config::IgnoredSetting;
 use crate::config::KajiConfig;
+use crate::env::StartupEnv;
 use crate::frontend::TaskFrontend;
 use crate::hooks::HookRunner;
 use crate::permissions::{PermissionMode, SessionApprovals};
@@ -21,7 +22,8 @@ use super::error::SessionError;
 use super::options::SessionOptions;
 use super::persist::{self, Restored};
 use super::record::SessionKind;
-use super::{Conversation, Services, Session};
+use super::services::{SessionLimits, SessionServices};
+use super::{Conversation, Session};
 
 /// Builds a [`Session`] from [`SessionOptions`].
 pub struct SessionBuilder {
@@ -31,6 +33,8 @@ pub struct SessionBuilder {
     parent: Option<String>,
     history: Vec<kaji_protocol::Message>,
     files: Option<Arc<dyn kaji_tools::FileAccess>>,
+    /// The environment's overrides, read once.
+    env: StartupEnv,
 }
 
 impl SessionBuilder {
@@ -43,7 +47,15 @@ impl SessionBuilder {
             parent: None,
             history: Vec::new(),
             files: None,
+            env: StartupEnv::read(),
         }
+    }
+
+    /// Uses this environment instead of the process's (read by
+    /// [`SessionBuilder::new`]).
+    pub fn startup_env(mut self, env: StartupEnv) -> Self {
+        self.env = env;
+        self
     }
 
     /// The file tools read and write text through `files` (an editor's
@@ -115,7 +127,10 @@ impl SessionBuilder {
         if !ignored.is_empty() {
             warnings.push(untrusted_warning(&ignored));
         }
-        kaji_tasks::process::set_env_policy(kaji_tasks::process::EnvPolicy {
+        warnings.extend(settings.mcp_json_skipped.iter().cloned());
+        // The child-process environment policy of this session only: it
+        // travels with every spawn (hooks, MCP servers, tools' commands).
+        let env_policy = Arc::new(kaji_tasks::process::EnvPolicy {
             secret_env: settings.secret_env.clone(),
             env_passthrough: settings.env_passthrough.clone(),
         });
@@ -167,7 +182,8 @@ impl SessionBuilder {
         let work_dir = self
             .work_dir(&project_dir, restored.as_ref(), &mut warnings)
             .await?;
-        let checkpoints = !self.options.no_checkpoints && checkpoints_make_sense(&work_dir);
+        let checkpoints = !self.options.no_checkpoints
+            && checkpoints_make_sense(&work_dir, self.env.home.as_deref());
         let todo = TodoState::new();
         if let Some(r) = &restored
             && let Err(e) = todo.replace(r.state.todo.clone())
@@ -177,6 +193,7 @@ impl SessionBuilder {
         let mut tools = kaji_tools::builtin_tools();
         tools.register(todo_tool(todo.clone()));
         let skills_section = self.skills(&project_dir, &mut tools, &mut warnings);
+        warnings.extend(agent_warnings(&self.kaji_home, &project_dir, &tools));
         let mut servers = settings.mcp_servers.clone();
         for (name, server) in &self.options.mcp_servers {
             if servers.contains_key(name) {
@@ -187,23 +204,17 @@ impl SessionBuilder {
                 servers.insert(name.clone(), server.clone());
             }
         }
-        let mcp = (!servers.is_empty()).then(|| kaji_mcp::McpManager::start(servers, &project_dir));
-        let hooks = (!settings.hooks.is_empty()).then(|| HookRunner::new(settings.hooks.clone()));
+        let mcp_options = kaji_mcp::McpManagerOptions {
+            env_policy: Arc::clone(&env_policy),
+            ..kaji_mcp::McpManagerOptions::default()
+        };
+        let mcp = (!servers.is_empty())
+            .then(|| kaji_mcp::McpManager::start_with_options(servers, &project_dir, mcp_options));
+        let hooks = (!settings.hooks.is_empty()).then(|| {
+            HookRunner::new(settings.hooks.clone()).with_env_policy(Arc::clone(&env_policy))
+        });
 
-        let model_info = kaji_llm::pricing::model_info(&provider_config.model, &settings.models);
-        let services = Services {
-            kaji_home: self.kaji_home.clone(),
-            project_dir: project_dir.clone(),
-            provider,
-            provider_config,
-            tools,
-            mcp,
-            task_list,
-            list_id,
-            runtime: Arc::new(runtime),
-            todo,
-            hooks,
-            checkpoints,
+        let limits = SessionLimits {
             tool_protocol: self.options.tool_protocol,
             max_mistakes: self
                 .options
@@ -211,23 +222,50 @@ impl SessionBuilder {
                 .or(settings.max_mistakes)
                 .unwrap_or(3)
                 .max(1),
-            max_turns: self.options.max_turns,
             tool_result_max_chars: settings
                 .tool_result_max_chars
                 .unwrap_or(crate::executor::DEFAULT_TOOL_RESULT_MAX_CHARS),
-            model_info,
             compaction: settings.compaction.unwrap_or_default(),
             compact_threshold: settings.auto_compact_threshold.unwrap_or(0.85),
+            checkpoints,
+            subagents: subagent_limits(&self.options.subagents, &settings),
+            persist: self.options.persist,
+        };
+        let services = SessionServices {
+            owner: owner_name(
+                self.options
+                    .agent_name
+                    .as_deref()
+                    .or(self.env.agent_name.as_deref()),
+                &session_id,
+            ),
+            user_home: self.env.home.clone(),
+            session_id,
+            kaji_home: self.kaji_home.clone(),
+            project_dir: project_dir.clone(),
+            provider_config,
+            models: settings.models.clone(),
+            tools,
+            mcp,
+            task_list,
+            list_id,
+            runtime: Arc::new(runtime),
+            todo,
+            hooks,
+            approvals: Arc::new(std::sync::Mutex::new(approvals)),
+            env_policy,
+            files: self.files.clone(),
+            frontend,
+            message_ids: Arc::default(),
+            subagent_usage: Arc::default(),
+            limits,
+            skills_section,
+            role: self.options.role,
+            live_output: self.options.live_output,
+            max_turns: self.options.max_turns,
             on_text_reply: settings
                 .on_text_reply
                 .unwrap_or(self.options.text_reply_default),
-            subagents: subagent_limits(&self.options.subagents, &settings),
-            persist: self.options.persist,
-            owner: owner_name(self.options.agent_name.as_deref(), &session_id),
-            role: self.options.role,
-            files: self.files.clone(),
-            skills_section,
-            live_output: self.options.live_output,
         };
         let source = if restored.is_some() {
             "resume"
@@ -255,7 +293,7 @@ impl SessionBuilder {
                 let files = if self.options.persist {
                     Some(persist::create(
                         &self.kaji_home,
-                        &session_id,
+                        &services.session_id,
                         self.options.kind,
                         self.parent.as_deref(),
                         &project_dir,
@@ -280,14 +318,7 @@ impl SessionBuilder {
                 (conversation, files)
             }
         };
-        let session = Session::assemble(
-            session_id,
-            services,
-            conversation,
-            files,
-            frontend,
-            approvals,
-        );
+        let session = Session::assemble(services, provider, conversation, files);
         warnings.extend(session.session_start(source).await);
         Ok((session, warnings))
     }
@@ -304,8 +335,7 @@ impl SessionBuilder {
         use kaji_tools::skill::{
             SkillRoots, discover_skills, register_skills, skills_prompt_section,
         };
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let roots = SkillRoots::standard(project_dir, &self.kaji_home, home.as_deref());
+        let roots = SkillRoots::standard(project_dir, &self.kaji_home, self.env.home.as_deref());
         let found = discover_skills(&roots);
         warnings.extend(found.warnings.iter().map(|e| format!("skill skipped: {e}")));
         let section = skills_prompt_section(&found.skills);
@@ -417,12 +447,11 @@ impl SessionBuilder {
         default_list: &str,
     ) -> Result<kaji_tasks::list::TaskList, SessionError> {
         let nonempty = |v: String| (!v.trim().is_empty()).then_some(v);
-        let env_list = std::env::var(kaji_tasks::list::TASK_LIST_ID_ENV)
-            .ok()
-            .and_then(nonempty);
-        let url = std::env::var(kaji_tasks::list::pg::TASK_LIST_URL_ENV)
-            .ok()
-            .and_then(nonempty)
+        let env_list = self.env.task_list_id.clone();
+        let url = self
+            .env
+            .task_list_url
+            .clone()
             .or_else(|| settings.task_list_url.clone().and_then(nonempty));
         let flag = self.options.task_list.clone().and_then(nonempty);
         let target = kaji_tasks::list::resolve_target(
@@ -459,12 +488,9 @@ impl SessionBuilder {
         let (settings, _) = KajiConfig::load_gated(&self.kaji_home, &cwd, trusted)
             .map_err(|e| SessionError::Usage(e.to_string()))?;
         let list = self.open_list(&settings, default_list).await?;
-        let lease = match std::env::var(kaji_tasks::list::pg::LEASE_MS_ENV) {
-            Ok(_) => kaji_tasks::list::pg::lease_ms_from_env(),
-            Err(_) => settings
-                .lease_ms
-                .map(std::time::Duration::from_millis)
-                .unwrap_or_else(kaji_tasks::list::pg::lease_ms_from_env),
+        let lease = match settings.lease_ms {
+            Some(ms) if !self.env.lease_ms_set => std::time::Duration::from_millis(ms),
+            _ => kaji_tasks::list::pg::lease_ms_from_env(),
         };
         Ok((list, lease))
     }
@@ -526,11 +552,9 @@ fn subagent_limits(
 }
 
 /// The main agent's owner name on the task list: the name it was given
-/// (`kaji worker --name`), else `KAJI_AGENT_NAME`, else the session id.
+/// (`kaji worker --name`, else `KAJI_AGENT_NAME`), else the session id.
 fn owner_name(given: Option<&str>, session_id: &str) -> String {
     given
-        .map(str::to_string)
-        .or_else(|| std::env::var("KAJI_AGENT_NAME").ok())
         .map(|n| n.trim().to_string())
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| session_id.to_string())
@@ -538,6 +562,25 @@ fn owner_name(given: Option<&str>, session_id: &str) -> String {
 
 /// The warning for project settings ignored because the project is not
 /// trusted: each file and its keys, and how to trust it.
+/// What is wrong with the agent files, and one warning naming the tools
+/// agent types list that this session lacks.
+fn agent_warnings(
+    kaji_home: &Path,
+    project_dir: &Path,
+    tools: &kaji_tools::ToolRegistry,
+) -> Vec<String> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let catalog =
+        crate::subagent::types::AgentCatalog::discover(kaji_home, project_dir, home.as_deref());
+    let mut warnings: Vec<String> = catalog
+        .warnings
+        .iter()
+        .map(|w| format!("agent file: {w}"))
+        .collect();
+    warnings.extend(catalog.unknown_tools_warning(&tools.names()));
+    warnings
+}
+
 fn untrusted_warning(ignored: &[IgnoredSetting]) -> String {
     let mut files: Vec<(&Path, Vec<&str>)> = Vec::new();
     for i in ignored {
@@ -577,9 +620,8 @@ fn working_dir(cwd: Option<&Path>) -> Result<PathBuf, SessionError> {
 
 /// Checkpoints snapshot the whole working directory: not for `/` or the
 /// home directory itself.
-fn checkpoints_make_sense(dir: &Path) -> bool {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    dir.parent().is_some() && home.as_deref() != Some(dir)
+fn checkpoints_make_sense(dir: &Path, home: Option<&Path>) -> bool {
+    dir.parent().is_some() && home != Some(dir)
 }
 
 /// Opens the checkpoint store of `dir`, if checkpoints are on.

@@ -19,27 +19,23 @@ pub mod record;
 pub mod recorder;
 pub mod replay;
 pub mod rewind;
+pub mod services;
 pub mod shell;
 pub mod store;
 pub mod store_error;
 pub mod transcript;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use kaji_llm::{ModelProvider, ProviderConfig};
 use kaji_protocol::{BackgroundTask, ContentBlock, Message, Role, Usage};
-use kaji_tools::ToolRegistry;
-use kaji_tools::todo::TodoState;
 
-use crate::ToolExecutor;
-use crate::frontend::TaskFrontend;
-use crate::hooks::HookRunner;
-use crate::parser::ToolProtocol;
-use crate::permissions::{PermissionDenial, PermissionMode, SessionApprovals, SharedApprovals};
+use crate::permissions::{PermissionDenial, PermissionMode};
 use crate::rules::RuleFiles;
-use crate::task::{AbortHandle, Task, TaskConfig, TaskOutcome};
+use crate::task::{AbortHandle, Task, TaskOutcome};
+use services::{SessionServices, TaskSpec, ToolGrant};
 
 pub use builder::SessionBuilder;
 pub use error::SessionError;
@@ -49,47 +45,6 @@ use record::SessionRecord;
 use recorder::Recorder;
 pub use rewind::UserPrompt;
 pub use shell::ShellOutcome;
-
-/// What lives as long as the conversation and is shared by its Tasks.
-pub(crate) struct Services {
-    pub kaji_home: PathBuf,
-    /// The user's checkout, where the session started.
-    pub project_dir: PathBuf,
-    pub provider: Arc<dyn ModelProvider>,
-    pub provider_config: ProviderConfig,
-    pub tools: ToolRegistry,
-    pub mcp: Option<kaji_mcp::McpManager>,
-    pub task_list: kaji_tasks::list::TaskList,
-    pub list_id: String,
-    pub runtime: Arc<kaji_tasks::RuntimeTaskRegistry>,
-    pub todo: TodoState,
-    pub hooks: Option<HookRunner>,
-    /// Whether checkpoints are taken.
-    pub checkpoints: bool,
-    pub tool_protocol: ToolProtocol,
-    pub max_mistakes: u32,
-    pub max_turns: Option<u32>,
-    pub tool_result_max_chars: usize,
-    /// What kaji knows of the model: context window, prices.
-    pub model_info: kaji_llm::pricing::ModelInfo,
-    pub compaction: crate::config::Compaction,
-    pub compact_threshold: f64,
-    pub on_text_reply: crate::config::TextReply,
-    /// Limits of sub-agents.
-    pub subagents: crate::subagent::SubagentLimits,
-    /// Whether the session (and its sub-agents) are saved.
-    pub persist: bool,
-    /// The main agent's owner name on the task list.
-    pub owner: String,
-    /// The main agent's role (a `kaji worker` is a teammate).
-    pub role: kaji_tools::AgentRole,
-    /// Where the file tools read and write text; `None`: the disk.
-    pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
-    /// The system prompt's `# Skills` section (empty: no skills).
-    pub skills_section: String,
-    /// Whether commands' output reaches the front end as it comes.
-    pub live_output: bool,
-}
 
 /// What a prompt may carry besides its text ([`Session::submit_with_options`]).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -153,17 +108,13 @@ impl Conversation {
 /// (which aborts) and the prompt it runs.
 pub struct Session {
     id: String,
-    services: Services,
+    /// Shared by every Task, sub-agent and tool call of the session.
+    services: Arc<SessionServices>,
     state: Mutex<Conversation>,
-    approvals: SharedApprovals,
     recorder: Recorder,
     files: Option<SessionFiles>,
-    message_ids: Arc<AtomicU64>,
-    frontend: Arc<dyn TaskFrontend>,
     busy: AtomicBool,
     running: Mutex<Option<AbortHandle>>,
-    /// What the session's sub-agents used, rolled into [`Session::usage`].
-    subagent_usage: Arc<Mutex<Usage>>,
     /// The provider requests go to now and its reasoning level
     /// (`/reasoning` replaces both).
     live: Mutex<(Arc<dyn ModelProvider>, kaji_llm::Reasoning)>,
@@ -185,16 +136,13 @@ impl std::fmt::Debug for Session {
 
 impl Session {
     pub(crate) fn assemble(
-        id: String,
-        services: Services,
+        services: SessionServices,
+        provider: Arc<dyn ModelProvider>,
         conversation: Conversation,
         files: Option<SessionFiles>,
-        frontend: Arc<dyn TaskFrontend>,
-        approvals: SessionApprovals,
     ) -> Arc<Self> {
-        let approvals: SharedApprovals = Arc::new(Mutex::new(approvals));
         {
-            let mut a = approvals.lock().unwrap_or_else(|e| e.into_inner());
+            let mut a = services.approvals.lock().unwrap_or_else(|e| e.into_inner());
             for rule in &conversation.approvals {
                 a.restore(rule);
             }
@@ -209,24 +157,17 @@ impl Session {
         recorder.record_synced(SessionRecord::Mode {
             mode: conversation.mode.as_str().to_string(),
         });
-        let live = Mutex::new((
-            Arc::clone(&services.provider),
-            services.provider_config.reasoning,
-        ));
+        let live = Mutex::new((provider, services.provider_config.reasoning));
         Arc::new(Self {
             live,
             ended: AtomicBool::new(false),
-            id,
-            services,
+            id: services.session_id.clone(),
+            services: Arc::new(services),
             state: Mutex::new(conversation),
-            approvals,
             recorder,
             files,
-            message_ids: Arc::new(AtomicU64::new(0)),
-            frontend,
             busy: AtomicBool::new(false),
             running: Mutex::new(None),
-            subagent_usage: Arc::new(Mutex::new(Usage::default())),
             start_slots: Mutex::new(Vec::new()),
         })
     }
@@ -366,12 +307,7 @@ impl Session {
     /// Tokens used so far, over every prompt, sub-agents included.
     pub fn usage(&self) -> Usage {
         let mut usage = self.lock().usage;
-        usage.add(
-            &self
-                .subagent_usage
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
+        usage.add(&self.subagent_usage());
         usage
     }
 
@@ -379,6 +315,7 @@ impl Session {
     /// [`Session::usage`]).
     pub fn subagent_usage(&self) -> Usage {
         *self
+            .services
             .subagent_usage
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -411,8 +348,8 @@ impl Session {
     ) -> tokio::task::JoinHandle<()> {
         let list = self.services.task_list.clone();
         let emitter = crate::emitter::Emitter::new(
-            Arc::clone(&self.frontend),
-            Arc::clone(&self.message_ids),
+            Arc::clone(&self.services.frontend),
+            Arc::clone(&self.services.message_ids),
             &self.id,
             "task-list",
             "main",
@@ -453,7 +390,8 @@ impl Session {
     /// The calls denied so far because nobody could approve them
     /// (headless sessions: `kaji exec`).
     pub fn permission_denials(&self) -> Vec<PermissionDenial> {
-        self.approvals
+        self.services
+            .approvals
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .denials()
@@ -520,7 +458,8 @@ impl Session {
     ) -> Result<TaskOutcome, SessionError> {
         let source = options.allow_source.clone();
         if let Some(source) = &source {
-            self.approvals
+            self.services
+                .approvals
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .allow_from(&options.allow, source.clone())
@@ -528,7 +467,8 @@ impl Session {
         }
         let outcome = self.run_prompt(task_id, prompt, options).await;
         if let Some(source) = &source {
-            self.approvals
+            self.services
+                .approvals
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .drop_source(source);
@@ -575,7 +515,7 @@ impl Session {
 
     /// What a model name or alias (`haiku`, from `[model_aliases]`) means.
     fn model_for(&self, name: &str) -> String {
-        match self.services.subagents.model_aliases.get(name) {
+        match self.services.limits.subagents.model_aliases.get(name) {
             Some(model) => model.clone(),
             None if matches!(name, "inherit" | "") => self.services.provider_config.model.clone(),
             None => name.to_string(),
@@ -585,6 +525,17 @@ impl Session {
     /// The Task for the next prompt: the session's services, the
     /// conversation as it stands, the rule files as they are now.
     fn new_task(&self, task_id: String, start_checkpoint: Option<rewind::CheckpointSlot>) -> Task {
+        let spec = self.main_spec(task_id, start_checkpoint);
+        self.services.task(spec)
+    }
+
+    /// The spec of the main agent's Task for the next prompt (with the
+    /// spawner of its sub-agents).
+    fn main_spec(
+        &self,
+        task_id: String,
+        start_checkpoint: Option<rewind::CheckpointSlot>,
+    ) -> TaskSpec {
         let s = &self.services;
         let (history, mode, mode_before_plan, cwd, resumed, session_context) = {
             let mut st = self.lock();
@@ -597,62 +548,53 @@ impl Session {
                 std::mem::take(&mut st.session_context),
             )
         };
-        let mut config = TaskConfig::new(
-            s.project_dir.clone(),
-            self.provider(),
-            s.provider_config.model.clone(),
-        );
-        config.session_context = session_context;
-        config.transcript_path = self.session_file().map(Path::to_path_buf);
-        config.start_dir = (cwd != s.project_dir).then(|| cwd.clone());
-        config.tool_protocol = s.tool_protocol;
-        config.permission_mode = mode;
-        config.mode_before_plan = Some(mode_before_plan);
-        config.max_mistakes = s.max_mistakes;
-        config.max_turns = s.max_turns;
-        config.session_id = self.id.clone();
-        config.kaji_home = s.kaji_home.clone();
-        config.task_list = Some(s.task_list.clone());
-        config.runtime = Some(Arc::clone(&s.runtime));
-        config.hooks = s.hooks.clone();
-        config.todo = Some(s.todo.clone());
-        config.history = history;
-        config.approvals = Arc::clone(&self.approvals);
-        config.recorder = self.recorder.clone();
-        config.message_ids = Arc::clone(&self.message_ids);
-        config.resumed = resumed;
-        config.task_id = Some(task_id);
-        config.context_window = Some(s.model_info.context_window);
-        config.pricing = s.model_info.prices.map(|prices| {
-            let price: crate::task::Pricing =
-                Arc::new(move |usage| kaji_llm::pricing::cost_usd(usage, &prices));
-            price
-        });
-        config.compaction = s.compaction;
-        config.on_text_reply = s.on_text_reply;
-        config.compact_threshold = s.compact_threshold;
         // Rule files are read for every prompt: an edited AGENTS.md applies
         // from the next one.
         let rules = RuleFiles::discover(&s.kaji_home, &cwd);
-        config.extra_system_sections = rules.to_system_section().into_iter().collect();
+        let mut system_sections: Vec<String> = rules.to_system_section().into_iter().collect();
         if !s.skills_section.is_empty() {
-            config.extra_system_sections.push(s.skills_section.clone());
+            system_sections.push(s.skills_section.clone());
         }
-        config.checkpoints = builder::open_checkpoints(s.checkpoints, &s.kaji_home, &cwd)
-            .ok()
-            .flatten();
-        config.start_checkpoint = start_checkpoint;
-        config.live_output = s.live_output;
-        config.agents = Some(Arc::new(self.subagent_spawner(&cwd, mode)));
-        config.owner = s.owner.clone();
-        config.role = s.role;
-        config.files = s.files.clone();
-        let mut executor = ToolExecutor::new(s.tools.clone());
-        executor.set_result_cap(s.tool_result_max_chars);
-        if let Some(mcp) = &s.mcp {
-            executor.set_mcp(mcp.clone());
-        }
-        Task::new(config, executor, Arc::clone(&self.frontend))
+        // Every agent type the model may delegate to, listed as Claude
+        // Code's Agent tool lists them (read for every prompt too).
+        let catalog = Arc::new(self.agent_catalog());
+        system_sections.push(catalog.prompt_section());
+        let mut spec = TaskSpec {
+            task_id: Some(task_id),
+            session_id: self.id.clone(),
+            agent: "main".into(),
+            owner: s.owner.clone(),
+            role: s.role,
+            provider: self.provider(),
+            model: s.provider_config.model.clone(),
+            history,
+            mode,
+            mode_before_plan: Some(mode_before_plan),
+            cwd,
+            tools: ToolGrant::All,
+            max_turns: s.max_turns,
+            on_text_reply: s.on_text_reply,
+            system_sections,
+            recorder: self.recorder.clone(),
+            transcript_path: self.session_file().map(Path::to_path_buf),
+            todo_reminders: true,
+            live_output: s.live_output,
+            resumed,
+            session_context,
+            start_checkpoint,
+            frontend: Arc::clone(&s.frontend),
+            agents: None,
+        };
+        spec.agents = Some(Arc::new(self.subagent_spawner(&spec, catalog)));
+        spec
+    }
+
+    /// The session's services and the main agent's next spec (for the
+    /// settings walk test).
+    #[cfg(test)]
+    pub(crate) fn services_and_main_spec(&self) -> (Arc<SessionServices>, TaskSpec) {
+        let spec = self.main_spec(crate::task::new_task_id(), None);
+        (Arc::clone(&self.services), spec)
     }
 
     /// `/compact [instructions]`: compacts the conversation now (the
@@ -674,40 +616,26 @@ impl Session {
     /// session's services, the agent types as the files say now.
     fn subagent_spawner(
         &self,
-        cwd: &Path,
-        mode: PermissionMode,
+        parent: &TaskSpec,
+        catalog: Arc<crate::subagent::types::AgentCatalog>,
     ) -> crate::subagent::SubagentSpawner {
+        crate::subagent::SubagentSpawner::new(
+            Arc::clone(&self.services),
+            parent.clone(),
+            catalog,
+            self.files.is_some(),
+        )
+    }
+
+    /// The agent types as the files say now (read for every prompt, so an
+    /// edited agent file applies from the next one).
+    fn agent_catalog(&self) -> crate::subagent::types::AgentCatalog {
         let s = &self.services;
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let catalog = crate::subagent::types::AgentCatalog::discover(
+        crate::subagent::types::AgentCatalog::discover(
             &s.kaji_home,
             &s.project_dir,
-            home.as_deref(),
-        );
-        crate::subagent::SubagentSpawner::new(crate::subagent::SubagentEnv {
-            kaji_home: s.kaji_home.clone(),
-            project_dir: s.project_dir.clone(),
-            cwd: cwd.to_path_buf(),
-            provider: self.provider(),
-            model: s.provider_config.model.clone(),
-            tools: s.tools.clone(),
-            hooks: s.hooks.clone(),
-            mcp: s.mcp.clone(),
-            task_list: Some(s.task_list.clone()),
-            runtime: Some(Arc::clone(&s.runtime)),
-            frontend: Arc::clone(&self.frontend),
-            approvals: Arc::clone(&self.approvals),
-            message_ids: Arc::clone(&self.message_ids),
-            parent_mode: mode,
-            parent_session_id: self.id.clone(),
-            tool_protocol: s.tool_protocol,
-            max_mistakes: s.max_mistakes,
-            persist: s.persist && self.files.is_some(),
-            usage: Arc::clone(&self.subagent_usage),
-            catalog: Arc::new(catalog),
-            limits: s.subagents.clone(),
-            files: s.files.clone(),
-        })
+            s.user_home.as_deref(),
+        )
     }
 
     /// Aborts the running prompt, if any: its model request, its

@@ -47,7 +47,7 @@ impl Session {
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(task.abort_handle());
         let id = format!(
             "user_shell_{}",
-            self.message_ids.fetch_add(1, Ordering::SeqCst)
+            self.services.message_ids.fetch_add(1, Ordering::SeqCst)
         );
         let call = ToolCall {
             id,

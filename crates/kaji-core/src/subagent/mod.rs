@@ -26,7 +26,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
-use kaji_llm::ModelProvider;
 use kaji_protocol::{
     AskKind, AskResponse, ContentBlock, Role, SessionEvent, TaskEvent, TaskStatus, Usage,
 };
@@ -35,15 +34,14 @@ use kaji_tools::agent_tools::{AgentRequest, AgentSpawner};
 use kaji_tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
 use serde_json::json;
 
-use crate::ToolExecutor;
+use crate::config::TextReply;
 use crate::frontend::{AskRequest, TaskFrontend};
-use crate::parser::ToolProtocol;
-use crate::permissions::{PermissionMode, SharedApprovals};
 use crate::session::persist;
 use crate::session::record::SessionKind;
 use crate::session::recorder::Recorder;
-use crate::task::{AbortHandle, Task, TaskConfig, TaskOutcome};
-use types::{AgentCatalog, AgentDefinition, narrower_mode};
+use crate::session::services::{ChildChanges, SessionServices, TaskSpec, ToolGrant};
+use crate::task::{AbortHandle, Task, TaskOutcome};
+use types::{AgentCatalog, AgentDefinition};
 
 /// Default depth limit: the main agent's sub-agents may have sub-agents,
 /// and those none.
@@ -71,59 +69,18 @@ impl Default for SubagentLimits {
     }
 }
 
-/// What sub-agents share with the session that starts them.
-pub struct SubagentEnv {
-    /// `$KAJI_HOME`.
-    pub kaji_home: PathBuf,
-    /// The user's checkout.
-    pub project_dir: PathBuf,
-    /// Where the parent works now.
-    pub cwd: PathBuf,
-    /// The session's hooks: a sub-agent's tool calls run PreToolUse and
-    /// PostToolUse, its end SubagentStop.
-    pub hooks: Option<crate::hooks::HookRunner>,
-    /// The parent's provider.
-    pub provider: Arc<dyn ModelProvider>,
-    /// The parent's model.
-    pub model: String,
-    /// Every tool the parent has.
-    pub tools: ToolRegistry,
-    /// The parent's MCP servers.
-    pub mcp: Option<kaji_mcp::McpManager>,
-    /// The shared task list.
-    pub task_list: Option<kaji_tasks::list::TaskList>,
-    /// The shared runtime registry.
-    pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
-    /// The parent's front end.
-    pub frontend: Arc<dyn TaskFrontend>,
-    /// The session's approvals.
-    pub approvals: SharedApprovals,
-    /// The session's message counter.
-    pub message_ids: Arc<AtomicU64>,
-    /// The parent's permission mode (the widest a sub-agent gets).
-    pub parent_mode: PermissionMode,
-    /// The parent's session id (the child sessions' parent).
-    pub parent_session_id: String,
-    /// How the model calls tools.
-    pub tool_protocol: ToolProtocol,
-    /// Consecutive mistakes allowed.
-    pub max_mistakes: u32,
-    /// Save each sub-agent's conversation as a child session.
-    pub persist: bool,
-    /// Every sub-agent's usage, rolled into the session's totals.
-    pub usage: Arc<Mutex<Usage>>,
-    /// The agent types.
-    pub catalog: Arc<AgentCatalog>,
-    /// Limits and aliases.
-    pub limits: SubagentLimits,
-    /// Where the file tools read and write text (the parent's).
-    pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
-}
-
 /// Runs sub-agents at one depth; see the module docs.
 #[derive(Clone)]
 pub struct SubagentSpawner {
-    env: Arc<SubagentEnv>,
+    /// The session's services, shared by reference with every child.
+    services: Arc<SessionServices>,
+    /// The spec of the Task whose sub-agents this spawner runs; a child's
+    /// is derived from it ([`TaskSpec::child`]).
+    parent: Arc<TaskSpec>,
+    /// The agent types.
+    catalog: Arc<AgentCatalog>,
+    /// Save each sub-agent's conversation as a child session.
+    persist: bool,
     depth: u32,
 }
 
@@ -146,6 +103,8 @@ struct Identity {
     prompt: String,
     /// Where it works, when not where its caller works (a worktree).
     start_dir: Option<PathBuf>,
+    /// What its text-only reply does.
+    on_text_reply: TextReply,
 }
 
 /// One prepared sub-agent run.
@@ -159,32 +118,51 @@ struct Prepared {
 }
 
 impl SubagentSpawner {
-    /// The spawner of the main agent (depth 0).
-    pub fn new(env: SubagentEnv) -> Self {
+    /// The spawner of the sub-agents of the Task of `parent` (the main
+    /// agent's: depth 0). `persist`: children are saved as child sessions.
+    pub(crate) fn new(
+        services: Arc<SessionServices>,
+        mut parent: TaskSpec,
+        catalog: Arc<AgentCatalog>,
+        persist: bool,
+    ) -> Self {
+        // A child starts with a history of its own: the parent's is not
+        // kept here.
+        parent.history = Vec::new();
+        parent.agents = None;
         Self {
-            env: Arc::new(env),
+            services,
+            parent: Arc::new(parent),
+            catalog,
+            persist,
             depth: 0,
         }
     }
 
     fn resolve_model(&self, def: &AgentDefinition, asked: Option<&str>) -> String {
         let wanted = asked.or(def.model.as_deref()).map(str::trim);
+        let parent = &self.parent.model;
         match wanted {
-            None | Some("") | Some("inherit") => self.env.model.clone(),
-            Some(name) => match self.env.limits.model_aliases.get(name) {
+            None | Some("") | Some("inherit") => parent.clone(),
+            Some(name) => match self.services.limits.subagents.model_aliases.get(name) {
                 Some(model) => model.clone(),
                 // An alias the settings do not map keeps the parent's model
                 // rather than asking the provider for a name it lacks.
-                None if matches!(name, "sonnet" | "opus" | "haiku") => self.env.model.clone(),
+                None if matches!(name, "sonnet" | "opus" | "haiku") => parent.clone(),
                 None => name.to_string(),
             },
         }
     }
 
-    fn tools_for(&self, def: &AgentDefinition) -> ToolRegistry {
+    /// The tools of an agent of type `def`: its `tools:` list (all when
+    /// it has none) less `disallowedTools` (and the tools that write, for
+    /// a read-only type), and always the finishing tool, so that it can
+    /// declare its work done whatever its list says.
+    fn tools_for(&self, def: &AgentDefinition) -> ToolGrant {
+        let all = &self.services.tools;
         let mut tools = ToolRegistry::new();
-        for name in self.env.tools.names() {
-            let Some(tool) = self.env.tools.get(name) else {
+        for name in all.names() {
+            let Some(tool) = all.get(name) else {
                 continue;
             };
             let listed = def
@@ -192,28 +170,35 @@ impl SubagentSpawner {
                 .as_ref()
                 .is_none_or(|list| list.iter().any(|t| t == name));
             let refused = def.disallowed_tools.iter().any(|t| t == name);
-            if listed && !refused && (!def.read_only || tool.is_read_only()) {
+            // The finishing tool is how a sub-agent hands back its result:
+            // granted whatever its type's `tools:` list says.
+            if tool.finishes_task()
+                || (listed && !refused && (!def.read_only || tool.is_read_only()))
+            {
                 tools.register(Arc::clone(tool));
             }
         }
-        tools
+        tools.register(kaji_tools::finishing_tool());
+        ToolGrant::Only {
+            tools,
+            mcp: def.tools.is_none() && !def.read_only,
+        }
     }
 
     /// The agent type `request` names, once the depth limit allows
     /// another level.
     fn definition(&self, request: &AgentRequest) -> Result<&AgentDefinition, ToolError> {
-        let env = &self.env;
-        if self.depth >= env.limits.max_depth {
+        let max_depth = self.services.limits.subagents.max_depth;
+        if self.depth >= max_depth {
             return Err(ToolError::Refused(format!(
-                "Agent: the sub-agent depth limit ({}) is reached: this agent cannot start sub-agents; do the work yourself",
-                env.limits.max_depth
+                "Agent: the sub-agent depth limit ({max_depth}) is reached: this agent cannot start sub-agents; do the work yourself"
             )));
         }
-        env.catalog.find(&request.subagent_type).ok_or_else(|| {
+        self.catalog.find(&request.subagent_type).ok_or_else(|| {
             ToolError::Refused(format!(
                 "Agent: there is no agent type `{}`; the types are: {}",
                 request.subagent_type,
-                env.catalog.names()
+                self.catalog.names()
             ))
         })
     }
@@ -245,6 +230,8 @@ impl SubagentSpawner {
             system_section: section,
             prompt: request.prompt.clone(),
             start_dir,
+            // A sub-agent's text answer is its result (docs/configuration.md).
+            on_text_reply: TextReply::Finish,
         };
         self.prepare_as(def, child_id, identity, request, caller)
     }
@@ -259,66 +246,31 @@ impl SubagentSpawner {
         request: &AgentRequest,
         caller: &ToolContext,
     ) -> Result<Prepared, ToolError> {
-        let env = &self.env;
+        let services = &self.services;
         let Identity {
             agent,
             role,
             system_section,
             prompt,
             start_dir,
+            on_text_reply,
         } = identity;
-        let (recorder, transcript_path) = if env.persist {
+        let (recorder, transcript_path) = if self.persist {
             persist::create(
-                &env.kaji_home,
+                &services.kaji_home,
                 &child_id,
                 SessionKind::Subagent,
                 Some(&caller.session_id),
-                &env.project_dir,
+                &services.project_dir,
             )
             .map(|f| (f.recorder, Some(f.path)))
             .unwrap_or_else(|_| (Recorder::disabled(), None))
         } else {
             (Recorder::disabled(), None)
         };
-        let mut config = TaskConfig::new(
-            env.project_dir.clone(),
-            Arc::clone(&env.provider),
-            self.resolve_model(def, request.model.as_deref()),
-        );
-        let cwd = start_dir.unwrap_or_else(|| caller.cwd.clone());
-        config.start_dir = (cwd != env.project_dir).then_some(cwd);
-        config.tool_protocol = env.tool_protocol;
-        config.permission_mode = narrower_mode(env.parent_mode, def.permission_mode);
-        config.max_mistakes = env.max_mistakes;
-        config.max_turns = def.max_turns;
-        config.session_id = child_id;
-        config.kaji_home = env.kaji_home.clone();
-        config.task_list = env.task_list.clone();
-        config.runtime = env.runtime.clone();
-        config.approvals = Arc::clone(&env.approvals);
-        config.recorder = recorder;
-        config.transcript_path = transcript_path;
-        config.hooks = env.hooks.clone();
-        config.message_ids = Arc::clone(&env.message_ids);
-        config.agent = agent.clone();
-        config.owner = agent.clone();
-        config.role = role;
-        config.extra_system_sections = vec![system_section];
-        config.files = env.files.clone();
-        config.agents = Some(Arc::new(Self {
-            env: Arc::clone(&self.env),
-            depth: self.depth + 1,
-        }));
-        let mut executor = ToolExecutor::new(self.tools_for(def));
-        if def.tools.is_none()
-            && !def.read_only
-            && let Some(mcp) = &env.mcp
-        {
-            executor.set_mcp(mcp.clone());
-        }
-        let budget = def.token_budget.or(env.limits.token_budget);
+        let budget = def.token_budget.or(services.limits.subagents.token_budget);
         let frontend = Arc::new(SubagentFrontend {
-            inner: Arc::clone(&env.frontend),
+            inner: Arc::clone(&services.frontend),
             transcript: OnceLock::new(),
             tokens: AtomicU64::new(0),
             budget,
@@ -327,11 +279,30 @@ impl SubagentSpawner {
             tools_used: Mutex::new(Vec::new()),
             parent_call: caller.call_id.clone(),
         });
-        let task = Task::new(
-            config,
-            executor,
-            Arc::clone(&frontend) as Arc<dyn TaskFrontend>,
-        );
+        let mut spec = self.parent.child(ChildChanges {
+            session_id: child_id,
+            agent: agent.clone(),
+            role,
+            model: self.resolve_model(def, request.model.as_deref()),
+            mode: def.permission_mode,
+            tools: self.tools_for(def),
+            max_turns: def.max_turns,
+            on_text_reply,
+            system_section,
+            cwd: Some(start_dir.unwrap_or_else(|| caller.cwd.clone())),
+            recorder,
+            transcript_path,
+            frontend: Arc::clone(&frontend) as Arc<dyn TaskFrontend>,
+            agents: None,
+        });
+        spec.agents = Some(Arc::new(Self {
+            services: Arc::clone(&self.services),
+            parent: Arc::new(spec.clone()),
+            catalog: Arc::clone(&self.catalog),
+            persist: self.persist,
+            depth: self.depth + 1,
+        }));
+        let task = services.task(spec);
         let _ = frontend.abort.set(task.abort_handle());
         Ok(Prepared {
             task,
@@ -344,11 +315,7 @@ impl SubagentSpawner {
     }
 
     fn add_usage(&self, usage: &Usage) {
-        self.env
-            .usage
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .add(usage);
+        self.services.add_subagent_usage(usage);
     }
 }
 
@@ -383,9 +350,7 @@ impl AgentSpawner for SubagentSpawner {
         let outcome = task.run(prompt).await;
         watcher.abort();
         self.add_usage(&outcome.usage);
-        if let Some(runtime) = &self.env.runtime {
-            runtime.stop_owned_by(&agent).await;
-        }
+        self.services.runtime.stop_owned_by(&agent).await;
         let report = Report::new(&outcome, &frontend, max_turns, budget);
         Ok(ToolOutput {
             content: report.text(&agent),
@@ -404,8 +369,7 @@ impl AgentSpawner for SubagentSpawner {
     }
 
     fn describe_types(&self) -> String {
-        self.env
-            .catalog
+        self.catalog
             .agents
             .iter()
             .map(|a| format!("{}: {}", a.name, a.description))
@@ -421,12 +385,7 @@ impl SubagentSpawner {
         request: &AgentRequest,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let Some(runtime) = self.env.runtime.clone() else {
-            return Err(ToolError::Refused(
-                "Agent: this session has no runtime tasks, so nothing can run in the background"
-                    .to_string(),
-            ));
-        };
+        let runtime = Arc::clone(&self.services.runtime);
         let handle = runtime
             .start_agent(AgentStart {
                 task_type: RuntimeTaskType::LocalAgent,

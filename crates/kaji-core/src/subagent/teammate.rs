@@ -57,12 +57,8 @@ impl SubagentSpawner {
         let name = checked_name(request.name.as_deref().unwrap_or_default())?;
         self.definition(&request)?;
         let refuse = |why: &str| Err(ToolError::Refused(format!("Agent: {why}")));
-        let Some(store) = self.env.task_list.clone() else {
-            return refuse("this session has no task list, so it cannot have teammates");
-        };
-        let Some(runtime) = self.env.runtime.clone() else {
-            return refuse("this session has no runtime tasks, so it cannot have teammates");
-        };
+        let store = self.services.task_list.clone();
+        let runtime = Arc::clone(&self.services.runtime);
         let taken = runtime
             .list()
             .into_iter()
@@ -261,9 +257,7 @@ impl Teammate {
         let outcome = child.run(prompt).await;
         watcher.abort();
         self.spawner.add_usage(&outcome.usage);
-        if let Some(runtime) = &self.spawner.env.runtime {
-            runtime.stop_owned_by(&agent).await;
-        }
+        self.spawner.services.runtime.stop_owned_by(&agent).await;
         let report = Report::new(&outcome, &frontend, max_turns, budget);
         self.handle.append(&format!("{}\n", report.text(&agent)));
         if outcome.status == TaskStatus::Completed {
@@ -301,6 +295,8 @@ impl Teammate {
             system_section: section,
             prompt,
             start_dir: self.start_dir.clone(),
+            // A claimed task is done when the teammate says so.
+            on_text_reply: crate::config::TextReply::Nudge,
         };
         self.spawner.prepare_as(
             def,

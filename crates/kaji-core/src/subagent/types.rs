@@ -1,11 +1,13 @@
 //! Agent types: the built-in `general-purpose`, `Explore` and `Plan`, and
 //! the user's and project's own, read from markdown files with Claude
-//! Code's front matter (`name`, `description`, `tools`, `disallowedTools`,
-//! `model`, `permissionMode`, `maxTurns`, plus kaji's `tokenBudget`); the
-//! body is the system prompt.
+//! Code's YAML front matter (`name`, `description`, `tools`,
+//! `disallowedTools`, `model`, `permissionMode`, `maxTurns`, plus kaji's
+//! `tokenBudget`; `color` is read and unused); the body is the system
+//! prompt.
 //!
 //! Files are read from `$KAJI_HOME/agents/`, `<project>/.kaji/agents/`,
-//! `~/.claude/agents/` and `<project>/.claude/agents/`; on a name clash a
+//! `~/.claude/agents/` and `<project>/.claude/agents/`, subfolders
+//! included; on a name clash a
 //! `.kaji` file wins over a `.claude` one and a project file over a user
 //! one. Unknown keys and unreadable files become warnings, never failures.
 //! This module only reads files; it never runs an agent.
@@ -125,29 +127,13 @@ impl AgentCatalog {
         for dir in dirs {
             catalog.read_dir(&dir);
         }
+        catalog.sort();
         catalog
     }
 
     fn read_dir(&mut self, dir: &Path) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "md"))
-            .collect();
-        paths.sort();
-        for path in paths {
-            let text = match std::fs::read_to_string(&path) {
-                Ok(text) => text,
-                Err(e) => {
-                    self.warnings
-                        .push(format!("{}: cannot read: {e}", path.display()));
-                    continue;
-                }
-            };
-            match parse_agent_file(&text, &path) {
+        for path in agent_files(dir) {
+            match read_agent_file(&path) {
                 Ok((def, warnings)) => {
                     self.warnings.extend(warnings);
                     self.agents
@@ -157,6 +143,102 @@ impl AgentCatalog {
                 Err(e) => self.warnings.push(e),
             }
         }
+    }
+
+    /// Built-ins first, in their order, then the others by name: the
+    /// order the model sees them in, the same on every request.
+    fn sort(&mut self) {
+        let (mut builtin, mut custom): (Vec<_>, Vec<_>) = std::mem::take(&mut self.agents)
+            .into_iter()
+            .partition(|a| a.source == AgentSource::BuiltIn);
+        custom.sort_by(|a, b| {
+            a.name
+                .to_lowercase()
+                .cmp(&b.name.to_lowercase())
+                .then(a.name.cmp(&b.name))
+        });
+        builtin.append(&mut custom);
+        self.agents = builtin;
+    }
+
+    /// One warning naming every tool that agent types list but `known`
+    /// lacks (MCP tools, `mcp__…`, are left to the servers), with the
+    /// types that list it; `None` when there is none.
+    pub fn unknown_tools_warning(&self, known: &[&str]) -> Option<String> {
+        let mut unknown: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        for def in &self.agents {
+            for tool in def.tools.iter().flatten() {
+                let base = tool.split('(').next().unwrap_or(tool).trim();
+                if base.starts_with("mcp__") || known.contains(&base) {
+                    continue;
+                }
+                unknown.entry(base).or_default().push(&def.name);
+            }
+        }
+        if unknown.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = unknown
+            .iter()
+            .map(|(tool, agents)| format!("{tool} ({})", agents.join(", ")))
+            .collect();
+        Some(format!(
+            "agent types list tools kaji does not have; those agents run without them: {}",
+            parts.join("; ")
+        ))
+    }
+
+    /// The system prompt's list of agent types for the `Agent` tool, as
+    /// Claude Code's Agent tool lists them: `- name: description (Tools:
+    /// …)`, built-ins first, then by name. Each description is cut at
+    /// [`AGENT_DESCRIPTION_CAP`] characters; once the list reaches
+    /// [`AGENT_LIST_CAP_BYTES`] the remaining types are named without a
+    /// description (and past twice the cap only counted), so the prompt
+    /// stays small and the same for every request.
+    pub fn prompt_section(&self) -> String {
+        let mut out = String::from(
+            "# Agent types\n\nThe Agent tool's `subagent_type` is one of these types \
+(name: when to use it (Tools: what it may use)). Use a type whose description fits the task, \
+and do so on your own when a description says to use it proactively.\n",
+        );
+        let mut names_only = Vec::new();
+        for def in &self.agents {
+            let tools = match &def.tools {
+                None if def.read_only => "read-only tools".to_string(),
+                None => "*".to_string(),
+                Some(list) => list.join(", "),
+            };
+            let line = format!(
+                "- {}: {} (Tools: {tools})\n",
+                def.name,
+                cut_chars(&one_line(&def.description), AGENT_DESCRIPTION_CAP)
+            );
+            if names_only.is_empty() && out.len() + line.len() <= AGENT_LIST_CAP_BYTES {
+                out.push_str(&line);
+            } else {
+                names_only.push(def.name.as_str());
+            }
+        }
+        if !names_only.is_empty() {
+            out.push_str("\nMore types (the list is capped; names only):");
+            let mut shown = 0;
+            for name in &names_only {
+                if out.len() + name.len() + 2 > 2 * AGENT_LIST_CAP_BYTES {
+                    break;
+                }
+                out.push_str(if shown == 0 { " " } else { ", " });
+                out.push_str(name);
+                shown += 1;
+            }
+            if shown < names_only.len() {
+                out.push_str(&format!(
+                    " and {} more (`kaji agents` lists them all)",
+                    names_only.len() - shown
+                ));
+            }
+            out.push('\n');
+        }
+        out
     }
 
     /// The type called `name`, matched case-insensitively.
@@ -177,64 +259,64 @@ impl AgentCatalog {
     }
 }
 
-/// A front-matter value: text or a list.
-#[derive(Debug, Clone, PartialEq)]
-enum Value {
-    Text(String),
-    List(Vec<String>),
+/// The most of one description the agent list shows, in characters.
+pub const AGENT_DESCRIPTION_CAP: usize = 600;
+
+/// The size of the agent list in the system prompt past which types are
+/// named without their description: 24 KiB.
+pub const AGENT_LIST_CAP_BYTES: usize = 24 * 1024;
+
+/// Front matter keys Claude Code defines that kaji reads but does not use
+/// (the TUI's colour for an agent).
+const DISPLAY_ONLY_KEYS: [&str; 1] = ["color"];
+
+/// The `*.md` files under `dir` and its subfolders (Claude Code reads
+/// `.claude/agents/` recursively), sorted by path.
+pub fn agent_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    collect_md(dir, &mut out, 0);
+    out.sort();
+    out
 }
 
-/// Parses one agent file: front matter between `---` lines, then the body.
-/// Returns the definition and warnings (unknown keys, bad values); fails
-/// only when there is no front matter or no `name`.
-pub fn parse_agent_file(text: &str, path: &Path) -> Result<(AgentDefinition, Vec<String>), String> {
-    let where_ = path.display();
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut lines = text.lines();
-    if lines.next().map(str::trim_end) != Some("---") {
-        return Err(format!(
-            "{where_}: not an agent file: it must start with a `---` line and front matter"
-        ));
-    }
-    let mut front: Vec<(String, Value)> = Vec::new();
-    let mut closed = false;
-    let mut body_lines = Vec::new();
-    for line in lines.by_ref() {
-        if line.trim_end() == "---" {
-            closed = true;
-            break;
-        }
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        if let Some(item) = trimmed.strip_prefix("- ") {
-            if let Some((_, Value::List(items))) = front.last_mut() {
-                items.push(unquote(item));
-            } else if let Some((_, v @ Value::Text(_))) = front.last_mut()
-                && *v == Value::Text(String::new())
-            {
-                *v = Value::List(vec![unquote(item)]);
+fn collect_md(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for path in entries.flatten().map(|e| e.path()) {
+        if path.is_dir() {
+            if depth < 8 {
+                collect_md(&path, out, depth + 1);
             }
-            continue;
-        }
-        if let Some((key, value)) = trimmed.split_once(':') {
-            let value = value.trim();
-            let value =
-                if let Some(inner) = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
-                    Value::List(split_list(inner))
-                } else {
-                    Value::Text(unquote(value))
-                };
-            front.push((key.trim().to_string(), value));
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
         }
     }
-    if !closed {
-        return Err(format!(
-            "{where_}: the front matter has no closing `---` line"
-        ));
-    }
-    body_lines.extend(lines);
+}
+
+/// Reads and parses one agent file (see [`parse_agent_file`]).
+pub fn read_agent_file(path: &Path) -> Result<(AgentDefinition, Vec<String>), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    parse_agent_file(&text, path)
+}
+
+/// Parses one agent file: YAML front matter between `---` lines, then the
+/// body. Returns the definition and warnings (unknown keys, bad values);
+/// fails only when there is no front matter, it is not YAML, or it has no
+/// `name`.
+pub fn parse_agent_file(text: &str, path: &Path) -> Result<(AgentDefinition, Vec<String>), String> {
+    use crate::front_matter::{self as fm};
+    let where_ = path.display();
+    let front = match fm::parse(text) {
+        Ok(Some(front)) => front,
+        Ok(None) => {
+            return Err(format!(
+                "{where_}: not an agent file: it must start with a `---` line and front matter"
+            ));
+        }
+        Err(e) => return Err(format!("{where_}: {e}")),
+    };
     let mut warnings = Vec::new();
     let mut def = AgentDefinition {
         name: String::new(),
@@ -246,23 +328,17 @@ pub fn parse_agent_file(text: &str, path: &Path) -> Result<(AgentDefinition, Vec
         permission_mode: None,
         max_turns: None,
         token_budget: None,
-        system_prompt: body_lines.join("\n").trim().to_string(),
+        system_prompt: front.body.trim().to_string(),
         source: AgentSource::File(path.to_path_buf()),
     };
-    for (key, value) in front {
-        let text = match &value {
-            Value::Text(t) => t.clone(),
-            Value::List(items) => items.join(", "),
-        };
-        let list = || match &value {
-            Value::Text(t) => split_list(t),
-            Value::List(items) => items.clone(),
-        };
+    for (key, value) in &front.fields {
+        let key = fm::text(key).unwrap_or_default();
+        let text = fm::text(value).unwrap_or_default();
         match key.as_str() {
             "name" => def.name = text,
             "description" => def.description = text,
-            "tools" => def.tools = Some(list()),
-            "disallowedTools" => def.disallowed_tools = list(),
+            "tools" => def.tools = Some(fm::list(value)),
+            "disallowedTools" => def.disallowed_tools = fm::list(value),
             "model" => def.model = (!text.is_empty()).then_some(text),
             "permissionMode" => match parse_mode(&text) {
                 Some(mode) => def.permission_mode = Some(mode),
@@ -282,6 +358,7 @@ pub fn parse_agent_file(text: &str, path: &Path) -> Result<(AgentDefinition, Vec
                     "{where_}: tokenBudget `{text}` is not a positive whole number; ignored"
                 )),
             },
+            k if DISPLAY_ONLY_KEYS.contains(&k) => {}
             other => warnings.push(format!("{where_}: unknown key `{other}` ignored")),
         }
     }
@@ -298,21 +375,17 @@ fn parse_mode(text: &str) -> Option<PermissionMode> {
     }
 }
 
-fn unquote(text: &str) -> String {
-    let t = text.trim();
-    for q in ['"', '\''] {
-        if let Some(inner) = t.strip_prefix(q).and_then(|t| t.strip_suffix(q)) {
-            return inner.to_string();
-        }
-    }
-    t.to_string()
+/// `text` on one line: runs of whitespace (newlines too) as one space.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn split_list(text: &str) -> Vec<String> {
-    text.split(',')
-        .map(unquote)
-        .filter(|s| !s.is_empty())
-        .collect()
+/// At most `cap` characters of `text`, with `…` when cut.
+fn cut_chars(text: &str, cap: usize) -> String {
+    match text.char_indices().nth(cap) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
 }
 
 /// How wide a mode is: plan < default < accept-edits < yolo.
@@ -351,8 +424,7 @@ mod tests {
         assert_eq!(def.permission_mode, Some(PermissionMode::AcceptEdits));
         assert_eq!(def.max_turns, Some(5));
         assert_eq!(def.system_prompt, "You review code.");
-        assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].contains("color"), "{warnings:?}");
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 
     #[test]
@@ -400,5 +472,84 @@ mod tests {
         assert_eq!(def.system_prompt, "from kaji");
         assert!(catalog.find("explore").is_some());
         assert!(catalog.find("GENERAL-PURPOSE").is_some());
+    }
+
+    #[test]
+    fn subfolders_block_scalars_sorted_listing_and_unknown_tools() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let project = tempfile::tempdir().expect("tempdir");
+        let dir = project.path().join(".claude/agents/02-lang");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(
+            dir.join("zed.md"),
+            "---\nname: zed\ndescription: >\n  Use PROACTIVELY\n  for Zed.\nallowed-tools: x\ntools:\n  - Read\n  - WebSearch\n---\nbody\n",
+        )
+        .expect("write");
+        std::fs::write(
+            project.path().join(".claude/agents/alpha.md"),
+            "---\nname: Alpha\ndescription: \"First\"\n---\nbody\n",
+        )
+        .expect("write");
+        let catalog = AgentCatalog::discover(home.path(), project.path(), None);
+        let names: Vec<&str> = catalog.agents.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["general-purpose", "Explore", "Plan", "Alpha", "zed"]
+        );
+        let zed = catalog.find("zed").expect("zed");
+        assert_eq!(zed.description, "Use PROACTIVELY for Zed.");
+        let section = catalog.prompt_section();
+        assert!(
+            section.contains("- zed: Use PROACTIVELY for Zed. (Tools: Read, WebSearch)"),
+            "{section}"
+        );
+        assert!(section.contains("- Alpha: First (Tools: *)"), "{section}");
+        assert_eq!(section, catalog.prompt_section());
+        let warning = catalog
+            .unknown_tools_warning(&["Read", "Bash"])
+            .expect("a warning");
+        assert!(warning.ends_with("WebSearch (zed)"), "{warning}");
+        assert_eq!(catalog.warnings.len(), 1, "{:?}", catalog.warnings);
+        assert!(
+            catalog.warnings[0].contains("allowed-tools"),
+            "{:?}",
+            catalog.warnings
+        );
+    }
+
+    #[test]
+    fn past_the_cap_types_are_named_then_counted() {
+        let agent = |n: usize| AgentDefinition {
+            name: format!("agent-{n:04}"),
+            description: "d".repeat(2000),
+            tools: None,
+            disallowed_tools: Vec::new(),
+            read_only: false,
+            model: None,
+            permission_mode: None,
+            max_turns: None,
+            token_budget: None,
+            system_prompt: String::new(),
+            source: AgentSource::File(PathBuf::from("x.md")),
+        };
+        let catalog = AgentCatalog {
+            agents: (0..5000).map(agent).collect(),
+            warnings: Vec::new(),
+        };
+        let section = catalog.prompt_section();
+        assert!(
+            section.len() <= 2 * AGENT_LIST_CAP_BYTES + 100,
+            "{}",
+            section.len()
+        );
+        assert!(
+            section.contains("- agent-0000: ddd"),
+            "cut descriptions listed"
+        );
+        assert!(section.contains("names only): agent-00"), "then names");
+        assert!(
+            section.contains("more (`kaji agents` lists them all)"),
+            "then a count"
+        );
     }
 }

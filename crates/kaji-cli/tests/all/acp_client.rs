@@ -1,0 +1,831 @@
+//! `kaji acp` driven by a client nobody here wrote: the official ACP
+//! TypeScript SDK (`tests/acp-client/client.mjs`), against the scripted
+//! model server. Also the protocol errors, spoken as raw JSON-RPC lines,
+//! and a client that goes away mid-turn.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+fn client_script() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/acp-client");
+    assert!(
+        dir.join("node_modules/@agentclientprotocol/sdk").is_dir(),
+        "the ACP test client is not installed: run `npm ci --prefix tests/acp-client` in the repository root first"
+    );
+    dir.join("client.mjs")
+}
+
+/// The flags that point `kaji acp` at `server`.
+fn model_flags(server: &ScriptedModelServer) -> Vec<String> {
+    vec![
+        "--provider".into(),
+        "anthropic".into(),
+        "--base-url".into(),
+        server.anthropic_base_url(),
+        "--model".into(),
+        "scripted".into(),
+    ]
+}
+
+fn env(cmd: &mut Command, home: &Path) {
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("KAJI_HOME", home.join("kaji-home"))
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .kill_on_drop(true);
+}
+
+/// Runs one scenario of the node client; returns what it logged.
+async fn client(
+    scenario: &str,
+    home: &Path,
+    work: &Path,
+    server: &ScriptedModelServer,
+    vars: &[(&str, &str)],
+) -> Value {
+    client_with(scenario, home, work, server, vars, &[]).await
+}
+
+/// [`client`], with more flags for `kaji acp`.
+async fn client_with(
+    scenario: &str,
+    home: &Path,
+    work: &Path,
+    server: &ScriptedModelServer,
+    vars: &[(&str, &str)],
+    flags: &[&str],
+) -> Value {
+    let mut cmd = Command::new("node");
+    env(&mut cmd, home);
+    cmd.arg(client_script())
+        .arg(scenario)
+        .arg("--")
+        .args(model_flags(server))
+        .args(flags)
+        .env("KAJI_BIN", env!("CARGO_BIN_EXE_kaji"))
+        .env("ACP_CWD", work)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().await.expect("node runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let log: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the client printed no JSON ({e}): {}\nstderr: {stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert!(
+        log.get("error").is_none(),
+        "client failed: {log}\nstderr: {stderr}"
+    );
+    assert_eq!(log["agentExit"], 0, "kaji acp exit; stderr: {stderr}");
+    log
+}
+
+/// The updates of one kind.
+fn updates<'a>(log: &'a Value, kind: &str) -> Vec<&'a Value> {
+    log["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| &n["update"])
+        .filter(|u| u["sessionUpdate"] == kind)
+        .collect()
+}
+
+fn text_of(log: &Value, kind: &str) -> String {
+    updates(log, kind)
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap()
+}
+
+#[tokio::test]
+async fn a_prompt_asks_permission_and_an_edit_arrives_as_a_diff() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::reasoning("The file says alpha.")
+            .and_text("Changing it.")
+            .and_tool_call(
+                "Edit",
+                json!({"file_path": "a.txt", "old_string": "alpha", "new_string": "omega"}),
+            ),
+        Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[
+            ("ACP_PROMPT", "edit a.txt"),
+            ("ACP_ANSWERS", "allow_once,reject_once"),
+        ],
+    )
+    .await;
+    let init = &log["responses"]["initialize"];
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
+    assert_eq!(
+        init["agentCapabilities"]["promptCapabilities"]["embeddedContext"],
+        true
+    );
+    assert_eq!(log["responses"]["new"]["modes"]["currentModeId"], "default");
+    assert_eq!(log["responses"]["prompt"]["stopReason"], "end_turn");
+    assert_eq!(text_of(&log, "agent_thought_chunk"), "The file says alpha.");
+    assert!(text_of(&log, "agent_message_chunk").starts_with("Changing it."));
+
+    let calls = updates(&log, "tool_call");
+    let edit = calls
+        .iter()
+        .find(|c| c["kind"] == "edit" && c["title"].as_str().unwrap().starts_with("Edit"))
+        .expect("an edit tool call");
+    let a = canonical(work.path()).join("a.txt");
+    assert_eq!(edit["locations"][0]["path"], a.to_str().unwrap());
+    assert_eq!(edit["content"][0]["type"], "diff");
+    assert_eq!(edit["content"][0]["oldText"], "alpha");
+    assert_eq!(edit["content"][0]["newText"], "omega");
+
+    // Both calls asked; the first (allowed) ran, the second (rejected) did not.
+    let perms = log["permissions"].as_array().unwrap();
+    assert_eq!(perms.len(), 2, "{perms:?}");
+    assert_eq!(
+        perms[0]["request"]["toolCall"]["toolCallId"],
+        edit["toolCallId"]
+    );
+    let options: Vec<&str> = perms[0]["request"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["optionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(options, ["allow_once", "allow_always", "reject_once"]);
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "omega\n");
+    assert!(
+        !work.path().join("b.txt").exists(),
+        "the rejected Write ran"
+    );
+
+    let edit_done = updates(&log, "tool_call_update")
+        .into_iter()
+        .find(|u| u["toolCallId"] == edit["toolCallId"] && u["status"] == "completed")
+        .expect("the edit's result");
+    assert!(edit_done["content"][0]["content"]["text"].is_string());
+}
+
+#[tokio::test]
+async fn allow_always_is_remembered_for_the_session() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Write", json!({"file_path": "a.txt", "content": "1\n"})),
+        // "Always" on an edit remembers that path (issue 11: a path
+        // pattern inside the project), so the second write of it runs.
+        Turn::tool_call("Write", json!({"file_path": "a.txt", "content": "2\n"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_ANSWERS", "allow_always")],
+    )
+    .await;
+    assert_eq!(log["permissions"].as_array().unwrap().len(), 1, "{log}");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("a.txt")).unwrap(),
+        "2\n"
+    );
+    let write = updates(&log, "tool_call")[0];
+    assert_eq!(write["content"][0]["type"], "diff");
+    assert_eq!(write["content"][0]["newText"], "1\n");
+}
+
+#[tokio::test]
+async fn cancel_mid_stream_stops_the_turn() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server =
+        ScriptedModelServer::start(Script::new([Turn::text("Thinking hard").and_hold()])).await;
+    let log = client("cancel", home.path(), work.path(), &server, &[]).await;
+    assert_eq!(log["responses"]["prompt"]["stopReason"], "cancelled");
+    server.wait_for_aborted_streams(1).await;
+}
+
+#[tokio::test]
+async fn a_loaded_session_replays_its_conversation_first() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::text("Noted: kiwi.").and_tool_call("AttemptCompletion", json!({"result": "ok"}))
+    ]))
+    .await;
+    let first = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_PROMPT", "remember the word kiwi")],
+    )
+    .await;
+    let id = first["responses"]["new"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let log = client(
+        "load",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_SESSION_ID", &id)],
+    )
+    .await;
+    assert_eq!(
+        log["updatesBeforeLoad"],
+        log["updates"].as_array().unwrap().len()
+    );
+    assert!(
+        text_of(&log, "user_message_chunk").contains("remember the word kiwi"),
+        "{log}"
+    );
+    assert!(
+        text_of(&log, "agent_message_chunk").contains("Noted: kiwi."),
+        "{log}"
+    );
+    assert!(
+        log["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["sessionId"] == id.as_str())
+    );
+    assert_eq!(server.requests().len(), 1, "loading asks no model");
+}
+
+/// The text of the completed results of tool calls of `kind`.
+fn results_of(log: &Value, kind: &str) -> Vec<String> {
+    let ids: Vec<&Value> = updates(log, "tool_call")
+        .into_iter()
+        .filter(|c| c["kind"] == kind)
+        .map(|c| &c["toolCallId"])
+        .collect();
+    updates(log, "tool_call_update")
+        .into_iter()
+        .filter(|u| ids.contains(&&u["toolCallId"]) && u["status"] == "completed")
+        .map(|u| {
+            u["content"][0]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn file_tools_read_and_write_the_clients_buffers() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let root = canonical(work.path());
+    std::fs::write(root.join("a.txt"), "on disk\n").unwrap();
+    let a = root.join("a.txt");
+    let b = root.join("b.txt");
+    let buffers = json!({ a.to_str().unwrap(): "unsaved buffer\n" }).to_string();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Read", json!({"file_path": "a.txt"})),
+        // "unsaved" is only in the editor's buffer: the edit works on it.
+        Turn::tool_call(
+            "Edit",
+            json!({"file_path": "a.txt", "old_string": "unsaved", "new_string": "edited"}),
+        ),
+        Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        &root,
+        &server,
+        &[
+            ("ACP_FS", "1"),
+            ("ACP_BUFFERS", &buffers),
+            ("ACP_ANSWERS", "allow_once,allow_once"),
+        ],
+    )
+    .await;
+    let read = results_of(&log, "read");
+    assert!(read[0].contains("unsaved buffer"), "{log}");
+    assert!(!read[0].contains("on disk"), "{log}");
+    assert_eq!(
+        log["writes"],
+        json!([
+            {"path": a, "content": "edited buffer\n"},
+            {"path": b, "content": "beta\n"},
+        ]),
+        "{log}"
+    );
+    // kaji wrote nothing itself: the disk is as it was.
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "on disk\n");
+    assert!(!b.exists());
+    // The edit still arrived as a diff, and was asked for.
+    assert_eq!(log["permissions"].as_array().unwrap().len(), 2);
+    let edit = updates(&log, "tool_call")
+        .into_iter()
+        .find(|c| c["title"].as_str().unwrap().starts_with("Edit"))
+        .unwrap();
+    assert_eq!(edit["content"][0]["type"], "diff");
+}
+
+#[tokio::test]
+async fn without_the_fs_capability_the_disk_is_used() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let root = canonical(work.path());
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        &root,
+        &server,
+        &[("ACP_ANSWERS", "allow_once")],
+    )
+    .await;
+    assert_eq!(log["writes"], json!([]));
+    assert_eq!(
+        std::fs::read_to_string(root.join("b.txt")).unwrap(),
+        "beta\n"
+    );
+}
+
+fn everything() -> String {
+    kaji_test_support::fixtures::mcp_server_bin("mcp-server-everything")
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn mcp_servers_the_client_passes_join_the_session() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mcp =
+        json!([{"name": "everything", "command": everything(), "args": ["stdio"], "env": []}])
+            .to_string();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("mcp__everything__echo", json!({"message": "hi over MCP"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "echoed"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_MCP", &mcp), ("ACP_ANSWERS", "allow_once")],
+    )
+    .await;
+    let init = &log["responses"]["initialize"]["agentCapabilities"];
+    assert_eq!(init["mcpCapabilities"]["http"], true, "{init}");
+    let tools = server.requests()[0].body["tools"].to_string();
+    assert!(tools.contains("mcp__everything__echo"), "{tools}");
+    let done = updates(&log, "tool_call_update")
+        .into_iter()
+        .find(|u| u["status"] == "completed")
+        .unwrap_or_else(|| panic!("no completed call: {log}"));
+    assert!(
+        done["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hi over MCP"),
+        "{done}"
+    );
+}
+
+#[tokio::test]
+async fn an_image_in_the_prompt_reaches_the_model() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "a red dot"}),
+    )]))
+    .await;
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_PROMPT", "what is this?"), ("ACP_IMAGE", png)],
+    )
+    .await;
+    let caps = &log["responses"]["initialize"]["agentCapabilities"]["promptCapabilities"];
+    assert_eq!(caps["image"], true, "{caps}");
+    assert_eq!(caps["embeddedContext"], true, "{caps}");
+    let body = &server.requests()[0].body;
+    let user = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "user")
+        .unwrap();
+    let blocks = user["content"].as_array().unwrap();
+    assert!(
+        blocks
+            .iter()
+            .any(|b| b["type"] == "text" && b["text"].as_str().unwrap().contains("what is this?")),
+        "{user}"
+    );
+    let image = blocks
+        .iter()
+        .find(|b| b["type"] == "image")
+        .unwrap_or_else(|| panic!("no image block: {user}"));
+    assert_eq!(
+        image["source"],
+        json!({"type": "base64", "media_type": "image/png", "data": png})
+    );
+}
+
+/// A project whose settings start an MCP server: a gated setting.
+fn gated_project() -> tempfile::TempDir {
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join(".kaji")).unwrap();
+    std::fs::write(
+        work.path().join(".kaji/config.toml"),
+        format!(
+            "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            everything()
+        ),
+    )
+    .unwrap();
+    work
+}
+
+#[tokio::test]
+async fn an_untrusted_project_is_put_to_the_client_once_and_trusted_on_allow() {
+    let home = tempfile::tempdir().unwrap();
+    let work = gated_project();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("mcp__everything__echo", json!({"message": "trusted"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_ANSWERS", "trust,allow_once")],
+    )
+    .await;
+    let perms = log["permissions"].as_array().unwrap();
+    assert_eq!(perms.len(), 2, "{log}");
+    let ask = &perms[0]["request"];
+    let options: Vec<&str> = ask["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["optionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(options, ["trust", "dont_trust"]);
+    assert!(ask["toolCall"].to_string().contains("mcp_servers"), "{ask}");
+    // Trusted: the project's MCP server runs, and the session keeps its id.
+    let tools = server.requests()[0].body["tools"].to_string();
+    assert!(tools.contains("mcp__everything__echo"), "{tools}");
+    let id = log["responses"]["new"]["sessionId"].as_str().unwrap();
+    assert!(
+        log["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["sessionId"] == id)
+    );
+    assert_eq!(log["responses"]["prompt"]["stopReason"], "end_turn");
+    // Not recorded for good: trusted.toml is untouched.
+    assert!(!home.path().join("kaji-home/trusted.toml").exists());
+}
+
+#[tokio::test]
+async fn an_untrusted_project_rejected_by_the_client_keeps_its_settings_ignored() {
+    let home = tempfile::tempdir().unwrap();
+    let work = gated_project();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "ok"}),
+    )]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_ANSWERS", "dont_trust")],
+    )
+    .await;
+    assert_eq!(log["permissions"].as_array().unwrap().len(), 1, "{log}");
+    let tools = server.requests()[0].body["tools"].to_string();
+    assert!(!tools.contains("mcp__everything"), "{tools}");
+    let said = text_of(&log, "agent_message_chunk");
+    assert!(
+        said.contains("not trusted") && said.contains("mcp_servers"),
+        "{said}"
+    );
+}
+
+#[tokio::test]
+async fn with_trust_the_client_is_not_asked() {
+    let home = tempfile::tempdir().unwrap();
+    let work = gated_project();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "ok"}),
+    )]))
+    .await;
+    let log = client_with(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[],
+        &["--trust"],
+    )
+    .await;
+    assert_eq!(log["permissions"], json!([]), "{log}");
+    let tools = server.requests()[0].body["tools"].to_string();
+    assert!(tools.contains("mcp__everything__echo"), "{tools}");
+}
+
+#[tokio::test]
+async fn the_todo_arrives_as_a_plan_and_set_mode_switches_the_permission_mode() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let todos = json!({"todos": [
+        {"content": "Write b.txt", "activeForm": "Writing b.txt", "status": "in_progress"},
+        {"content": "Check it", "activeForm": "Checking it", "status": "pending"},
+    ]});
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("TodoWrite", todos),
+        Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
+    ]))
+    .await;
+    let log = client(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_MODE", "yolo")],
+    )
+    .await;
+    let plans = updates(&log, "plan");
+    assert_eq!(plans.len(), 1, "{log}");
+    assert_eq!(
+        plans[0]["entries"],
+        json!([
+            {"content": "Write b.txt", "priority": "medium", "status": "in_progress"},
+            {"content": "Check it", "priority": "medium", "status": "pending"},
+        ])
+    );
+    // In yolo mode the Write ran without asking.
+    assert_eq!(log["permissions"], json!([]), "{log}");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("b.txt")).unwrap(),
+        "beta\n"
+    );
+}
+
+/// A raw JSON-RPC peer of `kaji acp`.
+struct Raw {
+    child: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Raw {
+    fn start(home: &Path, server: &ScriptedModelServer) -> Self {
+        Self::start_with(home, server, &[])
+    }
+
+    /// [`Raw::start`], with more variables in `kaji acp`'s environment.
+    fn start_with(home: &Path, server: &ScriptedModelServer, vars: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
+        env(&mut cmd, home);
+        cmd.envs(vars.iter().copied());
+        cmd.arg("acp")
+            .args(model_flags(server))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Self {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    async fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// The next line on stdout, which must be JSON-RPC.
+    async fn recv(&mut self) -> Value {
+        let line = self
+            .lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("kaji acp closed stdout");
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {line}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+        v
+    }
+
+    /// The response to request `id` (notifications before it are skipped).
+    async fn response(&mut self, id: u64) -> Value {
+        loop {
+            let v = self.recv().await;
+            if v["id"] == id && v.get("method").is_none() {
+                return v;
+            }
+        }
+    }
+
+    async fn init_and_session(&mut self, work: &Path) -> String {
+        self.send(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#,
+        )
+        .await;
+        assert!(self.response(1).await["result"].is_object());
+        self.new_session(2, work).await
+    }
+
+    /// Opens another session in `work` with request id `id`.
+    async fn new_session(&mut self, id: u64, work: &Path) -> String {
+        let new = json!({"jsonrpc":"2.0","id":id,"method":"session/new","params":{"cwd": work, "mcpServers": []}});
+        self.send(&new.to_string()).await;
+        let r = self.response(id).await;
+        r["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {r}"))
+            .to_string()
+    }
+}
+
+#[tokio::test]
+async fn protocol_errors_are_answered_and_the_connection_survives() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::text("hi")])).await;
+    let mut raw = Raw::start(home.path(), &server);
+    let id = raw.init_and_session(work.path()).await;
+
+    raw.send("{this is not json").await;
+    assert_eq!(raw.recv().await["error"]["code"], -32700);
+
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"session/fly","params":{}}"#)
+        .await;
+    assert_eq!(raw.response(3).await["error"]["code"], -32601);
+
+    raw.send(r#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"x"}]}}"#).await;
+    let r = raw.response(4).await;
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("nope"),
+        "{r}"
+    );
+
+    let set = json!({"jsonrpc":"2.0","id":5,"method":"session/set_mode","params":{"sessionId": id, "modeId": "warp"}});
+    raw.send(&set.to_string()).await;
+    assert_eq!(raw.response(5).await["error"]["code"], -32602);
+    let set = json!({"jsonrpc":"2.0","id":6,"method":"session/set_mode","params":{"sessionId": id, "modeId": "yolo"}});
+    raw.send(&set.to_string()).await;
+    assert!(raw.response(6).await["result"].is_object());
+
+    raw.stdin.take();
+    let status = raw.child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test]
+async fn a_client_gone_mid_turn_aborts_it_and_the_session_is_saved() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::text("Working").and_hold()])).await;
+    let mut raw = Raw::start(home.path(), &server);
+    let id = raw.init_and_session(work.path()).await;
+    let prompt = json!({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId": id, "prompt":[{"type":"text","text":"go"}]}});
+    raw.send(&prompt.to_string()).await;
+    server.wait_for_holds(1).await;
+    raw.stdin.take();
+    let status = raw.child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(0));
+    server.wait_for_aborted_streams(1).await;
+    let file = home
+        .path()
+        .join("kaji-home/sessions")
+        .join(format!("{id}.jsonl"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let ended = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r.to_string().contains("task_ended"))
+        .unwrap_or_else(|| panic!("no task_ended in {text}"));
+    assert!(ended.to_string().contains("aborted"), "{ended}");
+}
+
+/// The text of every tool result in a request's messages.
+fn tool_results_of(request: &kaji_test_support::RecordedRequest) -> String {
+    request
+        .messages()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| b["content"].to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn two_sessions_in_one_process_each_keep_their_own_secret_env() {
+    let home = tempfile::tempdir().unwrap();
+    let (alpha, beta) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for (dir, secret) in [(&alpha, "KAJI_TEST_ALPHA"), (&beta, "KAJI_TEST_BETA")] {
+        std::fs::create_dir_all(dir.path().join(".kaji")).unwrap();
+        std::fs::write(
+            dir.path().join(".kaji/config.toml"),
+            format!("secret_env = [\"{secret}\"]\n"),
+        )
+        .unwrap();
+    }
+    let probe = json!({"command": "echo \"alpha=[$KAJI_TEST_ALPHA] beta=[$KAJI_TEST_BETA]\""});
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Bash", probe.clone()),
+        Turn::text("done"),
+        Turn::tool_call("Bash", probe),
+        Turn::text("done"),
+    ]))
+    .await;
+    let vars = [
+        ("KAJI_TEST_ALPHA", "a-value"),
+        ("KAJI_TEST_BETA", "b-value"),
+    ];
+    let mut raw = Raw::start_with(home.path(), &server, &vars);
+    // Both sessions exist before either runs a command: the second one's
+    // settings must not replace the first one's policy.
+    let first = raw.init_and_session(alpha.path()).await;
+    let second = raw.new_session(3, beta.path()).await;
+    let mut id = 10;
+    for session in [&first, &second] {
+        let set = json!({"jsonrpc":"2.0","id":id,"method":"session/set_mode","params":{"sessionId": session, "modeId": "yolo"}});
+        raw.send(&set.to_string()).await;
+        assert!(raw.response(id).await["result"].is_object());
+        let prompt = json!({"jsonrpc":"2.0","id":id + 1,"method":"session/prompt","params":{"sessionId": session, "prompt":[{"type":"text","text":"probe"}]}});
+        raw.send(&prompt.to_string()).await;
+        let r = raw.response(id + 1).await;
+        assert!(r["result"].is_object(), "{r}");
+        id += 2;
+    }
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "{requests:?}");
+    let in_alpha = tool_results_of(&requests[1]);
+    let in_beta = tool_results_of(&requests[3]);
+    assert!(
+        in_alpha.contains("alpha=[] beta=[b-value]"),
+        "the first session's command: {in_alpha}"
+    );
+    assert!(
+        in_beta.contains("alpha=[a-value] beta=[]"),
+        "the second session's command: {in_beta}"
+    );
+    raw.stdin.take();
+    assert_eq!(raw.child.wait().await.unwrap().code(), Some(0));
+}

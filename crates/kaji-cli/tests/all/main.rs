@@ -1,0 +1,28 @@
+//! The integration tests of this crate, in one binary: one link instead of
+//! one per file, and shared helpers compiled once. Each module is one of
+//! the former test files; run one with `cargo test -p kaji-cli --test all MODULE::`.
+
+mod acp_client;
+mod agent_sdk;
+mod agents_cli;
+mod checkpoints_cli;
+mod claude_habits;
+mod claude_setup;
+mod compaction;
+mod doctor_cli;
+mod exec_cli;
+mod exec_golden;
+mod mcp_cli;
+mod permissions_cli;
+mod ps_cli;
+mod rules_cli;
+mod sessions_cli;
+mod sessions_resume;
+mod subagent_services;
+mod tasks_cli;
+mod tasks_pg_cli;
+mod trust_cli;
+mod tui;
+mod tui_cli;
+mod worker_cli;
+mod worker_pg_cli;

@@ -1,0 +1,6 @@
+//! The integration tests of this crate, in one binary: one link instead of
+//! one per file, and shared helpers compiled once. Each module is one of
+//! the former test files; run one with `cargo test -p kaji-mcp --test all MODULE::`.
+//! Kept as binaries of their own (they change or measure process-wide state; see docs/testing.md): `secret_env`.
+
+mod servers;

@@ -1,0 +1,16 @@
+//! The integration tests of this crate, in one binary: one link instead of
+//! one per file, and shared helpers compiled once. Each module is one of
+//! the former test files; run one with `cargo test -p kaji-tools --test all MODULE::`.
+//! Kept as binaries of their own (they change or measure process-wide state; see docs/testing.md): `bash_secret_env`.
+
+mod bash;
+mod bash_sandbox;
+mod fs_tools;
+mod interaction;
+mod plan;
+mod runtime_tools;
+mod skill;
+mod team_tools;
+mod todo;
+mod web_fetch;
+mod worktree;
