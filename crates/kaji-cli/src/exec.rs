@@ -495,6 +495,7 @@ mod tests {
                 session_id: "s".into(),
                 task_id: "t".into(),
                 agent: "main".into(),
+                parent_tool_use_id: None,
                 event: e.clone(),
             });
         }

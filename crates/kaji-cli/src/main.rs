@@ -23,6 +23,8 @@ mod paths;
 mod permissions_cmd;
 mod ps_cmd;
 mod rules_cmd;
+mod sdk;
+mod sdk_messages;
 mod sessions_cmd;
 mod tasks_cmd;
 mod tui;
@@ -33,6 +35,7 @@ mod worker_cmd;
 #[command(
     name = "kaji",
     version,
+    disable_version_flag = true,
     about,
     long_about = None,
     args_conflicts_with_subcommands = true
@@ -44,6 +47,13 @@ struct Cli {
     /// (`-p -c PROMPT` is `kaji exec --continue PROMPT`).
     #[arg(short = 'p', long = "print")]
     print: bool,
+    /// Print the version.
+    #[arg(short = 'v', short_alias = 'V', long = "version", action = clap::ArgAction::Version)]
+    version: Option<bool>,
+    /// Claude Code's headless flags, which the Agent SDKs pass (see
+    /// docs/sdk.md).
+    #[command(flatten)]
+    sdk: sdk::SdkArgs,
     /// Without a subcommand: the interactive terminal UI (`kaji tui`).
     #[command(flatten)]
     tui: tui::TuiArgs,
@@ -129,6 +139,19 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let cli = Cli::parse_from(argv);
+    if cli.command.is_none()
+        && (cli.sdk.output_format.is_some()
+            || cli.sdk.input_format.is_some()
+            || (cli.print && cli.sdk.any()))
+    {
+        return ExitCode::from(block_on(sdk::run(cli.tui, cli.sdk)).clamp(0, 255) as u8);
+    }
+    if cli.command.is_none() && cli.sdk.any() {
+        eprintln!(
+            "kaji: Claude Code's headless flags need print mode: add -p or --output-format (see docs/sdk.md)"
+        );
+        return ExitCode::from(2);
+    }
     if cli.print && cli.command.is_none() {
         return ExitCode::from(print_mode(cli.tui).clamp(0, 255) as u8);
     }
@@ -280,6 +303,46 @@ mod tests {
         // Short subcommands never count: `pss` is a prompt.
         assert_eq!(near_miss("pss"), None);
         assert_eq!(near_miss("--exce"), None);
+    }
+
+    /// Every flag the pinned Agent SDKs can pass parses, and has its row
+    /// in docs/sdk.md's table: none is a usage error or undocumented.
+    #[test]
+    fn every_flag_of_the_agent_sdks_parses_and_is_in_the_table() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let list = std::fs::read_to_string(root.join("tests/agent-sdk/sdk-flags.tsv")).unwrap();
+        let doc = std::fs::read_to_string(root.join("docs/sdk.md")).unwrap();
+        let mut seen = 0;
+        for line in list.lines().filter(|l| l.starts_with("--")) {
+            let mut cols = line.split('\t');
+            let flag = cols.next().unwrap();
+            let sample = cols.next().unwrap_or("-");
+            let mut argv = vec!["kaji".to_string()];
+            match sample {
+                "-" => argv.push(flag.to_string()),
+                s if s.starts_with('=') => argv.push(format!("{flag}{s}")),
+                s => argv.extend([flag.to_string(), s.to_string()]),
+            }
+            if flag != "--output-format" {
+                argv.extend(["--output-format".into(), "stream-json".into()]);
+            }
+            if let Err(e) = Cli::try_parse_from(&argv) {
+                panic!("{argv:?} does not parse: {e}");
+            }
+            assert!(
+                doc.contains(&format!("| `{flag}`")),
+                "docs/sdk.md has no row for {flag}"
+            );
+            seen += 1;
+        }
+        assert!(seen >= 37, "only {seen} flags listed");
+    }
+
+    #[test]
+    fn minus_v_prints_the_version() {
+        let e = Cli::try_parse_from(["kaji", "-v"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::DisplayVersion);
+        assert!(e.to_string().contains(env!("CARGO_PKG_VERSION")));
     }
 
     #[test]

@@ -232,6 +232,7 @@ fn show(store: &SessionStore, prefix: &str, json: bool) -> Result<()> {
             session_id: loaded.header.session_id.clone(),
             task_id: String::new(),
             agent: "main".into(),
+            parent_tool_use_id: None,
             event,
         });
     }

@@ -79,6 +79,7 @@ impl Emitter {
             session_id: self.session_id.to_string(),
             task_id: self.task_id.to_string(),
             agent: self.agent.to_string(),
+            parent_tool_use_id: None,
             event,
         });
     }

@@ -1420,6 +1420,7 @@ impl Task {
                 .config
                 .live_output
                 .then(|| crate::live_output::sink(self.emitter.clone())),
+            call_id: None,
         }
     }
 
@@ -2071,7 +2072,8 @@ impl Task {
     async fn run_tool(&self, call: &ToolCall, announce: Option<u64>) -> ToolRun {
         let announce_id = announce.unwrap_or_else(|| self.emitter.next());
         let input = call.input.clone().unwrap_or(Value::Null);
-        let ctx = self.tool_context();
+        let mut ctx = self.tool_context();
+        ctx.call_id = Some(call.id.clone());
         let (view, preview) = self.executor.presentation(&call.name, &input, &ctx).unzip();
         self.emitter.emit(TaskEvent::ToolUse {
             id: call.id.clone(),

@@ -225,6 +225,10 @@ pub struct SessionEvent {
     pub task_id: String,
     /// The agent: `main` or a sub-agent's name.
     pub agent: String,
+    /// For a sub-agent's event: the id of the `Agent` tool call that
+    /// started it (`None` for the main agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_tool_use_id: Option<String>,
     /// What happened.
     #[serde(flatten)]
     pub event: TaskEvent,

@@ -99,6 +99,10 @@ pub struct ToolContext {
     /// Where a foreground `Bash` command's output goes as it is read
     /// (live output for a front end); `None`: only the result has it.
     pub output: Option<OutputSink>,
+    /// The id of the tool call being run (the model's `tool_use` id), when
+    /// the executor runs one: a sub-agent's events name the `Agent` call
+    /// that started it.
+    pub call_id: Option<String>,
 }
 
 /// Receives a command's output while it runs, in the pieces it is read
@@ -147,6 +151,7 @@ impl ToolContext {
             agents: None,
             files: None,
             output: None,
+            call_id: None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! the former test files; run one with `cargo test -p kaji-cli --test all MODULE::`.
 
 mod acp_client;
+mod agent_sdk;
 mod agents_cli;
 mod checkpoints_cli;
 mod claude_habits;

@@ -181,6 +181,21 @@ impl Session {
         &self.id
     }
 
+    /// The names of the tools the main agent gets (built-in, skills, MCP).
+    pub fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .services
+            .tools
+            .names()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        if let Some(mcp) = &self.services.mcp {
+            names.extend(mcp.tools().iter().map(|t| t.name().to_string()));
+        }
+        names
+    }
+
     /// The provider's configuration (kind, model, base URL).
     pub fn provider_config(&self) -> &ProviderConfig {
         &self.services.provider_config

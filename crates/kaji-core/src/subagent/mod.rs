@@ -277,6 +277,7 @@ impl SubagentSpawner {
             abort: OnceLock::new(),
             budget_hit: AtomicBool::new(false),
             tools_used: Mutex::new(Vec::new()),
+            parent_call: caller.call_id.clone(),
         });
         let mut spec = self.parent.child(ChildChanges {
             session_id: child_id,
@@ -570,6 +571,9 @@ struct SubagentFrontend {
     abort: OnceLock<AbortHandle>,
     budget_hit: AtomicBool,
     tools_used: Mutex<Vec<String>>,
+    /// The `Agent` call that started this sub-agent: stamped on its events
+    /// (a grandchild's keep their own).
+    parent_call: Option<String>,
 }
 
 impl SubagentFrontend {
@@ -630,6 +634,10 @@ impl TaskFrontend for SubagentFrontend {
                 }
             }
             _ => {}
+        }
+        let mut event = event;
+        if event.parent_tool_use_id.is_none() {
+            event.parent_tool_use_id = self.parent_call.clone();
         }
         self.inner.emit(event);
     }

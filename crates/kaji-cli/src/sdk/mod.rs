@@ -1,0 +1,337 @@
+//! Claude Code's headless protocol, which the Claude Agent SDKs speak:
+//! `kaji --output-format stream-json --input-format stream-json …` (and
+//! `kaji -p --output-format json|text PROMPT`). Flags in (args.rs), a
+//! session from the [`kaji_core::SessionBuilder`], messages out
+//! (sdk_messages.rs, through frontend.rs). See docs/sdk.md.
+//!
+//! This front end stays thin: it must never decide anything the core
+//! decides, and never write to standard output anything but whole
+//! messages of the chosen format.
+
+mod args;
+mod frontend;
+mod input;
+mod schema;
+
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Result;
+use kaji_core::{ResumeFrom, Session, TaskOutcome};
+use kaji_protocol::TaskStatus;
+use kaji_protocol::redact::redact_url_passwords;
+use serde_json::{Value, json};
+
+pub use args::SdkArgs;
+use args::{InputFormat, OutputFormat};
+use frontend::{Output, SdkFrontend};
+
+use crate::agent::{self, UsageError};
+use crate::sdk_messages::{self as msg, SdkMessage};
+use crate::tui::TuiArgs;
+
+/// How many times a final answer that breaks `--json-schema` is sent back.
+const STRUCTURED_OUTPUT_RETRIES: u32 = 2;
+
+/// Runs a headless SDK session; returns the exit code.
+pub async fn run(tui: TuiArgs, sdk: SdkArgs) -> i32 {
+    match run_inner(tui, sdk).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kaji: {}", redact_url_passwords(&format!("{e:#}")));
+            if e.downcast_ref::<UsageError>().is_some() {
+                2
+            } else {
+                1
+            }
+        }
+    }
+}
+
+/// One run's fixed facts.
+struct Run {
+    session: Arc<Session>,
+    frontend: Arc<SdkFrontend>,
+    schema: Option<Value>,
+    warnings: Vec<String>,
+    init_sent: bool,
+    last: Option<SdkMessage>,
+    failed: bool,
+}
+
+async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
+    let format = sdk.output_format.unwrap_or(OutputFormat::Text);
+    let schema = sdk
+        .json_schema
+        .as_deref()
+        .map(|s| {
+            serde_json::from_str::<Value>(s)
+                .map_err(|e| UsageError(format!("--json-schema: not JSON: {e}")))
+        })
+        .transpose()?;
+    let mut agent_args = tui.agent.clone();
+    sdk.apply(&mut agent_args)?;
+    agent_args.text_reply_default = Some(kaji_core::config::TextReply::Finish);
+    let resume = match (&tui.resume, tui.continue_) {
+        (Some(Some(id)), _) => Some(ResumeFrom::Id(id.clone())),
+        (Some(None), _) => return Err(UsageError("--resume needs a session id here".into()).into()),
+        (None, true) => Some(ResumeFrom::Latest),
+        (None, false) => None,
+    };
+    let out = Arc::new(Output::stdout(format));
+    let frontend = Arc::new(SdkFrontend::new(
+        Arc::clone(&out),
+        sdk.include_partial_messages,
+        sdk.max_budget_usd,
+    ));
+    let mut options = agent_args.session_options()?;
+    options.resume = resume;
+    options.headless = true;
+    let (session, mut warnings) = agent::build(options, frontend.clone()).await?;
+    warnings.extend(sdk.unhonoured());
+    for w in &warnings {
+        eprintln!("kaji: warning: {}", redact_url_passwords(w));
+    }
+    frontend.attach(&session);
+    let mut run = Run {
+        session: Arc::clone(&session),
+        frontend,
+        schema,
+        warnings,
+        init_sent: false,
+        last: None,
+        failed: false,
+    };
+    match sdk.input_format.unwrap_or(InputFormat::Text) {
+        InputFormat::Text => {
+            let prompt = text_prompt(&tui.prompt)?;
+            run.prompt(prompt).await?;
+        }
+        InputFormat::StreamJson => {
+            let mut prompts = input::spawn(Arc::clone(&session), Arc::clone(&run.frontend));
+            while let Some(prompt) = prompts.recv().await {
+                run.prompt(prompt).await?;
+            }
+        }
+    }
+    session.shutdown().await;
+    let Some(last) = run.last.take() else {
+        return Err(UsageError("no prompt was given".into()).into());
+    };
+    out.finish(&last, sdk.verbose);
+    Ok(if run.failed { 1 } else { 0 })
+}
+
+/// The prompt of `--input-format text`: the words given, else standard
+/// input.
+fn text_prompt(words: &[String]) -> Result<String, UsageError> {
+    let mut prompt = words.join(" ");
+    if prompt.trim().is_empty() {
+        std::io::stdin()
+            .read_to_string(&mut prompt)
+            .map_err(|e| UsageError(format!("cannot read the prompt from standard input: {e}")))?;
+    }
+    if prompt.trim().is_empty() {
+        return Err(UsageError(
+            "the prompt is empty (give it as arguments or on standard input)".into(),
+        ));
+    }
+    Ok(prompt)
+}
+
+impl Run {
+    fn init(&mut self) {
+        if std::mem::replace(&mut self.init_sent, true) {
+            return;
+        }
+        let s = &self.session;
+        let mcp_servers = s
+            .mcp()
+            .map(|m| {
+                m.status()
+                    .into_iter()
+                    .map(|r| (r.name, mcp_status(&r.status).to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let catalog = kaji_core::subagent::types::AgentCatalog::discover(
+            &crate::paths::kaji_home(),
+            s.project_dir(),
+            home.as_deref(),
+        );
+        let facts = msg::InitFacts {
+            cwd: s.cwd().to_string_lossy().into_owned(),
+            tools: s.tool_names(),
+            mcp_servers,
+            model: s.provider_config().model.clone(),
+            permission_mode: msg::claude_mode(s.permission_mode()),
+            agents: catalog.agents.iter().map(|a| a.name.clone()).collect(),
+            warnings: self.warnings.clone(),
+        };
+        let init = msg::init(s.id(), self.frontend.uuid(), &facts);
+        self.frontend.output().send(&init);
+    }
+
+    /// Runs one prompt (with `--json-schema`, until its answer fits) and
+    /// sends its `result`.
+    async fn prompt(&mut self, prompt: String) -> Result<()> {
+        self.init();
+        self.frontend.begin_prompt();
+        let started = Instant::now();
+        let mut text = prompt;
+        if let Some(schema) = &self.schema {
+            text.push_str(&format!(
+                "\n\nWhen you are done, your final answer must be only a JSON value (no other text) that matches this JSON Schema:\n{schema}"
+            ));
+        }
+        let mut outcome = self.submit(text).await?;
+        let mut structured = None;
+        if let Some(schema) = self.schema.clone() {
+            let mut retries = 0;
+            loop {
+                match self.structured(&outcome, &schema) {
+                    Ok(v) => {
+                        structured = Some(Ok(v));
+                        break;
+                    }
+                    Err(e)
+                        if retries < STRUCTURED_OUTPUT_RETRIES
+                            && outcome.status == TaskStatus::Completed =>
+                    {
+                        retries += 1;
+                        let again = format!(
+                            "Your final answer does not match the JSON Schema: {e}. Answer again with only the JSON value."
+                        );
+                        let more = self.submit(again).await?;
+                        outcome = merge(outcome, more);
+                    }
+                    Err(e) => {
+                        structured = Some(Err(e));
+                        break;
+                    }
+                }
+            }
+        }
+        let result = self.result(&outcome, started, structured);
+        if let SdkMessage::Result(r) = &result {
+            self.failed |= r.is_error;
+        }
+        self.frontend.output().send(&result);
+        self.last = Some(result);
+        Ok(())
+    }
+
+    async fn submit(&self, text: String) -> Result<TaskOutcome> {
+        self.session
+            .submit_as(kaji_core::new_task_id(), text)
+            .await
+            .map_err(agent::session_error)
+    }
+
+    fn answer_text(&self, outcome: &TaskOutcome) -> Option<String> {
+        outcome
+            .result
+            .clone()
+            .or_else(|| self.frontend.prompt_facts().2)
+    }
+
+    fn structured(&self, outcome: &TaskOutcome, schema: &Value) -> Result<Value, String> {
+        let text = self.answer_text(outcome).unwrap_or_default();
+        let value =
+            schema::extract(&text).ok_or_else(|| "the final answer is not JSON".to_string())?;
+        schema::check(&value, schema)?;
+        Ok(value)
+    }
+
+    fn result(
+        &self,
+        outcome: &TaskOutcome,
+        started: Instant,
+        structured: Option<Result<Value, String>>,
+    ) -> SdkMessage {
+        let (api, budget_hit, _) = self.frontend.prompt_facts();
+        // The core's run-wide cap (`--max-budget-usd` on every command)
+        // ends a task with this stop reason.
+        let budget_hit = budget_hit || outcome.stop_reason.as_deref() == Some("max_budget_usd");
+        let (structured_output, schema_error) = match structured {
+            Some(Ok(v)) => (Some(v), None),
+            Some(Err(e)) => (None, Some(e)),
+            None => (None, None),
+        };
+        let subtype = match (outcome.status, budget_hit, &schema_error) {
+            (_, true, _) => "error_max_budget_usd",
+            (TaskStatus::MaxTurns, ..) => "error_max_turns",
+            (TaskStatus::Completed, false, Some(_)) => "error_max_structured_output_retries",
+            (TaskStatus::Completed, false, None) => "success",
+            _ => "error_during_execution",
+        };
+        let mut errors = Vec::new();
+        if subtype != "success" {
+            errors.push(match &schema_error {
+                Some(e) => format!("structured output: {e}"),
+                None if budget_hit => "the run reached --max-budget-usd".to_string(),
+                None => format!("the task ended: {}", outcome.status.as_str()),
+            });
+        }
+        let cost = outcome.cost_usd.unwrap_or(0.0);
+        let usage = msg::usage(&outcome.usage);
+        let model = self.session.provider_config().model.clone();
+        let model_usage = json!({ model: {
+            "inputTokens": outcome.usage.input_tokens,
+            "outputTokens": outcome.usage.output_tokens,
+            "cacheReadInputTokens": outcome.usage.cache_read_input_tokens,
+            "cacheCreationInputTokens": outcome.usage.cache_creation_input_tokens,
+            "costUSD": cost,
+        }});
+        let denials = self
+            .session
+            .permission_denials()
+            .into_iter()
+            .map(|d| json!({"tool_name": d.tool, "tool_use_id": d.tool_use_id, "tool_input": d.input}))
+            .collect();
+        SdkMessage::Result(Box::new(msg::ResultMessage {
+            subtype,
+            is_error: subtype != "success",
+            duration_ms: started.elapsed().as_millis() as u64,
+            duration_api_ms: api.as_millis() as u64,
+            num_turns: outcome.turns,
+            result: self.answer_text(outcome),
+            stop_reason: outcome.stop_reason.clone(),
+            session_id: self.session.id().to_string(),
+            total_cost_usd: cost,
+            usage,
+            model_usage,
+            permission_denials: denials,
+            structured_output,
+            errors,
+            uuid: self.frontend.uuid(),
+            kaji_status: outcome.status.as_str(),
+        }))
+    }
+}
+
+/// A prompt's outcome after a retry: the retry's status and answer, the
+/// sums of both.
+fn merge(first: TaskOutcome, mut then: TaskOutcome) -> TaskOutcome {
+    then.turns += first.turns;
+    then.usage.add(&first.usage);
+    then.cost_usd = match (first.cost_usd, then.cost_usd) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
+    then
+}
+
+fn mcp_status(status: &kaji_mcp::McpServerStatus) -> &'static str {
+    use kaji_mcp::McpServerStatus as S;
+    match status {
+        S::Disabled => "disabled",
+        S::Connecting => "pending",
+        S::Connected { .. } => "connected",
+        S::Failed { .. } => "failed",
+        #[allow(unreachable_patterns)]
+        _ => "unknown",
+    }
+}
