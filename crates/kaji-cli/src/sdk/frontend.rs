@@ -498,7 +498,9 @@ impl TaskFrontend for SdkFrontend {
                 self.say(&event, *kind, text, payload.as_ref());
             }
             TaskEvent::Delta { id, text } if self.partial => self.delta(&event, *id, text),
-            TaskEvent::ToolUse { id, name, input } => self.assistant(
+            TaskEvent::ToolUse {
+                id, name, input, ..
+            } => self.assistant(
                 &event,
                 json!({"type": "tool_use", "id": id, "name": name, "input": input}),
             ),
