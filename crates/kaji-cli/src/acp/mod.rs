@@ -13,6 +13,7 @@
 
 mod convert;
 mod frontend;
+mod wire;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -27,7 +28,7 @@ use agent_client_protocol::v1::schema::{
     PromptRequest, PromptResponse, SessionMode, SessionModeState, SetSessionModeRequest,
     SetSessionModeResponse, StopReason,
 };
-use agent_client_protocol::{Agent, Client, Error, ErrorCode, Responder, Stdio, V1};
+use agent_client_protocol::{Agent, Client, Error, ErrorCode, Lines, Responder, V1};
 use kaji_core::{PermissionMode, ResumeFrom, Session, SessionBuilder, SessionError};
 use kaji_mcp::{McpServerConfig, McpTransportConfig};
 use kaji_protocol::TaskStatus;
@@ -79,8 +80,10 @@ pub async fn run(args: AcpArgs) -> i32 {
         sessions: Mutex::new(HashMap::new()),
         turns: Mutex::new(Vec::new()),
     });
-    let served = serve(Arc::clone(&acp)).await;
+    let (lines, finish) = wire::Wire::stdio().split();
+    let served = serve(Arc::clone(&acp), lines).await;
     acp.close().await;
+    finish.done().await;
     match served {
         Ok(()) => 0,
         Err(e) => {
@@ -91,7 +94,11 @@ pub async fn run(args: AcpArgs) -> i32 {
 }
 
 /// Serves the connection until it closes.
-async fn serve(acp: Arc<Acp>) -> Result<(), Error> {
+async fn serve<O, I>(acp: Arc<Acp>, lines: Lines<O, I>) -> Result<(), Error>
+where
+    O: futures::Sink<String, Error = std::io::Error> + Send + 'static,
+    I: futures::Stream<Item = std::io::Result<String>> + Send + 'static,
+{
     let (a0, a1, a2, a3, a4, a5) = (
         Arc::clone(&acp),
         Arc::clone(&acp),
@@ -138,7 +145,7 @@ async fn serve(acp: Arc<Acp>) -> Result<(), Error> {
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_to(Stdio::new())
+        .connect_to(lines)
         .await
 }
 
@@ -550,16 +557,17 @@ fn stop_reason(status: TaskStatus) -> StopReason {
 
 fn unknown_session(id: &str) -> Error {
     Error::new(
-        ErrorCode::RESOURCE_NOT_FOUND,
+        ErrorCode::INVALID_PARAMS,
         format!("unknown session {id:?}: create it with session/new or load it with session/load"),
     )
 }
 
+/// A session that cannot be built or opened: the request's parameters
+/// (flags, an unknown or busy saved session) or kaji's own failure.
 fn session_error(e: SessionError) -> Error {
-    let code = if e.is_usage() {
-        ErrorCode::INVALID_PARAMS
-    } else {
-        ErrorCode::INTERNAL_ERROR
+    let code = match e {
+        SessionError::Usage(_) | SessionError::Store(_) => ErrorCode::INVALID_PARAMS,
+        _ => ErrorCode::INTERNAL_ERROR,
     };
     Error::new(code, e.to_string())
 }

@@ -69,6 +69,8 @@ pub(crate) struct Services {
     pub tool_protocol: ToolProtocol,
     pub max_mistakes: u32,
     pub max_turns: Option<u32>,
+    /// The run's budget of requests and cost, shared by every Task.
+    pub budget: Arc<crate::budget::RunBudget>,
     pub tool_result_max_chars: usize,
     /// What kaji knows of the model: context window, prices.
     pub model_info: kaji_llm::pricing::ModelInfo,
@@ -595,6 +597,7 @@ impl Session {
         config.mode_before_plan = Some(mode_before_plan);
         config.max_mistakes = s.max_mistakes;
         config.max_turns = s.max_turns;
+        config.budget = Arc::clone(&s.budget);
         config.session_id = self.id.clone();
         config.kaji_home = s.kaji_home.clone();
         config.task_list = Some(s.task_list.clone());
@@ -687,6 +690,7 @@ impl Session {
             parent_session_id: self.id.clone(),
             tool_protocol: s.tool_protocol,
             max_mistakes: s.max_mistakes,
+            budget: Arc::clone(&s.budget),
             persist: s.persist && self.files.is_some(),
             usage: Arc::clone(&self.subagent_usage),
             catalog: Arc::new(catalog),

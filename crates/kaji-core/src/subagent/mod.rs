@@ -108,6 +108,8 @@ pub struct SubagentEnv {
     pub tool_protocol: ToolProtocol,
     /// Consecutive mistakes allowed.
     pub max_mistakes: u32,
+    /// The run's budget, shared with the parent.
+    pub budget: Arc<crate::budget::RunBudget>,
     /// Save each sub-agent's conversation as a child session.
     pub persist: bool,
     /// Every sub-agent's usage, rolled into the session's totals.
@@ -291,6 +293,7 @@ impl SubagentSpawner {
         config.permission_mode = narrower_mode(env.parent_mode, def.permission_mode);
         config.max_mistakes = env.max_mistakes;
         config.max_turns = def.max_turns;
+        config.budget = Arc::clone(&env.budget);
         config.session_id = child_id;
         config.kaji_home = env.kaji_home.clone();
         config.task_list = env.task_list.clone();
