@@ -818,9 +818,7 @@ impl Task {
             });
         let mut text = format!("Context compacted: about {before} → {after} tokens");
         if dropped > 0 {
-            text.push_str(&format!(
-                " ({dropped} oldest rounds were dropped: even the summary request did not fit)"
-            ));
+            text.push_str(&format!(" ({dropped} oldest rounds were dropped to fit)"));
         }
         self.emitter.say(
             SayKind::ContextCompacted,
@@ -2319,10 +2317,11 @@ fn shrink_by_dropping(
         }
         dropped += n;
     }
+    // The model is told, where it reads next: the last user message.
     if dropped > 0
-        && let Some(first) = history.first_mut()
+        && let Some(last) = history.last_mut().filter(|m| m.role == Role::User)
     {
-        first.content.push(ContentBlock::text(format!(
+        last.content.push(ContentBlock::text(format!(
             "[EARLIER ROUNDS DROPPED] The {dropped} oldest rounds of this conversation were dropped to keep it within the context window."
         )));
     }
