@@ -878,3 +878,65 @@ async fn bad_lines_are_answered_and_the_session_goes_on() {
     let status = raw.child.wait().await.unwrap();
     assert_eq!(status.code(), Some(0));
 }
+
+/// A PNG header of `w`x`h` pixels, base64.
+fn png_b64(w: u32, h: u32) -> String {
+    let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+    png.extend(w.to_be_bytes());
+    png.extend(h.to_be_bytes());
+    png.extend([8, 6, 0, 0, 0, 0, 0, 0, 0]);
+    const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in png.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(B64[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Images are checked before they enter the history: data that is not
+/// base64, content of another type than declared, and dimensions past the
+/// providers' limit are that prompt's error (-32602, saying what is
+/// wrong), no request is made, and the next prompt of the session works.
+#[tokio::test]
+async fn bad_prompt_images_are_refused_before_they_enter_the_history() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::text("fine")])).await;
+    let mut raw = Raw::start(home.path(), &server);
+    let id = raw.init_and_session(work.path()).await;
+    let cases = [
+        ("image/png", "this is not base64!".to_string(), "not base64"),
+        ("image/jpeg", png_b64(10, 10), "PNG"),
+        ("image/png", png_b64(9000, 10), "pixels"),
+    ];
+    for (n, (mime, data, says)) in cases.iter().enumerate() {
+        let rid = 20 + n as u64;
+        let prompt = json!({"jsonrpc":"2.0","id":rid,"method":"session/prompt","params":{"sessionId": id, "prompt":[{"type":"text","text":"look"},{"type":"image","mimeType":mime,"data":data}]}});
+        raw.send(&prompt.to_string()).await;
+        let v = raw.response(rid).await;
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(says),
+            "{v}"
+        );
+    }
+    assert!(
+        server.requests().is_empty(),
+        "a bad image reached the model"
+    );
+    let prompt = json!({"jsonrpc":"2.0","id":30,"method":"session/prompt","params":{"sessionId": id, "prompt":[{"type":"text","text":"hello"},{"type":"image","mimeType":"image/png","data":png_b64(10, 10)}]}});
+    raw.send(&prompt.to_string()).await;
+    let v = raw.response(30).await;
+    assert_eq!(v["result"]["stopReason"], "end_turn", "{v}");
+    assert_eq!(server.requests().len(), 1);
+}

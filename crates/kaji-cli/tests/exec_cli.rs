@@ -1306,3 +1306,89 @@ async fn a_reply_cut_at_the_cap_does_not_inflate_the_usage_estimate() {
         "a summary was requested"
     );
 }
+
+/// A tool of an MCP server still connecting is not an unknown tool: the
+/// model is told the server is on its way, and it is no mistake.
+#[tokio::test]
+async fn a_tool_of_a_server_still_connecting_is_not_unknown() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let kaji_home = home.path().join("kaji-home");
+    std::fs::create_dir_all(&kaji_home).unwrap();
+    std::fs::write(
+        kaji_home.join("config.toml"),
+        "[mcp_servers.mute]\ncommand = \"sleep\"\nargs = [\"1000\"]\n",
+    )
+    .unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("mcp__mute__echo", json!({"text": "hi"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
+    ]))
+    .await;
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--yolo"],
+        "hi",
+    );
+    cmd.env("KAJI_MCP_CONNECT_WAIT_MS", "300");
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), cmd.output())
+        .await
+        .expect("hang guard")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let second = server.requests()[1].body.to_string();
+    assert!(second.contains("still connecting"), "{second}");
+    assert!(!second.contains("unknown tool"), "{second}");
+}
+
+/// A resumed session whose worktree was deleted says so (and where it goes
+/// on) instead of going on silently in the main checkout.
+#[tokio::test]
+async fn resuming_a_session_whose_worktree_was_deleted_says_so() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    kaji_test_support::fixtures::git(work.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
+    kaji_test_support::fixtures::git(work.path(), &["add", "."]);
+    kaji_test_support::fixtures::git(work.path(), &["commit", "-q", "-m", "init"]);
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("AttemptCompletion", json!({"result": "one"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "two"})),
+    ]))
+    .await;
+    let out = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--worktree", "gone"],
+        "first",
+    )
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let id = lines(&out.stdout)[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    kaji_test_support::fixtures::git(
+        work.path(),
+        &["worktree", "remove", "--force", ".kaji/worktrees/gone"],
+    );
+    let out = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--resume", &id],
+        "again",
+    )
+    .output()
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("which no longer exists"), "{stderr}");
+    assert!(stderr.contains("gone"), "{stderr}");
+}

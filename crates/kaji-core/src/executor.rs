@@ -299,6 +299,16 @@ impl ToolExecutor {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let Some(tool) = round_tools.get(&call.name).cloned() else {
+            // Not a mistake of the model: the tool's server is on its way.
+            if let Some(server) = self.mcp().and_then(|m| m.connecting_server_of(&call.name)) {
+                return ToolRun::error(
+                    format!(
+                        "{} was not run: its MCP server {server:?} is still connecting; its tools will be listed once it is ready (try again then)",
+                        call.name
+                    ),
+                    false,
+                );
+            }
             let names = round_tools.names().join(", ");
             return ToolRun::error(
                 format!(

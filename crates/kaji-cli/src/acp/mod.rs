@@ -344,7 +344,17 @@ impl Acp {
         let Some(open) = self.session(&req.session_id.0) else {
             return responder.respond_with_error(unknown_session(&req.session_id.0));
         };
-        let (text, images) = prompt_content(&req.prompt);
+        // A broken image is this prompt's error: it never enters the
+        // history, where the provider would refuse every later request.
+        let (text, images) = match prompt_content(&req.prompt) {
+            Ok(content) => content,
+            Err(why) => {
+                return responder.respond_with_error(Error::new(
+                    ErrorCode::INVALID_PARAMS,
+                    format!("the prompt was not run: {why}"),
+                ));
+            }
+        };
         let acp = Arc::clone(self);
         let turn = tokio::spawn(async move {
             let open = match acp.settle_trust(open).await {
@@ -445,13 +455,22 @@ fn modes(current: PermissionMode) -> SessionModeState {
 const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 /// The prompt as kaji's text (embedded context inlined, links named) and
-/// its images.
-fn prompt_content(blocks: &[ContentBlock]) -> (String, Vec<kaji_protocol::ContentBlock>) {
+/// its images, each checked ([`kaji_tools::validate_image`]); what is wrong
+/// with the first bad image otherwise.
+fn prompt_content(
+    blocks: &[ContentBlock],
+) -> Result<(String, Vec<kaji_protocol::ContentBlock>), String> {
     let mut parts = Vec::new();
     let mut images = Vec::new();
+    let mut bad: Option<String> = None;
     let mut image = |mime: &str, data: &str, parts: &mut Vec<String>| {
         if IMAGE_TYPES.contains(&mime) {
-            images.push(kaji_protocol::ContentBlock::image(mime, data));
+            match kaji_tools::validate_image(mime, data) {
+                Ok(_) => images.push(kaji_protocol::ContentBlock::image(mime, data)),
+                Err(why) => {
+                    bad.get_or_insert(format!("image {}: {why}", images.len() + 1));
+                }
+            }
         } else {
             parts.push(format!(
                 "[an image of type {mime} was left out: kaji sends PNG, JPEG, GIF and WebP]"
@@ -480,11 +499,14 @@ fn prompt_content(blocks: &[ContentBlock]) -> (String, Vec<kaji_protocol::Conten
             _ => parts.push("[an attachment kaji cannot read was left out]".into()),
         }
     }
+    if let Some(why) = bad {
+        return Err(why);
+    }
     let mut text = parts.join("\n");
     if text.trim().is_empty() && !images.is_empty() {
         text = "(image attached)".into();
     }
-    (text, images)
+    Ok((text, images))
 }
 
 /// The client's MCP servers as kaji's, by name. SSE servers (a transport
