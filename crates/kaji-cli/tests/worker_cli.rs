@@ -205,3 +205,37 @@ async fn a_worker_restarted_under_its_name_takes_back_what_it_held() {
     assert!(stdout.contains(&format!("completed #{id}")), "{stdout}");
     assert_eq!(store.get(id).expect("get").status, TaskStatus::Completed);
 }
+
+/// Nobody is notified of their own actions: a worker's completion notice
+/// goes to the lead's mailbox and stays there; the worker's next task does
+/// not start with it.
+#[tokio::test]
+async fn a_worker_is_not_told_of_its_own_completions() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let work = tempfile::tempdir().expect("tempdir");
+    let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
+    for i in 0..2 {
+        store
+            .create(NewTask::new(format!("task {i}")))
+            .expect("create");
+    }
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "done"}),
+    )]))
+    .await;
+    let out = worker(home.path(), work.path(), &server, "w0")
+        .output()
+        .await
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let second = requests[1].body.to_string();
+    assert!(
+        !second.contains("was completed by w0"),
+        "told of its own completion: {second}"
+    );
+    let lead = store.take_messages("main").expect("mailbox");
+    assert_eq!(lead.len(), 2, "{lead:?}");
+}

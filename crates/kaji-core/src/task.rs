@@ -705,9 +705,16 @@ impl Task {
                 user_content.push(ContentBlock::text(notice.to_prompt_text()));
             }
         }
-        // Messages and completion notices from the team's mailbox.
+        // Messages and completion notices from the team's mailbox: a
+        // teammate's own (a `kaji worker`'s main agent is named `main`, but
+        // the lead's mailbox, with the notices of its own completions, is
+        // not its to read).
+        let mailbox = match self.config.role {
+            kaji_tools::AgentRole::Teammate => &self.config.owner,
+            _ => &self.config.agent,
+        };
         if let Some(list) = &self.config.task_list
-            && let Ok(messages) = list.take_messages(&self.config.agent).await
+            && let Ok(messages) = list.take_messages(mailbox).await
         {
             for message in messages {
                 user_content.push(ContentBlock::text(message.to_prompt_text()));

@@ -235,6 +235,14 @@ impl SessionBuilder {
         } else {
             "startup"
         };
+        // Where the session works goes to its file when it is not where the
+        // file says (a `--worktree` at the start, or a directory gone): a
+        // resume then knows the worktree, and that it is gone.
+        let cwd_changed = match &restored {
+            Some(r) => r.state.cwd.as_ref() != Some(&work_dir),
+            None => work_dir != project_dir,
+        };
+        let started_in = work_dir.clone();
         let (conversation, files) = match restored {
             Some(r) => {
                 // The answer the replay built for calls cut off by a crash
@@ -281,6 +289,11 @@ impl SessionBuilder {
                 (conversation, files)
             }
         };
+        if cwd_changed && let Some(files) = &files {
+            files
+                .recorder
+                .record_synced(super::record::SessionRecord::Cwd { cwd: started_in });
+        }
         let session = Session::assemble(
             session_id,
             services,
