@@ -274,12 +274,13 @@ async fn a_second_process_cannot_open_a_session_in_use() {
 /// tool use answered).
 #[tokio::test]
 async fn kill_dash_nine_then_resume_loses_at_most_the_round_in_flight() {
+    for seed in kaji_test_support::seeds::seeds("kill -9", &[0x6b69_6c6c], Some("KAJI_KILL_SEED")) {
+        kill_and_resume(seed).await;
+    }
+}
+
+async fn kill_and_resume(seed: u64) {
     const STEPS: usize = 6;
-    let seed: u64 = std::env::var("KAJI_KILL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| std::process::id() as u64);
-    eprintln!("kill -9 test seed: {seed} (KAJI_KILL_SEED to repeat)");
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let mut turns: Vec<Turn> = (1..=STEPS)

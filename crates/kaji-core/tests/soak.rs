@@ -55,11 +55,14 @@ async fn two_hundred_random_faults_against_one_session() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
-    let seed: u64 = std::env::var("KAJI_SOAK_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| std::process::id() as u64 ^ 0x9e37_79b9);
-    eprintln!("soak: {total} faults, seed {seed} (KAJI_SOAK_SEED to repeat)");
+    let seeds = kaji_test_support::seeds::seeds("soak", &[0x9e37_79b9], Some("KAJI_SOAK_SEED"));
+    for seed in seeds {
+        soak(total, seed).await;
+    }
+}
+
+async fn soak(total: u64, seed: u64) {
+    eprintln!("soak: {total} faults, seed {seed} (KAJI_TEST_SEED={seed} to repeat)");
     let mut rng = seed | 1;
     let mut next = move || {
         rng ^= rng << 13;

@@ -318,12 +318,55 @@ impl Walker<'_> {
         }
     }
 
+    /// One `command` node. tree-sitter-bash sometimes runs a simple
+    /// command on across a newline or `;` (after a pipeline of three or
+    /// more stages, `a | b | c\nd > f` comes back as one command `c d`
+    /// carrying the redirection); bash runs those as separate commands, so
+    /// the node's children are split wherever the source between two of
+    /// them holds a separator, and each part is judged on its own.
     fn command(&mut self, node: Node, src: &[u8], redirected: bool) {
+        let mut cursor = node.walk();
+        let kids: Vec<Node> = node.children(&mut cursor).collect();
+        let mut parts: Vec<Vec<Node>> = vec![Vec::new()];
+        let mut prev_end: Option<usize> = None;
+        for child in kids {
+            if let Some(end) = prev_end {
+                match gap(&src[end..child.start_byte()]) {
+                    Gap::Blank => {}
+                    Gap::Separator => parts.push(Vec::new()),
+                    Gap::Other => {
+                        let near = text(node, src);
+                        self.bad(format!("does not parse as a shell command (near `{near}`)"));
+                    }
+                }
+            }
+            prev_end = Some(child.end_byte());
+            if child.is_named() {
+                if let Some(part) = parts.last_mut() {
+                    part.push(child);
+                }
+            }
+        }
+        let last = parts.len().saturating_sub(1);
+        for (i, part) in parts.into_iter().enumerate() {
+            if i > 0 && starts_with_reserved_word(&part, src) {
+                self.bad(format!(
+                    "does not parse as a shell command (near `{}`)",
+                    text(node, src)
+                ));
+            }
+            // A redirection of an enclosing statement follows the last part.
+            self.command_part(&part, src, redirected && i == last);
+        }
+    }
+
+    fn command_part(&mut self, kids: &[Node], src: &[u8], redirected: bool) {
+        let (Some(first), Some(last)) = (kids.first(), kids.last()) else {
+            return;
+        };
         let mut words = Vec::new();
         let mut writes = redirected;
-        let mut cursor = node.walk();
-        let kids: Vec<Node> = node.named_children(&mut cursor).collect();
-        for child in kids {
+        for child in kids.iter().copied() {
             match child.kind() {
                 "variable_assignment" => self.bad(format!(
                     "sets a variable for a command (`{}`)",
@@ -339,9 +382,10 @@ impl Walker<'_> {
                 _ => words.push(self.word(child, src)),
             }
         }
+        let source = String::from_utf8_lossy(&src[first.start_byte()..last.end_byte()]);
         let command = SimpleCommand {
             words,
-            text: text(node, src),
+            text: source.into_owned(),
             writes_file: writes,
         };
         self.simple(command);
@@ -551,6 +595,46 @@ fn is_arithmetic_test(test: &str) -> bool {
             .any(|w| matches!(w, "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge"))
 }
 
+/// What stands between two children of a `command` node.
+enum Gap {
+    /// Blanks and line continuations: the words belong together.
+    Blank,
+    /// A newline, `;`, `&` or `|`: bash starts a new command there.
+    Separator,
+    /// Anything else: the tree does not match the text.
+    Other,
+}
+
+fn gap(between: &[u8]) -> Gap {
+    let mut separated = false;
+    let mut i = 0;
+    while i < between.len() {
+        match between[i] {
+            b'\\' if between.get(i + 1) == Some(&b'\n') => i += 1,
+            b' ' | b'\t' | b'\r' => {}
+            b'\n' | b';' | b'&' | b'|' => separated = true,
+            _ => return Gap::Other,
+        }
+        i += 1;
+    }
+    if separated {
+        Gap::Separator
+    } else {
+        Gap::Blank
+    }
+}
+
+/// Whether a part split off a run-on command starts with a word bash
+/// would read as syntax, not as a program name.
+fn starts_with_reserved_word(kids: &[Node], src: &[u8]) -> bool {
+    const RESERVED: &[&str] = &[
+        "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
+        "function", "select", "time", "coproc", "{", "}", "!", "[[", "]]", "in",
+    ];
+    kids.first()
+        .is_some_and(|k| RESERVED.contains(&text(*k, src).as_str()))
+}
+
 fn text(node: Node, src: &[u8]) -> String {
     String::from_utf8_lossy(&src[node.byte_range()]).into_owned()
 }
@@ -670,6 +754,37 @@ mod tests {
         assert_eq!(programs("for f in x y; do b; done"), ["b"]);
         assert_eq!(programs("case x in y) a;; esac"), ["a"]);
         assert_eq!(programs("! a"), ["a"]);
+    }
+
+    #[test]
+    fn a_command_never_runs_on_past_a_newline_or_semicolon() {
+        // tree-sitter-bash joins the last stage of a 3+ stage pipeline
+        // with the next line when that line is redirected (issue 23).
+        for sep in ["\n", ";", " ;\n", "\n\n", " # note\n"] {
+            let command = format!("ls | wc | cargo test{sep}rm -rf /x > f");
+            let a = analyse(&command, &ctx());
+            let got: Vec<(String, bool)> = a
+                .commands
+                .iter()
+                .map(|c| {
+                    (
+                        c.literal_words().unwrap_or_default().join(" "),
+                        c.writes_file,
+                    )
+                })
+                .collect();
+            assert_eq!(
+                got,
+                [
+                    ("ls".to_string(), false),
+                    ("wc".to_string(), false),
+                    ("cargo test".to_string(), false),
+                    ("rm -rf /x".to_string(), true),
+                ],
+                "{command:?}"
+            );
+        }
+        assert_eq!(programs("a | b | c 1 \\\n 2\nd"), ["a", "b", "c 1 2", "d"]);
     }
 
     #[test]

@@ -113,10 +113,7 @@ fn stress(backend: Backend) {
     // replacement, which fsync does not change (the crash test below and
     // the other tests write to the real disk).
     let fx = Fixture::new(backend, "stress", true);
-    let seed = std::env::var("TASK_LIST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed_u64);
+    let seed = kaji_test_support::seeds::seeds("stress", &[0x5eed], Some("TASK_LIST_SEED"))[0];
     let children: Vec<Child> = (0..WORKERS)
         .map(|w| {
             let args = [

@@ -22,6 +22,7 @@ pub mod cache;
 pub mod fixtures;
 pub mod pg;
 pub mod script;
+pub mod seeds;
 pub mod server;
 pub mod wire;
 mod wire_responses;

@@ -113,6 +113,13 @@ fn same_blocks_at_every_split_offset() {
 }
 
 proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config {
+        failure_persistence: None,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(
+            kaji_test_support::seeds::seeds("chunk sizes", &[0xc4_0c5], None)[0],
+        ),
+        ..proptest::test_runner::Config::default()
+    })]
     #[test]
     fn same_blocks_for_random_chunk_sizes(idx in 0..SUITE.len(), sizes in proptest::collection::vec(1usize..24, 1..16)) {
         let msg = SUITE[idx];
