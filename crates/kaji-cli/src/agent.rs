@@ -44,9 +44,21 @@ pub struct AgentArgs {
     /// `max_mistakes` in config.toml, else 3).
     #[arg(long, value_name = "N")]
     pub max_mistakes: Option<u32>,
-    /// Stop after this many model turns.
+    /// Stop after this many model turns of the main agent (a sub-agent's
+    /// turns are bounded by its own `maxTurns`).
     #[arg(long, value_name = "N")]
     pub max_turns: Option<u32>,
+    /// Stop after this many model requests in the whole run, sub-agents'
+    /// and in-process teammates' included (default: `max_requests` in
+    /// config.toml, else no limit).
+    #[arg(long, value_name = "N")]
+    pub max_requests: Option<u64>,
+    /// Stop once the run has cost this many US dollars, sub-agents' and
+    /// in-process teammates' included (default: `max_budget_usd` in
+    /// config.toml, else no limit). Without known prices it warns and does
+    /// not stop.
+    #[arg(long, value_name = "USD")]
+    pub max_budget_usd: Option<f64>,
     /// How the model calls tools: native (the provider's tool calling) or
     /// xml (calls written in the reply text, for servers without tools).
     #[arg(long, value_name = "PROTOCOL", default_value = "native")]
@@ -151,6 +163,8 @@ impl AgentArgs {
             permission_mode,
             max_mistakes: self.max_mistakes,
             max_turns: self.max_turns,
+            max_requests: self.max_requests,
+            max_budget_usd: self.max_budget_usd,
             tool_protocol,
             worktree: self.worktree.clone(),
             no_checkpoints: self.no_checkpoints,

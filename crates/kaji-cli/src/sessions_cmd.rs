@@ -266,14 +266,24 @@ fn transcript_events(loaded: &LoadedSession, last: Option<&Message>) -> Vec<Task
             payload: None,
         });
     };
+    // A reply written ahead of its tools, shown once it is known whether
+    // its whole version follows.
+    let mut partial: Option<&Message> = None;
     for record in &loaded.records {
         match record {
             SessionRecord::Message { message } => {
+                if let Some(p) = partial.take()
+                    && message.role != Role::Assistant
+                {
+                    message_events(p, &mut names, &mut events, &mut say);
+                }
                 open_calls =
                     message.role == Role::Assistant && message.tool_uses().next().is_some();
                 message_events(message, &mut names, &mut events, &mut say);
             }
+            SessionRecord::PartialReply { message } => partial = Some(message),
             SessionRecord::HistoryReplaced { reason, .. } => {
+                partial = None;
                 open_calls = false;
                 say(
                     &mut events,
@@ -290,6 +300,10 @@ fn transcript_events(loaded: &LoadedSession, last: Option<&Message>) -> Vec<Task
             }
             _ => {}
         }
+    }
+    if let Some(p) = partial {
+        message_events(p, &mut names, &mut events, &mut say);
+        open_calls = true;
     }
     if open_calls && let Some(answer) = last.filter(|m| m.role == Role::User) {
         message_events(answer, &mut names, &mut events, &mut say);

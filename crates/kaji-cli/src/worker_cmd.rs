@@ -14,7 +14,15 @@
 //! `released #3`, `released #5 of w2 (departed)`). Nobody can answer its
 //! asks: they are denied, except its own AttemptCompletion, which it
 //! accepts. Exit codes: 0 nothing left, 1 a session or list error, 2 a
-//! usage error (no --task-list, a worker of that name already running).
+//! usage error (no --task-list, a worker of that name already running),
+//! 130 stopped by SIGTERM, SIGINT or SIGHUP.
+//!
+//! Stopped by a signal, it aborts the task in hand, completes it if it had
+//! finished, else releases it with a note (`released #3`), gives up its
+//! lock or lease and exits; a task that will not end within the exit grace
+//! (`KAJI_EXIT_GRACE_MS`) is released all the same. At its start, tasks
+//! still held under its name (a worker of that name that was killed) are
+//! released, so it never waits on its own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +33,7 @@ use kaji_core::subagent::types::AgentCatalog;
 use kaji_core::{AskRequest, TaskFrontend};
 use kaji_protocol::{AskKind, AskResponse, SessionEvent, TaskStatus as RunStatus};
 use kaji_tasks::list::{Member, Task, TaskList, TaskListError, TaskPatch, TaskStatus};
+use tokio_util::sync::CancellationToken;
 
 use crate::agent::AgentArgs;
 
@@ -104,11 +113,46 @@ pub async fn run(mut args: WorkerArgs) -> i32 {
     let role = match role_prompt(&args) {
         Ok(role) => role,
         Err(message) => {
+            let _ = list.leave(member).await;
             eprintln!("kaji worker: {message}");
             return 2;
         }
     };
-    match work(&args, &list, &member, &role).await {
+    // Tasks held under this name belong to an earlier worker of the name
+    // that did not leave (kill -9): nobody else may take them while this
+    // one lives, so they go back to the list.
+    match list
+        .release_with_note(
+            &name,
+            &format!(
+                "released by {name} at its start: an earlier worker of this name left it unfinished"
+            ),
+        )
+        .await
+    {
+        Ok(ids) => {
+            for id in ids {
+                println!("released #{id} (held under this name before)");
+            }
+        }
+        Err(e) => eprintln!("kaji worker: cannot release the tasks held under {name}: {e}"),
+    }
+    let stop = CancellationToken::new();
+    let signals = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let name = wait_for_stop_signal().await;
+            eprintln!("kaji worker: {name}: stopping");
+            stop.cancel();
+        }
+    });
+    let worked = work(&args, &list, &member, &role, &stop).await;
+    signals.abort();
+    if stop.is_cancelled() {
+        let _ = list.leave(member).await;
+        return 130;
+    }
+    match worked {
         Ok(()) => {
             let _ = list.leave(member).await;
             0
@@ -168,14 +212,36 @@ fn role_prompt(args: &WorkerArgs) -> Result<String, String> {
         })
 }
 
+/// Waits for SIGTERM, SIGINT or SIGHUP; returns its name.
+async fn wait_for_stop_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return "SIGINT";
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+        _ = hup.recv() => "SIGHUP",
+    }
+}
+
 async fn work(
     args: &WorkerArgs,
     list: &TaskList,
     member: &Member,
     role: &str,
+    stop: &CancellationToken,
 ) -> Result<(), String> {
     let name = member.name();
     loop {
+        if stop.is_cancelled() {
+            return Ok(());
+        }
         for (owner, ids) in list.release_departed().await.map_err(|e| e.to_string())? {
             for id in ids {
                 println!("released #{id} of {owner} (departed)");
@@ -187,7 +253,7 @@ async fn work(
             .map_err(|e| e.to_string())?
         {
             println!("claimed #{}", task.id);
-            work_one(args, list, member, role, &task).await?;
+            work_one(args, list, member, role, &task, stop).await?;
             continue;
         }
         let open = list
@@ -203,7 +269,10 @@ async fn work(
         if let Some(why) = member.lost() {
             return Err(format!("{name} lost its place on the list: {why}"));
         }
-        tokio::time::sleep(poll_interval()).await;
+        tokio::select! {
+            _ = tokio::time::sleep(poll_interval()) => {}
+            _ = stop.cancelled() => return Ok(()),
+        }
     }
 }
 
@@ -213,6 +282,7 @@ async fn work_one(
     member: &Member,
     role: &str,
     task: &Task,
+    stop: &CancellationToken,
 ) -> Result<(), String> {
     let name = member.name();
     let (session, _warnings) = args
@@ -224,9 +294,34 @@ async fn work_one(
         "{role}You are the teammate `{name}` working on the shared task list. You have claimed task #{}: {}\n\n{}\n\nDo this task, then call AttemptCompletion with what you did.",
         task.id, task.subject, task.description
     );
-    let outcome = session.submit(prompt).await.map_err(|e| e.to_string());
+    // A stop aborts the task; one that will not end within the grace is
+    // given up on (its note says so) and the worker exits all the same.
+    let submitted = {
+        let submit = session.submit(prompt);
+        tokio::pin!(submit);
+        tokio::select! {
+            outcome = &mut submit => Some(outcome),
+            _ = stop.cancelled() => {
+                session.abort();
+                tokio::select! {
+                    outcome = &mut submit => Some(outcome),
+                    _ = tokio::time::sleep(crate::exec::exit_grace()) => None,
+                }
+            }
+        }
+    };
+    let Some(outcome) = submitted else {
+        release(
+            list,
+            name,
+            task,
+            "the worker was stopped and its task did not end in time",
+        )
+        .await?;
+        return Ok(());
+    };
     session.shutdown().await;
-    let outcome = outcome?;
+    let outcome = outcome.map_err(|e| e.to_string())?;
     if outcome.status == RunStatus::Completed {
         let patch = TaskPatch {
             status: Some(TaskStatus::Completed),
@@ -246,14 +341,26 @@ async fn work_one(
             }
             Err(e) => return Err(e.to_string()),
         }
-    } else {
-        list.release_with_note(
+    } else if stop.is_cancelled() {
+        release(
+            list,
             name,
-            &format!("the teammate ended as {}", outcome.status.as_str()),
+            task,
+            "the worker was stopped before it finished",
         )
+        .await?;
+    } else {
+        let why = format!("the teammate ended as {}", outcome.status.as_str());
+        release(list, name, task, &why).await?;
+    }
+    Ok(())
+}
+
+/// Gives `task` (and anything else `name` holds) back with a note.
+async fn release(list: &TaskList, name: &str, task: &Task, why: &str) -> Result<(), String> {
+    list.release_with_note(name, why)
         .await
         .map_err(|e| e.to_string())?;
-        println!("released #{}", task.id);
-    }
+    println!("released #{}", task.id);
     Ok(())
 }

@@ -125,6 +125,12 @@ pub struct KajiConfig {
     pub token_budget: Option<u64>,
     /// `max_agent_depth`: how deep sub-agents nest (default 2).
     pub max_agent_depth: Option<u32>,
+    /// `max_requests`: the model requests of a whole run, sub-agents and
+    /// teammates included (`--max-requests` wins).
+    pub max_requests: Option<u64>,
+    /// `max_budget_usd`: the cost of a whole run, in USD
+    /// (`--max-budget-usd` wins).
+    pub max_budget_usd: Option<f64>,
     /// `on_text_reply`: `nudge` or `finish` (default: the front end's).
     pub on_text_reply: Option<TextReply>,
     /// `compaction`: `auto` (default), `manual` or `off`.
@@ -533,6 +539,8 @@ impl KajiConfig {
             model_aliases: file.model_aliases,
             token_budget: file.token_budget,
             max_agent_depth: file.max_agent_depth,
+            max_requests: file.max_requests,
+            max_budget_usd: file.max_budget_usd,
             compaction: file.compaction,
             on_text_reply: file.on_text_reply,
             auto_compact_threshold: match file.auto_compact_threshold {
@@ -599,6 +607,8 @@ impl KajiConfig {
         self.model_aliases.extend(project.model_aliases);
         over(&mut self.token_budget, project.token_budget);
         over(&mut self.max_agent_depth, project.max_agent_depth);
+        over(&mut self.max_requests, project.max_requests);
+        over(&mut self.max_budget_usd, project.max_budget_usd);
         self.hooks.extend(project.hooks);
         self.mcp_servers.extend(project.mcp_servers);
         self.permissions.extend(project.permissions);
@@ -787,6 +797,8 @@ struct ConfigFile {
     model_aliases: BTreeMap<String, String>,
     token_budget: Option<u64>,
     max_agent_depth: Option<u32>,
+    max_requests: Option<u64>,
+    max_budget_usd: Option<f64>,
     compaction: Option<Compaction>,
     on_text_reply: Option<TextReply>,
     auto_compact_threshold: Option<Spanned<f64>>,

@@ -300,6 +300,15 @@ impl ToolExecutor {
     fn lookup(&self, name: &str) -> Result<Arc<dyn Tool>, ToolRun> {
         let tools = self.round_tools.lock().unwrap_or_else(|e| e.into_inner());
         tools.get(name).cloned().ok_or_else(|| {
+            // Not a mistake of the model: the tool's server is on its way.
+            if let Some(server) = self.mcp().and_then(|m| m.connecting_server_of(name)) {
+                return ToolRun::failed(
+                    format!(
+                        "{name} was not run: its MCP server {server:?} is still connecting; its tools will be listed once it is ready (try again then)"
+                    ),
+                    false,
+                );
+            }
             let names = tools.names().join(", ");
             ToolRun::failed(
                 format!("unknown tool {name:?}; the available tools are: {names}"),

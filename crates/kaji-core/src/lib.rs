@@ -9,6 +9,7 @@
 //! [`TaskFrontend`], and each front end (the TUI, `kaji exec`, tests)
 //! renders and answers them.
 
+pub mod budget;
 pub mod checkpoints;
 pub mod commands;
 pub mod compaction;

@@ -129,6 +129,8 @@ pub struct TaskConfig {
     pub approvals: SharedApprovals,
     /// Where the conversation is written as it happens.
     pub recorder: Recorder,
+    /// The run's budget of requests and cost, shared with sub-agents.
+    pub budget: Arc<crate::budget::RunBudget>,
     /// The session's message counter, so ids never repeat across prompts.
     pub message_ids: Arc<AtomicU64>,
     /// Whose Task this is: `main`, or a sub-agent's name.
@@ -211,6 +213,7 @@ impl TaskConfig {
             mode_before_plan: None,
             approvals: SharedApprovals::default(),
             recorder: Recorder::disabled(),
+            budget: Arc::new(crate::budget::RunBudget::unlimited()),
             message_ids: Arc::new(AtomicU64::new(0)),
             agent: "main".into(),
             owner: "main".into(),
@@ -337,6 +340,9 @@ struct TaskState {
     compacted_for_overflow: bool,
     /// Cost so far, when the model's prices are known.
     cost_usd: Option<f64>,
+    /// This round's user content, until it is in the session file (it
+    /// goes there with the reply, or ahead of the reply's first tool).
+    round_user: Option<Vec<ContentBlock>>,
 }
 
 impl TaskState {
@@ -683,6 +689,14 @@ impl Task {
             self.emitter.say(SayKind::Error, msg.clone(), None);
             return Some((TaskStatus::MaxTurns, Some(msg)));
         }
+        // The run's budget, shared with every agent of the run: this
+        // request is taken from it here.
+        if let Err(spent) = self.config.budget.start_request() {
+            let msg = spent.to_string();
+            self.emitter.say(SayKind::Error, msg.clone(), None);
+            self.lock().stop_reason = Some(spent.stop_reason().to_string());
+            return Some((TaskStatus::MaxTurns, Some(msg)));
+        }
         None
     }
 
@@ -697,9 +711,16 @@ impl Task {
                 user_content.push(ContentBlock::text(notice.to_prompt_text()));
             }
         }
-        // Messages and completion notices from the team's mailbox.
+        // Messages and completion notices from the team's mailbox: a
+        // teammate's own (a `kaji worker`'s main agent is named `main`, but
+        // the lead's mailbox, with the notices of its own completions, is
+        // not its to read).
+        let mailbox = match self.config.role {
+            kaji_tools::AgentRole::Teammate => &self.config.owner,
+            _ => &self.config.agent,
+        };
         if let Some(list) = &self.config.task_list
-            && let Ok(messages) = list.take_messages(&self.config.agent).await
+            && let Ok(messages) = list.take_messages(mailbox).await
         {
             for message in messages {
                 user_content.push(ContentBlock::text(message.to_prompt_text()));
@@ -773,11 +794,29 @@ impl Task {
         let (history, dropped) = if cheap_enough {
             (history, 0)
         } else {
-            let (summary, dropped) = self.summarize(history, instructions).await?;
-            (
-                compaction::compacted_history(&summary, &self.compaction_context().await),
-                dropped,
-            )
+            let (summary, dropped) = self.summarize(history.clone(), instructions).await?;
+            let summarized =
+                compaction::compacted_history(&summary, &self.compaction_context().await);
+            // Compaction only shrinks: a summary that does not bring the
+            // context below what it replaces (and, when automatic, below
+            // the threshold) is rejected; the oldest rounds go instead.
+            let summarized_tokens = compaction::estimate_tokens(&summarized);
+            let limit = match target {
+                Some(t) if instructions.is_none() => t.min(before),
+                _ => before,
+            };
+            if summarized_tokens < limit {
+                (summarized, dropped)
+            } else {
+                self.emitter.say(
+                    SayKind::Info,
+                    format!(
+                        "The summary (about {summarized_tokens} tokens) would not shrink the context (about {before} tokens): it is rejected, and the oldest rounds are dropped instead"
+                    ),
+                    None,
+                );
+                shrink_by_dropping(history, limit)?
+            }
         };
         let after = compaction::estimate_tokens(&history);
         self.lock().history = history.clone();
@@ -792,9 +831,7 @@ impl Task {
             });
         let mut text = format!("Context compacted: about {before} → {after} tokens");
         if dropped > 0 {
-            text.push_str(&format!(
-                " ({dropped} oldest rounds were dropped: even the summary request did not fit)"
-            ));
+            text.push_str(&format!(" ({dropped} oldest rounds were dropped to fit)"));
         }
         self.emitter.say(
             SayKind::ContextCompacted,
@@ -1492,9 +1529,9 @@ impl Task {
             }
         }
         let specs = self.executor.begin_round();
-        let recorded_user = user_content.clone();
         let turn = {
             let mut st = self.lock();
+            st.round_user = Some(user_content.clone());
             st.push_user_content(user_content);
             st.turns += 1;
             st.stream_end = None;
@@ -1593,7 +1630,8 @@ impl Task {
             let cut_by_us = presented.interrupted || self.cancel.is_cancelled();
             let (usage, estimated) = match a.as_ref() {
                 Some(a) if reported == Usage::default() && st.stream_had_content && !cut_by_us => {
-                    (estimate_usage(request_bytes, a), true)
+                    let broken = matches!(st.stream_end, Some(Err(_)));
+                    (estimate_usage(request_bytes, a, broken), true)
                 }
                 _ => (reported, false),
             };
@@ -1705,13 +1743,15 @@ impl Task {
             };
             // The round's user content and the reply that answered it go to
             // the session file together (a request that failed as a whole
-            // left no trace).
-            self.config.recorder.record(SessionRecord::Message {
-                message: Message {
-                    role: Role::User,
-                    content: recorded_user,
-                },
-            });
+            // left no trace), unless the user content went ahead of a tool.
+            if let Some(content) = st.round_user.take() {
+                self.config.recorder.record(SessionRecord::Message {
+                    message: Message {
+                        role: Role::User,
+                        content,
+                    },
+                });
+            }
             self.config.recorder.record(SessionRecord::Message {
                 message: reply.clone(),
             });
@@ -1747,16 +1787,8 @@ impl Task {
             self.config.recorder.sync();
             return RoundOutcome::Aborted;
         }
-        // Each result, durable before the next request: a crash from here
-        // on loses nothing of this round.
-        for (call, run) in runs {
-            self.config
-                .recorder
-                .record_synced(SessionRecord::ToolResult {
-                    block: self.result_block(&call.id, &call.name, run.content(), run.is_error()),
-                    tool_use_id: call.id.clone(),
-                });
-        }
+        // Each result was made durable as its tool returned (see
+        // `write_ahead`); the reply is, before the next request.
         self.config.recorder.sync();
         if let Some((call, run)) = runs.iter().find(|(_, r)| r.completion().is_some()) {
             // Results of calls made beside AttemptCompletion go back with
@@ -1807,6 +1839,7 @@ impl Task {
                 *st.cost_usd.get_or_insert(0.0) += c;
             }
         }
+        self.config.budget.charge(cost_usd, &usage);
         self.config.recorder.record(SessionRecord::Usage {
             turn,
             usage,
@@ -1976,8 +2009,20 @@ impl Task {
                             "the task was completed by an earlier AttemptCompletion call",
                         )
                     } else {
+                        self.write_ahead(&call, &out.runs);
                         self.run_tool(&call, announce).await
                     };
+                    self.config
+                        .recorder
+                        .record_synced(SessionRecord::ToolResult {
+                            block: self.result_block(
+                                &call.id,
+                                &call.name,
+                                run.content(),
+                                run.is_error(),
+                            ),
+                            tool_use_id: call.id.clone(),
+                        });
                     if self.cancel.is_cancelled() {
                         out.runs.push((call, run));
                         return out;
@@ -1993,6 +2038,50 @@ impl Task {
                 }
             }
         }
+    }
+
+    /// Makes the reply so far durable before `call` runs: this round's user
+    /// content (the first time) and the reply's text and calls up to
+    /// `call` (a `partial_reply`). A kill -9 while the tool runs leaves the
+    /// call in the file, so a resume answers it as interrupted instead of
+    /// asking the model again (which may run it twice).
+    fn write_ahead(&self, call: &ToolCall, earlier: &[(ToolCall, ToolRun)]) {
+        if !self.config.recorder.is_enabled() {
+            return;
+        }
+        let (user, mut content) = {
+            let mut st = self.lock();
+            let content = st
+                .assembler
+                .as_ref()
+                .map(|a| a.history_content())
+                .unwrap_or_default();
+            (st.round_user.take(), content)
+        };
+        if self.config.tool_protocol == ToolProtocol::Native {
+            content.retain(|b| match b {
+                ContentBlock::ToolUse { id, .. } => {
+                    id == &call.id || earlier.iter().any(|(c, _)| &c.id == id)
+                }
+                _ => true,
+            });
+        }
+        if let Some(content) = user {
+            self.config.recorder.record(SessionRecord::Message {
+                message: Message {
+                    role: Role::User,
+                    content,
+                },
+            });
+        }
+        self.config
+            .recorder
+            .record_synced(SessionRecord::PartialReply {
+                message: Message {
+                    role: Role::Assistant,
+                    content,
+                },
+            });
     }
 
     /// Streams a tool call's arguments as they arrive: a partial `ask`
@@ -2228,6 +2317,34 @@ const MAX_TOKENS_NOTE: &str = "[Your previous reply hit the output token limit (
 
 const NO_TOOL_NUDGE: &str = "[ERROR] You did not use a tool in your previous reply. Every reply must use a tool.\n\n- When the task is done, call AttemptCompletion with a summary of the result.\n- When you need information from the user, call AskUser with your question.\n- Otherwise, take the next step with the appropriate tool.";
 
+/// Drops the oldest rounds of `history` until it is under `limit`
+/// tokens; fails clearly when even the last round is too large.
+fn shrink_by_dropping(
+    mut history: Vec<Message>,
+    limit: u64,
+) -> Result<(Vec<Message>, usize), String> {
+    let mut dropped = 0;
+    while compaction::estimate_tokens(&history) >= limit {
+        let rounds = history.iter().filter(|m| m.role == Role::Assistant).count();
+        let n = compaction::drop_oldest_rounds(&mut history, rounds.div_ceil(4).max(1));
+        if n == 0 {
+            return Err(format!(
+                "compaction failed: neither a summary nor dropping old rounds brings the context under about {limit} tokens; start a new conversation (its history is kept)"
+            ));
+        }
+        dropped += n;
+    }
+    // The model is told, where it reads next: the last user message.
+    if dropped > 0
+        && let Some(last) = history.last_mut().filter(|m| m.role == Role::User)
+    {
+        last.content.push(ContentBlock::text(format!(
+            "[EARLIER ROUNDS DROPPED] The {dropped} oldest rounds of this conversation were dropped to keep it within the context window."
+        )));
+    }
+    Ok((history, dropped))
+}
+
 /// A new Task id.
 pub fn new_task_id() -> String {
     use std::time::{SystemTime, UNIX_EPOCH};
@@ -2254,8 +2371,14 @@ fn request_size(request: &ModelRequest) -> usize {
 
 /// About four bytes a token: the estimate for servers that report no usage
 /// (llama.cpp's and others that ignore `stream_options.include_usage`).
-fn estimate_usage(request_bytes: usize, reply: &ReplyAssembler) -> Usage {
-    let reply_bytes = serde_json::to_vec(&reply.history_content()).map_or(0, |v| v.len());
+fn estimate_usage(request_bytes: usize, reply: &ReplyAssembler, broken: bool) -> Usage {
+    // A reply that broke off (past the reply cap, say) is kept in part
+    // only: the estimate counts what the next request will carry.
+    let mut content = reply.history_content();
+    if broken {
+        cap_broken_text(&mut content);
+    }
+    let reply_bytes = serde_json::to_vec(&content).map_or(0, |v| v.len());
     Usage {
         input_tokens: (request_bytes as u64).div_ceil(4),
         output_tokens: (reply_bytes as u64).div_ceil(4),

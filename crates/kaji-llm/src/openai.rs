@@ -242,6 +242,9 @@ struct Chunk {
 
 #[derive(Deserialize)]
 struct Choice {
+    /// Which choice (a request with `n` > 1 streams several, interleaved).
+    #[serde(default)]
+    index: u32,
     #[serde(default)]
     delta: Option<ChunkDelta>,
     #[serde(default)]
@@ -534,7 +537,9 @@ impl ReplyDecoder for OpenAiDecoder {
                 retryable: false,
             });
         }
-        for choice in chunk.choices.into_iter().take(1) {
+        // Only the first choice is the reply: the others of a multi-choice
+        // stream are dropped, never interleaved into it.
+        for choice in chunk.choices.into_iter().filter(|c| c.index == 0).take(1) {
             if let Some(delta) = choice.delta {
                 if let Some(text) = delta
                     .reasoning_content

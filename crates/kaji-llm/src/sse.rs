@@ -215,7 +215,11 @@ impl SseDecoder {
                 let value = value.strip_prefix(b" ").unwrap_or(value);
                 (&line[..colon], value)
             }
-            None => (line, &b""[..]),
+            // A line without a colon names a field with an empty value;
+            // only `data` means something then, any other is ignored (the
+            // SSE spec).
+            None if line == b"data" => (line, &b""[..]),
+            None => return Ok(()),
         };
         let value = std::str::from_utf8(value).map_err(|e| SseError {
             offset: self.line_offset + (line.len() - value.len() + e.valid_up_to()) as u64,
@@ -348,12 +352,22 @@ mod tests {
 
     #[test]
     fn unknown_field_is_an_error_with_offset() {
-        let input = b"data: ok\n\n<html>oops</html>\n\n";
+        let input = b"data: ok\n\nerror: <html>oops</html>\n\n";
         for split in 0..=input.len() {
             let (a, b) = input.split_at(split);
             let err = decode_all(&[a, b]).unwrap_err();
             assert_eq!(err.offset, 10, "split at {split}");
             assert!(err.to_string().contains("<html>"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_line_without_a_colon_is_ignored_and_a_bare_data_line_is_empty_data() {
+        let input = b"event: a\nkeepalive\ndata: x\ndata\n\n";
+        for split in 0..=input.len() {
+            let (a, b) = input.split_at(split);
+            let events = strip(decode_all(&[a, b]).unwrap());
+            assert_eq!(events, vec![ev("a", "x\n")], "split at {split}");
         }
     }
 

@@ -323,6 +323,19 @@ impl McpManager {
         }
     }
 
+    /// The server still connecting whose tools `tool_name` (as offered to
+    /// the model, `mcp__<server>__<tool>`) would be one of, if any.
+    pub fn connecting_server_of(&self, tool_name: &str) -> Option<String> {
+        self.connecting_servers().into_iter().find(|server| {
+            let prefix = format!(
+                "{}{}__",
+                crate::names::MCP_TOOL_PREFIX,
+                crate::names::sanitize(server)
+            );
+            tool_name.starts_with(&prefix)
+        })
+    }
+
     fn connecting_servers(&self) -> Vec<String> {
         self.inner
             .servers

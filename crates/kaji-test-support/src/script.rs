@@ -576,6 +576,13 @@ pub enum Fault {
     /// (each with its own id), as some compatible servers do. Anthropic is
     /// unchanged.
     ToolCallsIndexZero,
+    /// The normal reply with a line without a colon (`keep-alive`) before
+    /// every event, which the SSE spec says to ignore.
+    ColonlessLines,
+    /// OpenAI: the normal reply, every chunk with choices followed by a
+    /// chunk of choice 1 (`n` > 1) whose text is `OTHER CHOICE`. Anthropic
+    /// and Responses are unchanged.
+    ExtraChoices,
     /// HTTP 400 with a real server's context-length error. `server` is one
     /// of `anthropic`, `openai`, `vllm`, `llama.cpp`, `ollama`,
     /// `lmstudio`; by default the request's own provider.

@@ -641,7 +641,7 @@ fn serve(
         Some(Fault::MalformedSse) => {
             let mut out = frames().into_iter().take(1).collect::<Vec<_>>();
             out.push(Bytes::from_static(
-                b"this line is not a server-sent event\n\n",
+                b"this line is not: a server-sent event\n\n",
             ));
             sse_response(shared, out, None, Ending::Complete)
         }
@@ -672,6 +672,29 @@ fn serve(
             ),
         ),
         Some(Fault::ToolCallsIndexZero) => sse_response(shared, frames(), None, Ending::Complete),
+        Some(Fault::ColonlessLines) => {
+            let out = frames()
+                .into_iter()
+                .flat_map(|f| [Bytes::from_static(b"keep-alive\n"), f])
+                .collect();
+            sse_response(shared, out, None, Ending::Complete)
+        }
+        Some(Fault::ExtraChoices) => {
+            let other = Bytes::from_static(
+                b"data: {\"choices\":[{\"index\":1,\"delta\":{\"content\":\"OTHER CHOICE \"}}]}\n\n",
+            );
+            let out = frames()
+                .into_iter()
+                .flat_map(|f| {
+                    let extra = (format == WireFormat::OpenAi
+                        && f.starts_with(b"data: {\"")
+                        && f.windows(12).any(|w| w == b"\"choices\":[{"))
+                    .then(|| other.clone());
+                    std::iter::once(f).chain(extra)
+                })
+                .collect();
+            sse_response(shared, out, None, Ending::Complete)
+        }
         Some(Fault::BreakAfterFirstContent) => {
             let mut out = frames();
             let first = first_content_frame(format, &out);

@@ -37,6 +37,7 @@ use crate::ToolRegistry;
 #[allow(unused_imports)]
 pub use kajiignore::{IgnoreRule, KajiIgnore};
 pub use paths::{normalize_lexically, real_path};
+pub use read::{MAX_IMAGE_SIDE, validate_image};
 
 /// Adds `Read`, `Write`, `Edit`, `Glob` and `Grep` to `registry`, in that
 /// order.

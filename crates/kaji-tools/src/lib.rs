@@ -22,6 +22,7 @@ mod bash;
 mod error;
 pub mod file_access;
 mod fs;
+mod html_depth;
 mod interaction;
 pub mod plan;
 mod registry;
@@ -37,7 +38,9 @@ pub mod worktree;
 
 pub use error::ToolError;
 pub use file_access::{FileAccess, FileAccessError};
-pub use fs::{IgnoreRule, KajiIgnore, normalize_lexically, real_path};
+pub use fs::{
+    IgnoreRule, KajiIgnore, MAX_IMAGE_SIDE, normalize_lexically, real_path, validate_image,
+};
 pub use interaction::finishing_tool;
 pub use registry::ToolRegistry;
 

@@ -393,6 +393,8 @@ fn render(page: &Page) -> Result<(BodyKind, String), ToolError> {
                     "script", "style", "noscript", "template", "svg", "head",
                 ])
                 .build();
+            // The converter recurses per level: deep nesting is cut first.
+            let text = crate::html_depth::limit_depth(&text, crate::html_depth::MAX_DEPTH);
             let markdown = converter.convert(&text).map_err(|e| {
                 refused(format!(
                     "cannot convert the HTML of {} to markdown: {e}",

@@ -13,6 +13,7 @@
 
 mod convert;
 mod frontend;
+mod wire;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -27,7 +28,7 @@ use agent_client_protocol::v1::schema::{
     PromptRequest, PromptResponse, SessionMode, SessionModeState, SetSessionModeRequest,
     SetSessionModeResponse, StopReason,
 };
-use agent_client_protocol::{Agent, Client, Error, ErrorCode, Responder, Stdio, V1};
+use agent_client_protocol::{Agent, Client, Error, ErrorCode, Lines, Responder, V1};
 use kaji_core::{PermissionMode, ResumeFrom, Session, SessionBuilder, SessionError};
 use kaji_mcp::{McpServerConfig, McpTransportConfig};
 use kaji_protocol::TaskStatus;
@@ -79,8 +80,10 @@ pub async fn run(args: AcpArgs) -> i32 {
         sessions: Mutex::new(HashMap::new()),
         turns: Mutex::new(Vec::new()),
     });
-    let served = serve(Arc::clone(&acp)).await;
+    let (lines, finish) = wire::Wire::stdio().split();
+    let served = serve(Arc::clone(&acp), lines).await;
     acp.close().await;
+    finish.done().await;
     match served {
         Ok(()) => 0,
         Err(e) => {
@@ -91,7 +94,11 @@ pub async fn run(args: AcpArgs) -> i32 {
 }
 
 /// Serves the connection until it closes.
-async fn serve(acp: Arc<Acp>) -> Result<(), Error> {
+async fn serve<O, I>(acp: Arc<Acp>, lines: Lines<O, I>) -> Result<(), Error>
+where
+    O: futures::Sink<String, Error = std::io::Error> + Send + 'static,
+    I: futures::Stream<Item = std::io::Result<String>> + Send + 'static,
+{
     let (a0, a1, a2, a3, a4, a5) = (
         Arc::clone(&acp),
         Arc::clone(&acp),
@@ -138,7 +145,7 @@ async fn serve(acp: Arc<Acp>) -> Result<(), Error> {
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_to(Stdio::new())
+        .connect_to(lines)
         .await
 }
 
@@ -337,7 +344,17 @@ impl Acp {
         let Some(open) = self.session(&req.session_id.0) else {
             return responder.respond_with_error(unknown_session(&req.session_id.0));
         };
-        let (text, images) = prompt_content(&req.prompt);
+        // A broken image is this prompt's error: it never enters the
+        // history, where the provider would refuse every later request.
+        let (text, images) = match prompt_content(&req.prompt) {
+            Ok(content) => content,
+            Err(why) => {
+                return responder.respond_with_error(Error::new(
+                    ErrorCode::INVALID_PARAMS,
+                    format!("the prompt was not run: {why}"),
+                ));
+            }
+        };
         let acp = Arc::clone(self);
         let turn = tokio::spawn(async move {
             let open = match acp.settle_trust(open).await {
@@ -438,13 +455,22 @@ fn modes(current: PermissionMode) -> SessionModeState {
 const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 /// The prompt as kaji's text (embedded context inlined, links named) and
-/// its images.
-fn prompt_content(blocks: &[ContentBlock]) -> (String, Vec<kaji_protocol::ContentBlock>) {
+/// its images, each checked ([`kaji_tools::validate_image`]); what is wrong
+/// with the first bad image otherwise.
+fn prompt_content(
+    blocks: &[ContentBlock],
+) -> Result<(String, Vec<kaji_protocol::ContentBlock>), String> {
     let mut parts = Vec::new();
     let mut images = Vec::new();
+    let mut bad: Option<String> = None;
     let mut image = |mime: &str, data: &str, parts: &mut Vec<String>| {
         if IMAGE_TYPES.contains(&mime) {
-            images.push(kaji_protocol::ContentBlock::image(mime, data));
+            match kaji_tools::validate_image(mime, data) {
+                Ok(_) => images.push(kaji_protocol::ContentBlock::image(mime, data)),
+                Err(why) => {
+                    bad.get_or_insert(format!("image {}: {why}", images.len() + 1));
+                }
+            }
         } else {
             parts.push(format!(
                 "[an image of type {mime} was left out: kaji sends PNG, JPEG, GIF and WebP]"
@@ -473,11 +499,14 @@ fn prompt_content(blocks: &[ContentBlock]) -> (String, Vec<kaji_protocol::Conten
             _ => parts.push("[an attachment kaji cannot read was left out]".into()),
         }
     }
+    if let Some(why) = bad {
+        return Err(why);
+    }
     let mut text = parts.join("\n");
     if text.trim().is_empty() && !images.is_empty() {
         text = "(image attached)".into();
     }
-    (text, images)
+    Ok((text, images))
 }
 
 /// The client's MCP servers as kaji's, by name. SSE servers (a transport
@@ -550,16 +579,17 @@ fn stop_reason(status: TaskStatus) -> StopReason {
 
 fn unknown_session(id: &str) -> Error {
     Error::new(
-        ErrorCode::RESOURCE_NOT_FOUND,
+        ErrorCode::INVALID_PARAMS,
         format!("unknown session {id:?}: create it with session/new or load it with session/load"),
     )
 }
 
+/// A session that cannot be built or opened: the request's parameters
+/// (flags, an unknown or busy saved session) or kaji's own failure.
 fn session_error(e: SessionError) -> Error {
-    let code = if e.is_usage() {
-        ErrorCode::INVALID_PARAMS
-    } else {
-        ErrorCode::INTERNAL_ERROR
+    let code = match e {
+        SessionError::Usage(_) | SessionError::Store(_) => ErrorCode::INVALID_PARAMS,
+        _ => ErrorCode::INTERNAL_ERROR,
     };
     Error::new(code, e.to_string())
 }

@@ -699,6 +699,12 @@ impl Raw {
             .unwrap_or_else(|| panic!("no session: {r}"))
             .to_string()
     }
+
+    async fn send_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(bytes).await.unwrap();
+        stdin.flush().await.unwrap();
+    }
 }
 
 #[tokio::test]
@@ -718,7 +724,7 @@ async fn protocol_errors_are_answered_and_the_connection_survives() {
 
     raw.send(r#"{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"x"}]}}"#).await;
     let r = raw.response(4).await;
-    assert_eq!(r["error"]["code"], -32002, "{r}");
+    assert_eq!(r["error"]["code"], -32602, "{r}");
     assert!(
         r["error"]["message"].as_str().unwrap().contains("nope"),
         "{r}"
@@ -828,4 +834,190 @@ async fn two_sessions_in_one_process_each_keep_their_own_secret_env() {
     );
     raw.stdin.take();
     assert_eq!(raw.child.wait().await.unwrap().code(), Some(0));
+}
+
+/// Every turn ends: 50 prompts in a row, each an Edit the client approves
+/// then a completion call or a text reply, from a client that declares no
+/// file system and no terminal. Each `session/prompt` is answered (the
+/// guard only turns a hang into a failure).
+#[tokio::test]
+async fn fifty_edit_turns_in_a_row_all_end() {
+    const ROUNDS: usize = 50;
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "v0\n").unwrap();
+    let mut turns = Vec::new();
+    for k in 0..ROUNDS {
+        turns.push(Turn::tool_call(
+            "Edit",
+            json!({"file_path": "a.txt", "old_string": format!("v{k}\n"), "new_string": format!("v{}\n", k + 1)}),
+        ));
+        turns.push(if k % 2 == 0 {
+            Turn::tool_call(
+                "AttemptCompletion",
+                json!({"result": format!("edit {k} done")}),
+            )
+        } else {
+            Turn::text(format!("Edit {k} done."))
+        });
+    }
+    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    let mut raw = Raw::start(home.path(), &server);
+    let id = raw.init_and_session(work.path()).await;
+    for k in 0..ROUNDS {
+        let rid = 100 + k as u64;
+        let prompt = json!({"jsonrpc":"2.0","id":rid,"method":"session/prompt","params":{"sessionId": id, "prompt":[{"type":"text","text":format!("edit {k}")}]}});
+        raw.send(&prompt.to_string()).await;
+        let mut asked = 0;
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+            loop {
+                let v = raw.recv().await;
+                if v["method"] == "session/request_permission" {
+                    asked += 1;
+                    let reply = json!({"jsonrpc":"2.0","id":v["id"],"result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}});
+                    raw.send(&reply.to_string()).await;
+                } else if v["id"] == rid && v.get("method").is_none() {
+                    return v;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("prompt {k} was never answered"));
+        assert_eq!(
+            answer["result"]["stopReason"], "end_turn",
+            "prompt {k}: {answer}"
+        );
+        assert_eq!(asked, 1, "prompt {k}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("a.txt")).unwrap(),
+        format!("v{ROUNDS}\n")
+    );
+    raw.stdin.take();
+    let status = raw.child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+/// Bad input is that line's error, never the connection's: a line of
+/// invalid UTF-8 and malformed JSON get -32700, a batch and a deeply nested
+/// request are answered, `session/load` of an unknown id is -32602; the
+/// session goes on working after each.
+#[tokio::test]
+async fn bad_lines_are_answered_and_the_session_goes_on() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::text("hi")])).await;
+    let mut raw = Raw::start(home.path(), &server);
+    let id = raw.init_and_session(work.path()).await;
+    let mut next = 10u64;
+    let still_works = async |raw: &mut Raw, n: u64| {
+        let set = json!({"jsonrpc":"2.0","id":n,"method":"session/set_mode","params":{"sessionId": id, "modeId": "plan"}});
+        raw.send(&set.to_string()).await;
+        assert!(
+            raw.response(n).await["result"].is_object(),
+            "after line {n}"
+        );
+    };
+
+    raw.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"x\xff\xfe\"}\n")
+        .await;
+    let v = raw.recv().await;
+    assert_eq!(v["error"]["code"], -32700, "{v}");
+    still_works(&mut raw, next).await;
+    next += 1;
+
+    raw.send("{\"jsonrpc\":\"2.0\",\"id\":4,").await;
+    assert_eq!(raw.recv().await["error"]["code"], -32700);
+    still_works(&mut raw, next).await;
+    next += 1;
+
+    raw.send(r#"[{"jsonrpc":"2.0","id":5,"method":"session/set_mode","params":{}}]"#)
+        .await;
+    let v = raw.recv().await;
+    assert!(v.get("error").is_some() || v.is_array(), "{v}");
+    still_works(&mut raw, next).await;
+    next += 1;
+
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{{"sessionId":"{id}","prompt":{}1{}}}}}"#,
+        "[".repeat(2000),
+        "]".repeat(2000)
+    );
+    raw.send(&deep).await;
+    let v = raw.response(6).await;
+    assert!(v["error"]["code"].is_i64(), "{v}");
+    still_works(&mut raw, next).await;
+    next += 1;
+
+    let load = json!({"jsonrpc":"2.0","id":7,"method":"session/load","params":{"sessionId": "no-such-session", "cwd": work.path(), "mcpServers": []}});
+    raw.send(&load.to_string()).await;
+    let v = raw.response(7).await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    still_works(&mut raw, next).await;
+
+    raw.stdin.take();
+    let status = raw.child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+/// A PNG header of `w`x`h` pixels, base64.
+fn png_b64(w: u32, h: u32) -> String {
+    let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+    png.extend(w.to_be_bytes());
+    png.extend(h.to_be_bytes());
+    png.extend([8, 6, 0, 0, 0, 0, 0, 0, 0]);
+    const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in png.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(B64[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Images are checked before they enter the history: data that is not
+/// base64, content of another type than declared, and dimensions past the
+/// providers' limit are that prompt's error (-32602, saying what is
+/// wrong), no request is made, and the next prompt of the session works.
+#[tokio::test]
+async fn bad_prompt_images_are_refused_before_they_enter_the_history() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::text("fine")])).await;
+    let mut raw = Raw::start(home.path(), &server);
+    let id = raw.init_and_session(work.path()).await;
+    let cases = [
+        ("image/png", "this is not base64!".to_string(), "not base64"),
+        ("image/jpeg", png_b64(10, 10), "PNG"),
+        ("image/png", png_b64(9000, 10), "pixels"),
+    ];
+    for (n, (mime, data, says)) in cases.iter().enumerate() {
+        let rid = 20 + n as u64;
+        let prompt = json!({"jsonrpc":"2.0","id":rid,"method":"session/prompt","params":{"sessionId": id, "prompt":[{"type":"text","text":"look"},{"type":"image","mimeType":mime,"data":data}]}});
+        raw.send(&prompt.to_string()).await;
+        let v = raw.response(rid).await;
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(says),
+            "{v}"
+        );
+    }
+    assert!(
+        server.requests().is_empty(),
+        "a bad image reached the model"
+    );
+    let prompt = json!({"jsonrpc":"2.0","id":30,"method":"session/prompt","params":{"sessionId": id, "prompt":[{"type":"text","text":"hello"},{"type":"image","mimeType":"image/png","data":png_b64(10, 10)}]}});
+    raw.send(&prompt.to_string()).await;
+    let v = raw.response(30).await;
+    assert_eq!(v["result"]["stopReason"], "end_turn", "{v}");
+    assert_eq!(server.requests().len(), 1);
 }

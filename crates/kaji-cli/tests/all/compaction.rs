@@ -238,3 +238,42 @@ async fn with_compaction_off_an_overflow_fails_naming_the_setting() {
             .any(|r| r.body.to_string().contains("[COMPACTION]"))
     );
 }
+
+/// Compaction only shrinks: a summary larger than the history it would
+/// replace is rejected, the oldest rounds are dropped instead (the model is
+/// told), and the task goes on — one summary request, never a loop.
+#[tokio::test]
+async fn a_summary_larger_than_the_history_is_rejected_and_rounds_dropped() {
+    let (home, work) = workspace();
+    let (base, tools) = baseline(home.path(), work.path()).await;
+    let limit = base + 2 * FILE_BYTES - tools / 2;
+    let huge = "HUGE-SUMMARY ".repeat(3 * FILE_BYTES / 13);
+    let script = Script::new([
+        Turn::tool_call("Read", json!({"file_path": "a.txt"})),
+        Turn::tool_call("Read", json!({"file_path": "b.txt"})),
+        Turn::text(huge),
+        Turn::tool_call("AttemptCompletion", json!({"result": "compared"})),
+    ])
+    .with_max_request_bytes(limit)
+    .with_route("[COMPACTION]", 2)
+    .with_route("[EARLIER ROUNDS DROPPED]", 3);
+    let server = ScriptedModelServer::start(script).await;
+    let mut cmd = kaji(home.path(), work.path(), &server);
+    cmd.arg(PROMPT);
+    let (code, lines, err) = run(cmd).await;
+    assert_eq!(code, 0, "{err}\n{lines:?}");
+    let compacted = says(&lines, "context_compacted");
+    assert_eq!(compacted.len(), 1, "{lines:?}");
+    assert!(compacted[0]["data"]["dropped_rounds"].as_u64().unwrap() >= 1);
+    let before = compacted[0]["data"]["tokens_before"].as_u64().unwrap();
+    let after = compacted[0]["data"]["tokens_after"].as_u64().unwrap();
+    assert!(after < before, "{before} -> {after}");
+    let requests = server.requests();
+    let summaries = requests
+        .iter()
+        .filter(|r| r.body.to_string().contains("[COMPACTION]"))
+        .count();
+    assert_eq!(summaries, 1);
+    let last = requests.last().unwrap().body.to_string();
+    assert!(!last.contains("HUGE-SUMMARY"), "the summary was kept");
+}

@@ -1284,3 +1284,284 @@ async fn many_concurrent_tool_results_are_each_recorded_once_in_order() {
         );
     }
 }
+
+/// The wire's edge cases through the binary: SSE lines without a colon are
+/// ignored (the SSE spec), and of a multi-choice Chat Completions stream
+/// only the first choice is the reply.
+#[tokio::test]
+async fn colonless_sse_lines_are_ignored_and_only_the_first_choice_is_used() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    for (provider, fault) in [
+        ("anthropic", Fault::ColonlessLines),
+        ("openai", Fault::ColonlessLines),
+        ("openai", Fault::ExtraChoices),
+    ] {
+        let server = ScriptedModelServer::start(Script::new([
+            Turn::text("Writing it.")
+                .and_tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"}))
+                .with_fault(fault.clone()),
+            Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+        ]))
+        .await;
+        let mut cmd = kaji(home.path());
+        cmd.args(["exec", "--json", "--yolo", "-C"])
+            .arg(work.path());
+        let base = if provider == "anthropic" {
+            cmd.env("ANTHROPIC_API_KEY", "k");
+            server.anthropic_base_url()
+        } else {
+            cmd.env("OPENAI_API_KEY", "k");
+            server.openai_base_url()
+        };
+        cmd.args([
+            "--provider",
+            provider,
+            "--base-url",
+            &base,
+            "--model",
+            "scripted",
+        ])
+        .arg("write b");
+        let out = cmd.output().await.unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{provider} {fault:?}: {err}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!stdout.contains("OTHER CHOICE"), "{fault:?}: {stdout}");
+        let second = server.requests()[1].body.to_string();
+        assert!(second.contains("Writing it."), "{second}");
+        assert!(!second.contains("OTHER CHOICE"), "{fault:?}: {second}");
+        assert_eq!(
+            std::fs::read_to_string(work.path().join("b.txt")).unwrap(),
+            "beta\n"
+        );
+        std::fs::remove_file(work.path().join("b.txt")).unwrap();
+    }
+}
+
+/// One budget for the whole run: `--max-requests` bounds the requests of
+/// the main agent and of every sub-agent together, whatever the turns of
+/// each (a model that keeps delegating).
+#[tokio::test]
+async fn max_requests_bounds_the_whole_run_with_its_sub_agents() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let delegate = || {
+        Turn::tool_call(
+            "Agent",
+            json!({"description": "delegate", "prompt": "Delegate it again.", "subagent_type": "general-purpose"}),
+        )
+    };
+    let server = ScriptedModelServer::start(Script::new((0..40).map(|_| delegate()))).await;
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &[
+            "--json",
+            "--yolo",
+            "--max-turns",
+            "30",
+            "--max-requests",
+            "6",
+        ],
+        "keep delegating",
+    );
+    let out = cmd.output().await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = lines(&out.stdout).last().unwrap().clone();
+    assert_eq!(last["type"], "result", "{last}\n{err}");
+    assert_eq!(last["status"], "max_turns", "{last}");
+    assert_eq!(last["stop_reason"], "max_requests", "{last}");
+    let n = server.requests().len();
+    assert!(n <= 6, "{n} requests were made: {err}");
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| r.body.to_string().contains("Delegate it again.")),
+        "a sub-agent ran"
+    );
+}
+
+/// `--max-budget-usd` stops the run once its cost reaches the budget; with
+/// no price known it warns at the start and does not stop.
+#[tokio::test]
+async fn max_budget_usd_stops_a_priced_run_and_warns_on_an_unpriced_one() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
+    let turns = || {
+        Script::new([
+            Turn::tool_call("Read", json!({"file_path": "a.txt"})),
+            Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+        ])
+    };
+    // Unpriced: a warning, and the run goes to its end.
+    let server = ScriptedModelServer::start(turns()).await;
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--yolo", "--max-budget-usd", "0.01"],
+        "read it",
+    );
+    let out = cmd.output().await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("prices are not known"), "{err}");
+    assert_eq!(server.requests().len(), 2);
+
+    // Priced at a dollar a token: the first request spends the budget.
+    let kaji_home = home.path().join("kaji-home");
+    std::fs::create_dir_all(&kaji_home).unwrap();
+    std::fs::write(
+        kaji_home.join("config.toml"),
+        "[models.\"scripted\"]\ninput_price = 1000000.0\noutput_price = 1000000.0\n",
+    )
+    .unwrap();
+    let server = ScriptedModelServer::start(turns()).await;
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--yolo", "--max-budget-usd", "0.5"],
+        "read it",
+    );
+    let out = cmd.output().await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = lines(&out.stdout).last().unwrap().clone();
+    assert_eq!(last["status"], "max_turns", "{last}\n{err}");
+    assert_eq!(last["stop_reason"], "max_budget_usd", "{last}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+/// A reply stopped at the reply cap keeps only part of its text, and the
+/// usage estimate (a server that reports none) counts that part: it never
+/// forces a compaction the next request does not need.
+#[tokio::test]
+async fn a_reply_cut_at_the_cap_does_not_inflate_the_usage_estimate() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let kaji_home = home.path().join("kaji-home");
+    std::fs::create_dir_all(&kaji_home).unwrap();
+    std::fs::write(
+        kaji_home.join("config.toml"),
+        "[models.\"scripted\"]\ncontext_window = 200000\n",
+    )
+    .unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::text("x").with_fault(Fault::Endless),
+        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+    ]))
+    .await;
+    let mut cmd = kaji(home.path());
+    cmd.env("KAJI_MAX_REPLY_BYTES", "2000000")
+        .env("OPENAI_API_KEY", "k")
+        .args(["exec", "--json", "--yolo", "-C"])
+        .arg(work.path())
+        .args(["--provider", "openai", "--base-url"])
+        .arg(server.openai_base_url())
+        .args(["--model", "scripted", "go"]);
+    let out = cmd.output().await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let all = lines(&out.stdout);
+    assert!(
+        !all.iter().any(|l| l["kind"] == "context_compacted"),
+        "a compaction was forced"
+    );
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.body.to_string().contains("[COMPACTION]")),
+        "a summary was requested"
+    );
+}
+
+/// A tool of an MCP server still connecting is not an unknown tool: the
+/// model is told the server is on its way, and it is no mistake.
+#[tokio::test]
+async fn a_tool_of_a_server_still_connecting_is_not_unknown() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let kaji_home = home.path().join("kaji-home");
+    std::fs::create_dir_all(&kaji_home).unwrap();
+    std::fs::write(
+        kaji_home.join("config.toml"),
+        "[mcp_servers.mute]\ncommand = \"sleep\"\nargs = [\"1000\"]\n",
+    )
+    .unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("mcp__mute__echo", json!({"text": "hi"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
+    ]))
+    .await;
+    let mut cmd = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--yolo"],
+        "hi",
+    );
+    cmd.env("KAJI_MCP_CONNECT_WAIT_MS", "300");
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), cmd.output())
+        .await
+        .expect("hang guard")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let second = server.requests()[1].body.to_string();
+    assert!(second.contains("still connecting"), "{second}");
+    assert!(!second.contains("unknown tool"), "{second}");
+}
+
+/// A resumed session whose worktree was deleted says so (and where it goes
+/// on) instead of going on silently in the main checkout.
+#[tokio::test]
+async fn resuming_a_session_whose_worktree_was_deleted_says_so() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    kaji_test_support::fixtures::git(work.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
+    kaji_test_support::fixtures::git(work.path(), &["add", "."]);
+    kaji_test_support::fixtures::git(work.path(), &["commit", "-q", "-m", "init"]);
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("AttemptCompletion", json!({"result": "one"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "two"})),
+    ]))
+    .await;
+    let out = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--worktree", "gone"],
+        "first",
+    )
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let id = lines(&out.stdout)[0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    kaji_test_support::fixtures::git(
+        work.path(),
+        &["worktree", "remove", "--force", ".kaji/worktrees/gone"],
+    );
+    let out = exec_in(
+        home.path(),
+        work.path(),
+        &server,
+        &["--json", "--resume", &id],
+        "again",
+    )
+    .output()
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("which no longer exists"), "{stderr}");
+    assert!(stderr.contains("gone"), "{stderr}");
+}

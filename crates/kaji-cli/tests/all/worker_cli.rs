@@ -114,3 +114,128 @@ async fn three_workers_one_killed_complete_every_task_exactly_once() {
     assert_eq!(released.metadata["released"]["owner"], "w0");
     assert_ne!(released.owner.as_deref(), Some("w0"));
 }
+
+/// A worker stopped by SIGTERM, SIGINT or SIGHUP in the middle of its task
+/// releases it with a note, gives up its lock (a new worker of the same
+/// name joins at once) and exits 130.
+#[tokio::test]
+async fn a_worker_stopped_by_a_signal_releases_its_task_and_leaves() {
+    for (sig, signame) in [
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
+        let home = tempfile::tempdir().expect("tempdir");
+        let work = tempfile::tempdir().expect("tempdir");
+        let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
+        let id = store.create(NewTask::new("the task")).expect("create").id;
+        let server = ScriptedModelServer::start(Script::new([Turn::text("working on it")
+            .and_hold()
+            .and_tool_call("AttemptCompletion", json!({"result": "done"}))]))
+        .await;
+        let child = worker(home.path(), work.path(), &server, "w0")
+            .spawn()
+            .expect("spawn");
+        server.wait_for_holds(1).await;
+        let pid = child.id().expect("pid") as libc::pid_t;
+        // SAFETY: a signal to the child this test spawned.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+        let out = child.wait_with_output().await.expect("wait");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(130),
+            "{signame}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains(&format!("released #{id}")),
+            "{signame}: {stdout}"
+        );
+        let task = store.get(id).expect("get");
+        assert_eq!(task.status, TaskStatus::Pending, "{signame}");
+        assert_eq!(task.owner, None, "{signame}");
+        assert_eq!(task.metadata["released"]["owner"], "w0", "{signame}");
+        // The lock is free: a worker of the same name finishes the task.
+        server.release();
+        server.release();
+        let again = worker(home.path(), work.path(), &server, "w0")
+            .output()
+            .await
+            .expect("run");
+        assert_eq!(again.status.code(), Some(0), "{signame}");
+        assert_eq!(store.get(id).expect("get").status, TaskStatus::Completed);
+    }
+}
+
+/// A worker killed with SIGKILL mid-task leaves the task held under its
+/// name; a worker restarted under that name releases it at its start and
+/// finishes it, instead of waiting on itself forever (the guard only turns
+/// a hang into a failure).
+#[tokio::test]
+async fn a_worker_restarted_under_its_name_takes_back_what_it_held() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let work = tempfile::tempdir().expect("tempdir");
+    let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
+    let id = store.create(NewTask::new("the task")).expect("create").id;
+    let server = ScriptedModelServer::start(Script::new([Turn::text("working on it")
+        .and_hold()
+        .and_tool_call("AttemptCompletion", json!({"result": "done"}))]))
+    .await;
+    let mut child = worker(home.path(), work.path(), &server, "w0")
+        .spawn()
+        .expect("spawn");
+    server.wait_for_holds(1).await;
+    child.start_kill().expect("SIGKILL");
+    let _ = child.wait().await;
+    assert_eq!(
+        store.get(id).expect("get").owner.as_deref(),
+        Some("w0"),
+        "the killed worker still holds it"
+    );
+    server.release();
+    server.release();
+    let again = worker(home.path(), work.path(), &server, "w0").output();
+    let again = tokio::time::timeout(std::time::Duration::from_secs(120), again)
+        .await
+        .expect("the restarted worker waited on its own task")
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains(&format!("completed #{id}")), "{stdout}");
+    assert_eq!(store.get(id).expect("get").status, TaskStatus::Completed);
+}
+
+/// Nobody is notified of their own actions: a worker's completion notice
+/// goes to the lead's mailbox and stays there; the worker's next task does
+/// not start with it.
+#[tokio::test]
+async fn a_worker_is_not_told_of_its_own_completions() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let work = tempfile::tempdir().expect("tempdir");
+    let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
+    for i in 0..2 {
+        store
+            .create(NewTask::new(format!("task {i}")))
+            .expect("create");
+    }
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "done"}),
+    )]))
+    .await;
+    let out = worker(home.path(), work.path(), &server, "w0")
+        .output()
+        .await
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let second = requests[1].body.to_string();
+    assert!(
+        !second.contains("was completed by w0"),
+        "told of its own completion: {second}"
+    );
+    let lead = store.take_messages("main").expect("mailbox");
+    assert_eq!(lead.len(), 2, "{lead:?}");
+}

@@ -222,6 +222,12 @@ impl SessionBuilder {
                 .or(settings.max_mistakes)
                 .unwrap_or(3)
                 .max(1),
+            budget: run_budget(
+                &self.options,
+                &settings,
+                &kaji_llm::pricing::model_info(&provider_config.model, &settings.models),
+                &mut warnings,
+            )?,
             tool_result_max_chars: settings
                 .tool_result_max_chars
                 .unwrap_or(crate::executor::DEFAULT_TOOL_RESULT_MAX_CHARS),
@@ -272,6 +278,14 @@ impl SessionBuilder {
         } else {
             "startup"
         };
+        // Where the session works goes to its file when it is not where the
+        // file says (a `--worktree` at the start, or a directory gone): a
+        // resume then knows the worktree, and that it is gone.
+        let cwd_changed = match &restored {
+            Some(r) => r.state.cwd.as_ref() != Some(&work_dir),
+            None => work_dir != project_dir,
+        };
+        let started_in = work_dir.clone();
         let (conversation, files) = match restored {
             Some(r) => {
                 // The answer the replay built for calls cut off by a crash
@@ -318,6 +332,11 @@ impl SessionBuilder {
                 (conversation, files)
             }
         };
+        if cwd_changed && let Some(files) = &files {
+            files
+                .recorder
+                .record_synced(super::record::SessionRecord::Cwd { cwd: started_in });
+        }
         let session = Session::assemble(services, provider, conversation, files);
         warnings.extend(session.session_start(source).await);
         Ok((session, warnings))
@@ -525,6 +544,42 @@ impl SessionBuilder {
         }
         Ok(project_dir.to_path_buf())
     }
+}
+
+/// The run's budget: the flags, else the settings. A cost limit on a model
+/// without known prices cannot stop anything: it is kept, with a warning.
+fn run_budget(
+    options: &super::SessionOptions,
+    settings: &KajiConfig,
+    model_info: &kaji_llm::pricing::ModelInfo,
+    warnings: &mut Vec<String>,
+) -> Result<Arc<crate::budget::RunBudget>, SessionError> {
+    let max_requests = options.max_requests.or(settings.max_requests);
+    let max_usd = options.max_budget_usd.or(settings.max_budget_usd);
+    if let Some(usd) = max_usd
+        && !(usd.is_finite() && usd > 0.0)
+    {
+        return Err(SessionError::Usage(format!(
+            "max_budget_usd must be a positive number of dollars, not {usd}"
+        )));
+    }
+    if max_requests == Some(0) {
+        return Err(SessionError::Usage(
+            "max_requests must be at least 1".to_string(),
+        ));
+    }
+    let price = model_info.prices.map(|prices| {
+        let price: crate::task::Pricing =
+            Arc::new(move |usage| kaji_llm::pricing::cost_usd(usage, &prices));
+        price
+    });
+    let budget = crate::budget::RunBudget::new(max_requests, max_usd, price);
+    if budget.cost_limit_unenforceable() {
+        warnings.push(
+            "--max-budget-usd: the model's prices are not known (set them under [models.\"NAME\"] in config.toml), so the cost is not counted and the budget will not stop the run".to_string(),
+        );
+    }
+    Ok(Arc::new(budget))
 }
 
 /// The sub-agents' limits: the session's options, filled in from the

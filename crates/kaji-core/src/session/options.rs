@@ -40,6 +40,12 @@ pub struct SessionOptions {
     pub max_mistakes: Option<u32>,
     /// Model turns per prompt.
     pub max_turns: Option<u32>,
+    /// Model requests of the whole run, sub-agents' included
+    /// (`--max-requests`; else the `max_requests` setting).
+    pub max_requests: Option<u64>,
+    /// Cost of the whole run in USD (`--max-budget-usd`; else the
+    /// `max_budget_usd` setting).
+    pub max_budget_usd: Option<f64>,
     /// How the model calls tools.
     pub tool_protocol: ToolProtocol,
     /// Work in this git worktree (`.kaji/worktrees/NAME`).
@@ -99,6 +105,8 @@ impl Default for SessionOptions {
             permission_mode: None,
             max_mistakes: None,
             max_turns: None,
+            max_requests: None,
+            max_budget_usd: None,
             tool_protocol: ToolProtocol::Native,
             worktree: None,
             no_checkpoints: false,

@@ -237,9 +237,14 @@ fn latest_of(store: &SessionStore, cwd: &Path) -> Result<String, SessionError> {
         })
 }
 
-/// Whether the file's last byte is not a newline (a write cut off).
+/// Whether the file's last byte is not a newline (a write cut off). Only
+/// a regular file is opened: opening a FIFO would block (the store refuses
+/// it right after, with a clear error).
 fn torn_tail(path: &Path) -> bool {
     use std::io::{Read, Seek, SeekFrom};
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let Ok(mut file) = std::fs::File::open(path) else {
         return false;
     };

@@ -86,6 +86,14 @@ pub enum SessionRecord {
         /// The message.
         message: Message,
     },
+    /// The assistant reply so far, written (and fsynced) before one of its
+    /// tool calls runs: its text and every call up to the one about to
+    /// run. A later `partial_reply` or the reply's `message` replaces it;
+    /// one left at the end of the file is a reply cut off mid-tool.
+    PartialReply {
+        /// The reply so far (role `assistant`).
+        message: Message,
+    },
     /// A tool result of the latest assistant message, written (and
     /// fsynced) as soon as the tool returned. The next recorded user
     /// message repeats it and supersedes every pending result; results left

@@ -16,8 +16,8 @@ use super::record::{SessionRecord, UnixMillis};
 use super::store::LoadedSession;
 
 /// The text of the result given to a tool call that never returned.
-pub const INTERRUPTED_RESULT: &str =
-    "The tool call was interrupted before it returned (kaji stopped); its result is unknown.";
+pub const INTERRUPTED_RESULT: &str = "interrupted — it may have run partly; check before running it again \
+     (kaji stopped before the tool call returned; its result is unknown)";
 
 /// The state of a session as its file left it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -68,12 +68,11 @@ pub fn replay(loaded: &LoadedSession) -> RestoredSession {
         last_written: loaded.header.created,
         ..RestoredSession::default()
     };
-    // Tool results of the latest assistant message not yet repeated in a
-    // recorded user message: (tool_use_id, block).
-    let mut pending: Vec<(String, ContentBlock)> = Vec::new();
+    let mut pending = Pending::default();
     for record in &loaded.records {
         apply(&mut st, &mut pending, record);
     }
+    let pending = pending.results;
     let before = st.history.len();
     let synthesised = answer_open_tool_uses(&mut st.history, pending);
     st.answer_built = st.history.len() > before;
@@ -84,11 +83,18 @@ pub fn replay(loaded: &LoadedSession) -> RestoredSession {
     st
 }
 
-fn apply(
-    st: &mut RestoredSession,
-    pending: &mut Vec<(String, ContentBlock)>,
-    record: &SessionRecord,
-) {
+/// What replay carries between records.
+#[derive(Default)]
+struct Pending {
+    /// Tool results of the latest assistant message not yet repeated in a
+    /// recorded user message: (tool_use_id, block).
+    results: Vec<(String, ContentBlock)>,
+    /// The history's last message is a `partial_reply`, to be replaced by
+    /// the next one or by the whole reply.
+    partial: bool,
+}
+
+fn apply(st: &mut RestoredSession, pending: &mut Pending, record: &SessionRecord) {
     match record {
         SessionRecord::Header(_) => {}
         SessionRecord::TaskStarted { prompt, at, .. } => {
@@ -97,14 +103,27 @@ fn apply(
             st.last_written = st.last_written.max(*at);
         }
         SessionRecord::Message { message } => {
-            pending.clear();
+            if std::mem::take(&mut pending.partial) && message.role == Role::Assistant {
+                // The whole reply replaces its partial one; the results
+                // recorded as its tools returned still answer it.
+                st.history.pop();
+            } else {
+                pending.results.clear();
+            }
+            st.history.push(message.clone());
+        }
+        SessionRecord::PartialReply { message } => {
+            if std::mem::replace(&mut pending.partial, true) {
+                st.history.pop();
+            }
             st.history.push(message.clone());
         }
         SessionRecord::ToolResult { block, tool_use_id } => {
-            pending.push((tool_use_id.clone(), block.clone()));
+            pending.results.push((tool_use_id.clone(), block.clone()));
         }
         SessionRecord::HistoryReplaced { history, .. } => {
-            pending.clear();
+            pending.results.clear();
+            pending.partial = false;
             st.history = history.clone();
         }
         SessionRecord::Mode { mode } => st.permission_mode = Some(mode.clone()),

@@ -54,6 +54,9 @@ pub struct SessionLimits {
     pub subagents: crate::subagent::SubagentLimits,
     /// Whether the session (and its sub-agents) are saved.
     pub persist: bool,
+    /// The run's request and cost budget (`max_requests`,
+    /// `max_budget_usd`), one for the session and every child.
+    pub budget: Arc<crate::budget::RunBudget>,
 }
 
 /// What lives as long as the conversation and is shared, by reference, by
@@ -293,6 +296,7 @@ impl SessionServices {
             permission_mode: spec.mode,
             max_mistakes: limits.max_mistakes,
             max_turns: spec.max_turns,
+            budget: Arc::clone(&limits.budget),
             max_tokens: defaults.max_tokens,
             temperature: defaults.temperature,
             empty_reply_retries: defaults.empty_reply_retries,

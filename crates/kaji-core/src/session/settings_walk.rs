@@ -148,6 +148,10 @@ async fn every_session_setting_reaches_a_sub_agent_or_is_named_as_overridden() {
         sources: _,
         // Not a setting: the `.mcp.json` servers skipped, said once at start.
         mcp_json_skipped: _,
+        // The run's budget, shared by construction (`SessionLimits::budget`,
+        // asserted below).
+        max_requests,
+        max_budget_usd: _,
     } = settings;
 
     assert!(Arc::ptr_eq(&m.provider, &c.provider));
@@ -221,6 +225,8 @@ async fn every_session_setting_reaches_a_sub_agent_or_is_named_as_overridden() {
         m.runtime.as_ref().unwrap(),
         c.runtime.as_ref().unwrap()
     ));
+    assert!(Arc::ptr_eq(&m.budget, &c.budget));
+    let _ = max_requests;
     // Checkpoints: on for both, or off for both.
     assert_eq!(m.checkpoints.is_some(), c.checkpoints.is_some());
     session.shutdown().await;

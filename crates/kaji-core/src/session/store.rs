@@ -28,6 +28,7 @@ const KNOWN_TYPES: &[&str] = &[
     "header",
     "task_started",
     "message",
+    "partial_reply",
     "tool_result",
     "history_replaced",
     "mode",
@@ -486,6 +487,9 @@ mod tests {
             SessionRecord::Message {
                 message: Message::user_text("hi"),
             },
+            SessionRecord::PartialReply {
+                message: Message::user_text("so far"),
+            },
             SessionRecord::ToolResult {
                 block: ContentBlock::text("r"),
                 tool_use_id: "1".into(),
@@ -525,6 +529,7 @@ mod tests {
                 SessionRecord::Header(_)
                 | SessionRecord::TaskStarted { .. }
                 | SessionRecord::Message { .. }
+                | SessionRecord::PartialReply { .. }
                 | SessionRecord::ToolResult { .. }
                 | SessionRecord::HistoryReplaced { .. }
                 | SessionRecord::Mode { .. }

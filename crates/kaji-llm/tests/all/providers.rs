@@ -609,7 +609,7 @@ async fn malformed_sse(kind: ProviderKind) {
     assert!(matches!(error, LlmError::MalformedSse { .. }), "{error:?}");
     let message = error.to_string();
     assert!(
-        message.contains("this line is not a server-sent event")
+        message.contains("this line is not: a server-sent event")
             && message.contains(&url(kind, &server)),
         "{message}"
     );

@@ -32,6 +32,67 @@ pub(super) const IMAGE_MAX_BYTES_ENV: &str = "KAJI_READ_IMAGE_MAX_BYTES";
 /// 5 MiB limit per image.
 pub(super) const DEFAULT_IMAGE_MAX_BYTES: u64 = 3_932_160;
 
+/// The widest and tallest image the providers take, in pixels.
+pub const MAX_IMAGE_SIDE: u32 = 8000;
+
+/// Checks an image before it goes into a conversation (an editor's prompt,
+/// an attachment): a type the providers take, base64 that decodes, at most
+/// the size `Read` sends, content that is the declared type, and readable
+/// dimensions within [`MAX_IMAGE_SIDE`]. Returns its width and height, or
+/// what is wrong.
+pub fn validate_image(media_type: &str, base64: &str) -> Result<(u32, u32), String> {
+    use base64::Engine as _;
+    const TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+    if !TYPES.contains(&media_type) {
+        return Err(format!(
+            "an image of type {media_type:?}: the models take PNG, JPEG, GIF and WebP"
+        ));
+    }
+    let max = image_max_bytes();
+    // Four base64 characters per three bytes: refuse before decoding.
+    if base64.len() as u64 > max.div_ceil(3) * 4 + 4 {
+        return Err(format!(
+            "a {media_type} image of about {} bytes, more than the {max} bytes an image may have",
+            base64.len() / 4 * 3
+        ));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(base64.trim())
+        .map_err(|e| format!("a {media_type} image whose data is not base64 ({e})"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!(
+            "a {media_type} image of {} bytes, more than the {max} bytes an image may have",
+            bytes.len()
+        ));
+    }
+    let Some(info) = sniff::image(&bytes) else {
+        return Err(format!(
+            "data declared {media_type} that is not a PNG, JPEG, GIF or WebP image"
+        ));
+    };
+    if info.kind.mime() != media_type {
+        return Err(format!(
+            "data declared {media_type} that is a {} image",
+            info.kind.name()
+        ));
+    }
+    check_dimensions(info)
+}
+
+/// The image's dimensions, when readable and within [`MAX_IMAGE_SIDE`].
+fn check_dimensions(info: sniff::ImageInfo) -> Result<(u32, u32), String> {
+    let kind = info.kind.name();
+    match info.dimensions.filter(|(w, h)| *w > 0 && *h > 0) {
+        None => Err(format!(
+            "a {kind} image but its header is damaged (no readable size)"
+        )),
+        Some((w, h)) if w > MAX_IMAGE_SIDE || h > MAX_IMAGE_SIDE => Err(format!(
+            "a {kind} image of {w}x{h} pixels, more than the {MAX_IMAGE_SIDE} pixels a side the models take; make a smaller copy"
+        )),
+        Some(d) => Ok(d),
+    }
+}
+
 fn image_max_bytes() -> u64 {
     std::env::var(IMAGE_MAX_BYTES_ENV)
         .ok()
@@ -63,14 +124,14 @@ fn read_image(
     if size > max {
         return Err(too_big(size));
     }
-    let Some((width, height)) = image.dimensions.filter(|(w, h)| *w > 0 && *h > 0) else {
-        return Err(failure(
-            NAME,
-            format!(
-                "{shown} starts like a {kind} image but its header is damaged (no readable size), {size} bytes; \
-it cannot be shown"
-            ),
-        ));
+    let (width, height) = match check_dimensions(image) {
+        Ok(d) => d,
+        Err(why) => {
+            return Err(failure(
+                NAME,
+                format!("{shown} is {why}, {size} bytes; it cannot be shown"),
+            ));
+        }
     };
     file.take(max + 1 - bytes.len().min(max as usize) as u64)
         .read_to_end(&mut bytes)

@@ -222,6 +222,14 @@ async fn a_huge_or_corrupt_image_is_a_clear_error() {
     put(&root, "broken.jpg", [0xFF, 0xD8, 0xFF, 0x00, 0x01]);
     let e = err("Read", json!({"file_path": "broken.jpg"}), &root).await;
     assert!(e.contains("JPEG image but its header is damaged"), "{e}");
+
+    // Larger than the providers take: refused before it is attached.
+    let mut wide = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR".to_vec();
+    wide.extend_from_slice(&9000u32.to_be_bytes());
+    wide.extend_from_slice(&10u32.to_be_bytes());
+    put(&root, "wide.png", &wide);
+    let e = err("Read", json!({"file_path": "wide.png"}), &root).await;
+    assert!(e.contains("9000x10 pixels"), "{e}");
 }
 
 #[tokio::test]
