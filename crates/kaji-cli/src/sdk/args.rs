@@ -66,9 +66,6 @@ pub struct SdkArgs {
         value_name = "RULES"
     )]
     pub disallowed_tools: Vec<String>,
-    /// Stop the run once its model cost reaches this many US dollars.
-    #[arg(long, value_name = "USD")]
-    pub max_budget_usd: Option<f64>,
     /// A model to use when the main one is overloaded.
     #[arg(long, value_name = "MODEL")]
     pub fallback_model: Option<String>,
@@ -187,7 +184,6 @@ impl SdkArgs {
             || self.tools.is_some()
             || self.allowed_tools != d.allowed_tools
             || self.disallowed_tools != d.disallowed_tools
-            || self.max_budget_usd.is_some()
             || self.json_schema.is_some()
             || self.allow_dangerously_skip_permissions
             || self.await_initialize

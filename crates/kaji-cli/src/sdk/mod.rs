@@ -83,7 +83,7 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
     let frontend = Arc::new(SdkFrontend::new(
         Arc::clone(&out),
         sdk.include_partial_messages,
-        sdk.max_budget_usd,
+        agent_args.max_budget_usd,
     ));
     let mut options = agent_args.session_options()?;
     options.resume = resume;
