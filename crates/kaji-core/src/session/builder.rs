@@ -193,7 +193,12 @@ impl SessionBuilder {
         let mut tools = kaji_tools::builtin_tools();
         tools.register(todo_tool(todo.clone()));
         let skills_section = self.skills(&project_dir, &mut tools, &mut warnings);
-        warnings.extend(agent_warnings(&self.kaji_home, &project_dir, &tools));
+        warnings.extend(agent_warnings(
+            &self.kaji_home,
+            &project_dir,
+            self.env.home.as_deref(),
+            &tools,
+        ));
         let mut servers = settings.mcp_servers.clone();
         for (name, server) in &self.options.mcp_servers {
             if servers.contains_key(name) {
@@ -616,18 +621,15 @@ fn owner_name(given: Option<&str>, session_id: &str) -> String {
         .unwrap_or_else(|| session_id.to_string())
 }
 
-/// The warning for project settings ignored because the project is not
-/// trusted: each file and its keys, and how to trust it.
 /// What is wrong with the agent files, and one warning naming the tools
 /// agent types list that this session lacks.
 fn agent_warnings(
     kaji_home: &Path,
     project_dir: &Path,
+    home: Option<&Path>,
     tools: &kaji_tools::ToolRegistry,
 ) -> Vec<String> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let catalog =
-        crate::subagent::types::AgentCatalog::discover(kaji_home, project_dir, home.as_deref());
+    let catalog = crate::subagent::types::AgentCatalog::discover(kaji_home, project_dir, home);
     let mut warnings: Vec<String> = catalog
         .warnings
         .iter()
@@ -637,6 +639,8 @@ fn agent_warnings(
     warnings
 }
 
+/// The warning for project settings ignored because the project is not
+/// trusted: each file and its keys, and how to trust it.
 fn untrusted_warning(ignored: &[IgnoredSetting]) -> String {
     let mut files: Vec<(&Path, Vec<&str>)> = Vec::new();
     for i in ignored {

@@ -550,7 +550,7 @@ impl Session {
         };
         // Rule files are read for every prompt: an edited AGENTS.md applies
         // from the next one.
-        let rules = RuleFiles::discover(&s.kaji_home, &cwd);
+        let rules = RuleFiles::discover_with_home(&s.kaji_home, &cwd, s.user_home.as_deref());
         let mut system_sections: Vec<String> = rules.to_system_section().into_iter().collect();
         if !s.skills_section.is_empty() {
             system_sections.push(s.skills_section.clone());
