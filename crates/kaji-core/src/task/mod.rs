@@ -35,6 +35,7 @@ mod state;
 mod stream;
 mod tool_call;
 
+pub use self::compacting::CompactionError;
 pub use self::config::{Pricing, TaskConfig};
 
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 //! read, the reply presented and settled. It never decides what the task
 //! does next; the outer loop does, from its [`RoundOutcome`].
 
-use kaji_llm::{LlmError, ModelRequest};
+use kaji_llm::ModelRequest;
 use kaji_protocol::{ContentBlock, SayKind, SayPayload, TaskEvent, Usage, UsageReport};
 use tokio::sync::watch;
 
@@ -215,10 +215,6 @@ pub(super) fn strip_thinking_leftovers(text: &str) -> String {
     } else {
         text.to_string()
     }
-}
-
-pub(super) fn describe_llm_error(e: &LlmError) -> String {
-    e.to_string()
 }
 
 pub(super) const MAX_TOKENS_NOTE: &str = "[Your previous reply hit the output token limit (max_tokens) before it ended. A tool call it cut off was not run. Continue from where you stopped, in smaller steps: write a large file in several parts (Write the first part, then Edit to append the rest).]";

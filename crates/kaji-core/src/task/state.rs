@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use kaji_llm::LlmError;
 use kaji_protocol::{ContentBlock, Message, Role, TaskStatus, Usage};
 
 use crate::checkpoints::CheckpointStore;
@@ -17,7 +18,7 @@ pub(super) struct TaskState {
     /// The reply being streamed in the current round.
     pub(super) assembler: Option<ReplyAssembler>,
     /// Set by the stream reader when the stream has ended.
-    pub(super) stream_end: Option<Result<(), StreamFailure>>,
+    pub(super) stream_end: Option<Result<(), LlmError>>,
     /// Whether the current reply has produced any content event.
     pub(super) stream_had_content: bool,
     pub(super) consecutive_mistakes: u32,
@@ -112,7 +113,7 @@ pub(super) enum RoundOutcome {
     /// The reply was empty.
     Empty,
     /// The model request failed.
-    ApiFailed(String),
+    ApiFailed(RoundError),
     /// AttemptCompletion was called.
     Completed {
         result: String,
@@ -121,17 +122,23 @@ pub(super) enum RoundOutcome {
     },
     /// The task was aborted.
     Aborted,
-    /// The provider refused the request (with its explanation).
-    Refused(String),
+    /// The provider refused the request (with its explanation, when it
+    /// gave one).
+    Refused(Option<String>),
     /// The request did not fit the model's context window.
-    Overflow(String),
+    Overflow(LlmError),
 }
 
-/// Why a reply stream ended early.
-#[derive(Debug, Clone)]
-pub(super) struct StreamFailure {
-    /// The provider's error, for the user.
-    pub(super) message: String,
-    /// It was the context window (compaction, not a retry, helps).
-    pub(super) overflow: bool,
+/// Why a round's request failed (the outer loop asks whether to retry).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RoundError {
+    /// Nothing of the reply arrived: the request failed as a whole.
+    #[error("{0}")]
+    Request(LlmError),
+    /// The reply broke off before it held anything usable.
+    #[error("{0}")]
+    Broken(LlmError),
+    /// The reply being assembled was lost (never expected).
+    #[error("internal error: the reply was lost")]
+    ReplyLost,
 }
