@@ -3,6 +3,7 @@
 //! [`crate::compaction`]; this never changes the history except by
 //! replacing it whole, recorded.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -102,7 +103,7 @@ impl Task {
             .with_field("trigger", trigger)
             .with_field("custom_instructions", instructions.unwrap_or_default());
         self.run_hook_with(HookEvent::PreCompact, payload).await;
-        let mut history = self.lock().history.clone();
+        let mut history = Vec::clone(&self.lock().history);
         let before = compaction::estimate_tokens(&history);
         let files = |name: &str, input: &Value| self.executor.files_of(name, input);
         let collapsed = compaction::collapse_repeated_reads(&mut history, &files);
@@ -143,7 +144,7 @@ impl Task {
             }
         };
         let after = compaction::estimate_tokens(&history);
-        self.lock().history = history.clone();
+        self.lock().history = Arc::new(history.clone());
         self.lock().context_tokens = after;
         self.config
             .recorder
@@ -191,7 +192,7 @@ impl Task {
             let request = ModelRequest {
                 model: self.config.model.clone(),
                 system: "You write precise summaries of coding sessions, so that the work can go on from the summary alone.".into(),
-                messages,
+                messages: messages.into(),
                 tools: Vec::new(),
                 max_tokens: self.config.max_tokens,
                 temperature: None,
@@ -287,7 +288,7 @@ impl Task {
             turns: 0,
             usage: Usage::default(),
             result: None,
-            history: state.history,
+            history: Arc::unwrap_or_clone(state.history),
             duration: started.elapsed(),
             mode: state.mode,
             mode_before_plan: state.mode_before_plan,

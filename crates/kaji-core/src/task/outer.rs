@@ -297,7 +297,7 @@ impl Task {
                     role: Role::User,
                     content: other_results,
                 };
-                self.lock().history.push(message.clone());
+                self.lock().history_mut().push(message.clone());
                 self.config
                     .recorder
                     .record_synced(SessionRecord::Message { message });

@@ -6,7 +6,9 @@ use kaji_llm::LlmError;
 use kaji_protocol::{ContentBlock, StopReason, Usage};
 
 use super::present::Presented;
-use super::round::{MAX_TOKENS_NOTE, cap_broken_text, estimate_usage, strip_thinking_leftovers};
+use super::round::{
+    MAX_TOKENS_NOTE, RequestSize, cap_broken_text, estimate_usage, strip_thinking_leftovers,
+};
 use super::state::{RoundError, RoundOutcome};
 use super::{INTERRUPTED_BY_ABORT, INTERRUPTED_BY_FEEDBACK, Task};
 use crate::executor::ToolRun;
@@ -37,8 +39,8 @@ impl Task {
     /// Settles the reply once its stream and presentation are over: usage
     /// counted, the reply recorded in the history and the session file,
     /// mistakes counted, and what the round came to.
-    pub(super) fn settle(&self, presented: Presented, request_bytes: usize) -> RoundOutcome {
-        let Some(finished) = self.take_finished(&presented, request_bytes) else {
+    pub(super) fn settle(&self, presented: Presented, size: RequestSize) -> RoundOutcome {
+        let Some(finished) = self.take_finished(&presented, size) else {
             return RoundOutcome::ApiFailed(RoundError::ReplyLost);
         };
         let aborted = self.cancel.is_cancelled();
@@ -83,7 +85,7 @@ impl Task {
     /// server that reports none gets an estimate; a reply kaji cut short
     /// itself (a rejection, an abort) may just not have reached its usage
     /// yet, and gets none.
-    fn take_finished(&self, presented: &Presented, request_bytes: usize) -> Option<Finished> {
+    fn take_finished(&self, presented: &Presented, size: RequestSize) -> Option<Finished> {
         let mut st = self.lock();
         let a = st.assembler.take();
         let reported = a.as_ref().map(|a| a.usage()).unwrap_or_default();
@@ -91,7 +93,7 @@ impl Task {
         let (usage, estimated) = match a.as_ref() {
             Some(a) if reported == Usage::default() && st.stream_had_content && !cut_by_us => {
                 let broken = matches!(st.stream_end, Some(Err(_)));
-                (estimate_usage(request_bytes, a, broken), true)
+                (estimate_usage(size.bytes(), a, broken), true)
             }
             _ => (reported, false),
         };

@@ -3,6 +3,7 @@
 //! an await: every section that touches it is short and synchronous.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use kaji_llm::LlmError;
 use kaji_protocol::{ContentBlock, Message, Role, TaskStatus, Usage};
@@ -14,7 +15,9 @@ use crate::permissions::PermissionMode;
 /// The state behind the task's one lock.
 #[derive(Debug, Default)]
 pub(super) struct TaskState {
-    pub(super) history: Vec<Message>,
+    /// The conversation: shared with the request in flight, never copied
+    /// for one (a push copies it only while a request still holds it).
+    pub(super) history: Arc<Vec<Message>>,
     /// The reply being streamed in the current round.
     pub(super) assembler: Option<ReplyAssembler>,
     /// Set by the stream reader when the stream has ended.
@@ -59,18 +62,29 @@ pub(super) struct TaskState {
 }
 
 impl TaskState {
+    /// The history, to change it.
+    pub(super) fn history_mut(&mut self) -> &mut Vec<Message> {
+        Arc::make_mut(&mut self.history)
+    }
+
+    /// The history, handed out (a copy only if a request still holds it).
+    pub(super) fn take_history(&mut self) -> Vec<Message> {
+        Arc::unwrap_or_clone(std::mem::take(&mut self.history))
+    }
+
     /// Adds this round's user content: a new user message, or more blocks
     /// of the last one when the history already ends with the user (a
     /// continued conversation whose last results were answered).
     pub(super) fn push_user_content(&mut self, content: Vec<ContentBlock>) {
-        match self.history.last_mut() {
+        let history = Arc::make_mut(&mut self.history);
+        match history.last_mut() {
             Some(last) if last.role == Role::User => {
                 self.pushed_onto = Some(last.content.len());
                 last.content.extend(content);
             }
             _ => {
                 self.pushed_onto = None;
-                self.history.push(Message {
+                history.push(Message {
                     role: Role::User,
                     content,
                 });
@@ -83,12 +97,12 @@ impl TaskState {
     pub(super) fn unpush_user_content(&mut self) {
         match self.pushed_onto.take() {
             Some(len) => {
-                if let Some(last) = self.history.last_mut() {
+                if let Some(last) = self.history_mut().last_mut() {
                     last.content.truncate(len);
                 }
             }
             None => {
-                self.history.pop();
+                self.history_mut().pop();
             }
         }
     }
