@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use kaji_protocol::Usage;
 
+/// The cost of a request's usage in USD.
+pub type Pricing = std::sync::Arc<dyn Fn(&Usage) -> f64 + Send + Sync>;
+
 /// What a run may spend, and what it has spent.
 #[derive(Default)]
 pub struct RunBudget {
@@ -20,7 +23,7 @@ pub struct RunBudget {
     max_cost_usd: Option<f64>,
     /// Prices requests whose Task has no price of its own (a sub-agent
     /// on another model): the session model's.
-    fallback_price: Option<crate::task::Pricing>,
+    fallback_price: Option<Pricing>,
     requests: AtomicU64,
     cost_usd: Mutex<f64>,
 }
@@ -83,7 +86,7 @@ impl RunBudget {
     pub fn new(
         max_requests: Option<u64>,
         max_cost_usd: Option<f64>,
-        price: Option<crate::task::Pricing>,
+        price: Option<Pricing>,
     ) -> Self {
         Self {
             max_requests,
@@ -165,7 +168,7 @@ mod tests {
 
     #[test]
     fn cost_stops_once_reached_and_unpriced_cost_never_does() {
-        let price: crate::task::Pricing = Arc::new(|u: &Usage| u.output_tokens as f64 * 0.5);
+        let price: Pricing = Arc::new(|u: &Usage| u.output_tokens as f64 * 0.5);
         let b = RunBudget::new(None, Some(1.0), Some(price));
         let usage = Usage {
             output_tokens: 1,

@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 
+use kaji_llm::LlmError;
 use kaji_protocol::{ContentBlock, Message, Role};
 use kaji_tools::{ToolFiles, ToolKind};
 
@@ -200,6 +201,31 @@ pub fn files_changed_in(history: &[Message], files: CallFiles<'_>) -> Vec<String
         }
     }
     out
+}
+
+/// Why compaction failed; the history is left as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactionError {
+    /// The model's summary was empty.
+    #[error("compaction failed: the model's summary was empty")]
+    EmptySummary,
+    /// Even the summary request without its oldest rounds was too large.
+    #[error("compaction failed: even the smallest summary request does not fit: {0}")]
+    NeverFits(LlmError),
+    /// The summary request failed.
+    #[error("compaction failed: the summary request failed: {0}")]
+    Request(LlmError),
+    /// The summary request was still too large after every retry.
+    #[error("compaction failed: the summary request never fit the context window")]
+    TooManyTries,
+    /// Neither a summary nor dropping old rounds shrinks the context enough.
+    #[error(
+        "compaction failed: neither a summary nor dropping old rounds brings the context under about {limit} tokens; start a new conversation (its history is kept)"
+    )]
+    CannotShrink {
+        /// The size the context had to go under, in tokens.
+        limit: u64,
+    },
 }
 
 #[cfg(test)]

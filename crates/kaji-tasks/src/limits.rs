@@ -6,10 +6,12 @@
 
 use std::time::Duration;
 
-use crate::process::DEFAULT_KILL_GRACE;
+/// The grace period between `SIGTERM` and `SIGKILL` used by kaji unless
+/// configured otherwise: 2 seconds.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
 
 /// The environment variable that overrides
-/// [`DEFAULT_KILL_GRACE`](crate::process::DEFAULT_KILL_GRACE), the time
+/// [`DEFAULT_KILL_GRACE`], the time
 /// between `SIGTERM` and `SIGKILL` (milliseconds).
 pub const KILL_GRACE_ENV: &str = "KAJI_KILL_GRACE_MS";
 

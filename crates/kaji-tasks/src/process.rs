@@ -49,13 +49,10 @@ use std::time::Duration;
 
 use kaji_sandbox::SandboxPolicy;
 
+pub use crate::limits::DEFAULT_KILL_GRACE;
 pub use crate::procfs::{ProcStat, read_stat};
 
 use tokio::process::{Child, Command};
-
-/// The grace period between `SIGTERM` and `SIGKILL` used by kaji unless
-/// configured otherwise: 2 seconds.
-pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
 
 /// How long [`GroupChild::shutdown`] and [`GroupChild::kill_now`] wait for
 /// the members of a group to die after `SIGKILL` before giving up (a

@@ -574,7 +574,7 @@ fn run_budget(
         ));
     }
     let price = model_info.prices.map(|prices| {
-        let price: crate::task::Pricing =
+        let price: crate::budget::Pricing =
             Arc::new(move |usage| kaji_llm::pricing::cost_usd(usage, &prices));
         price
     });

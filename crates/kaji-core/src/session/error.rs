@@ -16,14 +16,14 @@ pub enum SessionError {
     Store(String),
     /// `/compact` failed; the history is as it was.
     #[error(transparent)]
-    Compaction(Box<crate::task::CompactionError>),
+    Compaction(Box<crate::compaction::CompactionError>),
     /// A prompt was submitted while another one runs.
     #[error("a prompt is already running in this session")]
     Busy,
 }
 
-impl From<crate::task::CompactionError> for SessionError {
-    fn from(e: crate::task::CompactionError) -> Self {
+impl From<crate::compaction::CompactionError> for SessionError {
+    fn from(e: crate::compaction::CompactionError) -> Self {
         Self::Compaction(Box::new(e))
     }
 }

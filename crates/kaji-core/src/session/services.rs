@@ -279,7 +279,7 @@ impl SessionServices {
         );
         let info = kaji_llm::pricing::model_info(&spec.model, &self.models);
         let pricing = info.prices.map(|prices| {
-            let price: crate::task::Pricing =
+            let price: crate::budget::Pricing =
                 Arc::new(move |usage| kaji_llm::pricing::cost_usd(usage, &prices));
             price
         });

@@ -14,34 +14,10 @@ use serde_json::Value;
 use super::state::Next;
 use super::{Task, TaskOutcome};
 use crate::compaction;
+use crate::compaction::CompactionError;
 use crate::config::Compaction;
 use crate::hooks::HookEvent;
 use crate::session::record::SessionRecord;
-
-/// Why compaction failed; the history is left as it was.
-#[derive(Debug, thiserror::Error)]
-pub enum CompactionError {
-    /// The model's summary was empty.
-    #[error("compaction failed: the model's summary was empty")]
-    EmptySummary,
-    /// Even the summary request without its oldest rounds was too large.
-    #[error("compaction failed: even the smallest summary request does not fit: {0}")]
-    NeverFits(LlmError),
-    /// The summary request failed.
-    #[error("compaction failed: the summary request failed: {0}")]
-    Request(LlmError),
-    /// The summary request was still too large after every retry.
-    #[error("compaction failed: the summary request never fit the context window")]
-    TooManyTries,
-    /// Neither a summary nor dropping old rounds shrinks the context enough.
-    #[error(
-        "compaction failed: neither a summary nor dropping old rounds brings the context under about {limit} tokens; start a new conversation (its history is kept)"
-    )]
-    CannotShrink {
-        /// The size the context had to go under, in tokens.
-        limit: u64,
-    },
-}
 
 impl Task {
     /// Whether the next request would pass the compaction threshold: the

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kaji_llm::ModelProvider;
-use kaji_protocol::{Message, Usage};
+use kaji_protocol::Message;
 use kaji_tools::todo::TodoState;
 
 use crate::checkpoints::CheckpointStore;
@@ -17,8 +17,7 @@ use crate::parser::ToolProtocol;
 use crate::permissions::{PermissionMode, SharedApprovals};
 use crate::session::recorder::Recorder;
 
-/// The cost of a request's usage in USD.
-pub type Pricing = Arc<dyn Fn(&Usage) -> f64 + Send + Sync>;
+pub use crate::budget::Pricing;
 
 /// Everything a task needs, fixed when it is created.
 #[derive(Clone)]

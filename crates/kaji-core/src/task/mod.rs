@@ -35,8 +35,8 @@ mod state;
 mod stream;
 mod tool_call;
 
-pub use self::compacting::CompactionError;
 pub use self::config::{Pricing, TaskConfig};
+pub use crate::compaction::CompactionError;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
