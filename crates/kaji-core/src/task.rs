@@ -581,6 +581,8 @@ impl Task {
                 return (TaskStatus::Aborted, None);
             }
             if let Some(end) = self.check_limits(&mut user_content).await {
+                // Stop fires on every ending, limits included.
+                self.stop_hooks(end.0, stop_hook_active).await;
                 return end;
             }
             self.add_notices(&mut user_content).await;
@@ -589,6 +591,7 @@ impl Task {
                     .push_user_content(std::mem::take(&mut user_content));
                 if let Err(e) = self.compact(None, "auto").await {
                     self.emitter.say(SayKind::Error, e.clone(), None);
+                    self.stop_hooks(TaskStatus::Failed, stop_hook_active).await;
                     return (TaskStatus::Failed, Some(e));
                 }
             }
@@ -1120,8 +1123,11 @@ impl Task {
             if self.cancel_hook.due.load(Ordering::SeqCst) {
                 self.run_task_hook(HookEvent::TaskCancel).await;
             }
-        } else if status == TaskStatus::Completed && self.config.agent == "main" {
-            self.run_task_hook(HookEvent::TaskComplete).await;
+        } else if self.config.agent == "main" {
+            // Every ending but an abort, limits included (`status` says
+            // which).
+            let payload = self.hook_payload().with_field("status", status.as_str());
+            self.run_hook_with(HookEvent::TaskComplete, payload).await;
         }
         let state = std::mem::take(&mut *self.lock());
         self.config
@@ -1216,8 +1222,20 @@ impl Task {
     ) -> Option<(TaskStatus, Option<String>)> {
         self.cancel_hook.started.store(true, Ordering::SeqCst);
         let hooks = self.config.hooks.as_ref()?;
-        // A sub-agent's prompt is its parent's call, not the user's.
+        // A sub-agent's prompt is its parent's call, not the user's: only
+        // SubagentStart, whose context the sub-agent gets.
         if self.config.agent != "main" {
+            if hooks.has_hooks(HookEvent::SubagentStart) {
+                let outcome = hooks
+                    .run(HookEvent::SubagentStart, self.hook_payload(), &self.cancel)
+                    .await;
+                report_hook_warnings(&self.emitter, &outcome.warnings);
+                for context in outcome.context {
+                    user_content.push(ContentBlock::text(format!(
+                        "[SubagentStart hook]\n{context}"
+                    )));
+                }
+            }
             return None;
         }
         // A Task that continues a session loaded from disk is a resumption
@@ -1355,6 +1373,18 @@ impl Task {
         }
     }
 
+    /// The text of the last assistant message (Stop's
+    /// `last_assistant_message`; empty when there is none).
+    fn last_assistant_text(&self) -> String {
+        let st = self.lock();
+        st.history
+            .iter()
+            .rev()
+            .find(|m| m.role == kaji_protocol::Role::Assistant)
+            .map(|m| m.text())
+            .unwrap_or_default()
+    }
+
     fn hook_payload(&self) -> HookPayload {
         let st = self.lock();
         HookPayload {
@@ -1400,9 +1430,16 @@ impl Task {
         if status == TaskStatus::Aborted || !hooks.has_hooks(event) {
             return None;
         }
-        let payload = self
+        let mut payload = self
             .hook_payload()
-            .with_field("stop_hook_active", stop_hook_active);
+            .with_field("stop_hook_active", stop_hook_active)
+            .with_field("last_assistant_message", self.last_assistant_text());
+        if event == HookEvent::SubagentStop
+            && let Some(path) = &self.config.transcript_path
+        {
+            payload =
+                payload.with_field("agent_transcript_path", path.to_string_lossy().into_owned());
+        }
         let outcome = hooks.run(event, payload, &self.cancel).await;
         report_hook_warnings(&self.emitter, &outcome.warnings);
         let reason = outcome.blocked?;
@@ -1438,6 +1475,8 @@ impl Task {
             let st = self.lock();
             (st.cwd.clone(), st.mode)
         };
+        let hidden =
+            crate::permissions::read_filter(&self.config.approvals, &self.config.cwd, &cwd);
         ToolContext {
             sandbox: crate::permissions::sandbox_for(&self.config.approvals, mode, &cwd),
             cwd,
@@ -1458,6 +1497,7 @@ impl Task {
                 .live_output
                 .then(|| crate::live_output::sink(self.emitter.clone())),
             call_id: None,
+            hidden,
         }
     }
 
@@ -2392,4 +2432,5 @@ fn estimate_usage(request_bytes: usize, reply: &ReplyAssembler, broken: bool) ->
 fn hook_base(config: &TaskConfig, task_id: &str) -> HookPayload {
     HookPayload::task(task_id, config.cwd.clone(), config.permission_mode)
         .with_session(config.session_id.clone(), config.transcript_path.clone())
+        .with_agent(&config.agent, task_id)
 }

@@ -219,6 +219,9 @@ pub struct EnvPolicy {
     /// Names children inherit even though they look like secrets (the
     /// `env_passthrough` setting).
     pub env_passthrough: Vec<String>,
+    /// Variables every child gets (Claude Code's settings `env`), unless
+    /// the caller set the name on the command itself.
+    pub set: Vec<(String, String)>,
 }
 
 /// Removes from `cmd`'s environment every variable it would inherit from
@@ -241,6 +244,11 @@ pub fn scrub_secret_env(cmd: &mut Command, policy: &EnvPolicy) {
         });
         if secret && !explicit.contains(&name) {
             cmd.env_remove(&name);
+        }
+    }
+    for (name, value) in &policy.set {
+        if !explicit.iter().any(|e| e == name.as_str()) {
+            cmd.env(name, value);
         }
     }
 }
