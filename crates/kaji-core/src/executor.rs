@@ -144,6 +144,9 @@ pub struct ToolExecutor {
     /// `tool_result_max_chars`: longer results are cut, the whole of them
     /// spilled to a file the result names.
     result_cap: usize,
+    /// A hook answered `"continue": false` (its `stopReason`): the task
+    /// stops after this round.
+    hook_stop: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for ToolExecutor {
@@ -165,6 +168,32 @@ impl ToolExecutor {
             hooks: None,
             mcp: None,
             result_cap: DEFAULT_TOOL_RESULT_MAX_CHARS,
+            hook_stop: Mutex::new(None),
+        }
+    }
+
+    /// The `stopReason` of a hook that answered `"continue": false`, once:
+    /// the task must stop.
+    pub fn take_hook_stop(&self) -> Option<String> {
+        self.hook_stop
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Whether a hook asked the task to stop (no further call runs).
+    pub fn hook_stop_pending(&self) -> bool {
+        self.hook_stop
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// Notes a hook's `"continue": false`, if it answered that.
+    fn note_stop(&self, outcome: &crate::hooks::HookOutcome) {
+        if let Some(reason) = &outcome.stop {
+            let mut stop = self.hook_stop.lock().unwrap_or_else(|e| e.into_inner());
+            stop.get_or_insert_with(|| reason.clone());
         }
     }
 
@@ -350,6 +379,7 @@ impl ToolExecutor {
             .run(HookEvent::PreToolUse, payload, &env.ctx.cancel)
             .await;
         report_hook_warnings(env.emitter, &outcome.warnings);
+        self.note_stop(&outcome);
         if let Some(reason) = outcome.blocked {
             return Err(ToolRun::failed(
                 format!("A PreToolUse hook refused {}: {reason}", call.name),
@@ -590,6 +620,7 @@ impl ToolExecutor {
             };
             let outcome = hooks.run(event, payload, &env.ctx.cancel).await;
             report_hook_warnings(env.emitter, &outcome.warnings);
+            self.note_stop(&outcome);
             context.extend(outcome.context);
             if let Some(reason) = outcome.blocked {
                 context.push(format!("A {event} hook objected: {reason}"));
@@ -611,6 +642,7 @@ impl ToolExecutor {
             }
             let outcome = hooks.run(event, payload, &env.ctx.cancel).await;
             report_hook_warnings(env.emitter, &outcome.warnings);
+            self.note_stop(&outcome);
             context.extend(outcome.context);
             if let Some(reason) = outcome.blocked {
                 context.push(format!("A {event} hook objected: {reason}"));
@@ -641,6 +673,7 @@ impl ToolExecutor {
             .run(HookEvent::PermissionRequest, payload, &env.ctx.cancel)
             .await;
         report_hook_warnings(env.emitter, &outcome.warnings);
+        self.note_stop(&outcome);
         if let Some(reason) = outcome.blocked {
             return Some(Err(ToolRun::failed(
                 format!("A PermissionRequest hook refused {}: {reason}", call.name),

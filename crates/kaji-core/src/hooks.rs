@@ -25,13 +25,17 @@
 //!   and the remaining hooks are skipped ([`HookOutcome::cancelled`]).
 //!
 //! When the leader exits, whatever it left running in its group is killed
-//! too: a hook never leaves processes behind.
+//! too: a hook never leaves processes behind. A process that left the
+//! group (`setsid … &`) but kept the hook's output pipes open is waited
+//! for only until the hook's timeout, then killed (it is found by the
+//! pipes it holds): a hook never runs past its timeout.
 //!
 //! This module never decides what a block means for the task (the core
 //! does), never prints, and never runs a hook outside its own process group.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::str::FromStr;
@@ -649,7 +653,7 @@ impl HookRunner {
                     .warnings
                     .push(format!("{label} could not start: {e}")),
                 HookRun::TimedOut => outcome.warnings.push(format!(
-                    "{label} timed out after {} s and was killed",
+                    "{label} timed out after {} s and was killed, with every process it started (detached ones holding its output included); the session goes on",
                     hook.timeout.as_secs_f64()
                 )),
                 HookRun::Cancelled => {
@@ -800,16 +804,20 @@ async fn run_one(
         Ok(child) => child,
         Err(e) => return HookRun::SpawnFailed(e),
     };
-    let stdout = child
-        .child_mut()
-        .stdout
-        .take()
-        .map(|s| tokio::spawn(read_capped(s)));
-    let stderr = child
-        .child_mut()
-        .stderr
-        .take()
-        .map(|s| tokio::spawn(read_capped(s)));
+    let deadline = tokio::time::Instant::now() + hook.timeout;
+    let stdout = child.child_mut().stdout.take();
+    let stderr = child.child_mut().stderr.take();
+    // The output pipes: whoever still holds them after the hook's time is
+    // up (a child it detached with `setsid … &`) is killed too.
+    let pipes: Vec<u64> = [
+        stdout.as_ref().and_then(|s| process::pipe_inode(s.as_fd())),
+        stderr.as_ref().and_then(|s| process::pipe_inode(s.as_fd())),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let stdout = stdout.map(|s| tokio::spawn(read_capped(s)));
+    let stderr = stderr.map(|s| tokio::spawn(read_capped(s)));
     if let Some(mut pipe) = child.child_mut().stdin.take() {
         let bytes = stdin.to_vec();
         // A hook that never reads its stdin must not stall the run: write in
@@ -822,19 +830,22 @@ async fn run_one(
 
     let ended = tokio::select! {
         status = child.wait() => Some(status),
-        () = tokio::time::sleep(hook.timeout) => None,
+        () = tokio::time::sleep_until(deadline) => None,
         () = cancel.cancelled() => {
             let _ = child.kill_now().await;
+            process::kill_pipe_holders(&pipes);
             return HookRun::Cancelled;
         }
     };
     let status = match ended {
         None => {
             let _ = child.kill_now().await;
+            process::kill_pipe_holders(&pipes);
             return HookRun::TimedOut;
         }
         Some(Err(e)) => {
             let _ = child.kill_now().await;
+            process::kill_pipe_holders(&pipes);
             return HookRun::SpawnFailed(e);
         }
         Some(Ok(status)) => status,
@@ -843,8 +854,23 @@ async fn run_one(
     // when the group is already empty), which also closes their ends of the
     // output pipes.
     let _ = child.shutdown(Duration::ZERO).await;
-    let stdout = join_reader(stdout).await;
-    let stderr = join_reader(stderr).await;
+    // A process that left the group but kept a pipe open holds the output
+    // open: wait for it only until the hook's time is up, then kill it.
+    let output = async { (join_reader(stdout).await, join_reader(stderr).await) };
+    tokio::pin!(output);
+    let (stdout, stderr) = tokio::select! {
+        both = &mut output => both,
+        () = tokio::time::sleep_until(deadline) => {
+            process::kill_pipe_holders(&pipes);
+            let _ = output.await;
+            return HookRun::TimedOut;
+        }
+        () = cancel.cancelled() => {
+            process::kill_pipe_holders(&pipes);
+            let _ = output.await;
+            return HookRun::Cancelled;
+        }
+    };
     HookRun::Exited {
         status,
         stdout,

@@ -409,6 +409,8 @@ enum RoundOutcome {
     },
     /// The task was aborted.
     Aborted,
+    /// A hook answered `"continue": false`, with its `stopReason`.
+    HookStopped(String),
     /// The provider refused the request (with its explanation).
     Refused(String),
     /// The request did not fit the model's context window.
@@ -622,6 +624,12 @@ impl Task {
                         .await
                 }
                 RoundOutcome::Aborted => Next::End(TaskStatus::Aborted, None),
+                RoundOutcome::HookStopped(reason) => {
+                    let msg = format!("A hook stopped the task: {reason}");
+                    self.emitter.say(SayKind::Error, msg.clone(), None);
+                    self.lock().stop_reason = Some("hook".into());
+                    Next::End(TaskStatus::Failed, Some(msg))
+                }
                 RoundOutcome::Overflow(err) => self.after_overflow(err, &mut user_content).await,
                 RoundOutcome::Refused(why) => {
                     let msg = format!("The model refused to continue: {why}");
@@ -1830,6 +1838,18 @@ impl Task {
         // Each result was made durable as its tool returned (see
         // `write_ahead`); the reply is, before the next request.
         self.config.recorder.sync();
+        if let Some(reason) = self.executor.take_hook_stop() {
+            // Every call stays answered in the history.
+            let message = Message {
+                role: Role::User,
+                content: results,
+            };
+            self.lock().history.push(message.clone());
+            self.config
+                .recorder
+                .record_synced(SessionRecord::Message { message });
+            return RoundOutcome::HookStopped(reason);
+        }
         if let Some((call, run)) = runs.iter().find(|(_, r)| r.completion().is_some()) {
             // Results of calls made beside AttemptCompletion go back with
             // its own result, so every call stays answered.
@@ -2039,10 +2059,12 @@ impl Task {
                     // call's announcement replaces it.
                     let announce = streaming.take().map(|(id, _)| id);
                     let run = if out.interrupted {
-                        skipped(
-                            &call,
-                            "the user rejected an earlier tool call in this reply",
-                        )
+                        let why = if self.executor.hook_stop_pending() {
+                            "a hook stopped the task (\"continue\": false)"
+                        } else {
+                            "the user rejected an earlier tool call in this reply"
+                        };
+                        skipped(&call, why)
                     } else if completed {
                         skipped(
                             &call,
@@ -2067,7 +2089,9 @@ impl Task {
                         out.runs.push((call, run));
                         return out;
                     }
-                    if run.is_rejected() {
+                    // A hook's `"continue": false` skips the rest of the
+                    // reply, as a rejection does.
+                    if run.is_rejected() || self.executor.hook_stop_pending() {
                         out.interrupted = true;
                         stream_cancel.cancel();
                     }

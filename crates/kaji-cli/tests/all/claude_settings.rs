@@ -373,3 +373,84 @@ async fn a_broken_settings_file_is_a_warning_naming_file_and_line() {
         );
     }
 }
+
+/// Whether process `pid` is gone (or a zombie waiting for its reaper).
+fn is_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+#[tokio::test]
+async fn a_hook_that_detaches_a_child_holding_its_output_ends_at_its_timeout() {
+    let (home, work) = home_and_work();
+    let pid_file = home.path().join("detached.pid");
+    let command = format!(
+        "setsid sh -c 'echo $$ > {}; exec sleep 1000' & echo started",
+        pid_file.display()
+    );
+    let settings = json!({"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": command, "timeout": 0.5}
+    ]}]}});
+    std::fs::write(
+        home.path().join(".claude/settings.json"),
+        settings.to_string(),
+    )
+    .unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "done"}),
+    )]))
+    .await;
+    let mut cmd = kaji(home.path(), work.path(), &server);
+    cmd.args(["--yolo", "go"]);
+    let (code, lines, err) = run(cmd).await;
+    assert_eq!(code, 0, "the session goes on: {err}");
+    let shown = format!("{lines:?}{err}");
+    assert!(shown.contains("timed out after 0.5 s"), "{shown}");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(is_gone(pid), "the detached child {pid} still runs");
+}
+
+#[tokio::test]
+async fn a_hooks_continue_false_stops_the_task_with_its_stop_reason() {
+    let (home, work) = home_and_work();
+    let answer = r#"{"continue": false, "stopReason": "HALT-BY-HOOK"}"#;
+    for (event, ran) in [("PreToolUse", false), ("PostToolUse", true)] {
+        let settings = json!({"hooks": {event: [{"matcher": "Bash", "hooks": [
+            {"type": "command", "command": format!("echo '{answer}'")}
+        ]}]}});
+        std::fs::write(
+            home.path().join(".claude/settings.json"),
+            settings.to_string(),
+        )
+        .unwrap();
+        let _ = std::fs::remove_file(work.path().join("made.txt"));
+        let server = ScriptedModelServer::start(Script::new([
+            Turn::tool_call("Bash", json!({"command": "touch made.txt"}))
+                .and_tool_call("Bash", json!({"command": "touch second.txt"})),
+            Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+        ]))
+        .await;
+        let mut cmd = kaji(home.path(), work.path(), &server);
+        cmd.args(["--yolo", "go"]);
+        let (code, lines, err) = run(cmd).await;
+        assert_ne!(code, 0, "{event}: the task is not completed: {err}");
+        let last = lines.last().unwrap();
+        assert!(last.to_string().contains("HALT-BY-HOOK"), "{event}: {last}");
+        assert_eq!(
+            server.requests().len(),
+            1,
+            "{event}: no request after the stop"
+        );
+        assert_eq!(work.path().join("made.txt").exists(), ran, "{event}");
+        assert!(!work.path().join("second.txt").exists(), "{event}");
+    }
+}
