@@ -41,7 +41,9 @@ pub async fn run(args: DoctorArgs) -> i32 {
         });
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let home = crate::paths::kaji_home();
-    let loaded = KajiConfig::load(&home, &cwd);
+    let trusted = kaji_core::trust::is_trusted(&home, &cwd).unwrap_or(false);
+    let loaded = KajiConfig::load_with(&home, &cwd, trusted, &crate::paths::claude_sources())
+        .map(|(config, _)| config);
     let settings_error = loaded.as_ref().err().map(|e| e.to_string());
     let settings = loaded.ok();
     let servers = settings
@@ -59,6 +61,11 @@ pub async fn run(args: DoctorArgs) -> i32 {
         terminal: checks::terminal(),
         policy: policy_here(&cwd, &home),
         settings: settings_files(&cwd, &home),
+        hooks: settings.as_ref().map(hook_list).unwrap_or_default(),
+        claude_warnings: settings
+            .as_ref()
+            .map(|s| s.claude_warnings.clone())
+            .unwrap_or_default(),
         provider_keys: provider_keys(),
         git_version: git_version().await,
         stdout_is_terminal: std::io::stdout().is_terminal(),
@@ -83,6 +90,10 @@ struct Report {
     support: SandboxSupport,
     policy: SandboxPolicy,
     settings: Vec<(PathBuf, bool)>,
+    /// Every hook that would run: event, command, the file it is in.
+    hooks: Vec<(String, String, String)>,
+    /// What Claude Code's settings files hold that kaji does not use.
+    claude_warnings: Vec<String>,
     provider_keys: Vec<String>,
     git_version: Result<String, String>,
     stdout_is_terminal: bool,
@@ -97,7 +108,8 @@ fn policy_here(cwd: &Path, kaji_home: &Path) -> SandboxPolicy {
     policy
 }
 
-/// The user and project settings files, and whether each exists.
+/// The user and project settings files, and whether each exists: kaji's
+/// own, then Claude Code's.
 fn settings_files(cwd: &Path, kaji_home: &Path) -> Vec<(PathBuf, bool)> {
     let user = KajiConfig::user_path(kaji_home);
     let user_found = user.is_file();
@@ -107,7 +119,30 @@ fn settings_files(cwd: &Path, kaji_home: &Path) -> Vec<(PathBuf, bool)> {
         Some(path) => files.push((path, true)),
         None => files.push((cwd.join(".kaji/config.toml"), false)),
     }
+    let root = kaji_core::config::repository_root(cwd).unwrap_or_else(|| cwd.to_path_buf());
+    let claude = crate::paths::claude_sources();
+    for source in kaji_core::claude_settings::SettingSource::ALL {
+        if let Some(path) = claude.path(source, &root) {
+            let found = path.is_file();
+            files.push((path, found));
+        }
+    }
     files
+}
+
+/// Every configured hook: event, command and the file it comes from.
+fn hook_list(settings: &KajiConfig) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for event in kaji_core::hooks::HookEvent::ALL {
+        for hook in settings.hooks.hooks(event) {
+            let source = hook
+                .source
+                .as_ref()
+                .map_or_else(String::new, |p| p.display().to_string());
+            out.push((event.to_string(), hook.command.clone(), source));
+        }
+    }
+    out
 }
 
 /// The names of the set environment variables that look like provider
@@ -182,6 +217,12 @@ impl Report {
                 "path": p.display().to_string(),
                 "found": found,
             })).collect::<Vec<_>>(),
+            "hooks": self.hooks.iter().map(|(event, command, source)| json!({
+                "event": event,
+                "command": command,
+                "source": source,
+            })).collect::<Vec<_>>(),
+            "claude_settings_warnings": self.claude_warnings,
             "provider_keys": self.provider_keys,
             "git_version": self.git_version.as_ref().ok(),
             "git_error": self.git_version.as_ref().err(),
@@ -245,6 +286,16 @@ impl Report {
         }
         if let Some(e) = &self.settings_error {
             out.push_str(&format!("  cannot be read: {e}\n"));
+        }
+        for w in &self.claude_warnings {
+            out.push_str(&format!("  warning: {w}\n"));
+        }
+        out.push_str("Hooks\n");
+        if self.hooks.is_empty() {
+            out.push_str("  none\n");
+        }
+        for (event, command, source) in &self.hooks {
+            out.push_str(&format!("  {event}: {command} (from {source})\n"));
         }
         out.push_str(&self.provider.to_text());
         out.push_str(&checks::mcp_text(&self.mcp));

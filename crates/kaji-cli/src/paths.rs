@@ -26,6 +26,16 @@ fn configured_home() -> PathBuf {
     }
 }
 
+/// Claude Code's settings files to read: all three, the user's under
+/// `$HOME/.claude/`.
+pub fn claude_sources() -> kaji_core::claude_settings::ClaudeSources {
+    kaji_core::claude_settings::ClaudeSources::all(
+        std::env::var_os("HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from),
+    )
+}
+
 /// `path` made absolute against the current directory (lexically: `..` is
 /// kept, symlinks are not resolved, the path need not exist). When the
 /// current directory cannot be read, `path` is returned as it is.

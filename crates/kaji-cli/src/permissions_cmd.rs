@@ -152,7 +152,12 @@ impl Place {
     }
 
     fn rules(&self) -> anyhow::Result<RuleSet> {
-        let config = KajiConfig::load(&self.kaji_home, &self.cwd)?;
+        let (config, _) = KajiConfig::load_with(
+            &self.kaji_home,
+            &self.cwd,
+            true,
+            &crate::paths::claude_sources(),
+        )?;
         let mut set = RuleSet::new();
         for r in config.permissions {
             let trusted = matches!(r.source, RuleSource::User(_)) || self.trusted;

@@ -179,6 +179,15 @@ pub struct KajiConfig {
     /// `lease_ms`: how long a worker's lease on a database list lasts
     /// without a heartbeat (default 30000). `KAJI_LEASE_MS` wins.
     pub lease_ms: Option<u64>,
+    /// `claude_setting_sources`: which of Claude Code's settings files are
+    /// read (`user`, `project`, `local`; default all three).
+    pub claude_setting_sources: Option<Vec<crate::claude_settings::SettingSource>>,
+    /// Claude Code's `env` (every settings file, later sources winning):
+    /// set for every process kaji starts.
+    pub claude_env: BTreeMap<String, String>,
+    /// What Claude Code's settings files held that kaji does not honour or
+    /// refused: one warning each, naming the file, the line and the key.
+    pub claude_warnings: Vec<String>,
     sources: Vec<PathBuf>,
 }
 
@@ -217,6 +226,25 @@ impl KajiConfig {
         cwd: &Path,
         trusted: bool,
     ) -> Result<(Self, Vec<IgnoredSetting>), ConfigError> {
+        let claude = crate::claude_settings::ClaudeSources {
+            home: None,
+            enabled: vec![
+                crate::claude_settings::SettingSource::Project,
+                crate::claude_settings::SettingSource::Local,
+            ],
+        };
+        Self::load_with(kaji_home, cwd, trusted, &claude)
+    }
+
+    /// As [`KajiConfig::load_gated`], reading Claude Code's settings files
+    /// of `claude` (the user's among them when it has a home) after kaji's
+    /// own; `claude_setting_sources` narrows `claude.enabled` further.
+    pub fn load_with(
+        kaji_home: &Path,
+        cwd: &Path,
+        trusted: bool,
+        claude: &crate::claude_settings::ClaudeSources,
+    ) -> Result<(Self, Vec<IgnoredSetting>), ConfigError> {
         let mut ignored = Vec::new();
         let user_path = Self::user_path(kaji_home);
         let mut config = Self::load_file(&user_path)?.unwrap_or_default();
@@ -243,7 +271,94 @@ impl KajiConfig {
             }
         }
         config.add_mcp_json(cwd, trusted, &mut ignored)?;
+        config.add_claude_settings(cwd, trusted, claude, &mut ignored);
         Ok((config, ignored))
+    }
+
+    /// Adds Claude Code's settings files (user, project, local, in that
+    /// order): their rules join kaji's (tagged with their file), their
+    /// hooks run after kaji's, their `env` is kept, and `defaultMode`
+    /// counts only when no `permission_mode` of kaji's is set (kaji's TOML
+    /// wins a clash; among Claude Code's files the later wins). An
+    /// untrusted project's files keep only their rules (allow rules
+    /// untrusted, as for kaji's files); the rest is listed as ignored.
+    fn add_claude_settings(
+        &mut self,
+        cwd: &Path,
+        trusted: bool,
+        claude: &crate::claude_settings::ClaudeSources,
+        ignored: &mut Vec<IgnoredSetting>,
+    ) {
+        use crate::claude_settings::{self as cs, SettingSource};
+        let root = repository_root(cwd).unwrap_or_else(|| cwd.to_path_buf());
+        let mut claude = claude.clone();
+        if let Some(only) = &self.claude_setting_sources {
+            claude.enabled.retain(|s| only.contains(s));
+        }
+        let mut mode = None;
+        let mut toml_rules: Vec<PermissionRule> = self.permissions.clone();
+        for source in SettingSource::ALL {
+            let Some(path) = claude.path(source, &root) else {
+                continue;
+            };
+            let mut file = match cs::read(&path, source) {
+                Ok(Some(file)) => file,
+                Ok(None) => continue,
+                Err(warning) => {
+                    self.claude_warnings.push(warning);
+                    continue;
+                }
+            };
+            let gated = source != SettingSource::User && !trusted;
+            if gated {
+                let mut note = |key: &'static str, present: bool| {
+                    if present {
+                        ignored.push(IgnoredSetting {
+                            key,
+                            path: path.clone(),
+                        });
+                    }
+                };
+                note("hooks", !file.hooks.is_empty());
+                note("env", !file.env.is_empty());
+                note("permissions.defaultMode", file.default_mode.is_some());
+                note(
+                    "permissions.allow",
+                    file.permissions.iter().any(|r| r.kind == Decision::Allow),
+                );
+                file.hooks = HooksConfig::new();
+                file.env.clear();
+                file.default_mode = None;
+            }
+            for (rule, line) in file.permissions.iter().zip(&file.rule_lines) {
+                if let Some(clash) = toml_rules
+                    .iter()
+                    .find(|t| t.rule == rule.rule && t.kind != rule.kind)
+                {
+                    self.claude_warnings.push(format!(
+                        "{}:{line}: key `permissions.{}`: the rule {} is also in {} under `permissions.{}`, with the opposite effect; both are kept, and deny wins over ask over allow",
+                        path.display(),
+                        rule.kind,
+                        rule.rule,
+                        clash
+                            .source
+                            .path()
+                            .map_or_else(String::new, |p| p.display().to_string()),
+                        clash.kind,
+                    ));
+                }
+            }
+            toml_rules.extend(file.permissions.iter().cloned());
+            self.claude_warnings.append(&mut file.warnings);
+            self.permissions.append(&mut file.permissions);
+            self.hooks.extend(file.hooks);
+            self.claude_env.append(&mut file.env);
+            mode = file.default_mode.or(mode);
+            self.sources.push(path);
+        }
+        if self.permission_mode.is_none() {
+            self.permission_mode = mode;
+        }
     }
 
     /// Adds the servers of the project's `.mcp.json` (Claude Code's
@@ -458,6 +573,18 @@ impl KajiConfig {
         for (event, entries) in file.hooks.into_events() {
             for (index, entry) in entries.into_iter().enumerate() {
                 let key = |field: &str| format!("hooks.{event}[{index}].{field}");
+                if let Some(kind) = &entry.kind
+                    && kind.get_ref() != "command"
+                {
+                    return Err(invalid(
+                        kind.span(),
+                        &key("type"),
+                        format!(
+                            "{:?} hooks are not supported (only \"command\")",
+                            kind.get_ref()
+                        ),
+                    ));
+                }
                 let command = entry.command.get_ref().trim().to_string();
                 if command.is_empty() {
                     return Err(invalid(
@@ -469,13 +596,12 @@ impl KajiConfig {
                 let matcher = match entry.matcher {
                     None => None,
                     Some(pattern) => {
-                        if !event.is_tool_event() {
+                        let any = matches!(pattern.get_ref().trim(), "" | "*");
+                        if !any && !event.has_matcher() {
                             return Err(invalid(
                                 pattern.span(),
                                 &key("matcher"),
-                                format!(
-                                    "matcher only applies to PreToolUse and PostToolUse hooks, not {event}"
-                                ),
+                                format!("{event} hooks have nothing to match; leave matcher out"),
                             ));
                         }
                         Some(ToolMatcher::new(pattern.get_ref()).map_err(|e| {
@@ -505,6 +631,8 @@ impl KajiConfig {
                         matcher,
                         timeout,
                         source: Some(path.to_path_buf()),
+                        status_message: entry.status_message,
+                        run_async: entry.run_async.unwrap_or(false),
                     },
                 );
             }
@@ -574,6 +702,18 @@ impl KajiConfig {
                 }
                 ms => ms.map(|ms| *ms.get_ref()),
             },
+            claude_setting_sources: match file.claude_setting_sources {
+                None => None,
+                Some(list) => Some(
+                    list.get_ref()
+                        .iter()
+                        .map(|s| s.parse())
+                        .collect::<Result<Vec<_>, String>>()
+                        .map_err(|e| invalid(list.span(), "claude_setting_sources", e))?,
+                ),
+            },
+            claude_env: BTreeMap::new(),
+            claude_warnings: Vec::new(),
             sources: vec![path.to_path_buf()],
             mcp_json_skipped: Vec::new(),
         })
@@ -622,6 +762,14 @@ impl KajiConfig {
         self.secret_env.extend(project.secret_env);
         over(&mut self.task_list_url, project.task_list_url);
         over(&mut self.lease_ms, project.lease_ms);
+        // Sources can only be turned off: both lists must name one.
+        self.claude_setting_sources = match (
+            self.claude_setting_sources.take(),
+            project.claude_setting_sources,
+        ) {
+            (Some(a), Some(b)) => Some(a.into_iter().filter(|s| b.contains(s)).collect()),
+            (a, b) => a.or(b),
+        };
         self.sources.extend(project.sources);
     }
 
@@ -822,6 +970,7 @@ struct ConfigFile {
     secret_env: Vec<String>,
     task_list_url: Option<String>,
     lease_ms: Option<Spanned<u64>>,
+    claude_setting_sources: Option<Spanned<Vec<String>>>,
 }
 
 /// `[permissions]`: lists of rule strings.
@@ -901,10 +1050,20 @@ struct HooksFile {
     SubagentStop: Vec<HookEntry>,
     #[serde(default)]
     Notification: Vec<HookEntry>,
+    #[serde(default)]
+    PostToolUseFailure: Vec<HookEntry>,
+    #[serde(default)]
+    SubagentStart: Vec<HookEntry>,
+    #[serde(default)]
+    PermissionRequest: Vec<HookEntry>,
+    #[serde(default)]
+    TaskCreated: Vec<HookEntry>,
+    #[serde(default)]
+    TaskCompleted: Vec<HookEntry>,
 }
 
 impl HooksFile {
-    fn into_events(self) -> [(HookEvent, Vec<HookEntry>); 13] {
+    fn into_events(self) -> [(HookEvent, Vec<HookEntry>); 18] {
         [
             (HookEvent::TaskStart, self.TaskStart),
             (HookEvent::TaskResume, self.TaskResume),
@@ -919,6 +1078,11 @@ impl HooksFile {
             (HookEvent::Stop, self.Stop),
             (HookEvent::SubagentStop, self.SubagentStop),
             (HookEvent::Notification, self.Notification),
+            (HookEvent::PostToolUseFailure, self.PostToolUseFailure),
+            (HookEvent::SubagentStart, self.SubagentStart),
+            (HookEvent::PermissionRequest, self.PermissionRequest),
+            (HookEvent::TaskCreated, self.TaskCreated),
+            (HookEvent::TaskCompleted, self.TaskCompleted),
         ]
     }
 }
@@ -930,6 +1094,13 @@ struct HookEntry {
     command: Spanned<String>,
     matcher: Option<Spanned<String>>,
     timeout: Option<Spanned<u64>>,
+    /// Claude Code's key: `"command"` is the only type kaji runs.
+    #[serde(rename = "type")]
+    kind: Option<Spanned<String>>,
+    #[serde(rename = "statusMessage", alias = "status_message")]
+    status_message: Option<String>,
+    #[serde(rename = "async")]
+    run_async: Option<bool>,
 }
 
 /// A hook's timeout when its entry sets none: 60 s, or

@@ -116,14 +116,16 @@ pub(crate) struct CallEnv<'a> {
 }
 
 impl CallEnv<'_> {
-    /// A tool hook's payload for `tool` called with `input`.
-    fn hook_payload(&self, tool: &str, input: Value) -> HookPayload {
+    /// A tool hook's payload for `call` with `input`.
+    fn hook_payload(&self, call: &ToolCall, input: Value) -> HookPayload {
         HookPayload::task(self.task_id, &self.ctx.cwd, self.mode)
             .with_session(
                 self.ctx.session_id.clone(),
                 self.transcript_path.map(std::path::Path::to_path_buf),
             )
-            .with_tool(tool, input)
+            .with_tool(&call.name, input)
+            .with_tool_use_id(&call.id)
+            .with_agent(&self.ctx.agent, self.task_id)
     }
 }
 
@@ -142,6 +144,9 @@ pub struct ToolExecutor {
     /// `tool_result_max_chars`: longer results are cut, the whole of them
     /// spilled to a file the result names.
     result_cap: usize,
+    /// A hook answered `"continue": false` (its `stopReason`): the task
+    /// stops after this round.
+    hook_stop: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for ToolExecutor {
@@ -163,6 +168,32 @@ impl ToolExecutor {
             hooks: None,
             mcp: None,
             result_cap: DEFAULT_TOOL_RESULT_MAX_CHARS,
+            hook_stop: Mutex::new(None),
+        }
+    }
+
+    /// The `stopReason` of a hook that answered `"continue": false`, once:
+    /// the task must stop.
+    pub fn take_hook_stop(&self) -> Option<String> {
+        self.hook_stop
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Whether a hook asked the task to stop (no further call runs).
+    pub fn hook_stop_pending(&self) -> bool {
+        self.hook_stop
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// Notes a hook's `"continue": false`, if it answered that.
+    fn note_stop(&self, outcome: &crate::hooks::HookOutcome) {
+        if let Some(reason) = &outcome.stop {
+            let mut stop = self.hook_stop.lock().unwrap_or_else(|e| e.into_inner());
+            stop.get_or_insert_with(|| reason.clone());
         }
     }
 
@@ -286,14 +317,25 @@ impl ToolExecutor {
         let input = validate(call)?;
         let access = tool.access_checked(&input, env.ctx).await;
         announce(tool.as_ref(), call, &input, env);
+        let started = std::time::Instant::now();
         let pre = self.pre_hooks(call, &input, env).await?;
         let decision = self.decide(call, tool.as_ref(), &input, &access, env, pre.permission);
         self.gate(decision, call, tool.as_ref(), &input, &access, env)
             .await?;
         self.wait_for_turn(tool.as_ref(), &access, env.ctx).await?;
         let result = self.run_with_retry(&tool, call, &input, env).await;
+        let facts = match (&self.hooks, &result) {
+            (Some(_), Ok(out)) => Some(outcome::HookFacts {
+                response: tool.hook_response(&input, out),
+                event: tool.hook_event(&input, out),
+            }),
+            _ => None,
+        };
         let run = self.outcome(tool.as_ref(), result, env).await;
-        Ok(self.post_hooks(call, input, run, pre.context, env).await)
+        let ms = started.elapsed().as_millis() as u64;
+        Ok(self
+            .post_hooks(call, input, run, (pre.context, ms, facts), env)
+            .await)
     }
 
     /// The tool of this round called `name`.
@@ -332,11 +374,12 @@ impl ToolExecutor {
         else {
             return Ok(PreHooks::default());
         };
-        let payload = env.hook_payload(&call.name, input.clone());
+        let payload = env.hook_payload(call, input.clone());
         let outcome = hooks
             .run(HookEvent::PreToolUse, payload, &env.ctx.cancel)
             .await;
         report_hook_warnings(env.emitter, &outcome.warnings);
+        self.note_stop(&outcome);
         if let Some(reason) = outcome.blocked {
             return Err(ToolRun::failed(
                 format!("A PreToolUse hook refused {}: {reason}", call.name),
@@ -403,6 +446,9 @@ impl ToolExecutor {
         };
         let requests = requests_for(&call.name, access, &reads_of(tool, input));
         let always = always_rules(&requests, &pctx);
+        if let Some(answer) = self.permission_request_hooks(call, input, env).await {
+            return answer;
+        }
         let payload = AskPayload::ToolApproval {
             tool: call.name.clone(),
             input: input.clone(),
@@ -548,24 +594,58 @@ impl ToolExecutor {
         call: &ToolCall,
         input: Value,
         mut run: ToolRun,
-        mut context: Vec<String>,
+        (mut context, duration_ms, facts): (Vec<String>, u64, Option<outcome::HookFacts>),
         env: &CallEnv<'_>,
     ) -> ToolRun {
-        if let Some(hooks) = self
-            .hooks
-            .as_ref()
-            .filter(|h| h.has_hooks(HookEvent::PostToolUse))
-        {
+        // Claude Code's split: PostToolUse for a call that ran,
+        // PostToolUseFailure (with `error`) for one that failed.
+        let event = if run.is_error() {
+            HookEvent::PostToolUseFailure
+        } else {
+            HookEvent::PostToolUse
+        };
+        if let Some(hooks) = self.hooks.as_ref().filter(|h| h.has_hooks(event)) {
             let payload = env
-                .hook_payload(&call.name, input)
-                .with_tool_response(json!({"output": run.content(), "is_error": run.is_error()}));
-            let outcome = hooks
-                .run(HookEvent::PostToolUse, payload, &env.ctx.cancel)
-                .await;
+                .hook_payload(call, input)
+                .with_field("duration_ms", duration_ms);
+            let payload = match &run {
+                ToolRun::Ran(ran) => payload.with_tool_response(
+                    facts
+                        .as_ref()
+                        .map_or_else(|| json!({"output": ran.content}), |f| f.response.clone()),
+                ),
+                failed => payload
+                    .with_field("error", failed.content())
+                    .with_field("is_interrupt", env.ctx.cancel.is_cancelled()),
+            };
+            let outcome = hooks.run(event, payload, &env.ctx.cancel).await;
             report_hook_warnings(env.emitter, &outcome.warnings);
+            self.note_stop(&outcome);
             context.extend(outcome.context);
             if let Some(reason) = outcome.blocked {
-                context.push(format!("A PostToolUse hook objected: {reason}"));
+                context.push(format!("A {event} hook objected: {reason}"));
+            }
+        }
+        if let ToolRun::Ran(_) = &run
+            && let Some((name, fields)) = facts.as_ref().and_then(|f| f.event.as_ref())
+            && let Ok(event) = name.parse::<HookEvent>()
+            && let Some(hooks) = self.hooks.as_ref().filter(|h| h.has_hooks(event))
+        {
+            let mut payload = env.hook_payload(call, Value::Null);
+            // Claude Code's fields: `task_id` is the list item's.
+            payload.tool_name = None;
+            payload.tool_input = None;
+            payload.task_id = String::new();
+            payload.extra.remove("tool_use_id");
+            for (key, value) in fields.as_object().into_iter().flatten() {
+                payload = payload.with_field(key.clone(), value.clone());
+            }
+            let outcome = hooks.run(event, payload, &env.ctx.cancel).await;
+            report_hook_warnings(env.emitter, &outcome.warnings);
+            self.note_stop(&outcome);
+            context.extend(outcome.context);
+            if let Some(reason) = outcome.blocked {
+                context.push(format!("A {event} hook objected: {reason}"));
             }
         }
         for extra in context {
@@ -573,6 +653,34 @@ impl ToolExecutor {
             run.content_mut().push_str(&extra);
         }
         run
+    }
+
+    /// PermissionRequest hooks, before the user is asked: a `deny` (or
+    /// exit 2) refuses the call, an `allow` runs it; otherwise `None` and
+    /// the user is asked.
+    async fn permission_request_hooks(
+        &self,
+        call: &ToolCall,
+        input: &Value,
+        env: &CallEnv<'_>,
+    ) -> Option<Result<(), ToolRun>> {
+        let hooks = self
+            .hooks
+            .as_ref()
+            .filter(|h| h.has_hooks(HookEvent::PermissionRequest))?;
+        let payload = env.hook_payload(call, input.clone());
+        let outcome = hooks
+            .run(HookEvent::PermissionRequest, payload, &env.ctx.cancel)
+            .await;
+        report_hook_warnings(env.emitter, &outcome.warnings);
+        self.note_stop(&outcome);
+        if let Some(reason) = outcome.blocked {
+            return Some(Err(ToolRun::failed(
+                format!("A PermissionRequest hook refused {}: {reason}", call.name),
+                false,
+            )));
+        }
+        (outcome.permission == Some(PermissionDecision::Allow)).then_some(Ok(()))
     }
 
     /// Stores the rules of an "always allow" for this session and records

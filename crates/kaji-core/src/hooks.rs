@@ -25,13 +25,17 @@
 //!   and the remaining hooks are skipped ([`HookOutcome::cancelled`]).
 //!
 //! When the leader exits, whatever it left running in its group is killed
-//! too: a hook never leaves processes behind.
+//! too: a hook never leaves processes behind. A process that left the
+//! group (`setsid … &`) but kept the hook's output pipes open is waited
+//! for only until the hook's timeout, then killed (it is found by the
+//! pipes it holds): a hook never runs past its timeout.
 //!
 //! This module never decides what a block means for the task (the core
 //! does), never prints, and never runs a hook outside its own process group.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::str::FromStr;
@@ -99,11 +103,24 @@ pub enum HookEvent {
     /// kaji is about to ask the user something or has been idle waiting
     /// for input; the payload's `message` says what.
     Notification,
+    /// A tool ran and failed (Claude Code's event; `PostToolUse` is for
+    /// tools that succeeded). The payload adds `error`.
+    PostToolUseFailure,
+    /// A sub-agent is about to start (`agent_id`, `agent_type`).
+    SubagentStart,
+    /// kaji is about to ask the user to approve a tool call. A block
+    /// (`decision.behavior: "deny"`) refuses it without asking; an allow
+    /// runs it.
+    PermissionRequest,
+    /// A task-list item was created (`task_id`, `task_subject`).
+    TaskCreated,
+    /// A task-list item was marked completed (`task_id`, `task_subject`).
+    TaskCompleted,
 }
 
 impl HookEvent {
     /// Every event, in documentation order.
-    pub const ALL: [HookEvent; 13] = [
+    pub const ALL: [HookEvent; 18] = [
         Self::TaskStart,
         Self::TaskResume,
         Self::TaskCancel,
@@ -117,6 +134,11 @@ impl HookEvent {
         Self::Stop,
         Self::SubagentStop,
         Self::Notification,
+        Self::PostToolUseFailure,
+        Self::SubagentStart,
+        Self::PermissionRequest,
+        Self::TaskCreated,
+        Self::TaskCompleted,
     ];
 
     /// The event's name in configuration and in `hook_event_name`.
@@ -135,13 +157,46 @@ impl HookEvent {
             Self::Stop => "Stop",
             Self::SubagentStop => "SubagentStop",
             Self::Notification => "Notification",
+            Self::PostToolUseFailure => "PostToolUseFailure",
+            Self::SubagentStart => "SubagentStart",
+            Self::PermissionRequest => "PermissionRequest",
+            Self::TaskCreated => "TaskCreated",
+            Self::TaskCompleted => "TaskCompleted",
         }
     }
 
     /// Whether the event concerns one tool call (`matcher` applies, and the
     /// payload carries `tool_name` and `tool_input`).
     pub fn is_tool_event(self) -> bool {
-        matches!(self, Self::PreToolUse | Self::PostToolUse)
+        matches!(
+            self,
+            Self::PreToolUse
+                | Self::PostToolUse
+                | Self::PostToolUseFailure
+                | Self::PermissionRequest
+        )
+    }
+
+    /// The payload field a `matcher` is matched against, as in Claude
+    /// Code: the tool's name for tool events, `source` for SessionStart,
+    /// `reason` for SessionEnd, `trigger` for PreCompact,
+    /// `notification_type` for Notification, `agent_type` for
+    /// SubagentStart and SubagentStop; `None`: the event has no matcher.
+    pub fn matcher_field(self) -> Option<&'static str> {
+        match self {
+            _ if self.is_tool_event() => Some("tool_name"),
+            Self::SessionStart => Some("source"),
+            Self::SessionEnd => Some("reason"),
+            Self::PreCompact => Some("trigger"),
+            Self::Notification => Some("notification_type"),
+            Self::SubagentStart | Self::SubagentStop => Some("agent_type"),
+            _ => None,
+        }
+    }
+
+    /// Whether a non-empty `matcher` means something for this event.
+    pub fn has_matcher(self) -> bool {
+        self.matcher_field().is_some()
     }
 }
 
@@ -214,6 +269,11 @@ pub struct HookSpec {
     pub timeout: Duration,
     /// The settings file it came from (for messages).
     pub source: Option<PathBuf>,
+    /// Claude Code's `statusMessage`: shown while the hook runs.
+    pub status_message: Option<String>,
+    /// Claude Code's `async`: accepted; kaji runs the hook to its end
+    /// before going on, as for any hook.
+    pub run_async: bool,
 }
 
 impl HookSpec {
@@ -224,6 +284,8 @@ impl HookSpec {
             matcher: None,
             timeout: DEFAULT_HOOK_TIMEOUT,
             source: None,
+            status_message: None,
+            run_async: false,
         }
     }
 }
@@ -346,6 +408,23 @@ impl HookPayload {
         self
     }
 
+    /// Inside a sub-agent (`agent` is not `main`): Claude Code's
+    /// `agent_id` (the sub-agent's task id) and `agent_type` (its type).
+    pub fn with_agent(mut self, agent: &str, agent_id: &str) -> Self {
+        if agent != "main" && !agent.is_empty() {
+            self.extra.insert("agent_id".into(), Value::from(agent_id));
+            self.extra.insert("agent_type".into(), Value::from(agent));
+        }
+        self
+    }
+
+    /// Adds the tool call's id (`tool_use_id`, tool events).
+    pub fn with_tool_use_id(mut self, id: impl Into<String>) -> Self {
+        self.extra
+            .insert("tool_use_id".into(), Value::from(id.into()));
+        self
+    }
+
     /// Adds the tool's result (PostToolUse).
     pub fn with_tool_response(mut self, tool_response: Value) -> Self {
         self.tool_response = Some(tool_response);
@@ -375,7 +454,7 @@ impl HookPayload {
         );
         map.insert(
             "permission_mode".into(),
-            Value::from(self.permission_mode.as_str()),
+            Value::from(self.permission_mode.claude_name()),
         );
         if let Some(name) = &self.tool_name {
             map.insert("tool_name".into(), Value::from(name.clone()));
@@ -513,10 +592,19 @@ impl HookRunner {
                 return outcome;
             }
         };
+        let subject = match event.matcher_field() {
+            Some("tool_name") => payload.tool_name.clone(),
+            Some(field) => payload
+                .extra
+                .get(field)
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            None => None,
+        };
         for hook in hooks {
-            if event.is_tool_event()
+            if event.has_matcher()
                 && let Some(matcher) = &hook.matcher
-                && !matcher.matches(payload.tool_name.as_deref().unwrap_or(""))
+                && !matcher.matches(subject.as_deref().unwrap_or(""))
             {
                 continue;
             }
@@ -565,7 +653,7 @@ impl HookRunner {
                     .warnings
                     .push(format!("{label} could not start: {e}")),
                 HookRun::TimedOut => outcome.warnings.push(format!(
-                    "{label} timed out after {} s and was killed",
+                    "{label} timed out after {} s and was killed, with every process it started (detached ones holding its output included); the session goes on",
                     hook.timeout.as_secs_f64()
                 )),
                 HookRun::Cancelled => {
@@ -607,10 +695,13 @@ impl JsonAnswer {
         Some(Self {
             decision: text(map.get("decision")),
             reason: text(map.get("reason")),
+            // PermissionRequest answers `decision: {behavior, message}`.
             permission: text(field("permissionDecision"))
+                .or_else(|| text(field("decision").and_then(|d| d.get("behavior"))))
                 .as_deref()
                 .and_then(PermissionDecision::parse),
-            permission_reason: text(field("permissionDecisionReason")),
+            permission_reason: text(field("permissionDecisionReason"))
+                .or_else(|| text(field("decision").and_then(|d| d.get("message")))),
             context: text(field("additionalContext"))
                 .or_else(|| text(map.get("additionalContext"))),
             stop: (map.get("continue") == Some(&Value::Bool(false)))
@@ -644,7 +735,7 @@ impl JsonAnswer {
         let Some(decision) = self.permission.or(legacy) else {
             return false;
         };
-        if event == HookEvent::PreToolUse {
+        if matches!(event, HookEvent::PreToolUse | HookEvent::PermissionRequest) {
             outcome.permission = outcome.permission.max(Some(decision));
         }
         if decision != PermissionDecision::Deny {
@@ -704,6 +795,7 @@ async fn run_one(
         .arg(&hook.command)
         .current_dir(cwd)
         .env("KAJI_PROJECT_DIR", cwd)
+        .env("CLAUDE_PROJECT_DIR", cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -712,16 +804,20 @@ async fn run_one(
         Ok(child) => child,
         Err(e) => return HookRun::SpawnFailed(e),
     };
-    let stdout = child
-        .child_mut()
-        .stdout
-        .take()
-        .map(|s| tokio::spawn(read_capped(s)));
-    let stderr = child
-        .child_mut()
-        .stderr
-        .take()
-        .map(|s| tokio::spawn(read_capped(s)));
+    let deadline = tokio::time::Instant::now() + hook.timeout;
+    let stdout = child.child_mut().stdout.take();
+    let stderr = child.child_mut().stderr.take();
+    // The output pipes: whoever still holds them after the hook's time is
+    // up (a child it detached with `setsid … &`) is killed too.
+    let pipes: Vec<u64> = [
+        stdout.as_ref().and_then(|s| process::pipe_inode(s.as_fd())),
+        stderr.as_ref().and_then(|s| process::pipe_inode(s.as_fd())),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let stdout = stdout.map(|s| tokio::spawn(read_capped(s)));
+    let stderr = stderr.map(|s| tokio::spawn(read_capped(s)));
     if let Some(mut pipe) = child.child_mut().stdin.take() {
         let bytes = stdin.to_vec();
         // A hook that never reads its stdin must not stall the run: write in
@@ -734,19 +830,22 @@ async fn run_one(
 
     let ended = tokio::select! {
         status = child.wait() => Some(status),
-        () = tokio::time::sleep(hook.timeout) => None,
+        () = tokio::time::sleep_until(deadline) => None,
         () = cancel.cancelled() => {
             let _ = child.kill_now().await;
+            process::kill_pipe_holders(&pipes);
             return HookRun::Cancelled;
         }
     };
     let status = match ended {
         None => {
             let _ = child.kill_now().await;
+            process::kill_pipe_holders(&pipes);
             return HookRun::TimedOut;
         }
         Some(Err(e)) => {
             let _ = child.kill_now().await;
+            process::kill_pipe_holders(&pipes);
             return HookRun::SpawnFailed(e);
         }
         Some(Ok(status)) => status,
@@ -755,8 +854,23 @@ async fn run_one(
     // when the group is already empty), which also closes their ends of the
     // output pipes.
     let _ = child.shutdown(Duration::ZERO).await;
-    let stdout = join_reader(stdout).await;
-    let stderr = join_reader(stderr).await;
+    // A process that left the group but kept a pipe open holds the output
+    // open: wait for it only until the hook's time is up, then kill it.
+    let output = async { (join_reader(stdout).await, join_reader(stderr).await) };
+    tokio::pin!(output);
+    let (stdout, stderr) = tokio::select! {
+        both = &mut output => both,
+        () = tokio::time::sleep_until(deadline) => {
+            process::kill_pipe_holders(&pipes);
+            let _ = output.await;
+            return HookRun::TimedOut;
+        }
+        () = cancel.cancelled() => {
+            process::kill_pipe_holders(&pipes);
+            let _ = output.await;
+            return HookRun::Cancelled;
+        }
+    };
     HookRun::Exited {
         status,
         stdout,

@@ -11,6 +11,7 @@
 
 pub mod budget;
 pub mod checkpoints;
+pub mod claude_settings;
 pub mod commands;
 pub mod compaction;
 pub mod config;

@@ -40,6 +40,17 @@ impl PermissionMode {
             Self::Plan => "plan",
         }
     }
+
+    /// The mode's name in Claude Code's formats (hook input, the Agent
+    /// SDK): `default`, `acceptEdits`, `bypassPermissions`, `plan`.
+    pub fn claude_name(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::AcceptEdits => "acceptEdits",
+            Self::Yolo => "bypassPermissions",
+            Self::Plan => "plan",
+        }
+    }
 }
 
 impl std::str::FromStr for PermissionMode {
@@ -273,6 +284,34 @@ impl SessionApprovals {
 /// The one approval memory of a session, shared by its Tasks' executors.
 pub type SharedApprovals = std::sync::Arc<std::sync::Mutex<SessionApprovals>>;
 
+/// The files a `Read` deny rule covers, for the reading tools (Grep and
+/// Glob leave them out); `None` when no deny rule could cover a file.
+pub fn read_filter(
+    approvals: &SharedApprovals,
+    project: &Path,
+    cwd: &Path,
+) -> Option<kaji_tools::ReadFilter> {
+    let (rules, ctx) = {
+        let a = approvals.lock().unwrap_or_else(|e| e.into_inner());
+        let any_deny = a
+            .rules
+            .entries()
+            .iter()
+            .any(|e| e.kind == kaji_policy::Decision::Deny);
+        if !any_deny {
+            return None;
+        }
+        (a.rules.clone(), a.context(project, cwd))
+    };
+    Some(kaji_tools::ReadFilter::new(move |path| {
+        let request = PermissionRequest::Path {
+            tool: PathTool::Read,
+            path: path.to_path_buf(),
+        };
+        kaji_policy::decide(&rules, &request, &ctx).decision == kaji_policy::Decision::Deny
+    }))
+}
+
 /// The sandbox policy of `approvals` for a call in `cwd` under `mode`.
 pub fn sandbox_for(
     approvals: &SharedApprovals,
@@ -311,8 +350,8 @@ pub fn requests_for(tool: &str, access: &ToolAccess, reads: &[PathBuf]) -> Vec<P
                 .collect()
         }
         ToolAccess::ReadOnly => match (rule_tool, reads.first()) {
-            (Some(PathTool::Read), Some(path)) => vec![PermissionRequest::Path {
-                tool: PathTool::Read,
+            (Some(t), Some(path)) if t.reads() => vec![PermissionRequest::Path {
+                tool: t,
                 path: path.clone(),
             }],
             _ => vec![PermissionRequest::Tool {
@@ -390,13 +429,7 @@ fn decide_one(
     };
     match (request, mode) {
         // Reads run unless a rule denies them.
-        (
-            PermissionRequest::Path {
-                tool: PathTool::Read,
-                ..
-            },
-            _,
-        ) => Decision::Allow,
+        (PermissionRequest::Path { tool, .. }, _) if tool.reads() => Decision::Allow,
         (PermissionRequest::Tool { .. }, _) if matches!(access, ToolAccess::ReadOnly) => {
             Decision::Allow
         }

@@ -26,6 +26,7 @@ fn a_hook_gets_no_secrets() {
     let runner = HookRunner::new(config).with_env_policy(std::sync::Arc::new(EnvPolicy {
         secret_env: vec!["KAJI_TEST_CUSTOM".to_string()],
         env_passthrough: vec!["KAJI_PASS_TOKEN".to_string()],
+        set: Vec::new(),
     }));
     let payload = HookPayload::task("task-1", dir.path(), PermissionMode::Default);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");

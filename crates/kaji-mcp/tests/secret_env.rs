@@ -67,6 +67,7 @@ async fn server_env_names() -> Vec<String> {
         env_policy: std::sync::Arc::new(EnvPolicy {
             secret_env: vec!["KAJI_TEST_CUSTOM".to_string()],
             env_passthrough: vec!["KAJI_PASS_TOKEN".to_string()],
+            set: Vec::new(),
         }),
     };
     let manager = McpManager::start_with_options(servers, dir.path(), options);

@@ -424,7 +424,7 @@ fn decide_path(rules: &RuleSet, tool: PathTool, path: &Path, ctx: &Context) -> P
     if let Some(entry) = rules.first(Decision::Ask, applies) {
         return PolicyDecision::by(entry);
     }
-    if tool != PathTool::Read && paths::is_protected(&abs, ctx) {
+    if !tool.reads() && paths::is_protected(&abs, ctx) {
         return PolicyDecision::new(Decision::Ask, Reason::Protected(abs));
     }
     decide_simple(rules, applies)
@@ -770,6 +770,40 @@ mod tests {
             command: command.into(),
         };
         decide(set, &request, &ctx()).decision
+    }
+
+    #[test]
+    fn claude_codes_rule_forms_mean_what_they_mean_there() {
+        let set = rules(
+            &["Bash(npm run test:*)", "WebFetch(domain:*)"],
+            &["Bash(git commit*)", "Bash(git checkout -- *)"],
+            &["Read(./.env)", "Grep(vendor/**)"],
+        );
+        // `*` right after a word: a plain prefix of that word.
+        assert_eq!(bash(&set, "git commit"), Decision::Ask);
+        assert_eq!(bash(&set, "git commit -m x"), Decision::Ask);
+        assert_eq!(bash(&set, "git commit-tree x"), Decision::Ask);
+        assert_eq!(bash(&set, "git status && git commit -am x"), Decision::Ask);
+        assert_eq!(bash(&set, "git checkout -- a.txt"), Decision::Ask);
+        assert_eq!(bash(&set, "npm run test:unit"), Decision::Allow);
+        assert_eq!(bash(&set, "npm run test"), Decision::Allow);
+        // A Read deny covers Glob and Grep; a Grep rule only Grep.
+        for tool in [PathTool::Read, PathTool::Glob, PathTool::Grep] {
+            assert_eq!(path(&set, tool, "/proj/.env").decision, Decision::Deny);
+        }
+        assert_eq!(
+            path(&set, PathTool::Grep, "vendor/a").decision,
+            Decision::Deny
+        );
+        assert_ne!(
+            path(&set, PathTool::Glob, "vendor/a").decision,
+            Decision::Deny
+        );
+        // `domain:*` is every host.
+        let fetch = PermissionRequest::WebFetch {
+            url: "https://docs.rs/x".into(),
+        };
+        assert_eq!(decide(&set, &fetch, &ctx()).decision, Decision::Allow);
     }
 
     #[test]

@@ -23,8 +23,12 @@ pub enum PathTool {
     Edit,
     /// `Write(…)`: writing whole files.
     Write,
-    /// `Read(…)`: reading files.
+    /// `Read(…)`: reading files; also covers `Glob` and `Grep`.
     Read,
+    /// `Glob(…)`: listing files under a path.
+    Glob,
+    /// `Grep(…)`: searching files under a path.
+    Grep,
 }
 
 impl PathTool {
@@ -34,23 +38,36 @@ impl PathTool {
             Self::Edit => "Edit",
             Self::Write => "Write",
             Self::Read => "Read",
+            Self::Glob => "Glob",
+            Self::Grep => "Grep",
         }
     }
 
-    /// The rule tool of this name (`Edit`, `Write`, `Read`).
+    /// The rule tool of this name (`Edit`, `Write`, `Read`, `Glob`,
+    /// `Grep`).
     pub fn from_name(name: &str) -> Option<Self> {
         match name {
             "Edit" => Some(Self::Edit),
             "Write" => Some(Self::Write),
             "Read" => Some(Self::Read),
+            "Glob" => Some(Self::Glob),
+            "Grep" => Some(Self::Grep),
             _ => None,
         }
     }
 
     /// Whether a rule naming `self` applies to a request of `tool`: an
-    /// `Edit` rule covers `Write` too (both change files).
+    /// `Edit` rule covers `Write` too (both change files), a `Read` rule
+    /// covers `Glob` and `Grep` (both read files), as in Claude Code.
     pub fn covers(self, tool: PathTool) -> bool {
-        self == tool || (self == Self::Edit && tool == Self::Write)
+        self == tool
+            || (self == Self::Edit && tool == Self::Write)
+            || (self == Self::Read && matches!(tool, Self::Glob | Self::Grep))
+    }
+
+    /// Whether requests of this tool only read.
+    pub fn reads(self) -> bool {
+        matches!(self, Self::Read | Self::Glob | Self::Grep)
     }
 }
 
@@ -62,6 +79,15 @@ pub enum CommandPattern {
     /// `Bash(cargo test:*)` or `Bash(cargo test *)`: these words, then
     /// anything (or nothing).
     Prefix(Vec<String>),
+    /// `Bash(git commit*)` (a `*` right after a word, Claude Code's plain
+    /// prefix): these words, then a word starting with `partial`, then
+    /// anything (`git commit`, `git commit -m x`, `git commit-tree`).
+    WordPrefix {
+        /// The whole words before.
+        words: Vec<String>,
+        /// The start of the next word.
+        partial: String,
+    },
 }
 
 impl CommandPattern {
@@ -77,7 +103,28 @@ impl CommandPattern {
         };
         match self {
             Self::Exact(words) => words.len() == cmd.words.len() && lead_matches(words),
-            Self::Prefix(words) => words.len() <= cmd.words.len() && lead_matches(words),
+            Self::Prefix(words) => {
+                // `npm run test:*` also covers `npm run test:unit`, as in
+                // Claude Code's documentation (a script name goes on after
+                // a `:`); `cargo test:*` never covers `cargo testx`.
+                let Some((last, lead)) = words.split_last() else {
+                    return true;
+                };
+                words.len() <= cmd.words.len()
+                    && lead_matches(lead)
+                    && cmd.words[lead.len()].literal().is_some_and(|w| {
+                        w == last
+                            || w.strip_prefix(last.as_str())
+                                .is_some_and(|r| r.starts_with(':'))
+                    })
+            }
+            Self::WordPrefix { words, partial } => {
+                words.len() < cmd.words.len()
+                    && lead_matches(words)
+                    && cmd.words[words.len()]
+                        .literal()
+                        .is_some_and(|w| w.starts_with(partial.as_str()))
+            }
         }
     }
 }
@@ -184,7 +231,7 @@ pub enum RuleParseError {
     EmptySpecifier(String),
     /// A specifier on a tool that takes none.
     #[error(
-        "rule {rule:?}: {tool} takes no specifier (only Bash, Edit, Write, Read and WebFetch do)"
+        "rule {rule:?}: {tool} takes no specifier (only Bash, Edit, Write, Read, Glob, Grep and WebFetch do)"
     )]
     UnsupportedSpecifier {
         /// The rule as written.
@@ -194,7 +241,7 @@ pub enum RuleParseError {
     },
     /// A `*` elsewhere than at the end of a `Bash(…)` rule.
     #[error(
-        "rule {0:?}: a Bash rule may only end in `:*` or ` *`; a `*` anywhere else is not supported"
+        "rule {0:?}: a Bash rule may only end in `:*`, ` *` or `*`; a `*` anywhere else is not supported"
     )]
     Wildcard(String),
     /// The command in `Bash(…)` is not one plain command of literal words.
@@ -235,6 +282,9 @@ impl FromStr for Rule {
             return parse_command(text, inner);
         }
         if tool == "WebFetch" {
+            if inner == "domain:*" {
+                return Ok(Rule::Tool("WebFetch".into()));
+            }
             let domain = inner
                 .strip_prefix("domain:")
                 .map(str::trim)
@@ -282,6 +332,17 @@ fn parse_command(rule: &str, inner: &str) -> Result<Rule, RuleParseError> {
             None => (inner, false),
         },
     };
+    if !prefix
+        && let Some(body) = inner.strip_suffix('*')
+        && !body.contains('*')
+    {
+        let mut words = shell::literal_words(body).map_err(|reason| RuleParseError::Command {
+            rule: rule.to_string(),
+            reason,
+        })?;
+        let partial = words.pop().unwrap_or_default();
+        return Ok(Rule::Command(CommandPattern::WordPrefix { words, partial }));
+    }
     if body.contains('*') {
         return Err(RuleParseError::Wildcard(rule.to_string()));
     }
@@ -302,6 +363,11 @@ impl fmt::Display for Rule {
             Rule::Tool(name) => f.write_str(name),
             Rule::Command(CommandPattern::Exact(words)) => write!(f, "Bash({})", quote(words)),
             Rule::Command(CommandPattern::Prefix(words)) => write!(f, "Bash({}:*)", quote(words)),
+            Rule::Command(CommandPattern::WordPrefix { words, partial }) => {
+                let mut all = words.clone();
+                all.push(partial.clone());
+                write!(f, "Bash({}*)", quote(&all))
+            }
             Rule::Path { tool, pattern } => write!(f, "{}({pattern})", tool.as_str()),
             Rule::WebFetch { domain } => write!(f, "WebFetch(domain:{domain})"),
         }
@@ -355,6 +421,10 @@ mod tests {
         );
         assert_eq!(round_trip("mcp__server__tool"), "mcp__server__tool");
         assert_eq!(round_trip("Bash(*)"), "Bash");
+        assert_eq!(round_trip("Bash(git commit*)"), "Bash(git commit*)");
+        assert_eq!(round_trip("Grep(src/**)"), "Grep(src/**)");
+        assert_eq!(round_trip("Glob(./x)"), "Glob(./x)");
+        assert_eq!(round_trip("WebFetch(domain:*)"), "WebFetch");
         let quoted = round_trip("Bash('it'\\''s' x:*)");
         assert_eq!(round_trip(&quoted), quoted);
     }
@@ -371,7 +441,7 @@ mod tests {
             Err(RuleParseError::EmptySpecifier(_))
         ));
         assert!(matches!(
-            "Grep(foo)".parse::<Rule>(),
+            "Task(foo)".parse::<Rule>(),
             Err(RuleParseError::UnsupportedSpecifier { .. })
         ));
         assert!(matches!(

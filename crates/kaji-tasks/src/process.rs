@@ -27,7 +27,9 @@
 //! a pidfd (readable once the process has exited), and members are found by
 //! scanning `/proc` for the group id. A process that leaves the group on
 //! purpose (`setsid`, `setpgid`) escapes this mechanism; nothing short of
-//! cgroups can follow it.
+//! cgroups can follow it — except through a pipe it still holds:
+//! [`kill_pipe_holders`] finds and kills the holders of a child's output
+//! pipes (hooks use it at their timeout).
 //!
 //! This module must never block a runtime thread for long, never send a
 //! signal to a group it did not create, and never leave a group it created
@@ -229,6 +231,9 @@ pub struct EnvPolicy {
     /// Names children inherit even though they look like secrets (the
     /// `env_passthrough` setting).
     pub env_passthrough: Vec<String>,
+    /// Variables every child gets (Claude Code's settings `env`), unless
+    /// the caller set the name on the command itself.
+    pub set: Vec<(String, String)>,
 }
 
 /// Removes from `cmd`'s environment every variable it would inherit from
@@ -251,6 +256,11 @@ pub fn scrub_secret_env(cmd: &mut Command, policy: &EnvPolicy) {
         });
         if secret && !explicit.contains(&name) {
             cmd.env_remove(&name);
+        }
+    }
+    for (name, value) in &policy.set {
+        if !explicit.iter().any(|e| e == name.as_str()) {
+            cmd.env(name, value);
         }
     }
 }
@@ -543,6 +553,64 @@ fn process_group_of(pid: i32) -> Option<i32> {
     read_stat(pid)
         .filter(|s| s.state != 'Z' && s.state != 'X')
         .map(|s| s.pgrp)
+}
+
+/// The inode of the pipe behind `fd` (Linux; `None` elsewhere or when
+/// `fd` is not a pipe), for [`kill_pipe_holders`].
+pub fn pipe_inode(fd: std::os::fd::BorrowedFd<'_>) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    link.to_str()?
+        .strip_prefix("pipe:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
+/// Sends `SIGKILL` to every process but kaji itself that holds one of the
+/// pipes `inodes` open, and returns their pids. These pipes were made for
+/// one child (a hook's output), so their holders are that child's
+/// descendants — among them those that left its process group on purpose
+/// (`setsid … &`), which the group kill cannot reach. Linux only (nothing
+/// elsewhere).
+pub fn kill_pipe_holders(inodes: &[u64]) -> Vec<i32> {
+    let mut killed = Vec::new();
+    if inodes.is_empty() {
+        return killed;
+    }
+    let wanted: Vec<String> = inodes.iter().map(|i| format!("pipe:[{i}]")).collect();
+    let me = i32::try_from(std::process::id()).unwrap_or(-1);
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return killed;
+    };
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid == me || pid <= 1 {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .ok()
+                .and_then(|l| l.to_str().map(|t| wanted.iter().any(|w| w == t)))
+                .unwrap_or(false)
+        });
+        if holds {
+            // SAFETY: kill takes two integers; the pid holds a pipe made
+            // for a child of this process.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            killed.push(pid);
+        }
+    }
+    killed
 }
 
 /// Whether process `pid` no longer runs: it does not exist, or it is a

@@ -338,6 +338,24 @@ impl BashTool {
 
 #[async_trait]
 impl Tool for BashTool {
+    fn hook_response(&self, input: &Value, output: &ToolOutput) -> Value {
+        let data = output.data.as_ref();
+        // The output without kaji's closing `[exit code …]` line.
+        let stdout = match output.content.rfind("\n[") {
+            Some(i) => &output.content[..i + 1],
+            None if output.content.starts_with('[') => "",
+            None => output.content.as_str(),
+        };
+        let background = input.get("run_in_background").and_then(Value::as_bool) == Some(true);
+        serde_json::json!({
+            "stdout": if background { output.content.as_str() } else { stdout },
+            "stderr": "",
+            "interrupted": data.and_then(|d| d.get("timed_out")).and_then(Value::as_bool).unwrap_or(false),
+            "isImage": false,
+            "exitCode": data.and_then(|d| d.get("exit_code")).cloned().unwrap_or(Value::Null),
+        })
+    }
+
     fn name(&self) -> &'static str {
         NAME
     }

@@ -106,6 +106,31 @@ pub struct ToolContext {
     /// the executor runs one: a sub-agent's events name the `Agent` call
     /// that started it.
     pub call_id: Option<String>,
+    /// Files a `Read` deny rule covers: Grep and Glob leave them out of
+    /// their results, as if they did not exist (`None`: nothing hidden).
+    pub hidden: Option<ReadFilter>,
+}
+
+/// Whether a file is hidden from the reading tools (a `Read` deny rule).
+#[derive(Clone)]
+pub struct ReadFilter(Arc<dyn Fn(&Path) -> bool + Send + Sync>);
+
+impl ReadFilter {
+    /// A filter calling `f` with each absolute path.
+    pub fn new(f: impl Fn(&Path) -> bool + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Whether `path` (absolute) is hidden.
+    pub fn hides(&self, path: &Path) -> bool {
+        (self.0)(path)
+    }
+}
+
+impl std::fmt::Debug for ReadFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadFilter")
+    }
 }
 
 /// Receives a command's output while it runs, in the pieces it is read
@@ -155,6 +180,7 @@ impl ToolContext {
             files: None,
             output: None,
             call_id: None,
+            hidden: None,
         }
     }
 
@@ -303,6 +329,20 @@ pub trait Tool: Send + Sync {
     /// such calls are never taken for a loop.
     fn polls(&self) -> bool {
         false
+    }
+
+    /// The call's result as a hook's `tool_response`, in Claude Code's
+    /// shape for this tool (Bash `{stdout, stderr, interrupted, isImage}`,
+    /// Write and Edit `{filePath, …}`). The default is `{"output": …}`.
+    fn hook_response(&self, _input: &Value, output: &ToolOutput) -> Value {
+        serde_json::json!({ "output": output.content })
+    }
+
+    /// The Claude Code hook event this call amounts to, with its fields
+    /// (`TaskCreated`, `TaskCompleted` for task-list items); `None` for
+    /// most calls.
+    fn hook_event(&self, _input: &Value, _output: &ToolOutput) -> Option<(&'static str, Value)> {
+        None
     }
 
     /// Whether calling it finishes the task (AttemptCompletion): a

@@ -160,6 +160,10 @@ struct TaskCreateInput {
 
 #[async_trait]
 impl Tool for TaskCreateTool {
+    fn hook_event(&self, _input: &Value, output: &ToolOutput) -> Option<(&'static str, Value)> {
+        output.data.clone().map(|d| ("TaskCreated", d))
+    }
+
     fn name(&self) -> &'static str {
         TASK_CREATE
     }
@@ -232,6 +236,7 @@ task's id."
         Ok(ToolOutput {
             content: format!("Task #{} created: {}", task.id, task.subject),
             update: Some(summary(&snapshot)),
+            data: Some(hook_fields(&task)),
             ..ToolOutput::default()
         })
     }
@@ -502,6 +507,15 @@ struct TaskUpdateInput {
 
 #[async_trait]
 impl Tool for TaskUpdateTool {
+    fn hook_event(&self, input: &Value, output: &ToolOutput) -> Option<(&'static str, Value)> {
+        let completing = input.get("status").and_then(Value::as_str) == Some("completed");
+        output
+            .data
+            .clone()
+            .filter(|_| completing)
+            .map(|d| ("TaskCompleted", d))
+    }
+
     fn name(&self) -> &'static str {
         TASK_UPDATE
     }
@@ -662,9 +676,19 @@ which tasks a completion unblocked."
         Ok(ToolOutput {
             content,
             update: Some(summary(&snapshot)),
+            data: Some(hook_fields(&outcome.task)),
             ..ToolOutput::default()
         })
     }
+}
+
+/// A task as Claude Code's TaskCreated and TaskCompleted hooks get it.
+fn hook_fields(task: &Task) -> Value {
+    json!({
+        "task_id": task.id.to_string(),
+        "task_subject": task.subject,
+        "task_description": task.description,
+    })
 }
 
 /// Whether `input` deletes a task another owner holds or changes such a

@@ -21,6 +21,7 @@ fn a_bash_command_gets_no_secrets() {
     ctx.env_policy = std::sync::Arc::new(EnvPolicy {
         secret_env: vec!["KAJI_TEST_CUSTOM".to_string()],
         env_passthrough: vec!["KAJI_PASS_TOKEN".to_string()],
+        set: Vec::new(),
     });
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let output = runtime

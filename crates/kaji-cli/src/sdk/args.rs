@@ -252,11 +252,6 @@ impl SdkArgs {
             "not supported yet",
         );
         note(
-            self.setting_sources.is_some(),
-            "--setting-sources",
-            "kaji reads all its settings sources",
-        );
-        note(
             self.thinking_display.is_some(),
             "--thinking-display",
             "thinking is always returned as kaji gets it",

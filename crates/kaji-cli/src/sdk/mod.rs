@@ -88,6 +88,12 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
     let mut options = agent_args.session_options()?;
     options.resume = resume;
     options.headless = true;
+    options.setting_sources = sdk
+        .setting_sources
+        .as_deref()
+        .map(kaji_core::claude_settings::SettingSource::parse_list)
+        .transpose()
+        .map_err(|e| UsageError(format!("--setting-sources: {e}")))?;
     let (session, mut warnings) = agent::build(options, frontend.clone()).await?;
     warnings.extend(sdk.unhonoured());
     for w in &warnings {

@@ -9,6 +9,7 @@ mod agent_sdk;
 mod agents_cli;
 mod checkpoints_cli;
 mod claude_habits;
+mod claude_settings;
 mod claude_setup;
 mod compaction;
 mod doctor_cli;

@@ -49,6 +49,18 @@ pub struct Ran {
     pub images: Vec<ContentBlock>,
 }
 
+/// A call's result as hooks see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookFacts {
+    /// The tool's own result object (`tool_response`, Claude Code's
+    /// shape: Bash `{stdout, stderr, interrupted, …}`, Write/Edit
+    /// `{filePath, …}`).
+    pub response: serde_json::Value,
+    /// The hook event the call amounts to (`TaskCreated`,
+    /// `TaskCompleted`) and its fields.
+    pub event: Option<(&'static str, serde_json::Value)>,
+}
+
 /// What a call that ran changes in its task.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {

@@ -122,17 +122,34 @@ impl SessionBuilder {
         let trusted = self.options.trust
             || crate::trust::is_trusted(&self.kaji_home, &project_dir)
                 .map_err(|e| SessionError::Usage(e.to_string()))?;
-        let (settings, ignored) = KajiConfig::load_gated(&self.kaji_home, &project_dir, trusted)
-            .map_err(|e| SessionError::Usage(e.to_string()))?;
+        let (settings, ignored) = KajiConfig::load_with(
+            &self.kaji_home,
+            &project_dir,
+            trusted,
+            &self.claude_sources(),
+        )
+        .map_err(|e| SessionError::Usage(e.to_string()))?;
         if !ignored.is_empty() {
             warnings.push(untrusted_warning(&ignored));
         }
         warnings.extend(settings.mcp_json_skipped.iter().cloned());
+        warnings.extend(
+            settings
+                .claude_warnings
+                .iter()
+                .map(|w| format!("Claude Code settings: {w}")),
+        );
+        warnings.extend(crate::claude_settings::user_hooks_notice(
+            &self.kaji_home,
+            self.env.home.as_deref(),
+            &settings.hooks,
+        ));
         // The child-process environment policy of this session only: it
         // travels with every spawn (hooks, MCP servers, tools' commands).
         let env_policy = Arc::new(kaji_tasks::process::EnvPolicy {
             secret_env: settings.secret_env.clone(),
             env_passthrough: settings.env_passthrough.clone(),
+            set: settings.claude_env.clone().into_iter().collect(),
         });
         let mut provider_config = match self.provider.clone() {
             Some(p) => p,
@@ -450,6 +467,17 @@ impl SessionBuilder {
             }
         }
         Ok(approvals)
+    }
+
+    /// Which of Claude Code's settings files to read: all three (the
+    /// user's under the home read at start) unless `--setting-sources`
+    /// names fewer.
+    fn claude_sources(&self) -> crate::claude_settings::ClaudeSources {
+        let mut sources = crate::claude_settings::ClaudeSources::all(self.env.home.clone());
+        if let Some(only) = &self.options.setting_sources {
+            sources.enabled.retain(|s| only.contains(s));
+        }
+        sources
     }
 
     /// Flags win over the saved session, which wins over the settings.

@@ -92,6 +92,9 @@ pub struct SessionOptions {
     /// MCP servers the front end adds to the settings' (an editor's, over
     /// ACP), by name; a name the settings have already is skipped.
     pub mcp_servers: std::collections::BTreeMap<String, kaji_mcp::McpServerConfig>,
+    /// `--setting-sources`: which of Claude Code's settings files are read
+    /// (`None`: all three, unless `claude_setting_sources` says otherwise).
+    pub setting_sources: Option<Vec<crate::claude_settings::SettingSource>>,
 }
 
 impl Default for SessionOptions {
@@ -125,6 +128,7 @@ impl Default for SessionOptions {
             agent_name: None,
             role: kaji_tools::AgentRole::Main,
             mcp_servers: std::collections::BTreeMap::new(),
+            setting_sources: None,
         }
     }
 }

@@ -152,6 +152,13 @@ async fn every_session_setting_reaches_a_sub_agent_or_is_named_as_overridden() {
         // asserted below).
         max_requests,
         max_budget_usd: _,
+        // Which of Claude Code's files are read, at start; their warnings
+        // are said once at start.
+        claude_setting_sources: _,
+        claude_warnings: _,
+        // Part of the session's env policy (shared `Arc`, like
+        // `env_passthrough`).
+        claude_env: _,
     } = settings;
 
     assert!(Arc::ptr_eq(&m.provider, &c.provider));

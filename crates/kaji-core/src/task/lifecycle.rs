@@ -27,8 +27,20 @@ impl Task {
     ) -> Option<(TaskStatus, Option<String>)> {
         self.cancel_hook.started.store(true, Ordering::SeqCst);
         let hooks = self.config.hooks.as_ref()?;
-        // A sub-agent's prompt is its parent's call, not the user's.
+        // A sub-agent's prompt is its parent's call, not the user's: only
+        // SubagentStart, whose context the sub-agent gets.
         if self.config.agent != "main" {
+            if hooks.has_hooks(HookEvent::SubagentStart) {
+                let outcome = hooks
+                    .run(HookEvent::SubagentStart, self.hook_payload(), &self.cancel)
+                    .await;
+                report_hook_warnings(&self.emitter, &outcome.warnings);
+                for context in outcome.context {
+                    user_content.push(ContentBlock::text(format!(
+                        "[SubagentStart hook]\n{context}"
+                    )));
+                }
+            }
             return None;
         }
         // A Task that continues a session loaded from disk is a resumption
@@ -92,9 +104,16 @@ impl Task {
         if status == TaskStatus::Aborted || !hooks.has_hooks(event) {
             return None;
         }
-        let payload = self
+        let mut payload = self
             .hook_payload()
-            .with_field("stop_hook_active", stop_hook_active);
+            .with_field("stop_hook_active", stop_hook_active)
+            .with_field("last_assistant_message", self.last_assistant_text());
+        if event == HookEvent::SubagentStop
+            && let Some(path) = &self.config.transcript_path
+        {
+            payload =
+                payload.with_field("agent_transcript_path", path.to_string_lossy().into_owned());
+        }
         let outcome = hooks.run(event, payload, &self.cancel).await;
         report_hook_warnings(&self.emitter, &outcome.warnings);
         let reason = outcome.blocked?;
@@ -130,8 +149,11 @@ impl Task {
             if self.cancel_hook.due.load(Ordering::SeqCst) {
                 self.run_task_hook(HookEvent::TaskCancel).await;
             }
-        } else if status == TaskStatus::Completed && self.config.agent == "main" {
-            self.run_task_hook(HookEvent::TaskComplete).await;
+        } else if self.config.agent == "main" {
+            // Every ending but an abort, limits included (`status` says
+            // which).
+            let payload = self.hook_payload().with_field("status", status.as_str());
+            self.run_hook_with(HookEvent::TaskComplete, payload).await;
         }
         let state = std::mem::take(&mut *self.lock());
         self.config
@@ -195,6 +217,18 @@ impl Task {
         );
     }
 
+    /// The text of the last assistant message (Stop's
+    /// `last_assistant_message`; empty when there is none).
+    fn last_assistant_text(&self) -> String {
+        let st = self.lock();
+        st.history
+            .iter()
+            .rev()
+            .find(|m| m.role == kaji_protocol::Role::Assistant)
+            .map(|m| m.text())
+            .unwrap_or_default()
+    }
+
     pub(super) fn hook_payload(&self) -> HookPayload {
         let st = self.lock();
         HookPayload {
@@ -230,4 +264,5 @@ impl Task {
 pub(super) fn hook_base(config: &TaskConfig, task_id: &str) -> HookPayload {
     HookPayload::task(task_id, config.cwd.clone(), config.permission_mode)
         .with_session(config.session_id.clone(), config.transcript_path.clone())
+        .with_agent(&config.agent, task_id)
 }

@@ -27,6 +27,8 @@ impl Task {
                 return (TaskStatus::Aborted, None);
             }
             if let Some(end) = self.check_limits(&mut user_content).await {
+                // Stop fires on every ending, limits included.
+                self.stop_hooks(end.0, stop_hook_active).await;
                 return end;
             }
             self.add_notices(&mut user_content).await;
@@ -36,6 +38,7 @@ impl Task {
                 if let Err(e) = self.compact(None, "auto").await {
                     let e = e.to_string();
                     self.emitter.say(SayKind::Error, e.clone(), None);
+                    self.stop_hooks(TaskStatus::Failed, stop_hook_active).await;
                     return (TaskStatus::Failed, Some(e));
                 }
             }
@@ -66,6 +69,12 @@ impl Task {
                         .await
                 }
                 RoundOutcome::Aborted => Next::End(TaskStatus::Aborted, None),
+                RoundOutcome::HookStopped(reason) => {
+                    let msg = format!("A hook stopped the task: {reason}");
+                    self.emitter.say(SayKind::Error, msg.clone(), None);
+                    self.lock().stop_reason = Some("hook".into());
+                    Next::End(TaskStatus::Failed, Some(msg))
+                }
                 RoundOutcome::Overflow(err) => self.after_overflow(err, &mut user_content).await,
                 RoundOutcome::Refused(why) => {
                     let why = why.as_deref().unwrap_or("the provider gave no explanation");

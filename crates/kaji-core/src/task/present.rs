@@ -179,10 +179,12 @@ impl Task {
         // announcement replaces it.
         let announce = walk.streaming.take().map(|(id, _)| id);
         let run = if walk.out.interrupted {
-            skipped(
-                &call,
-                "the user rejected an earlier tool call in this reply",
-            )
+            let why = if self.executor.hook_stop_pending() {
+                "a hook stopped the task (\"continue\": false)"
+            } else {
+                "the user rejected an earlier tool call in this reply"
+            };
+            skipped(&call, why)
         } else if walk.completed {
             skipped(
                 &call,
@@ -202,7 +204,9 @@ impl Task {
             walk.out.runs.push((call, run));
             return false;
         }
-        if run.is_rejected() {
+        // A hook's `"continue": false` skips the rest of the reply, as a
+        // rejection does.
+        if run.is_rejected() || self.executor.hook_stop_pending() {
             walk.out.interrupted = true;
             stream_cancel.cancel();
         }

@@ -75,6 +75,11 @@ impl Task {
             self.record_aborted_results(results);
             return RoundOutcome::Aborted;
         }
+        if let Some(reason) = self.executor.take_hook_stop() {
+            // A hook's `"continue": false`: every call stays answered.
+            self.record_aborted_results(results);
+            return RoundOutcome::HookStopped(reason);
+        }
         // Each result was made durable as its tool returned (see
         // `write_ahead`); the reply is, before the next request.
         self.config.recorder.sync();

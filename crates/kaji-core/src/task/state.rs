@@ -136,6 +136,8 @@ pub(super) enum RoundOutcome {
     },
     /// The task was aborted.
     Aborted,
+    /// A hook answered `"continue": false`, with its `stopReason`.
+    HookStopped(String),
     /// The provider refused the request (with its explanation, when it
     /// gave one).
     Refused(Option<String>),

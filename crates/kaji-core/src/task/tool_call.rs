@@ -67,6 +67,8 @@ impl Task {
             let st = self.lock();
             (st.cwd.clone(), st.mode)
         };
+        let hidden =
+            crate::permissions::read_filter(&self.config.approvals, &self.config.cwd, &cwd);
         ToolContext {
             sandbox: crate::permissions::sandbox_for(&self.config.approvals, mode, &cwd),
             cwd,
@@ -87,6 +89,7 @@ impl Task {
                 .live_output
                 .then(|| crate::live_output::sink(self.emitter.clone())),
             call_id: None,
+            hidden,
         }
     }
 

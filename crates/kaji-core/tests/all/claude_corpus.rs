@@ -1,6 +1,7 @@
 //! Every file of the Claude Code corpus (`../shared/corpus/claude-code/`)
 //! as kaji reads it: agent types, custom commands, skills, rule files and
-//! `.mcp.json`, each compared with its committed expected outcome in
+//! `.mcp.json` and Claude Code's `settings.json`/`settings.local.json`
+//! (every rule with its source, every hook), each compared with its committed expected outcome in
 //! `tests/claude_corpus/<path>.expected` (kind; read / read with a warning
 //! / refused with an error naming the file; for agents and commands the
 //! parsed name, description, tools and model). A difference fails, and so
@@ -278,6 +279,109 @@ fn mcp_outcome(root: &Path, rel_path: &str) -> String {
     out
 }
 
+/// A `.claude/settings*.json` as kaji reads it: every rule with its list,
+/// line and source, every hook, `env` names, `defaultMode`, and every
+/// warning. A rule or hook of the file that is neither read nor warned
+/// about is a silent ignore.
+fn settings_outcome(root: &Path, file: &str) -> String {
+    use kaji_core::claude_settings::{self, SettingSource};
+    use kaji_core::hooks::HookEvent;
+    let path = root.join(file);
+    let source = if file.ends_with("settings.local.json") {
+        SettingSource::Local
+    } else {
+        SettingSource::Project
+    };
+    let text = std::fs::read_to_string(&path).expect("read");
+    let roots = [(root, "<corpus>")];
+    let mut out = String::from("kind: settings\n");
+    let settings = match claude_settings::parse(&text, &path, source) {
+        Ok(s) => s,
+        Err(e) => {
+            out.push_str(&format!("outcome: refused\nwarning: {}\n", rel(&e, &roots)));
+            return out;
+        }
+    };
+    let outcome = if settings.warnings.is_empty() {
+        "read"
+    } else {
+        "read, warned"
+    };
+    out.push_str(&format!("outcome: {outcome}\n"));
+    for (r, line) in settings.permissions.iter().zip(&settings.rule_lines) {
+        out.push_str(&format!(
+            "rule: {} {} (line {line}, {} {})\n",
+            r.kind,
+            r.rule,
+            r.source.scope(),
+            rel(&r.source.to_string(), &roots)
+        ));
+    }
+    if let Some(mode) = settings.default_mode {
+        out.push_str(&format!("defaultMode: {}\n", mode.claude_name()));
+    }
+    let mut hooks = 0;
+    for event in HookEvent::ALL {
+        for h in settings.hooks.hooks(event) {
+            hooks += 1;
+            let matcher = h.matcher.as_ref().map_or("(none)", |m| m.pattern());
+            out.push_str(&format!(
+                "hook: {event} matcher {matcher:?} `{}` timeout {} s{} ({} {})\n",
+                h.command,
+                h.timeout.as_secs_f64(),
+                h.status_message
+                    .as_ref()
+                    .map_or(String::new(), |m| format!(" status {m:?}")),
+                source.as_str(),
+                rel(
+                    &h.source
+                        .as_ref()
+                        .map_or(String::new(), |p| p.display().to_string()),
+                    &roots
+                )
+            ));
+        }
+    }
+    for name in settings.env.keys() {
+        out.push_str(&format!("env: {name}\n"));
+    }
+    for w in &settings.warnings {
+        out.push_str(&format!("warning: {}\n", rel(w, &roots)));
+    }
+    // Nothing silently ignored: every rule string and every hook command
+    // of the file is read or named in a warning.
+    let json: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let mut written = 0;
+    for list in ["allow", "ask", "deny"] {
+        written += json["permissions"][list].as_array().map_or(0, Vec::len);
+    }
+    let rule_warnings = settings
+        .warnings
+        .iter()
+        .filter(|w| w.contains("key `permissions.") && w.contains("]`"))
+        .count();
+    if settings.permissions.len() + rule_warnings != written {
+        out.push_str("outcome: SILENTLY IGNORED (a rule neither read nor warned about)\n");
+    }
+    let mut commands = 0;
+    if let Some(events) = json["hooks"].as_object() {
+        for groups in events.values() {
+            for g in groups.as_array().into_iter().flatten() {
+                commands += g["hooks"].as_array().map_or(0, Vec::len);
+            }
+        }
+    }
+    let hook_warnings = settings
+        .warnings
+        .iter()
+        .filter(|w| w.contains("key `hooks."))
+        .count();
+    if hooks + hook_warnings < commands {
+        out.push_str("outcome: SILENTLY IGNORED (a hook neither read nor warned about)\n");
+    }
+    out
+}
+
 fn transport(server: &kaji_mcp::McpServerConfig) -> String {
     match &server.transport {
         kaji_mcp::McpTransportConfig::Stdio { command, args, .. } => {
@@ -299,10 +403,7 @@ fn outcome_of(root: &Path, file: &str, bulk: &BTreeMap<String, String>) -> Strin
         "SKILL.md" => skill_outcome(root, file),
         "CLAUDE.md" | "AGENTS.md" => rule_outcome(root, file),
         ".mcp.json" => mcp_outcome(root, file),
-        "settings.json" | "settings.local.json" => {
-            "kind: settings\noutcome: not read here: Claude Code's settings files are issue 29's\n"
-                .into()
-        }
+        "settings.json" | "settings.local.json" => settings_outcome(root, file),
         "README.md" if file == "README.md" => {
             "kind: corpus readme\noutcome: not a Claude Code file\n".into()
         }

@@ -256,7 +256,15 @@ fn invalid_matchers_name_file_and_event() {
     let (_, _, key, message) =
         invalid(KajiConfig::load(&l.home, &l.sub).expect_err("matcher on task event"));
     assert_eq!(key, "hooks.TaskStart[0].matcher");
-    assert!(message.contains("only applies"), "{message}");
+    assert!(message.contains("nothing to match"), "{message}");
+
+    // Claude Code's `"matcher": ""` (and `*`) is fine on any event, and
+    // its `type`, `statusMessage` and `async` keys are accepted.
+    write(
+        &user,
+        "[[hooks.Stop]]\ncommand = \"true\"\nmatcher = \"\"\ntype = \"command\"\nstatusMessage = \"s\"\nasync = false\n",
+    );
+    assert!(KajiConfig::load(&l.home, &l.sub).is_ok());
 }
 
 #[test]

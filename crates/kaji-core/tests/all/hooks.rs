@@ -212,7 +212,7 @@ async fn hooks_get_the_payload_on_stdin_and_run_in_cwd() {
             "hook_event_name": "PostToolUse",
             "task_id": "t-42",
             "cwd": dir.path().to_string_lossy(),
-            "permission_mode": "accept-edits",
+            "permission_mode": "acceptEdits",
             "tool_name": "Edit",
             "tool_input": {"file_path": "src/main.rs", "old_string": "a", "new_string": "b"},
             "tool_response": {"content": "edited"},

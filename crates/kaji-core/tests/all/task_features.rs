@@ -76,7 +76,9 @@ async fn pre_tool_use_exit_2_refuses_the_tool_with_stderr() {
         payload["tool_input"],
         json!({"file_path": "x.txt", "content": "x"})
     );
-    assert_eq!(payload["permission_mode"], "yolo");
+    // Claude Code's name for kaji's yolo.
+    assert_eq!(payload["permission_mode"], "bypassPermissions");
+    assert!(payload["tool_use_id"].is_string(), "{payload}");
     assert!(payload["task_id"].is_string() && payload["cwd"].is_string());
     // The matcher keeps the hook off other tools: AttemptCompletion ran.
     assert!(!frontend.tool_results()[1].2);

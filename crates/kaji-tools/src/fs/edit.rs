@@ -47,6 +47,18 @@ input::named!(fn replace_all: Option<bool> = opt_bool, "replace_all");
 
 #[async_trait]
 impl Tool for EditTool {
+    fn hook_response(&self, input: &Value, output: &ToolOutput) -> Value {
+        let data = output.data.as_ref();
+        serde_json::json!({
+            "filePath": data.and_then(|d| d.get("path")).cloned().unwrap_or(Value::Null),
+            "oldString": input.get("old_string").cloned().unwrap_or(Value::Null),
+            "newString": input.get("new_string").cloned().unwrap_or(Value::Null),
+            "replaceAll": input.get("replace_all").cloned().unwrap_or(Value::Bool(false)),
+            "structuredPatch": [],
+            "userModified": false,
+        })
+    }
+
     fn name(&self) -> &'static str {
         NAME
     }

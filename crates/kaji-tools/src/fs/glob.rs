@@ -101,6 +101,7 @@ struct GlobSearch {
     rest: String,
     matcher: globset::GlobMatcher,
     cancel: CancellationToken,
+    hidden: Option<crate::ReadFilter>,
 }
 
 impl GlobSearch {
@@ -124,6 +125,7 @@ impl GlobSearch {
             rest,
             matcher,
             cancel: ctx.cancel.clone(),
+            hidden: ctx.hidden.clone(),
         })
     }
 
@@ -166,7 +168,9 @@ impl GlobSearch {
             let Ok(relative) = entry.path().strip_prefix(&self.base) else {
                 continue;
             };
-            if !self.matcher.is_match(relative) {
+            if !self.matcher.is_match(relative)
+                || self.hidden.as_ref().is_some_and(|h| h.hides(entry.path()))
+            {
                 continue;
             }
             let modified = entry

@@ -176,6 +176,7 @@ struct GrepSearch {
     glob: Option<String>,
     file_type: Option<String>,
     cancel: CancellationToken,
+    hidden: Option<crate::ReadFilter>,
 }
 
 impl GrepSearch {
@@ -235,6 +236,7 @@ impl GrepSearch {
             glob: non_empty(input.glob),
             file_type: non_empty(input.file_type),
             cancel: ctx.cancel.clone(),
+            hidden: ctx.hidden.clone(),
         })
     }
 
@@ -290,6 +292,9 @@ impl GrepSearch {
                 continue;
             }
             let path = entry.path();
+            if self.hidden.as_ref().is_some_and(|h| h.hides(path)) {
+                continue;
+            }
             let shown = walk::display_path(&self.cwd, path);
             let result = match self.mode {
                 Mode::Content => {

@@ -33,6 +33,17 @@ struct WriteInput {
 
 #[async_trait]
 impl Tool for WriteTool {
+    fn hook_response(&self, input: &Value, output: &ToolOutput) -> Value {
+        let data = output.data.as_ref();
+        let created = data.and_then(|d| d.get("action")).and_then(Value::as_str) == Some("created");
+        serde_json::json!({
+            "type": if created { "create" } else { "update" },
+            "filePath": data.and_then(|d| d.get("path")).cloned().unwrap_or(Value::Null),
+            "content": input.get("content").cloned().unwrap_or(Value::Null),
+            "structuredPatch": [],
+        })
+    }
+
     fn name(&self) -> &'static str {
         NAME
     }
