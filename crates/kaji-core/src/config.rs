@@ -179,6 +179,9 @@ pub struct KajiConfig {
     /// `lease_ms`: how long a worker's lease on a database list lasts
     /// without a heartbeat (default 30000). `KAJI_LEASE_MS` wins.
     pub lease_ms: Option<u64>,
+    /// `[web_search]`: which search `WebSearch` uses (unset: the
+    /// provider's own, where it has one).
+    pub web_search: Option<kaji_tools::web_search::WebSearchSettings>,
     sources: Vec<PathBuf>,
 }
 
@@ -188,7 +191,7 @@ pub struct KajiConfig {
 pub struct IgnoredSetting {
     /// The key (`hooks`, `mcp_servers`, `permission_mode`, `base_url`,
     /// `permissions.allow`, `env_passthrough`, `sandbox`,
-    /// `sandbox_network`, `task_list_url`, `model_aliases`, `models`,
+    /// `sandbox_network`, `task_list_url`, `web_search`, `model_aliases`, `models`,
     /// `reasoning`, and a limit that would rise: `max_agent_depth`,
     /// `tool_result_max_chars`, `token_budget`, `max_mistakes`,
     /// `auto_compact_threshold`; `mcpServers` for a `.mcp.json`).
@@ -318,6 +321,7 @@ impl KajiConfig {
             !std::mem::take(&mut self.sandbox_allow_unix_sockets).is_empty(),
         );
         note("task_list_url", self.task_list_url.take().is_some());
+        note("web_search", self.web_search.take().is_some());
         self.hooks = HooksConfig::new();
         self.mcp_servers.clear();
         self.env_passthrough.clear();
@@ -574,6 +578,7 @@ impl KajiConfig {
                 }
                 ms => ms.map(|ms| *ms.get_ref()),
             },
+            web_search: file.web_search,
             sources: vec![path.to_path_buf()],
             mcp_json_skipped: Vec::new(),
         })
@@ -622,6 +627,7 @@ impl KajiConfig {
         self.secret_env.extend(project.secret_env);
         over(&mut self.task_list_url, project.task_list_url);
         over(&mut self.lease_ms, project.lease_ms);
+        over(&mut self.web_search, project.web_search);
         self.sources.extend(project.sources);
     }
 
@@ -822,6 +828,7 @@ struct ConfigFile {
     secret_env: Vec<String>,
     task_list_url: Option<String>,
     lease_ms: Option<Spanned<u64>>,
+    web_search: Option<kaji_tools::web_search::WebSearchSettings>,
 }
 
 /// `[permissions]`: lists of rule strings.
