@@ -306,13 +306,13 @@ struct WebSearchTool;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct WebSearchInput {
-    /// The search query to use
+    /// What to search for.
     #[schemars(length(min = 2))]
     query: String,
-    /// Only include search results from these domains
+    /// Keep only results from these domains (and their subdomains).
     #[serde(default)]
     allowed_domains: Option<Vec<String>>,
-    /// Never include search results from these domains
+    /// Drop results from these domains (and their subdomains).
     #[serde(default)]
     blocked_domains: Option<Vec<String>>,
 }

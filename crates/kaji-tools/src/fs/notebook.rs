@@ -71,17 +71,17 @@ enum EditMode {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct NotebookEditInput {
-    /// The absolute path to the Jupyter notebook file to edit (must be absolute, not relative)
+    /// Path of the .ipynb notebook to change, absolute or relative to the working directory.
     notebook_path: String,
-    /// The ID of the cell to edit. When inserting a new cell, the new cell will be inserted after the cell with this ID, or at the beginning if not specified.
+    /// The cell to change or delete, as Read shows it (its id, or cell-N); with insert, the new cell goes after it (first when left out).
     #[serde(default)]
     cell_id: Option<String>,
-    /// The new source for the cell
+    /// The cell's new source (not used by delete).
     new_source: String,
-    /// The type of the cell (code or markdown). If not specified, it defaults to the current cell type. If using edit_mode=insert, this is required.
+    /// code or markdown: the type the cell gets (default: the type it has); required with insert.
     #[serde(default)]
     cell_type: Option<CellType>,
-    /// The type of edit to make (replace, insert, delete). Defaults to replace.
+    /// replace (the default), insert or delete.
     #[serde(default)]
     edit_mode: Option<EditMode>,
 }
