@@ -998,6 +998,39 @@ mod tests {
     }
 
     #[test]
+    fn web_search_body_offers_only_the_server_tool() {
+        let request = ModelRequest {
+            model: String::new(),
+            system: "sys".into(),
+            messages: vec![Message::user_text("search")],
+            tools: vec![kaji_protocol::ToolSpec {
+                name: "Read".into(),
+                description: "d".into(),
+                input_schema: json!({"type": "object"}),
+            }],
+            max_tokens: 100,
+            temperature: None,
+        };
+        let search = crate::ProviderWebSearch {
+            allowed_domains: vec!["docs.rs".into()],
+            blocked_domains: vec!["spam.example".into()],
+            max_uses: 3,
+        };
+        let body = web_search_body(&request, "m", &search);
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "web_search_20250305", "name": "web_search", "max_uses": 3, "allowed_domains": ["docs.rs"]}])
+        );
+        let only_blocked = crate::ProviderWebSearch {
+            allowed_domains: Vec::new(),
+            ..search
+        };
+        let body = web_search_body(&request, "m", &only_blocked);
+        assert_eq!(body["tools"][0]["blocked_domains"], json!(["spam.example"]));
+        assert_eq!(body["model"], "m");
+    }
+
+    #[test]
     fn request_body_maps_history() {
         let request = ModelRequest {
             model: String::new(),
