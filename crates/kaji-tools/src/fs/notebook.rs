@@ -122,6 +122,20 @@ exactly as it was. Read the notebook first."
         false
     }
 
+    /// The approval shows the notebook's text diff, as the edit would
+    /// write it.
+    fn preview(&self, input: &Value, ctx: &ToolContext) -> Option<String> {
+        let input: NotebookEditInput = serde_json::from_value(input.clone()).ok()?;
+        let path = paths::resolve(ctx, &input.notebook_path);
+        if std::fs::metadata(&path).ok()?.len() > MAX_NOTEBOOK_BYTES {
+            return None;
+        }
+        let text = std::fs::read_to_string(&path).ok()?;
+        let nb: Value = serde_json::from_str(&text).ok()?;
+        let (new_text, _) = apply(&nb, &text, &input).ok()?;
+        Some(super::diff::unified(&text, &new_text, &input.notebook_path))
+    }
+
     fn access(&self, input: &Value, ctx: &ToolContext) -> ToolAccess {
         ToolAccess::Edit {
             paths: input

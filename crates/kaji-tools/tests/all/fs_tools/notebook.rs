@@ -239,3 +239,24 @@ async fn long_outputs_are_cut() {
     );
     assert!(out.content.len() < 5_000);
 }
+
+#[tokio::test]
+async fn the_approval_preview_is_the_edit_as_a_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = copy(dir.path(), "analysis.ipynb");
+    let before = std::fs::read(&path).unwrap();
+    let registry = kaji_tools::builtin_tools();
+    let tool = registry.get("NotebookEdit").unwrap();
+    let input = json!({"notebook_path": path.to_str().unwrap(), "cell_id": "total",
+        "new_source": "df[\"amount\"].mean()"});
+    let preview = tool
+        .preview(&input, &kaji_tools::ToolContext::new(dir.path()))
+        .unwrap();
+    assert!(
+        preview.contains("+    \"df[\\\"amount\\\"].mean()\"")
+            && preview.contains("-    \"df[\\\"amount\\\"].sum()\""),
+        "{preview}"
+    );
+    // A preview changes nothing.
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
