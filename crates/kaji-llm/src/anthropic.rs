@@ -1061,7 +1061,8 @@ mod tests {
                     role: Role::User,
                     content: vec![ContentBlock::tool_result("c1", "out", true)],
                 },
-            ],
+            ]
+            .into(),
             tools: vec![ToolSpec {
                 name: "Read".into(),
                 description: "d".into(),
@@ -1106,7 +1107,8 @@ mod tests {
                     ContentBlock::text("and mine"),
                     ContentBlock::image("image/jpeg", "/9j/"),
                 ],
-            }],
+            }]
+            .into(),
             tools: vec![],
             max_tokens: 10,
             temperature: None,
