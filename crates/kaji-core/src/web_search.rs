@@ -118,10 +118,10 @@ impl WebSearcher for NativeWebSearch {
             system: "You perform web searches for a coding agent. Search for the query, then \
                      summarize what the results say, citing their URLs."
                 .into(),
-            messages: vec![Message::user_text(format!(
+            messages: Arc::new(vec![Message::user_text(format!(
                 "Perform a web search for the query: {}",
                 query.query
-            ))],
+            ))]),
             tools: Vec::new(),
             max_tokens: 4096,
             temperature: None,

@@ -1002,7 +1002,7 @@ mod tests {
         let request = ModelRequest {
             model: String::new(),
             system: "sys".into(),
-            messages: vec![Message::user_text("search")],
+            messages: std::sync::Arc::new(vec![Message::user_text("search")]),
             tools: vec![kaji_protocol::ToolSpec {
                 name: "Read".into(),
                 description: "d".into(),

@@ -258,7 +258,7 @@ fn web_search_body_offers_the_hosted_tool_and_asks_for_sources() {
     let request = ModelRequest {
         model: "m".into(),
         system: String::new(),
-        messages: vec![Message::user_text("search")],
+        messages: std::sync::Arc::new(vec![Message::user_text("search")]),
         tools: vec![ToolSpec {
             name: "Read".into(),
             description: "d".into(),
