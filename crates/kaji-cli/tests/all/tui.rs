@@ -924,6 +924,11 @@ async fn ctrl_v_pastes_an_image_and_alt_v_text_from_the_clipboard() {
     tmux.wait_for("› pasted words").await;
     tmux.send_key("Enter");
     tmux.wait_for("✓ got the text").await;
+    tmux.send_key("Enter");
+    tmux.wait_until("the second task's end", |s| {
+        s.matches("[completed]").count() == 2
+    })
+    .await;
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }
 
@@ -957,6 +962,10 @@ async fn a_missing_clipboard_program_is_said_once() {
         1,
         "{screen}"
     );
+    // Ctrl-C empties the input; then Ctrl-D quits.
+    tmux.send_key("C-c");
+    tmux.wait_until("an empty input", |s| !s.contains("› still here"))
+        .await;
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }
 
