@@ -42,6 +42,10 @@ pub struct ExecArgs {
     /// Continue the most recent session of this directory.
     #[arg(long = "continue", short = 'c')]
     pub continue_: bool,
+    /// Attach an image (PNG, JPEG, GIF or WebP) to the prompt; repeat for
+    /// more.
+    #[arg(short = 'i', long = "image", value_name = "FILE")]
+    pub images: Vec<std::path::PathBuf>,
     #[command(flatten)]
     pub agent: AgentArgs,
 }
@@ -74,6 +78,7 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
     if prompt.trim().is_empty() {
         return Err(UsageError("the prompt is empty".into()).into());
     }
+    let images = load_images(&args.images)?;
     let resume = match (&args.resume, args.continue_) {
         (Some(id), _) => Some(ResumeFrom::Id(id.clone())),
         (None, true) => Some(ResumeFrom::Latest),
@@ -142,7 +147,8 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
     let trusted = args.agent.trust
         || kaji_core::trust::is_trusted(&crate::paths::kaji_home(), session.project_dir())
             .unwrap_or(false);
-    let (prompt, options) = crate::exec_command::prepare(&session, prompt, trusted).await?;
+    let (prompt, mut options) = crate::exec_command::prepare(&session, prompt, trusted).await?;
+    options.attachments.extend(images);
     let outcome = session
         .submit_with_options(task_id, prompt, options)
         .await
@@ -174,6 +180,21 @@ async fn run_inner(args: ExecArgs) -> Result<i32> {
         ));
     }
     Ok(status.exit_code())
+}
+
+/// The images of `-i FILE…`, each checked; a bad one is a usage error
+/// naming it (nothing is sent).
+pub(crate) fn load_images(
+    paths: &[std::path::PathBuf],
+) -> Result<Vec<kaji_protocol::ContentBlock>> {
+    paths
+        .iter()
+        .map(|p| {
+            kaji_tools::load_image_file(p)
+                .map(|(mime, data)| kaji_protocol::ContentBlock::image(mime, data))
+                .map_err(|why| UsageError(format!("--image {}: {why}", p.display())).into())
+        })
+        .collect()
 }
 
 /// How long an aborted task may take to end before kaji exits anyway

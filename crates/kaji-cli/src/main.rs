@@ -22,6 +22,7 @@ mod mcp_cmd;
 mod paths;
 mod permissions_cmd;
 mod ps_cmd;
+mod review_cmd;
 mod rules_cmd;
 mod sdk;
 mod sdk_messages;
@@ -98,6 +99,10 @@ enum Command {
     Doctor(doctor_cmd::DoctorArgs),
     /// List, show and remove saved sessions.
     Sessions(sessions_cmd::SessionsArgs),
+    /// Have the model review the working tree's changes (or a branch
+    /// against --base) with read-only tools and report findings; exit 1
+    /// when one is at or above --fail-on.
+    Review(review_cmd::ReviewArgs),
     /// The interactive terminal UI: type prompts, watch the task, answer
     /// its questions.
     Tui(tui::TuiArgs),
@@ -155,6 +160,12 @@ fn main() -> ExitCode {
     if cli.print && cli.command.is_none() {
         return ExitCode::from(print_mode(cli.tui).clamp(0, 255) as u8);
     }
+    if cli.command.is_none() && !cli.tui.images.is_empty() {
+        eprintln!(
+            "kaji: -i/--image attaches images in print mode (kaji -p -i FILE PROMPT) and to kaji exec"
+        );
+        return ExitCode::from(2);
+    }
     let code = match cli.command {
         Some(Command::Exec(args)) => block_on(exec::run(args)),
         Some(Command::Acp(args)) => block_on(acp::run(args)),
@@ -169,6 +180,7 @@ fn main() -> ExitCode {
         Some(Command::Permissions(args)) => permissions_cmd::run(args),
         Some(Command::Trust(args)) => permissions_cmd::run_trust(args),
         Some(Command::Sessions(args)) => sessions_cmd::run(args),
+        Some(Command::Review(args)) => block_on(review_cmd::run(args)),
         Some(Command::Mcp(args)) => block_on(mcp_cmd::run(args)),
         Some(Command::Tui(args)) => block_on(tui::run(args)),
         Some(Command::Resume(args)) => block_on(tui::run(tui::TuiArgs {
@@ -176,6 +188,7 @@ fn main() -> ExitCode {
             prompt: Vec::new(),
             continue_: false,
             resume: Some(args.id),
+            images: Vec::new(),
         })),
         Some(Command::Completions(args)) => {
             // Into memory first: a closed pipe must not panic.
@@ -212,6 +225,7 @@ fn print_mode(args: tui::TuiArgs) -> i32 {
         approve_plan: false,
         resume,
         continue_: args.continue_,
+        images: args.images,
         agent: args.agent,
     }))
 }

@@ -188,6 +188,9 @@ pub struct KajiConfig {
     /// What Claude Code's settings files held that kaji does not honour or
     /// refused: one warning each, naming the file, the line and the key.
     pub claude_warnings: Vec<String>,
+    /// `[web_search]`: which search `WebSearch` uses (unset: the
+    /// provider's own, where it has one).
+    pub web_search: Option<kaji_tools::web_search::WebSearchSettings>,
     sources: Vec<PathBuf>,
 }
 
@@ -197,7 +200,7 @@ pub struct KajiConfig {
 pub struct IgnoredSetting {
     /// The key (`hooks`, `mcp_servers`, `permission_mode`, `base_url`,
     /// `permissions.allow`, `env_passthrough`, `sandbox`,
-    /// `sandbox_network`, `task_list_url`, `model_aliases`, `models`,
+    /// `sandbox_network`, `task_list_url`, `web_search`, `model_aliases`, `models`,
     /// `reasoning`, and a limit that would rise: `max_agent_depth`,
     /// `tool_result_max_chars`, `token_budget`, `max_mistakes`,
     /// `auto_compact_threshold`; `mcpServers` for a `.mcp.json`).
@@ -433,6 +436,7 @@ impl KajiConfig {
             !std::mem::take(&mut self.sandbox_allow_unix_sockets).is_empty(),
         );
         note("task_list_url", self.task_list_url.take().is_some());
+        note("web_search", self.web_search.take().is_some());
         self.hooks = HooksConfig::new();
         self.mcp_servers.clear();
         self.env_passthrough.clear();
@@ -714,6 +718,7 @@ impl KajiConfig {
             },
             claude_env: BTreeMap::new(),
             claude_warnings: Vec::new(),
+            web_search: file.web_search,
             sources: vec![path.to_path_buf()],
             mcp_json_skipped: Vec::new(),
         })
@@ -770,6 +775,7 @@ impl KajiConfig {
             (Some(a), Some(b)) => Some(a.into_iter().filter(|s| b.contains(s)).collect()),
             (a, b) => a.or(b),
         };
+        over(&mut self.web_search, project.web_search);
         self.sources.extend(project.sources);
     }
 
@@ -971,6 +977,7 @@ struct ConfigFile {
     task_list_url: Option<String>,
     lease_ms: Option<Spanned<u64>>,
     claude_setting_sources: Option<Spanned<Vec<String>>>,
+    web_search: Option<kaji_tools::web_search::WebSearchSettings>,
 }
 
 /// `[permissions]`: lists of rule strings.

@@ -31,6 +31,7 @@ pub mod session;
 pub mod subagent;
 pub mod task;
 pub mod trust;
+pub mod web_search;
 
 pub use executor::{CheckpointGate, Effect, Ran, ToolExecutor, ToolRun};
 pub use frontend::{AskRequest, TaskFrontend};

@@ -11,9 +11,11 @@
 //! extended thinking with a budget ([`apply_reasoning`]) and the
 //! interleaved-thinking beta. Reply: `message_start`,
 //! `content_block_start/delta/stop`, `message_delta`, `message_stop`,
-//! `ping` and `error` events. Blocks of types kaji does not know
-//! (`server_tool_use`, `web_search_tool_result`, …) and their deltas are
-//! ignored, as are unknown fields. A tool call whose arguments are not
+//! `ping` and `error` events. Blocks of tools the server runs
+//! (`server_tool_use`, `web_search_tool_result`, …) are kept whole, their
+//! input assembled from its deltas, as [`StreamEvent::ServerBlock`]s; blocks
+//! of other types kaji does not know are ignored, as are unknown fields.
+//! [`web_search_body`] offers the server-side `web_search` tool. A tool call whose arguments are not
 //! complete JSON when its block stops gets its `ToolCallEnd` only if the
 //! reply did not stop at `max_tokens`: a call cut off by the output limit
 //! stays open, so the caller can tell the model. `stop_reason: "refusal"`
@@ -119,6 +121,55 @@ impl ModelProvider for AnthropicProvider {
         };
         stream_reply(call, AnthropicDecoder::default)
     }
+
+    fn has_web_search(&self) -> bool {
+        true
+    }
+
+    fn web_search(
+        &self,
+        request: ModelRequest,
+        search: &crate::ProviderWebSearch,
+    ) -> Option<ModelStream> {
+        let body = web_search_body(&request, &self.model, search);
+        let call = HttpCall {
+            provider: "anthropic",
+            client: self.client.clone(),
+            url: self.url.clone(),
+            headers: self.headers.clone(),
+            body: Bytes::from(body.to_string()),
+            policy: self.policy,
+        };
+        Some(stream_reply(call, AnthropicDecoder::default))
+    }
+}
+
+/// The server-side web search tool's type.
+pub const WEB_SEARCH_TOOL_TYPE: &str = "web_search_20250305";
+
+/// The body of a request that offers only the server-side `web_search`
+/// tool. The API takes `allowed_domains` or `blocked_domains`, not both:
+/// with both, only the allowed list is sent.
+pub fn web_search_body(
+    request: &ModelRequest,
+    default_model: &str,
+    search: &crate::ProviderWebSearch,
+) -> Value {
+    let mut body = request_body(
+        &ModelRequest {
+            tools: Vec::new(),
+            ..request.clone()
+        },
+        default_model,
+    );
+    let mut tool = json!({"type": WEB_SEARCH_TOOL_TYPE, "name": "web_search", "max_uses": search.max_uses.max(1)});
+    if !search.allowed_domains.is_empty() {
+        tool["allowed_domains"] = json!(search.allowed_domains);
+    } else if !search.blocked_domains.is_empty() {
+        tool["blocked_domains"] = json!(search.blocked_domains);
+    }
+    body["tools"] = json!([tool]);
+    body
 }
 
 /// The JSON body of a streaming Messages request.
@@ -313,6 +364,12 @@ enum Block {
         had_delta: bool,
         scan: JsonScan,
     },
+    /// A block of a tool the server runs (`server_tool_use`,
+    /// `web_search_tool_result`, …): given whole when it stops.
+    Server {
+        block: Value,
+        input_json: String,
+    },
     Other,
 }
 
@@ -472,7 +529,9 @@ impl ReplyDecoder for AnthropicDecoder {
                                     });
                                 }
                             }
-                            // A block kaji does not know (server_tool_use, …).
+                            Some(Block::Server { input_json, .. }) => {
+                                input_json.push_str(&partial_json);
+                            }
                             Some(_) => {}
                             None => {
                                 return Err(EventError::InvalidJson(format!(
@@ -573,6 +632,10 @@ impl ReplyDecoder for AnthropicDecoder {
                             scan: JsonScan::default(),
                         }
                     }
+                    k if k == "server_tool_use" || k.ends_with("_tool_result") => Block::Server {
+                        block: content_block,
+                        input_json: String::new(),
+                    },
                     _ => Block::Other,
                 };
                 self.blocks.insert(index, block);
@@ -664,6 +727,17 @@ impl AnthropicDecoder {
     /// A block stopped: a tool call with complete (or no) arguments ends;
     /// one with incomplete arguments waits for the stop reason.
     fn close_block(&mut self, block: Block, out: &mut Vec<StreamEvent>) {
+        if let Block::Server {
+            mut block,
+            input_json,
+        } = block
+        {
+            if let Ok(input @ Value::Object(_)) = serde_json::from_str::<Value>(&input_json) {
+                block["input"] = input;
+            }
+            out.push(StreamEvent::ServerBlock { block });
+            return;
+        }
         let Block::Tool {
             id,
             start_input,
@@ -921,6 +995,39 @@ mod tests {
             r#"{"type":"content_block_delta","index":9,"delta":{"type":"input_json_delta","partial_json":"{"}}"#,
         )]);
         assert!(matches!(err, Some(EventError::InvalidJson(_))));
+    }
+
+    #[test]
+    fn web_search_body_offers_only_the_server_tool() {
+        let request = ModelRequest {
+            model: String::new(),
+            system: "sys".into(),
+            messages: std::sync::Arc::new(vec![Message::user_text("search")]),
+            tools: vec![kaji_protocol::ToolSpec {
+                name: "Read".into(),
+                description: "d".into(),
+                input_schema: json!({"type": "object"}),
+            }],
+            max_tokens: 100,
+            temperature: None,
+        };
+        let search = crate::ProviderWebSearch {
+            allowed_domains: vec!["docs.rs".into()],
+            blocked_domains: vec!["spam.example".into()],
+            max_uses: 3,
+        };
+        let body = web_search_body(&request, "m", &search);
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "web_search_20250305", "name": "web_search", "max_uses": 3, "allowed_domains": ["docs.rs"]}])
+        );
+        let only_blocked = crate::ProviderWebSearch {
+            allowed_domains: Vec::new(),
+            ..search
+        };
+        let body = web_search_body(&request, "m", &only_blocked);
+        assert_eq!(body["tools"][0]["blocked_domains"], json!(["spam.example"]));
+        assert_eq!(body["model"], "m");
     }
 
     #[test]

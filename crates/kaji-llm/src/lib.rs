@@ -61,6 +61,35 @@ pub trait ModelProvider: Send + Sync {
     /// Starts a request and returns its reply stream. Connection, retries
     /// and decoding all happen as the stream is polled.
     fn stream(&self, request: ModelRequest) -> ModelStream;
+
+    /// Starts a request that offers the provider's own web search tool
+    /// (instead of `request.tools`); its reply carries the searches as
+    /// [`StreamEvent::ServerBlock`](kaji_protocol::StreamEvent)s. `None`
+    /// when the provider has no search of its own.
+    fn web_search(
+        &self,
+        _request: ModelRequest,
+        _search: &ProviderWebSearch,
+    ) -> Option<ModelStream> {
+        None
+    }
+
+    /// Whether [`ModelProvider::web_search`] does anything.
+    fn has_web_search(&self) -> bool {
+        false
+    }
+}
+
+/// The provider web search a request offers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProviderWebSearch {
+    /// Only results from these domains.
+    pub allowed_domains: Vec<String>,
+    /// Never results from these domains (the caller filters too: a
+    /// provider may take only one of the two lists).
+    pub blocked_domains: Vec<String>,
+    /// At most this many searches in the request.
+    pub max_uses: u32,
 }
 
 /// Builds the provider `cfg` describes. Fails only on an unusable

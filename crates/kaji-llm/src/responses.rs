@@ -104,6 +104,70 @@ impl ModelProvider for ResponsesProvider {
         };
         stream_reply(call, ResponsesDecoder::default)
     }
+
+    fn has_web_search(&self) -> bool {
+        true
+    }
+
+    fn web_search(
+        &self,
+        request: ModelRequest,
+        search: &crate::ProviderWebSearch,
+    ) -> Option<ModelStream> {
+        let body = web_search_body(&request, &self.model, search);
+        let call = HttpCall {
+            provider: PROVIDER,
+            client: self.client.clone(),
+            url: self.url.clone(),
+            headers: self.headers.clone(),
+            body: Bytes::from(body.to_string()),
+            policy: self.policy,
+        };
+        Some(stream_reply(call, ResponsesDecoder::default))
+    }
+}
+
+/// The body of a request that offers only the hosted `web_search` tool
+/// (its `filters.allowed_domains` when given; the API has no blocked list)
+/// and asks for the searches' sources.
+pub fn web_search_body(
+    request: &ModelRequest,
+    default_model: &str,
+    search: &crate::ProviderWebSearch,
+) -> Value {
+    let mut body = request_body(
+        &ModelRequest {
+            tools: Vec::new(),
+            ..request.clone()
+        },
+        default_model,
+    );
+    let mut tool = json!({"type": "web_search"});
+    if !search.allowed_domains.is_empty() {
+        tool["filters"] = json!({"allowed_domains": search.allowed_domains});
+    }
+    body["tools"] = json!([tool]);
+    body["include"] = json!([
+        "reasoning.encrypted_content",
+        "web_search_call.action.sources"
+    ]);
+    body
+}
+
+/// The `url_citation` annotations of a finished message item, each as a
+/// [`StreamEvent::ServerBlock`].
+fn citations(item: &Value, out: &mut Vec<StreamEvent>) {
+    let parts = item.get("content").and_then(Value::as_array);
+    for part in parts.into_iter().flatten() {
+        let notes = part.get("annotations").and_then(Value::as_array);
+        for note in notes.into_iter().flatten() {
+            if note.get("type").and_then(Value::as_str) == Some("url_citation") {
+                out.push(StreamEvent::ServerBlock {
+                    block: note.clone(),
+                });
+            }
+        }
+    }
 }
 
 /// Adds `reasoning: {effort, summary: "auto"}` unless `reasoning` is off.
@@ -512,6 +576,10 @@ impl ReplyDecoder for ResponsesDecoder {
                         }
                     }
                     Some("reasoning") if done => self.reasoning_item_done(&item, out),
+                    Some("web_search_call") if done => {
+                        out.push(StreamEvent::ServerBlock { block: item })
+                    }
+                    Some("message") if done => citations(&item, out),
                     _ => {}
                 }
             }

@@ -62,6 +62,14 @@ pub enum StreamEvent {
         /// Call id.
         id: String,
     },
+    /// A block of a tool the provider runs itself, complete (Anthropic
+    /// `server_tool_use` with its input and `web_search_tool_result`; a
+    /// Responses `web_search_call` item and `url_citation` annotations),
+    /// as the wire gave it. Only requests that offer such a tool get them.
+    ServerBlock {
+        /// The block's JSON.
+        block: serde_json::Value,
+    },
     /// Token usage, possibly partial; later reports supersede earlier ones
     /// field by field.
     Usage(Usage),

@@ -63,14 +63,14 @@ pub(crate) fn render(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
                     json!({"type": "reasoning", "id": id, "summary": [], "encrypted_content": data}),
                 ));
             }
-            Part::ServerToolUse { .. } => {
+            Part::ServerToolUse { input, .. } => {
                 let id = format!("ws_scripted_{}_{n}", ctx.turn_index);
                 frames.push(added(
                     json!({"type": "web_search_call", "id": id, "status": "in_progress"}),
                 ));
-                frames.push(done(
-                    json!({"type": "web_search_call", "id": id, "status": "completed"}),
-                ));
+                frames.push(done(json!({"type": "web_search_call", "id": id, "status": "completed",
+                    "action": {"type": "search", "query": input.get("query").cloned().unwrap_or_default(),
+                        "sources": [{"type": "url", "url": "https://example.com/"}]}})));
             }
             Part::ToolCall { id, name, .. } | Part::RawToolCall { id, name, .. } => {
                 let arguments = match part {

@@ -1,4 +1,4 @@
-//! The file tools: `Read`, `Write`, `Edit`, `Glob` and `Grep`, plus the
+//! The file tools: `Read`, `Write`, `Edit`, `NotebookEdit`, `Glob` and `Grep`, plus the
 //! `.kajiignore` matcher they share.
 //!
 //! Their input schemas follow Claude Code's tools of the same names (same
@@ -22,6 +22,7 @@ mod glob;
 mod grep;
 mod input;
 mod kajiignore;
+mod notebook;
 mod paths;
 mod read;
 mod sniff;
@@ -37,14 +38,15 @@ use crate::ToolRegistry;
 #[allow(unused_imports)]
 pub use kajiignore::{IgnoreRule, KajiIgnore};
 pub use paths::{normalize_lexically, real_path};
-pub use read::{MAX_IMAGE_SIDE, validate_image};
+pub use read::{MAX_IMAGE_SIDE, load_image_file, validate_image};
 
-/// Adds `Read`, `Write`, `Edit`, `Glob` and `Grep` to `registry`, in that
+/// Adds `Read`, `Write`, `Edit`, `NotebookEdit`, `Glob` and `Grep` to `registry`, in that
 /// order.
 pub(crate) fn register(registry: &mut ToolRegistry) {
     registry.register(Arc::new(read::ReadTool));
     registry.register(Arc::new(write::WriteTool));
     registry.register(Arc::new(edit::EditTool));
+    registry.register(Arc::new(notebook::NotebookEditTool));
     registry.register(Arc::new(glob::GlobTool));
     registry.register(Arc::new(grep::GrepTool));
 }

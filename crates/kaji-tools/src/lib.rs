@@ -34,12 +34,14 @@ pub use task_list_tools::summary as task_list_update;
 pub mod team_tools;
 pub mod todo;
 pub mod web_fetch;
+pub mod web_search;
 pub mod worktree;
 
 pub use error::ToolError;
 pub use file_access::{FileAccess, FileAccessError};
 pub use fs::{
-    IgnoreRule, KajiIgnore, MAX_IMAGE_SIDE, normalize_lexically, real_path, validate_image,
+    IgnoreRule, KajiIgnore, MAX_IMAGE_SIDE, load_image_file, normalize_lexically, real_path,
+    validate_image,
 };
 pub use interaction::finishing_tool;
 pub use registry::ToolRegistry;
@@ -106,6 +108,9 @@ pub struct ToolContext {
     /// the executor runs one: a sub-agent's events name the `Agent` call
     /// that started it.
     pub call_id: Option<String>,
+    /// Does `WebSearch`'s searches (the provider's own search or a
+    /// configured backend); `None`: the tool says how to enable one.
+    pub web_search: Option<Arc<dyn web_search::WebSearcher>>,
     /// Files a `Read` deny rule covers: Grep and Glob leave them out of
     /// their results, as if they did not exist (`None`: nothing hidden).
     pub hidden: Option<ReadFilter>,
@@ -181,6 +186,7 @@ impl ToolContext {
             output: None,
             call_id: None,
             hidden: None,
+            web_search: None,
         }
     }
 
@@ -523,6 +529,7 @@ pub fn builtin_tools() -> ToolRegistry {
     plan::register(&mut registry);
     worktree::register(&mut registry);
     web_fetch::register(&mut registry);
+    web_search::register(&mut registry);
     agent_tools::register(&mut registry);
     registry
 }

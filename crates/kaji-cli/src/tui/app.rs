@@ -113,6 +113,10 @@ pub enum Action {
     ShellThenSubmit(Vec<String>, String, kaji_core::PromptOptions),
     /// A custom command's prompt with its `model` and `allowed-tools`.
     SubmitCommand(String, kaji_core::PromptOptions),
+    /// Ctrl+V / Alt+V: paste what the clipboard holds (an image or text).
+    PasteClipboard,
+    /// `/review [BASE]`: the model reviews the changes, read-only.
+    Review(Option<String>),
 }
 
 /// Where an unanswered ask stands.
@@ -231,6 +235,10 @@ pub struct App {
     /// Rendered Markdown by entry index (text entries only grow between
     /// replacements, which drop their rendering).
     pub markdown_cache: HashMap<usize, super::markdown::Incremental>,
+    /// Images pasted with Ctrl+V: `[Image #N]` is the N-th.
+    pub pasted_images: Vec<std::path::PathBuf>,
+    /// Whether the user has been told that no clipboard program is there.
+    pub clipboard_warned: bool,
 }
 
 impl App {
@@ -407,6 +415,8 @@ impl App {
                 Err(e) => self.error(e),
             },
             "/init" => return self.send(super::local::INIT_PROMPT.to_string()),
+            "/review" if self.running => self.notice = busy(),
+            "/review" => return Action::Review((!args.is_empty()).then(|| args.to_string())),
             _ => return self.custom_command(name, args),
         }
         Action::None
@@ -845,6 +855,12 @@ impl App {
             KeyCode::Char('o') if ctrl => {
                 self.expanded = !self.expanded;
                 return Action::None;
+            }
+            KeyCode::Char('v') if ctrl || key.modifiers.contains(KeyModifiers::ALT) => {
+                if self.pending.as_ref().map(|p| p.stage) == Some(AskStage::Choose) {
+                    return Action::None;
+                }
+                return Action::PasteClipboard;
             }
             KeyCode::PageUp => {
                 self.scroll_up = self.scroll_up.saturating_add(self.page_height.max(1));

@@ -43,6 +43,10 @@ pub const BUILTINS: &[(&str, &str)] = &[
         "/init",
         "the model looks at the repository and writes an AGENTS.md",
     ),
+    (
+        "/review",
+        "[BASE]: the model reviews the changes (or this branch against BASE), read-only",
+    ),
     ("/clear", "forget the conversation"),
     ("/exit", "quit (also /quit)"),
 ];

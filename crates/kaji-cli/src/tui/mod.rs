@@ -12,6 +12,7 @@
 //! servers running after it returns.
 
 mod app;
+mod clipboard;
 pub(crate) mod commands;
 mod diff;
 #[cfg(test)]
@@ -52,6 +53,10 @@ pub struct TuiArgs {
     /// ID, pick one of this directory's sessions.
     #[arg(short = 'r', long, value_name = "ID", num_args = 0..=1)]
     pub resume: Option<Option<String>>,
+    /// With -p: attach an image (PNG, JPEG, GIF or WebP) to the prompt;
+    /// repeat for more.
+    #[arg(short = 'i', long = "image", value_name = "FILE")]
+    pub images: Vec<std::path::PathBuf>,
 }
 
 impl TuiArgs {
@@ -421,11 +426,84 @@ async fn with_mentions(
     session: &Session,
     prompt: String,
 ) -> (String, Vec<kaji_protocol::ContentBlock>) {
-    let (prompt, images, notes) = mentions::attach(&prompt, &session.cwd()).await;
+    let (prompt, mut images, notes) = mentions::attach(&prompt, &session.cwd()).await;
     for note in notes {
         app.note(note);
     }
+    // `[Image #N]`: the N-th image pasted with Ctrl+V.
+    for n in clipboard::markers(&prompt) {
+        let Some(path) = n.checked_sub(1).and_then(|i| app.pasted_images.get(i)) else {
+            app.note(format!(
+                "  [Image #{n}]: no such pasted image; sent as text"
+            ));
+            continue;
+        };
+        match kaji_tools::load_image_file(path) {
+            Ok((mime, data)) => images.push(kaji_protocol::ContentBlock::image(mime, data)),
+            Err(why) => app.error(format!("[Image #{n}] ({}): {why}", path.display())),
+        }
+    }
     (prompt, images)
+}
+
+/// Ctrl+V / Alt+V: the clipboard's image (saved, `[Image #N]` inserted)
+/// or text (inserted); a missing clipboard program is said once.
+async fn paste_clipboard(app: &mut App, session: &Session) {
+    match clipboard::read().await {
+        Ok(clipboard::Clip::Text(text)) => app.on_paste(&text),
+        Ok(clipboard::Clip::Image { mime, bytes }) => {
+            let n = app.pasted_images.len() + 1;
+            let run_dir = crate::paths::kaji_home().join("runs").join(session.id());
+            match clipboard::save_image(&run_dir, n, &mime, &bytes) {
+                Ok(path) => {
+                    app.pasted_images.push(path);
+                    app.on_paste(&format!("[Image #{n}]"));
+                }
+                Err(e) => app.error(e),
+            }
+        }
+        Ok(clipboard::Clip::Empty) => app.notice = Some("the clipboard is empty".into()),
+        Err(clipboard::ClipError::NoTool(why)) => {
+            if !std::mem::replace(&mut app.clipboard_warned, true) {
+                app.error(why);
+            }
+        }
+        Err(clipboard::ClipError::Failed(why)) => app.error(format!("paste: {why}")),
+    }
+}
+
+/// `/review [BASE]`: the changes' diff to the model, in plan mode (read-only
+/// tools) until the review ends, then the mode it was in.
+async fn start_review(
+    app: &mut App,
+    session: &Arc<Session>,
+    tx: &mpsc::UnboundedSender<UiMessage>,
+    base: Option<String>,
+) {
+    let (diff, what) = match crate::review_cmd::diff(&session.cwd(), base.as_deref()).await {
+        Ok(d) => d,
+        Err(e) => return app.error(format!("/review: {e:#}")),
+    };
+    if diff.trim().is_empty() {
+        return app.note(format!("  /review: no changes to review ({what})"));
+    }
+    let before = session.permission_mode();
+    session.set_permission_mode(kaji_core::permissions::PermissionMode::Plan);
+    app.note(format!(
+        "  /review: reviewing {what}, read-only (plan mode until the review ends)"
+    ));
+    app.task_started();
+    let prompt = crate::review_cmd::review_prompt(&diff, &what, false);
+    let session = Arc::clone(session);
+    let tx = tx.clone();
+    tokio::spawn(async move {
+        let done = session
+            .submit_with_options(kaji_core::task::new_task_id(), prompt, Default::default())
+            .await
+            .map_err(|e| e.to_string());
+        session.set_permission_mode(before);
+        let _ = tx.send(UiMessage::Done(done));
+    });
 }
 
 /// Runs a custom command's prompt (with its model and allowed tools) in
@@ -685,6 +763,8 @@ async fn event_loop(
                             Err(e) => app.error(format!("restore: {e}")),
                         }
                     }
+                    Action::PasteClipboard => paste_clipboard(&mut app, session).await,
+                    Action::Review(base) => start_review(&mut app, session, tx, base).await,
                     Action::Abort => {
                         session.abort();
                         app.pending = None;

@@ -819,3 +819,208 @@ async fn agents_lists_shows_and_stops_a_background_agent() {
     server.release();
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }
+
+/// [`launch`] with `env` (already quoted `NAME=value` words) put before
+/// kaji on its command line.
+fn launch_env(
+    name: &str,
+    home: &Path,
+    work: &Path,
+    server: &ScriptedModelServer,
+    env: &str,
+) -> Tmux {
+    let Some(tmux) = Tmux::start(home, name) else {
+        panic!("tmux is needed for this test and could not be run");
+    };
+    let command = format!(
+        "env {env} {} tui --provider anthropic --base-url {} --model scripted -C {} --sandbox off; echo $? > {}",
+        quote(env!("CARGO_BIN_EXE_kaji")),
+        quote(&server.anthropic_base_url()),
+        quote(work.to_str().unwrap()),
+        quote(home.join("exit-code").to_str().unwrap()),
+    );
+    let out = tmux
+        .run(&["respawn-pane", "-k", "-t", "main", &command])
+        .unwrap();
+    assert!(out.status.success(), "respawn-pane: {out:?}");
+    tmux
+}
+
+/// A 1x1 PNG.
+const PNG_BYTES: &[u8] = &[
+    137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0,
+    0, 0, 31, 21, 196, 137, 0, 0, 0, 13, 73, 68, 65, 84, 120, 218, 99, 100, 96, 248, 95, 15, 0, 2,
+    135, 1, 128, 235, 71, 186, 146, 0, 0, 0, 0, 73, 69, 78, 68, 174, 66, 96, 130,
+];
+
+/// A fake `xclip` in `dir/bin` answering from `dir`: `targets` for
+/// `-t TARGETS`, `image.png` for `-t image/png`, `text` otherwise. (No X
+/// server or real xclip is needed: kaji runs whatever `xclip` is on PATH
+/// when `DISPLAY` is set.) The `env` words for [`launch_env`].
+fn fake_xclip(dir: &Path, targets: &str, text: &str) -> String {
+    use std::os::unix::fs::PermissionsExt as _;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(dir.join("targets"), targets).unwrap();
+    std::fs::write(dir.join("text"), text).unwrap();
+    std::fs::write(dir.join("image.png"), PNG_BYTES).unwrap();
+    let d = dir.to_str().unwrap();
+    let script = format!(
+        "#!/bin/sh\necho \"$*\" >> '{d}/calls'\ncase \"$*\" in\n  *TARGETS*) cat '{d}/targets' ;;\n  *image/png*) cat '{d}/image.png' ;;\n  *) cat '{d}/text' ;;\nesac\n"
+    );
+    let xclip = bin.join("xclip");
+    std::fs::write(&xclip, script).unwrap();
+    std::fs::set_permissions(&xclip, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    format!("DISPLAY=:99 {}", quote(&format!("PATH={path}")))
+}
+
+/// Ctrl+V with an image on the clipboard saves it under the session's run
+/// directory, inserts `[Image #1]`, and the prompt carries the image;
+/// Alt+V with text pastes the text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_v_pastes_an_image_and_alt_v_text_from_the_clipboard() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let clip = tempfile::tempdir().unwrap();
+    let env = fake_xclip(clip.path(), "TARGETS\nUTF8_STRING\nimage/png\n", "unused");
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("AttemptCompletion", json!({"result": "a red dot"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "got the text"})),
+    ]))
+    .await;
+    let tmux = launch_env("clip", home.path(), work.path(), &server, &env);
+    tmux.wait_for("Enter sends").await;
+    tmux.send_text("what is ");
+    tmux.send_key("C-v");
+    tmux.wait_for("› what is [Image #1]").await;
+    tmux.send_key("Enter");
+    tmux.wait_for("✓ a red dot").await;
+    server.wait_for_requests(1).await;
+    let body = server.requests()[0].body.to_string();
+    assert!(
+        body.contains("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ") && body.contains("image/png"),
+        "{body}"
+    );
+    let runs = home.path().join("kaji-home/runs");
+    let saved: Vec<_> = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("images/image-1.png"))
+        .filter(|p| p.is_file())
+        .collect();
+    assert_eq!(saved.len(), 1, "no image-1.png under {}", runs.display());
+    assert_eq!(std::fs::read(&saved[0]).unwrap(), PNG_BYTES);
+    tmux.send_key("Enter");
+    tmux.wait_for("[completed]").await;
+
+    std::fs::write(clip.path().join("targets"), "TARGETS\nUTF8_STRING\n").unwrap();
+    std::fs::write(clip.path().join("text"), "pasted words").unwrap();
+    tmux.send_key("M-v");
+    tmux.wait_for("› pasted words").await;
+    tmux.send_key("Enter");
+    tmux.wait_for("✓ got the text").await;
+    tmux.send_key("Enter");
+    tmux.wait_until("the second task's end", |s| {
+        s.matches("[completed]").count() == 2
+    })
+    .await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+/// Without a clipboard program Ctrl+V says so, once a session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_clipboard_program_is_said_once() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::text("unused")])).await;
+    // A display, and a PATH without xclip (sh and env are found by path).
+    let env = format!(
+        "DISPLAY=:99 {}",
+        quote(&format!("PATH={}", empty.path().display()))
+    );
+    let tmux = launch_env(
+        "noclip",
+        home.path(),
+        work.path(),
+        &server,
+        &format!("-u WAYLAND_DISPLAY {env}"),
+    );
+    tmux.wait_for("Enter sends").await;
+    tmux.send_key("C-v");
+    tmux.wait_for("xclip is not installed").await;
+    tmux.send_key("C-v");
+    tmux.send_text("still here");
+    let screen = tmux.wait_for("› still here").await;
+    assert_eq!(
+        screen.matches("xclip is not installed").count(),
+        1,
+        "{screen}"
+    );
+    // Ctrl-C empties the input; then Ctrl-D quits.
+    tmux.send_key("C-c");
+    tmux.wait_until("an empty input", |s| !s.contains("› still here"))
+        .await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+/// `/review` sends the diff in plan mode and comes back to the mode it
+/// was in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_review_reviews_the_diff_read_only() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(work.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    std::fs::write(
+        work.path().join("lib.rs"),
+        "fn f(x: &[i32]) -> i32 { x[0] }\n",
+    )
+    .unwrap();
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "init"]);
+    std::fs::write(
+        work.path().join("lib.rs"),
+        "fn f(x: &[i32]) -> i32 { x[x.len() - 1] }\n",
+    )
+    .unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Write", json!({"file_path": "lib.rs", "content": "oops"})),
+        Turn::text("lib.rs:1 [high] panics on an empty slice"),
+    ]))
+    .await;
+    let tmux = launch("review", home.path(), work.path(), &server);
+    tmux.wait_for("scripted · default").await;
+    submit(&tmux, "/review").await;
+    tmux.wait_for("lib.rs:1 [high] panics on an empty slice")
+        .await;
+    let screen = tmux.wait_for("scripted · default").await;
+    assert!(
+        screen.contains("reviewing the working tree against HEAD"),
+        "{screen}"
+    );
+    let first = server.requests()[0].messages()[0].to_string();
+    assert!(
+        first.contains("+fn f(x: &[i32]) -> i32 { x[x.len() - 1] }"),
+        "{first}"
+    );
+    // Plan mode refused the write without asking.
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("lib.rs")).unwrap(),
+        "fn f(x: &[i32]) -> i32 { x[x.len() - 1] }\n"
+    );
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}

@@ -211,7 +211,9 @@ impl ReplyAssembler {
             StreamEvent::ToolCallEnd { id } => st.end_native_call(id),
             StreamEvent::Usage(u) => st.usage = merge_usage(st.usage, *u),
             StreamEvent::Stop { reason } => st.stop_reason = Some(reason.clone()),
-            StreamEvent::Retrying { .. } => {}
+            // Only a provider web search (a request of its own) asks for
+            // these; a conversation's reply has none to keep.
+            StreamEvent::Retrying { .. } | StreamEvent::ServerBlock { .. } => {}
         }
     }
 

@@ -275,6 +275,9 @@ impl SessionBuilder {
             models: settings.models.clone(),
             tools,
             mcp,
+            web_search: crate::web_search::WebSearchSetup::from_settings(
+                settings.web_search.as_ref(),
+            ),
             task_list,
             list_id,
             runtime: Arc::new(runtime),

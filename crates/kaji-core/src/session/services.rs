@@ -77,6 +77,8 @@ pub struct SessionServices {
     pub tools: ToolRegistry,
     /// The MCP servers.
     pub mcp: Option<kaji_mcp::McpManager>,
+    /// Which search `WebSearch` uses (`[web_search]`).
+    pub web_search: crate::web_search::WebSearchSetup,
     /// The task list and its id.
     pub task_list: kaji_tasks::list::TaskList,
     /// The task list's id.
@@ -287,6 +289,7 @@ impl SessionServices {
             super::builder::open_checkpoints(limits.checkpoints, &self.kaji_home, &spec.cwd)
                 .ok()
                 .flatten();
+        let web_search = self.web_search.searcher(&spec.provider, &spec.model);
         let config = TaskConfig {
             cwd: self.project_dir.clone(),
             start_dir: (spec.cwd != self.project_dir).then(|| spec.cwd.clone()),
@@ -327,6 +330,7 @@ impl SessionServices {
             on_text_reply: spec.on_text_reply,
             compaction: limits.compaction,
             compact_threshold: limits.compact_threshold,
+            web_search,
             agents: spec.agents,
             files: self.files.clone(),
             env_policy: Arc::clone(&self.env_policy),

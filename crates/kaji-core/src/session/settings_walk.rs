@@ -57,6 +57,10 @@ output_price = 2.0
 [permissions]
 allow = ["Bash(walk:*)"]
 
+[web_search]
+provider = "searxng"
+url = "http://127.0.0.1:9"
+
 [[hooks.TaskStart]]
 command = "true"
 
@@ -159,7 +163,17 @@ async fn every_session_setting_reaches_a_sub_agent_or_is_named_as_overridden() {
         // Part of the session's env policy (shared `Arc`, like
         // `env_passthrough`).
         claude_env: _,
+        // The searcher of `WebSearch`, one for the session.
+        web_search,
     } = settings;
+
+    assert!(web_search.is_some_and(|w| w.url.as_deref() == Some("http://127.0.0.1:9")));
+    let (mw, cw) = (
+        m.web_search.as_ref().unwrap(),
+        c.web_search.as_ref().unwrap(),
+    );
+    assert!(Arc::ptr_eq(mw, cw));
+    assert_eq!(mw.describe(), "searxng at http://127.0.0.1:9");
 
     assert!(Arc::ptr_eq(&m.provider, &c.provider));
     assert_eq!(model.as_deref(), Some(m.model.as_str()));

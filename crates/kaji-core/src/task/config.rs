@@ -113,6 +113,8 @@ pub struct TaskConfig {
     pub compact_threshold: f64,
     /// Runs sub-agents for the `Agent` tool (see [`crate::subagent`]).
     pub agents: Option<Arc<dyn kaji_tools::agent_tools::AgentSpawner>>,
+    /// Does `WebSearch`'s searches; `None`: none is set up.
+    pub web_search: Option<Arc<dyn kaji_tools::web_search::WebSearcher>>,
     /// Where the file tools read and write text (an editor's buffers);
     /// `None`: the local disk.
     pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
@@ -181,6 +183,7 @@ impl TaskConfig {
             compact_threshold: 0.85,
             on_text_reply: TextReply::Nudge,
             agents: None,
+            web_search: None,
             files: None,
             env_policy: Arc::default(),
             transcript_path: None,

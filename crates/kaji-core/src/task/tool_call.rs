@@ -90,6 +90,7 @@ impl Task {
                 .then(|| crate::live_output::sink(self.emitter.clone())),
             call_id: None,
             hidden,
+            web_search: self.config.web_search.clone(),
         }
     }
 

@@ -252,3 +252,51 @@ fn request_body_maps_history_and_replays_reasoning() {
     apply_reasoning(&mut off, Reasoning::Off);
     assert!(off.get("reasoning").is_none());
 }
+
+#[test]
+fn web_search_body_offers_the_hosted_tool_and_asks_for_sources() {
+    let request = ModelRequest {
+        model: "m".into(),
+        system: String::new(),
+        messages: std::sync::Arc::new(vec![Message::user_text("search")]),
+        tools: vec![ToolSpec {
+            name: "Read".into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+        }],
+        max_tokens: 9,
+        temperature: None,
+    };
+    let search = crate::ProviderWebSearch {
+        allowed_domains: vec!["docs.rs".into()],
+        blocked_domains: Vec::new(),
+        max_uses: 5,
+    };
+    let body = web_search_body(&request, "x", &search);
+    assert_eq!(
+        body["tools"],
+        json!([{"type": "web_search", "filters": {"allowed_domains": ["docs.rs"]}}])
+    );
+    assert_eq!(
+        body["include"],
+        json!([
+            "reasoning.encrypted_content",
+            "web_search_call.action.sources"
+        ])
+    );
+}
+
+#[test]
+fn citations_of_a_message_are_server_blocks() {
+    let item = json!({"type": "message", "content": [{"type": "output_text", "text": "t",
+        "annotations": [{"type": "url_citation", "url": "https://a.example/", "title": "A"},
+                        {"type": "file_citation", "file_id": "f"}]}]});
+    let mut out = Vec::new();
+    citations(&item, &mut out);
+    assert_eq!(
+        out,
+        vec![StreamEvent::ServerBlock {
+            block: json!({"type": "url_citation", "url": "https://a.example/", "title": "A"})
+        }]
+    );
+}

@@ -134,7 +134,7 @@ async fn round_trip(kind: ProviderKind) -> serde_json::Value {
         content: vec![ContentBlock::tool_result(call_id, "ok", false)],
     });
     // As a resumed session would: the history goes through JSON first.
-    let saved = serde_json::to_string(&req.messages).unwrap();
+    let saved = serde_json::to_string(&*req.messages).unwrap();
     req.messages = Arc::new(serde_json::from_str(&saved).unwrap());
     let reply = collect(provider.stream(req)).await;
     assert_eq!(reply.text, "done", "{kind}: {:?}", reply.error);

@@ -190,6 +190,35 @@ async fn unknown_blocks_are_ignored(kind: ProviderKind) {
     assert_eq!(reply.text, "Let me search. It is sunny.");
     assert!(reply.tool_calls.is_empty(), "{:?}", reply.tool_calls);
     assert_eq!(reply.stop, Some(StopReason::EndTurn));
+    // The provider's search blocks are kept whole (Chat Completions has
+    // none: its annotations are dropped).
+    let kinds: Vec<&str> = reply
+        .server_blocks
+        .iter()
+        .map(|b| b["type"].as_str().unwrap_or(""))
+        .collect();
+    match kind {
+        ProviderKind::Anthropic => {
+            assert_eq!(kinds, ["server_tool_use", "web_search_tool_result"]);
+            // The input is assembled from its deltas.
+            assert_eq!(
+                reply.server_blocks[0]["input"],
+                json!({"query": "weather in Paris"})
+            );
+            assert_eq!(
+                reply.server_blocks[1]["content"][0]["url"],
+                "https://example.com/"
+            );
+        }
+        ProviderKind::OpenAiResponses => {
+            assert_eq!(kinds, ["web_search_call"]);
+            assert_eq!(
+                reply.server_blocks[0]["action"]["sources"][0]["url"],
+                "https://example.com/"
+            );
+        }
+        ProviderKind::OpenAi => assert!(kinds.is_empty(), "{kinds:?}"),
+    }
 }
 
 async fn extra_fields_are_ignored(kind: ProviderKind) {

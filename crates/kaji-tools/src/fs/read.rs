@@ -79,6 +79,35 @@ pub fn validate_image(media_type: &str, base64: &str) -> Result<(u32, u32), Stri
     check_dimensions(info)
 }
 
+/// Reads an image file to attach to a prompt (`kaji exec -i`): its media
+/// type, from its bytes, and its data in base64, checked like every image
+/// ([`validate_image`]). The error says what is wrong, without the path.
+pub fn load_image_file(path: &Path) -> Result<(String, String), String> {
+    let max = image_max_bytes();
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    let Some(info) = sniff::image(&bytes) else {
+        return Err("not a PNG, JPEG, GIF or WebP image".into());
+    };
+    let mime = info.kind.mime().to_string();
+    if bytes.len() as u64 > max {
+        return Err(format!(
+            "a {mime} image of more than the {max} bytes an image may have ({IMAGE_MAX_BYTES_ENV} sets the limit)"
+        ));
+    }
+    use base64::Engine as _;
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    validate_image(&mime, &data)?;
+    Ok((mime, data))
+}
+
 /// The image's dimensions, when readable and within [`MAX_IMAGE_SIDE`].
 fn check_dimensions(info: sniff::ImageInfo) -> Result<(u32, u32), String> {
     let kind = info.kind.name();
@@ -201,6 +230,7 @@ then the line. The number and tab are not part of the file; leave them out of Ed
 - Without offset/limit it returns the first {DEFAULT_LIMIT} lines. For longer files pass offset (the 1-based \
 line to start at) and limit (how many lines) to read the next part.\n\
 - Lines longer than {MAX_LINE_CHARS} characters are cut, with a marker.\n\
+- A Jupyter notebook (.ipynb) is shown as its cells, each with its id, and their outputs.\n\
 - PNG, JPEG, GIF and WebP images are returned as images you can see (up to {DEFAULT_IMAGE_MAX_BYTES} bytes). Other binary \
 files, directories and special files (pipes, devices) are refused: use Glob to list a directory and Grep \
 to search many files.\n\
@@ -241,6 +271,10 @@ to search many files.\n\
             });
         }
         let path = paths::resolve(ctx, &input.file_path);
+        if super::notebook::is_notebook(&path) && path.is_file() {
+            let cwd = paths::cwd(ctx);
+            return blocking(move || super::notebook::render_for_read(NAME, &cwd, &path)).await;
+        }
         let request = ReadRequest {
             path,
             cwd: paths::cwd(ctx),

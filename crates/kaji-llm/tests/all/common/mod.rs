@@ -45,6 +45,8 @@ pub struct Reply {
     pub reasoning: String,
     pub signatures: Vec<String>,
     pub redacted: Vec<String>,
+    /// Blocks of tools the provider ran (`StreamEvent::ServerBlock`).
+    pub server_blocks: Vec<serde_json::Value>,
     /// (id, name, raw arguments, ended)
     pub tool_calls: Vec<(String, String, String, bool)>,
     pub usage: Option<Usage>,
@@ -89,6 +91,7 @@ pub async fn collect(mut stream: ModelStream) -> Reply {
                 reply.signatures.push(signature.clone())
             }
             StreamEvent::RedactedReasoning { data } => reply.redacted.push(data.clone()),
+            StreamEvent::ServerBlock { block } => reply.server_blocks.push(block.clone()),
             StreamEvent::ToolCallStart { id, name } => {
                 assert!(
                     reply.tool_calls.iter().all(|c| &c.0 != id),

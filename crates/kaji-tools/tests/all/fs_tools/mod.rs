@@ -8,6 +8,7 @@ mod glob;
 mod grep;
 mod hostile;
 mod kajiignore;
+mod notebook;
 mod read;
 mod write;
 
