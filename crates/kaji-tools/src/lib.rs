@@ -200,6 +200,13 @@ pub enum ToolAccess {
         /// Who holds it now.
         holder: String,
     },
+    /// Changes a task of the shared list that the caller does not hold
+    /// (nobody's, or another owner's without taking it over): runs in
+    /// every mode but plan, where only the caller's own tasks change.
+    SharedTask {
+        /// The task; `None`: whichever is next available (`TaskClaim`).
+        task_id: Option<u64>,
+    },
     /// Reads from the network (`WebFetch`): only reads, but the user is
     /// asked per domain unless a rule allows it.
     Network {

@@ -502,3 +502,165 @@ async fn kaji_worker_applies_an_untrusted_projects_settings_only_with_trust() {
     let (ran, stderr) = worker_in_untrusted_project(true).await;
     assert!(ran, "--trust did not apply the project's yolo: {stderr}");
 }
+
+/// Plan mode plans: it may create tasks and change the ones it holds, but
+/// neither delete nor claim a task of the shared list it does not hold (a
+/// teammate's unowned task included), nor take one over.
+#[tokio::test]
+async fn plan_mode_changes_only_the_planners_own_tasks() {
+    let home = tempfile::tempdir().unwrap();
+    let work = repo();
+    let store = kaji_tasks::TaskListStore::open(&home.path().join("kaji-home"), "team").unwrap();
+    let new = |subject: &str| kaji_tasks::list::NewTask {
+        subject: subject.to_string(),
+        ..Default::default()
+    };
+    let bobs = store.create(new("bob's, nobody holds it")).unwrap();
+    let alices = store.create(new("alice's")).unwrap();
+    store.claim(alices.id, "alice").unwrap();
+    let mine = store.create(new("the planner's")).unwrap();
+    store.claim(mine.id, "planner").unwrap();
+    let id = |t: &kaji_tasks::list::Task| t.id.to_string();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call(
+            "TaskUpdate",
+            json!({"taskId": id(&bobs), "status": "deleted"}),
+        ),
+        Turn::tool_call(
+            "TaskUpdate",
+            json!({"taskId": id(&alices), "status": "deleted"}),
+        ),
+        Turn::tool_call("TaskClaim", json!({"taskId": id(&bobs)})),
+        Turn::tool_call("TaskClaim", json!({})),
+        Turn::tool_call(
+            "TaskCreate",
+            json!({"subject": "Planned step", "description": ""}),
+        ),
+        Turn::tool_call(
+            "TaskUpdate",
+            json!({"taskId": id(&mine), "description": "refined in plan mode"}),
+        ),
+        Turn::tool_call("ExitPlanMode", json!({"plan": "1. Planned step"})),
+    ]))
+    .await;
+    let out = exec(
+        home.path(),
+        work.path(),
+        &server.anthropic_base_url(),
+        &["--json", "--task-list", "team", "--permission-mode", "plan"],
+    )
+    .env("KAJI_AGENT_NAME", "planner")
+    .output()
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let lines = lines(&out.stdout);
+    let refused: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["type"] == "tool_result" && l["is_error"] == true)
+        .inspect(|l| {
+            let output = l["output"].as_str().unwrap_or_default();
+            assert!(output.contains("not allowed in plan mode"), "{l}");
+        })
+        .filter_map(|l| l["name"].as_str())
+        .collect();
+    assert_eq!(
+        refused,
+        ["TaskUpdate", "TaskUpdate", "TaskClaim", "TaskClaim"],
+        "{stderr}"
+    );
+    assert_eq!(lines.last().unwrap()["status"], "completed");
+    let bobs = store.get(bobs.id).expect("bob's task is not deleted");
+    assert_eq!(bobs.owner, None, "nor claimed");
+    assert_eq!(
+        store.get(alices.id).unwrap().owner.as_deref(),
+        Some("alice")
+    );
+    let mine = store.get(mine.id).unwrap();
+    assert_eq!(mine.description, "refined in plan mode");
+    let tasks = store.list().unwrap().tasks;
+    assert!(
+        tasks.iter().any(|t| t.subject == "Planned step"),
+        "created: {tasks:?}"
+    );
+}
+
+/// `kaji exec --json [--trust] -C work` reading `big.txt`, with the
+/// user's settings choosing anthropic, `users-model` and the scripted
+/// server, and `project` as the project's settings: exit code, stderr and
+/// the requests the server got.
+async fn read_big_file(
+    home: &Path,
+    work: &Path,
+    project: &str,
+    trust: bool,
+) -> (Option<i32>, String, Vec<kaji_test_support::RecordedRequest>) {
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Read", json!({"file_path": "big.txt"})),
+        done("read"),
+    ]))
+    .await;
+    let kaji_home = home.join("kaji-home");
+    std::fs::create_dir_all(&kaji_home).unwrap();
+    let user = format!(
+        "provider = \"anthropic\"\nmodel = \"users-model\"\nbase_url = \"{}\"\n",
+        server.anthropic_base_url()
+    );
+    std::fs::write(kaji_home.join("config.toml"), user).unwrap();
+    std::fs::create_dir_all(work.join(".kaji")).unwrap();
+    std::fs::write(work.join(".kaji/config.toml"), project).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kaji"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("KAJI_HOME", &kaji_home)
+        .env("ANTHROPIC_API_KEY", "test-key-123456")
+        .env("OPENAI_API_KEY", "test-key-123456")
+        .stdin(Stdio::null())
+        .args(["exec", "--json", "-C"])
+        .arg(work)
+        .args(trust.then_some("--trust"))
+        .arg("read big.txt")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    (out.status.code(), stderr, server.requests())
+}
+
+/// An untrusted project chooses neither the provider nor the model the
+/// user's key goes to, and raises no limit (`tool_result_max_chars`):
+/// each is named in the warning. Trusted, its model and limit apply.
+#[tokio::test]
+async fn an_untrusted_project_keeps_the_users_model_and_limits() {
+    let home = tempfile::tempdir().unwrap();
+    let work = repo();
+    // 1,000 lines of 100 characters: twice the default cap.
+    let big: String = (0..1000).map(|i| format!("{i:>99}\n")).collect();
+    std::fs::write(work.path().join("big.txt"), big).unwrap();
+    let project =
+        "provider = \"openai\"\nmodel = \"projects-model\"\ntool_result_max_chars = 1000000\n";
+    let (code, stderr, requests) = read_big_file(home.path(), work.path(), project, false).await;
+    assert_eq!(code, Some(0), "stderr: {stderr}");
+    assert!(
+        stderr.contains("tool_result_max_chars, provider, model in "),
+        "not named: {stderr}"
+    );
+    assert_eq!(requests.len(), 2, "both on the user's anthropic wire");
+    assert_eq!(requests[0].body["model"], "users-model");
+    let sent = requests[1].body.to_string().len();
+    assert!(
+        sent < 80_000,
+        "the read is capped at 50,000 characters: {sent} sent"
+    );
+
+    // Trusted, the project's model and limit apply (its provider is left
+    // out here: the scripted server would not be where it sends).
+    let project = "model = \"projects-model\"\ntool_result_max_chars = 1000000\n";
+    let (code, stderr, requests) = read_big_file(home.path(), work.path(), project, true).await;
+    assert_eq!(code, Some(0), "stderr: {stderr}");
+    assert_eq!(requests[0].body["model"], "projects-model");
+    let sent = requests[1].body.to_string().len();
+    assert!(sent > 100_000, "the whole read is sent: {sent}");
+}
