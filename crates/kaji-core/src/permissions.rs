@@ -85,6 +85,45 @@ pub struct PermissionDenial {
     /// The rule that would have allowed it (for `--allow`), if one is
     /// narrow enough.
     pub rule: Option<String>,
+    /// What the call would have done, for a hint at what would allow it.
+    pub action: DeniedAction,
+}
+
+/// What a denied call would have done, from its permission requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeniedAction {
+    /// Run a command (the sandbox could have run it confined).
+    Command,
+    /// Edit or write files (accept-edits allows those inside the project).
+    FileChange,
+    /// Anything else.
+    #[default]
+    Other,
+}
+
+impl DeniedAction {
+    /// The action of a call asking `requests`.
+    pub fn of(requests: &[PermissionRequest]) -> Self {
+        let edits = |r: &PermissionRequest| {
+            matches!(
+                r,
+                PermissionRequest::Path {
+                    tool: PathTool::Edit | PathTool::Write,
+                    ..
+                }
+            )
+        };
+        if requests
+            .iter()
+            .any(|r| matches!(r, PermissionRequest::Bash { .. }))
+        {
+            Self::Command
+        } else if requests.iter().any(edits) {
+            Self::FileChange
+        } else {
+            Self::Other
+        }
+    }
 }
 
 /// How the session's sandbox is chosen.

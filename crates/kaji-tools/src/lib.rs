@@ -371,6 +371,13 @@ pub trait Tool: Send + Sync {
         None
     }
 
+    /// The input of a call of this tool that runs `command` as a shell
+    /// command line, for the tool that runs them (`Bash`): a front end's
+    /// `!command` is such a call. `None` (the default): it runs none.
+    fn shell_input(&self, _command: &str) -> Option<Value> {
+        None
+    }
+
     /// Runs the call.
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
 }
