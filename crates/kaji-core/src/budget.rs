@@ -13,6 +13,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use kaji_protocol::Usage;
 
+/// The price of a model's requests, when its prices are known: the one
+/// place a [`crate::task::Pricing`] is made (a Task's cost, the run
+/// budget's fallback).
+pub(crate) fn pricing(info: &kaji_llm::pricing::ModelInfo) -> Option<crate::task::Pricing> {
+    info.prices.map(|prices| {
+        let price: crate::task::Pricing =
+            std::sync::Arc::new(move |usage| kaji_llm::pricing::cost_usd(usage, &prices));
+        price
+    })
+}
+
 /// What a run may spend, and what it has spent.
 #[derive(Default)]
 pub struct RunBudget {

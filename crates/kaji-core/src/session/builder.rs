@@ -513,11 +513,7 @@ impl SessionBuilder {
         let (settings, _) = KajiConfig::load_gated(&self.kaji_home, &cwd, trusted)
             .map_err(|e| SessionError::Usage(e.to_string()))?;
         let list = self.open_list(&settings, default_list).await?;
-        let lease = match settings.lease_ms {
-            Some(ms) if !self.env.lease_ms_set => std::time::Duration::from_millis(ms),
-            _ => kaji_tasks::list::pg::lease_ms_from_env(),
-        };
-        Ok((list, lease))
+        Ok((list, self.env.lease(settings.lease_ms)))
     }
 
     /// Where the first Task works: `--worktree` (created, or entered again
@@ -573,11 +569,7 @@ fn run_budget(
             "max_requests must be at least 1".to_string(),
         ));
     }
-    let price = model_info.prices.map(|prices| {
-        let price: crate::task::Pricing =
-            Arc::new(move |usage| kaji_llm::pricing::cost_usd(usage, &prices));
-        price
-    });
+    let price = crate::budget::pricing(model_info);
     let budget = crate::budget::RunBudget::new(max_requests, max_usd, price);
     if budget.cost_limit_unenforceable() {
         warnings.push(
