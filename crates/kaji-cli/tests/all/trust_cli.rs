@@ -664,3 +664,151 @@ async fn an_untrusted_project_keeps_the_users_model_and_limits() {
     let sent = requests[1].body.to_string().len();
     assert!(sent > 100_000, "the whole read is sent: {sent}");
 }
+
+/// A rule file of the repository that is a symbolic link to a secret
+/// outside it (a private key in `~/.ssh`, a file elsewhere) never reaches
+/// the model: it is skipped with a warning naming it, while a rule file
+/// inside the project is read.
+#[tokio::test]
+async fn rule_files_linking_outside_the_project_are_skipped() {
+    let home = tempfile::tempdir().unwrap();
+    let work = repo();
+    let ssh = home.path().join(".ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    std::fs::write(ssh.join("id_ed25519"), "PRIVATE-KEY-MATERIAL-1234\n").unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("notes.md"), "OUTSIDE-NOTES-5678\n").unwrap();
+    std::os::unix::fs::symlink(ssh.join("id_ed25519"), work.path().join("AGENTS.md")).unwrap();
+    std::os::unix::fs::symlink(
+        elsewhere.path().join("notes.md"),
+        work.path().join("CLAUDE.md"),
+    )
+    .unwrap();
+    std::fs::write(work.path().join(".clinerules"), "PROJECT-RULE-OK\n").unwrap();
+    let server = ScriptedModelServer::start(Script::new([done("looked")])).await;
+    let out = exec(
+        home.path(),
+        work.path(),
+        &server.anthropic_base_url(),
+        &["--json", "--trust"],
+    )
+    .output()
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let request = server.requests()[0].body.to_string();
+    assert!(
+        request.contains("PROJECT-RULE-OK"),
+        "the project's rule file is read"
+    );
+    for secret in ["PRIVATE-KEY-MATERIAL", "OUTSIDE-NOTES"] {
+        assert!(!request.contains(secret), "{secret} was sent to the model");
+    }
+    for name in ["AGENTS.md", "CLAUDE.md"] {
+        assert!(
+            stderr.contains(&format!(
+                "skipped rule file {}",
+                work.path().join(name).display()
+            )),
+            "{name} not named: {stderr}"
+        );
+    }
+}
+
+/// kaji's own git (`EnterWorktree`, the checkpoint after a `Write`) runs
+/// none of the repository's programs — its hooks, an fsmonitor of a git
+/// directory a command planted and named in `.git/commondir` — and a
+/// planted `commondir` is refused, naming it.
+#[tokio::test]
+async fn kajis_own_git_runs_no_program_of_the_repository() {
+    let home = tempfile::tempdir().unwrap();
+    let work = repo();
+    let root = work.path();
+    std::fs::write(root.join("README.md"), "hello\n").unwrap();
+    git(root, &["add", "."]);
+    git(
+        root,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    );
+    let planted = root.join("planted");
+    std::fs::create_dir_all(planted.join("hooks")).unwrap();
+    let pwn = home.path().join("PWN");
+    let script = format!("#!/bin/sh\ntouch {}\n", pwn.display());
+    for hook in [
+        planted.join("hooks/post-checkout"),
+        root.join(".git/hooks/post-checkout"),
+        root.join(".git/hooks/pre-commit"),
+    ] {
+        std::fs::write(&hook, &script).unwrap();
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let monitor = format!("[core]\n\tfsmonitor = touch {}\n", pwn.display());
+    std::fs::write(planted.join("config"), &monitor).unwrap();
+    let run = |turns: Vec<Turn>| {
+        let (home, root) = (home.path().to_path_buf(), root.to_path_buf());
+        async move { exec_lines(&home, &root, turns).await }
+    };
+    run(vec![
+        Turn::tool_call("EnterWorktree", json!({"name": "safe"})),
+        Turn::tool_call(
+            "Write",
+            json!({"file_path": "new.txt", "content": "checkpointed\n"}),
+        ),
+        done("wrote"),
+    ])
+    .await;
+    assert!(root.join(".kaji/worktrees/safe/new.txt").exists());
+    assert!(!pwn.exists(), "kaji's own git ran the repository's hook");
+
+    std::fs::write(
+        root.join(".git/commondir"),
+        format!("{}\n", planted.display()),
+    )
+    .unwrap();
+    let lines = run(vec![
+        Turn::tool_call("EnterWorktree", json!({"name": "other"})),
+        done("tried"),
+    ])
+    .await;
+    let refused = lines
+        .iter()
+        .find(|l| l["type"] == "tool_result" && l["name"] == "EnterWorktree")
+        .unwrap();
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert!(
+        refused["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("commondir"),
+        "{refused}"
+    );
+    assert!(!pwn.exists(), "kaji's own git ran a planted program");
+}
+
+/// `kaji exec --json --yolo --sandbox off` in `work` with `turns`: its
+/// lines, once it exited 0.
+async fn exec_lines(home: &Path, work: &Path, turns: Vec<Turn>) -> Vec<Value> {
+    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    let out = exec(
+        home,
+        work,
+        &server.anthropic_base_url(),
+        &["--json", "--yolo", "--sandbox", "off"],
+    )
+    .output()
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    lines(&out.stdout)
+}

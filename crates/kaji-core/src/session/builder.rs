@@ -199,6 +199,16 @@ impl SessionBuilder {
             self.env.home.as_deref(),
             &tools,
         ));
+        // Rule files are read again for every prompt; what was skipped
+        // (a link out of the project, an unreadable file) is said once.
+        warnings.extend(
+            crate::rules::RuleFiles::discover_with_home(
+                &self.kaji_home,
+                &work_dir,
+                self.env.home.as_deref(),
+            )
+            .warnings,
+        );
         let mut servers = settings.mcp_servers.clone();
         for (name, server) in &self.options.mcp_servers {
             if servers.contains_key(name) {
