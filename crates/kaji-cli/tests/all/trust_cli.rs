@@ -6,6 +6,8 @@
 
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kaji_test_support::fixtures::git;
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
@@ -811,4 +813,95 @@ async fn exec_lines(home: &Path, work: &Path, turns: Vec<Turn>) -> Vec<Value> {
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     lines(&out.stdout)
+}
+
+/// A one-route HTTP server on 127.0.0.1 answering every request with
+/// `response`; counts the connections it got.
+async fn http_server(response: String) -> (u16, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&hits);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = socket.read(&mut buf).await;
+            let _ = socket.write_all(response.as_bytes()).await;
+            let _ = socket.shutdown().await;
+        }
+    });
+    (port, hits)
+}
+
+/// WebFetch checks every hop against the rules, on the address, not its
+/// text: a redirect from an allowed host to a loopback address on another
+/// is not followed, fetching that address asks (so `kaji exec` refuses
+/// it), and a deny rule for `127.0.0.1` also stops `2130706433` and
+/// `localhost`. The internal server is never reached.
+#[tokio::test]
+async fn webfetch_checks_every_hop_and_every_spelling() {
+    let home = tempfile::tempdir().unwrap();
+    let work = repo();
+    let body = "INTERNAL-SECRET-9911";
+    let (inner, inner_hits) = http_server(format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ))
+    .await;
+    let (outer, _) = http_server(format!(
+        "HTTP/1.1 302 Found\r\nLocation: http://localhost:{inner}/secret\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    ))
+    .await;
+    let fetch = |url: String| Turn::tool_call("WebFetch", json!({"url": url, "prompt": "read"}));
+    let run = |turns: Vec<Turn>, flags: Vec<&'static str>| {
+        let (home, work) = (home.path().to_path_buf(), work.path().to_path_buf());
+        async move {
+            let server = ScriptedModelServer::start(Script::new(turns)).await;
+            let out = exec(&home, &work, &server.anthropic_base_url(), &flags)
+                .output()
+                .await
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).to_string()
+        }
+    };
+    let out = run(
+        vec![
+            fetch(format!("http://127.0.0.1:{outer}/go")),
+            fetch(format!("http://localhost:{inner}/secret")),
+            done("fetched"),
+        ],
+        vec!["--json", "--allow", "WebFetch(domain:127.0.0.1)"],
+    )
+    .await;
+    assert!(out.contains("redirects to"), "the redirect is named: {out}");
+    let denials = lines(out.as_bytes()).last().unwrap()["permission_denials"].clone();
+    assert_eq!(denials[0]["tool"], "WebFetch", "{denials}");
+    let out2 = run(
+        vec![
+            fetch(format!("http://2130706433:{inner}/secret")),
+            fetch(format!("http://127.1:{inner}/secret")),
+            done("fetched"),
+        ],
+        vec!["--json", "--yolo", "--deny", "WebFetch(domain:127.0.0.1)"],
+    )
+    .await;
+    for out in [&out, &out2] {
+        assert!(
+            !out.contains(body),
+            "the internal page reached the model: {out}"
+        );
+    }
+    assert_eq!(
+        inner_hits.load(Ordering::SeqCst),
+        0,
+        "the internal server was reached"
+    );
 }
