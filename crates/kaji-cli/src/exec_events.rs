@@ -577,15 +577,16 @@ pub fn result(
 
 /// The flag that would have allowed a denied call.
 pub fn allow_hint(d: &kaji_core::permissions::PermissionDenial) -> String {
-    match (&d.rule, d.tool.as_str()) {
-        (Some(rule), "Bash") => format!(
+    use kaji_core::permissions::DeniedAction;
+    match (&d.rule, d.action) {
+        (Some(rule), DeniedAction::Command) => format!(
             "--allow '{rule}' would allow it (or --sandbox workspace-write runs commands confined)"
         ),
-        (Some(rule), "Edit" | "Write") => format!(
+        (Some(rule), DeniedAction::FileChange) => format!(
             "--allow '{rule}' would allow it (or --permission-mode accept-edits for edits inside the project)"
         ),
-        (Some(rule), _) => format!("--allow '{rule}' would allow it"),
-        (None, "Bash") => "no narrow rule covers it; --sandbox workspace-write runs it confined, --yolo unconfined".to_string(),
+        (Some(rule), DeniedAction::Other) => format!("--allow '{rule}' would allow it"),
+        (None, DeniedAction::Command) => "no narrow rule covers it; --sandbox workspace-write runs it confined, --yolo unconfined".to_string(),
         (None, _) => "it is outside the project or a protected path; only --yolo allows it".to_string(),
     }
 }

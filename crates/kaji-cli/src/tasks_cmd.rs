@@ -280,9 +280,8 @@ fn run_inner(args: TasksArgs) -> Result<(), Failure> {
     } else {
         args.list.filter(|l| !l.trim().is_empty())
     };
-    let url = std::env::var(kaji_tasks::list::pg::TASK_LIST_URL_ENV)
-        .ok()
-        .filter(|u| !u.trim().is_empty())
+    let url = kaji_core::env::StartupEnv::read()
+        .task_list_url
         .or_else(|| url_setting(&home));
     let target = resolve_target(flag.as_deref(), None, url.as_deref(), DEFAULT_LIST_ID)?;
     match target {

@@ -87,9 +87,9 @@ pub async fn run(mut args: WorkerArgs) -> i32 {
     }
     // The model's task tools act as this teammate.
     args.agent.agent_name = Some(name.clone());
-    let named = args.agent.task_list.is_some()
-        || std::env::var(kaji_tasks::list::TASK_LIST_ID_ENV).is_ok_and(|v| !v.trim().is_empty());
-    let (list, lease) = match open_list(&args, named).await {
+    let env = kaji_core::env::StartupEnv::read();
+    let named = args.agent.task_list.is_some() || env.task_list_id.is_some();
+    let (list, lease) = match open_list(&args, &env, named).await {
         Ok(found) => found,
         Err((code, message)) => {
             eprintln!("kaji worker: {message}");
@@ -170,10 +170,15 @@ pub async fn run(mut args: WorkerArgs) -> i32 {
 /// The list to work (`--task-list` or `KAJI_TASK_LIST_ID`, on the backend
 /// `task_list_url` / `KAJI_TASK_LIST_URL` names; a URL given to
 /// `--task-list` must carry `?list=`) and the lease length.
-async fn open_list(args: &WorkerArgs, named: bool) -> Result<(TaskList, Duration), (i32, String)> {
-    let url_names_list = std::env::var(kaji_tasks::list::pg::TASK_LIST_URL_ENV)
-        .ok()
-        .and_then(|u| kaji_tasks::list::pg::PgUrl::parse(&u).ok())
+async fn open_list(
+    args: &WorkerArgs,
+    env: &kaji_core::env::StartupEnv,
+    named: bool,
+) -> Result<(TaskList, Duration), (i32, String)> {
+    let url_names_list = env
+        .task_list_url
+        .as_deref()
+        .and_then(|u| kaji_tasks::list::pg::PgUrl::parse(u).ok())
         .is_some_and(|u| u.list.is_some());
     if !named && !url_names_list {
         return Err((
@@ -186,6 +191,7 @@ async fn open_list(args: &WorkerArgs, named: bool) -> Result<(TaskList, Duration
         .session_options()
         .map_err(|e| (2, e.to_string()))?;
     SessionBuilder::new(crate::paths::kaji_home(), options)
+        .startup_env(env.clone())
         .task_list("")
         .await
         .map_err(|e| (if e.is_usage() { 2 } else { 1 }, e.to_string()))

@@ -16,6 +16,17 @@ use kaji_protocol::Usage;
 /// The cost of a request's usage in USD.
 pub type Pricing = std::sync::Arc<dyn Fn(&Usage) -> f64 + Send + Sync>;
 
+/// The price of a model's requests, when its prices are known: the one
+/// place a [`Pricing`] is made (a Task's cost, the run
+/// budget's fallback).
+pub(crate) fn pricing(info: &kaji_llm::pricing::ModelInfo) -> Option<Pricing> {
+    info.prices.map(|prices| {
+        let price: Pricing =
+            std::sync::Arc::new(move |usage| kaji_llm::pricing::cost_usd(usage, &prices));
+        price
+    })
+}
+
 /// What a run may spend, and what it has spent.
 #[derive(Default)]
 pub struct RunBudget {

@@ -200,8 +200,8 @@ pub struct KajiConfig {
 pub struct IgnoredSetting {
     /// The key (`hooks`, `mcp_servers`, `permission_mode`, `base_url`,
     /// `permissions.allow`, `env_passthrough`, `sandbox`,
-    /// `sandbox_network`, `task_list_url`, `web_search`, `model_aliases`, `models`,
-    /// `reasoning`, and a limit that would rise: `max_agent_depth`,
+    /// `sandbox_network`, `task_list_url`, `web_search`, `provider`, `model`,
+    /// `model_aliases`, `models`, `reasoning`, and a limit that would rise: `max_agent_depth`,
     /// `tool_result_max_chars`, `token_budget`, `max_mistakes`,
     /// `auto_compact_threshold`; `mcpServers` for a `.mcp.json`).
     pub key: &'static str,
@@ -444,9 +444,8 @@ impl KajiConfig {
 
     /// Keeps of an untrusted project file's settings that spend the user's
     /// money or raise a limit only what narrows `base` (the settings laid
-    /// down so far, else the defaults); drops `[model_aliases]` and
-    /// `[models]` (they choose which model gets the user's key and how big
-    /// its requests grow) and a `reasoning` other than `off`. Notes each.
+    /// down so far, else the defaults), and only the model the user chose
+    /// ([`KajiConfig::keep_users_model`]). Notes each.
     fn narrow_untrusted(
         &mut self,
         base: &KajiConfig,
@@ -503,6 +502,38 @@ impl KajiConfig {
                 Some(0.85),
             ),
         );
+        self.keep_users_model(base, path, ignored);
+    }
+
+    /// Drops of an untrusted project file's settings what chooses where
+    /// the user's key goes and how much it spends: a `provider` or `model`
+    /// other than `base`'s, `[model_aliases]`, `[models]` and a
+    /// `reasoning` other than `off` or `base`'s. Notes each.
+    fn keep_users_model(
+        &mut self,
+        base: &KajiConfig,
+        path: &Path,
+        ignored: &mut Vec<IgnoredSetting>,
+    ) {
+        let mut note = |key: &'static str, present: bool| {
+            if present {
+                ignored.push(IgnoredSetting {
+                    key,
+                    path: path.to_path_buf(),
+                });
+            }
+        };
+        // Which provider and model get the user's key is the user's
+        // choice: a project may only repeat it.
+        let chooses = |top: &mut Option<String>, base: &Option<String>| {
+            let differs = top.is_some() && top != base;
+            if differs {
+                *top = None;
+            }
+            differs
+        };
+        note("provider", chooses(&mut self.provider, &base.provider));
+        note("model", chooses(&mut self.model, &base.model));
         note("model_aliases", !self.model_aliases.is_empty());
         self.model_aliases.clear();
         note("models", !self.models.is_empty());

@@ -21,13 +21,24 @@ pub struct StartupEnv {
     /// `KAJI_TASK_LIST_URL`: the task list's database; wins over the
     /// `task_list_url` setting.
     pub task_list_url: Option<String>,
-    /// `KAJI_LEASE_MS` is set: it wins over the `lease_ms` setting.
-    pub lease_ms_set: bool,
+    /// `KAJI_LEASE_MS`, when it is a positive number of milliseconds: it
+    /// wins over the `lease_ms` setting.
+    pub lease_ms: Option<u64>,
     /// `KAJI_AGENT_NAME`: the main agent's owner name, after `--name`.
     pub agent_name: Option<String>,
 }
 
 impl StartupEnv {
+    /// How long a worker's lease lasts: `KAJI_LEASE_MS`, else the
+    /// `lease_ms` setting, else 30 s.
+    pub fn lease(&self, setting: Option<u64>) -> std::time::Duration {
+        let ms = self
+            .lease_ms
+            .or(setting.filter(|ms| *ms > 0))
+            .unwrap_or(kaji_tasks::list::pg::DEFAULT_LEASE_MS);
+        std::time::Duration::from_millis(ms)
+    }
+
     /// Reads the process's environment (empty values count as unset).
     pub fn read() -> Self {
         let text = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
@@ -35,7 +46,9 @@ impl StartupEnv {
             home: std::env::var_os("HOME").map(PathBuf::from),
             task_list_id: text(kaji_tasks::list::TASK_LIST_ID_ENV),
             task_list_url: text(kaji_tasks::list::pg::TASK_LIST_URL_ENV),
-            lease_ms_set: std::env::var_os(kaji_tasks::list::pg::LEASE_MS_ENV).is_some(),
+            lease_ms: text(kaji_tasks::list::pg::LEASE_MS_ENV)
+                .and_then(|v| v.trim().parse().ok())
+                .filter(|ms| *ms > 0),
             agent_name: text("KAJI_AGENT_NAME"),
         }
     }

@@ -255,15 +255,6 @@ impl ToolExecutor {
         self.checkpoint_gate.as_ref()
     }
 
-    /// Whether the tool of this name (built-in or MCP) only reads.
-    pub fn is_read_only(&self, name: &str) -> bool {
-        self.round_tools
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .is_some_and(|t| t.is_read_only())
-    }
-
     /// How the tool of this name presents a call with `input` in `ctx`
     /// (its view) and what an approval of it would show (its preview);
     /// `None` for a tool this round does not have.
@@ -500,6 +491,7 @@ impl ToolExecutor {
                 input: input.clone(),
                 reason: "nobody could approve it".to_string(),
                 rule,
+                action: crate::permissions::DeniedAction::of(requests),
             });
     }
 

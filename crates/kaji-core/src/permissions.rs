@@ -96,6 +96,45 @@ pub struct PermissionDenial {
     /// The rule that would have allowed it (for `--allow`), if one is
     /// narrow enough.
     pub rule: Option<String>,
+    /// What the call would have done, for a hint at what would allow it.
+    pub action: DeniedAction,
+}
+
+/// What a denied call would have done, from its permission requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeniedAction {
+    /// Run a command (the sandbox could have run it confined).
+    Command,
+    /// Edit or write files (accept-edits allows those inside the project).
+    FileChange,
+    /// Anything else.
+    #[default]
+    Other,
+}
+
+impl DeniedAction {
+    /// The action of a call asking `requests`.
+    pub fn of(requests: &[PermissionRequest]) -> Self {
+        let edits = |r: &PermissionRequest| {
+            matches!(
+                r,
+                PermissionRequest::Path {
+                    tool: PathTool::Edit | PathTool::Write,
+                    ..
+                }
+            )
+        };
+        if requests
+            .iter()
+            .any(|r| matches!(r, PermissionRequest::Bash { .. }))
+        {
+            Self::Command
+        } else if requests.iter().any(edits) {
+            Self::FileChange
+        } else {
+            Self::Other
+        }
+    }
 }
 
 /// How the session's sandbox is chosen.
@@ -362,9 +401,10 @@ pub fn requests_for(tool: &str, access: &ToolAccess, reads: &[PathBuf]) -> Vec<P
             name: tool.to_string(),
         }],
         ToolAccess::Network { url, .. } => vec![PermissionRequest::WebFetch { url: url.clone() }],
-        ToolAccess::Interaction | ToolAccess::SessionState | ToolAccess::TakeOver { .. } => {
-            Vec::new()
-        }
+        ToolAccess::Interaction
+        | ToolAccess::SessionState
+        | ToolAccess::TakeOver { .. }
+        | ToolAccess::SharedTask { .. } => Vec::new(),
     }
 }
 
@@ -378,13 +418,8 @@ pub fn decide(
     ctx: &Context,
     approvals: &SessionApprovals,
 ) -> Decision {
-    // Taking over another owner's task: the user decides, in every mode
-    // but yolo (no rule covers it).
-    if let ToolAccess::TakeOver { .. } = access {
-        return match mode {
-            PermissionMode::Yolo => Decision::Allow,
-            _ => Decision::Ask(AskKind::Tool),
-        };
+    if let Some(decision) = decide_shared_task(mode, tool, access) {
+        return decision;
     }
     let mut worst = Decision::Allow;
     for request in &requests_for(tool, access, reads) {
@@ -399,6 +434,31 @@ pub fn decide(
         };
     }
     worst
+}
+
+/// The decision on a change of a task of the shared list the caller does
+/// not hold. Taking over another owner's task: the user decides, in every
+/// mode but yolo (no rule covers it). Plan mode plans: it adds tasks and
+/// changes the ones it holds, never the list's others.
+fn decide_shared_task(mode: PermissionMode, tool: &str, access: &ToolAccess) -> Option<Decision> {
+    let task_id = match access {
+        ToolAccess::TakeOver { task_id, .. } => Some(*task_id),
+        ToolAccess::SharedTask { task_id } => *task_id,
+        _ => return None,
+    };
+    match (access, mode) {
+        (_, PermissionMode::Plan) => {
+            let which = task_id.map_or_else(|| "a task".to_string(), |id| format!("task #{id}"));
+            Some(Decision::Deny(format!(
+                "{tool} is not allowed in plan mode on {which}: you do not hold it, and plan mode \
+                 may only create tasks and change the ones you hold. Present your plan with \
+                 ExitPlanMode first."
+            )))
+        }
+        (ToolAccess::TakeOver { .. }, PermissionMode::Yolo) => Some(Decision::Allow),
+        (ToolAccess::TakeOver { .. }, _) => Some(Decision::Ask(AskKind::Tool)),
+        _ => Some(Decision::Allow),
+    }
 }
 
 fn decide_one(

@@ -12,42 +12,45 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{
     Tool, ToolAccess, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_input, require_text,
 };
 
-/// One `Agent` call, checked.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// One `Agent` call, checked. Its fields' doc comments are the input
+/// schema's descriptions.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentRequest {
-    /// A few words on the work (shown to the user and in `kaji ps`).
+    /// A short (3-5 word) description of the task.
     pub description: String,
-    /// The work, in full: the sub-agent sees nothing else of the parent's
-    /// conversation.
+    /// The task for the agent to perform.
     pub prompt: String,
-    /// The agent type (`general-purpose`, `Explore`, `Plan`, or a user or
-    /// project type), matched case-insensitively.
+    /// The type of agent to use, e.g. general-purpose, Explore or Plan.
     pub subagent_type: String,
-    /// A model for this run (`inherit`, an alias such as `sonnet`, or a
-    /// model name).
+    /// Optional model: inherit, sonnet, opus, haiku or a model name.
     #[serde(default)]
     pub model: Option<String>,
-    /// Return a runtime task id at once; the result comes as a notice.
+    /// Run the agent in the background and return its task id at once.
     #[serde(default)]
-    pub run_in_background: bool,
-    /// `"worktree"`: the agent works in a git worktree of its own
-    /// (`.kaji/worktrees/<agent>` on branch `kaji/<agent>`), so parallel
-    /// edits never collide.
+    pub run_in_background: Option<bool>,
+    /// "worktree": work in a git worktree of its own, so parallel edits never collide.
     #[serde(default)]
+    #[schemars(with = "Option<String>", extend("enum" = ["worktree"]))]
     pub isolation: Option<Isolation>,
-    /// A teammate's name: the agent becomes a named teammate in the
-    /// background that claims tasks of the shared task list under this
-    /// name, one after another, until none is left.
+    /// Start a named teammate instead: it runs in the background and claims tasks of the shared task list under this name, one after another, until none is left (prompt: its standing instructions). You get notices when tasks complete and when it goes idle or ends.
     #[serde(default)]
     pub name: Option<String>,
+}
+
+impl AgentRequest {
+    /// Whether the call asks for a background run.
+    pub fn in_background(&self) -> bool {
+        self.run_in_background.unwrap_or(false)
+    }
 }
 
 /// Where an agent works.
@@ -101,20 +104,7 @@ transcript with TaskOutput, stop it with TaskStop, and its result reaches you as
 ends. With name it starts a teammate that works through the shared task list (create the tasks \
 first with TaskCreate)."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "description": {"type": "string", "description": "A short (3-5 word) description of the task."},
-                    "prompt": {"type": "string", "description": "The task for the agent to perform."},
-                    "subagent_type": {"type": "string", "description": "The type of agent to use, e.g. general-purpose, Explore or Plan."},
-                    "model": {"type": "string", "description": "Optional model: inherit, sonnet, opus, haiku or a model name."},
-                    "run_in_background": {"type": "boolean", "description": "Run the agent in the background and return its task id at once."},
-                    "isolation": {"type": "string", "enum": ["worktree"], "description": "\"worktree\": work in a git worktree of its own, so parallel edits never collide."},
-                    "name": {"type": "string", "description": "Start a named teammate instead: it runs in the background and claims tasks of the shared task list under this name, one after another, until none is left (prompt: its standing instructions). You get notices when tasks complete and when it goes idle or ends."}
-                },
-                "required": ["description", "prompt", "subagent_type"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<AgentRequest>(),
         }
     }
 

@@ -383,6 +383,10 @@ impl Tool for BashTool {
             .map(str::to_string)
     }
 
+    fn shell_input(&self, command: &str) -> Option<Value> {
+        Some(serde_json::json!({ "command": command }))
+    }
+
     fn is_read_only(&self) -> bool {
         false
     }

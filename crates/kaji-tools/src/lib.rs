@@ -232,6 +232,13 @@ pub enum ToolAccess {
         /// Who holds it now.
         holder: String,
     },
+    /// Changes a task of the shared list that the caller does not hold
+    /// (nobody's, or another owner's without taking it over): runs in
+    /// every mode but plan, where only the caller's own tasks change.
+    SharedTask {
+        /// The task; `None`: whichever is next available (`TaskClaim`).
+        task_id: Option<u64>,
+    },
     /// Reads from the network (`WebFetch`): only reads, but the user is
     /// asked per domain unless a rule allows it.
     Network {
@@ -407,6 +414,13 @@ pub trait Tool: Send + Sync {
     /// unified diff of the file as it is now. May read files; never
     /// changes anything. `None`: the title says it all.
     fn preview(&self, _input: &Value, _ctx: &ToolContext) -> Option<String> {
+        None
+    }
+
+    /// The input of a call of this tool that runs `command` as a shell
+    /// command line, for the tool that runs them (`Bash`): a front end's
+    /// `!command` is such a call. `None` (the default): it runs none.
+    fn shell_input(&self, _command: &str) -> Option<Value> {
         None
     }
 

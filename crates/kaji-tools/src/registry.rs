@@ -42,6 +42,14 @@ impl ToolRegistry {
         self.tools.iter().map(|t| t.spec()).collect()
     }
 
+    /// The tool that runs shell command lines and its input for
+    /// `command` ([`Tool::shell_input`]), if the registry has one.
+    pub fn shell_call(&self, command: &str) -> Option<(&'static str, serde_json::Value)> {
+        self.tools
+            .iter()
+            .find_map(|t| t.shell_input(command).map(|input| (t.name(), input)))
+    }
+
     /// Names of every tool.
     pub fn names(&self) -> Vec<&'static str> {
         self.tools.iter().map(|t| t.name()).collect()

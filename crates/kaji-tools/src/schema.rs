@@ -55,6 +55,18 @@ pub fn input_schema<T: JsonSchema>() -> Value {
     value
 }
 
+/// Gives `property` of an input schema the values it may take, known only
+/// at run time (the `Skill` tool's skill names), in the sent key order.
+pub fn set_enum(schema: &mut Value, property: &str, values: Vec<Value>) {
+    if let Some(Value::Object(map)) = schema
+        .get_mut("properties")
+        .and_then(|p| p.get_mut(property))
+    {
+        map.insert("enum".into(), Value::Array(values));
+        reorder(map);
+    }
+}
+
 /// One schema object in the sent form, its sub-schemas too.
 fn shape(value: &mut Value) {
     let Value::Object(map) = value else {

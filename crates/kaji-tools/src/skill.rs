@@ -251,9 +251,10 @@ struct SkillTool {
     skills: Vec<Skill>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct SkillInput {
+    /// The skill's name.
     skill: String,
 }
 
@@ -271,12 +272,12 @@ impl Tool for SkillTool {
                 "Loads a skill: returns its instructions and the folder its files are in. \
 Use it when the task matches one of the skills listed in the system prompt."
                     .into(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {"skill": {"type": "string", "enum": names, "description": "The skill's name."}},
-                "required": ["skill"],
-                "additionalProperties": false,
-            }),
+            input_schema: {
+                let mut schema = crate::schema::input_schema::<SkillInput>();
+                let names = names.into_iter().map(Value::from).collect();
+                crate::schema::set_enum(&mut schema, "skill", names);
+                schema
+            },
         }
     }
 

@@ -16,6 +16,7 @@ use kaji_tasks::list::{
     ListSnapshot, NewTask, Task, TaskFilter, TaskList, TaskListError, TaskListErrorKind, TaskPatch,
     TaskStatus,
 };
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -146,14 +147,19 @@ fn id_list(ids: &[u64]) -> String {
 /// The `TaskCreate` tool.
 struct TaskCreateTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct TaskCreateInput {
+    /// Short imperative title of the task.
     subject: String,
-    #[serde(default)]
-    description: String,
+    /// What needs to be done, with enough context for someone else to do it.
+    // Asked for, but a call without it still creates the task.
+    #[schemars(required, with = "String")]
+    description: Option<String>,
+    /// Present-continuous form shown while the task is in progress, e.g. "Running the tests".
     #[serde(default)]
     active_form: Option<String>,
+    /// Extra key/value context to store with the task.
     #[serde(default)]
     metadata: Option<Map<String, Value>>,
 }
@@ -180,29 +186,7 @@ description, and give activeForm as the present-continuous phrase shown while th
 on (\"Fixing the login timeout\"). Dependencies are set afterwards with TaskUpdate. Returns the new \
 task's id."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "subject": {
-                        "type": "string",
-                        "description": "Short imperative title of the task."
-                    },
-                    "description": {
-                        "type": "string",
-                        "description": "What needs to be done, with enough context for someone else to do it."
-                    },
-                    "activeForm": {
-                        "type": "string",
-                        "description": "Present-continuous form shown while the task is in progress, e.g. \"Running the tests\"."
-                    },
-                    "metadata": {
-                        "type": "object",
-                        "description": "Extra key/value context to store with the task."
-                    }
-                },
-                "required": ["subject", "description"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<TaskCreateInput>(),
         }
     }
 
@@ -223,7 +207,7 @@ task's id."
         let store = store_of(ctx)?;
         let new = NewTask {
             subject: input.subject,
-            description: input.description,
+            description: input.description.unwrap_or_default(),
             active_form: input.active_form.filter(|f| !f.trim().is_empty()),
             metadata: input.metadata.unwrap_or_default(),
             ..NewTask::default()
@@ -245,9 +229,11 @@ task's id."
 /// The `TaskGet` tool.
 struct TaskGetTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct TaskGetInput {
+    /// Id of the task, e.g. "3".
+    #[schemars(with = "String")]
     task_id: TaskIdInput,
 }
 
@@ -265,17 +251,7 @@ active form, metadata, the tasks it blocks, and the tasks blocking it with those
 a task with TaskGet before you start on it, to get its full requirements, and before you update it, so you \
 work from its latest state: other agents may have changed it since you last looked."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "taskId": {
-                        "type": "string",
-                        "description": "Id of the task, e.g. \"3\"."
-                    }
-                },
-                "required": ["taskId"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<TaskGetInput>(),
         }
     }
 
@@ -370,17 +346,20 @@ fn describe(snapshot: &ListSnapshot, task: &Task) -> String {
 /// The `TaskList` tool.
 struct TaskListTool;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TaskListInput {
+    /// Only tasks in this status.
     #[serde(default)]
+    #[schemars(extend("enum" = ["pending", "in_progress", "completed"]))]
     status: Option<String>,
+    /// Only tasks held by this owner; an empty string lists the tasks nobody holds.
     #[serde(default)]
     owner: Option<String>,
-    #[serde(default)]
-    available: bool,
-    #[serde(default)]
-    blocked: bool,
+    /// Only tasks you could claim now: pending, no owner, nothing blocking them.
+    available: Option<bool>,
+    /// Only tasks still waiting for an open blocker.
+    blocked: Option<bool>,
 }
 
 impl TaskListInput {
@@ -396,8 +375,8 @@ impl TaskListInput {
         Ok(TaskFilter {
             status,
             owner: self.owner,
-            available: self.available,
-            blocked: self.blocked,
+            available: self.available.unwrap_or(false),
+            blocked: self.blocked.unwrap_or(false),
         })
     }
 }
@@ -417,29 +396,7 @@ subject and the blockers that are still open. Use it to see what is left to do, 
 those), and to check progress after finishing a task. The optional filters narrow the list; every filter \
 given must hold. Use TaskGet for a task's full description."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "status": {
-                        "type": "string",
-                        "enum": ["pending", "in_progress", "completed"],
-                        "description": "Only tasks in this status."
-                    },
-                    "owner": {
-                        "type": "string",
-                        "description": "Only tasks held by this owner; an empty string lists the tasks nobody holds."
-                    },
-                    "available": {
-                        "type": "boolean",
-                        "description": "Only tasks you could claim now: pending, no owner, nothing blocking them."
-                    },
-                    "blocked": {
-                        "type": "boolean",
-                        "description": "Only tasks still waiting for an open blocker."
-                    }
-                },
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<TaskListInput>(),
         }
     }
 
@@ -479,29 +436,46 @@ given must hold. Use TaskGet for a task's full description."
 /// The `TaskUpdate` tool.
 struct TaskUpdateTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct TaskUpdateInput {
+    /// Id of the task to change, e.g. "3".
+    #[schemars(with = "String")]
     task_id: TaskIdInput,
+    /// New status; "deleted" deletes the task.
     #[serde(default)]
+    #[schemars(extend("enum" = ["pending", "in_progress", "completed", "deleted"]))]
     status: Option<String>,
+    /// New imperative title.
     #[serde(default)]
     subject: Option<String>,
+    /// New full description.
     #[serde(default)]
     description: Option<String>,
+    /// New present-continuous form shown while in progress.
     #[serde(default)]
     active_form: Option<String>,
+    /// New owner; an empty string clears it.
     #[serde(default)]
     owner: Option<String>,
+    /// Keys to merge into the metadata; a null value removes the key.
     #[serde(default)]
     metadata: Option<Map<String, Value>>,
+    /// Ids of tasks that cannot start until this one is completed.
     #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
     add_blocks: Option<Vec<TaskIdInput>>,
+    /// Ids of tasks that must be completed before this one can start.
     #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
     add_blocked_by: Option<Vec<TaskIdInput>>,
+    /// Ids of tasks this one should no longer block.
     #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
     remove_blocks: Option<Vec<TaskIdInput>>,
+    /// Ids of tasks this one should no longer wait for.
     #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
     remove_blocked_by: Option<Vec<TaskIdInput>>,
 }
 
@@ -521,13 +495,6 @@ impl Tool for TaskUpdateTool {
     }
 
     fn spec(&self) -> ToolSpec {
-        let ids = |what: &str| {
-            json!({
-                "type": "array",
-                "items": {"type": "string"},
-                "description": what,
-            })
-        };
         ToolSpec {
             name: TASK_UPDATE.to_string(),
             description: "Changes one task of the shared task list. Set status to in_progress before you \
@@ -540,31 +507,7 @@ links to missing tasks or links that would create a cycle are refused. status \"
 for good. Read the task with TaskGet first so you do not undo someone else's change. The result says \
 which tasks a completion unblocked."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "taskId": {"type": "string", "description": "Id of the task to change, e.g. \"3\"."},
-                    "status": {
-                        "type": "string",
-                        "enum": ["pending", "in_progress", "completed", "deleted"],
-                        "description": "New status; \"deleted\" deletes the task."
-                    },
-                    "subject": {"type": "string", "description": "New imperative title."},
-                    "description": {"type": "string", "description": "New full description."},
-                    "activeForm": {"type": "string", "description": "New present-continuous form shown while in progress."},
-                    "owner": {"type": "string", "description": "New owner; an empty string clears it."},
-                    "metadata": {
-                        "type": "object",
-                        "description": "Keys to merge into the metadata; a null value removes the key."
-                    },
-                    "addBlocks": ids("Ids of tasks that cannot start until this one is completed."),
-                    "addBlockedBy": ids("Ids of tasks that must be completed before this one can start."),
-                    "removeBlocks": ids("Ids of tasks this one should no longer block."),
-                    "removeBlockedBy": ids("Ids of tasks this one should no longer wait for.")
-                },
-                "required": ["taskId"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<TaskUpdateInput>(),
         }
     }
 
@@ -581,15 +524,17 @@ which tasks a completion unblocked."
     }
 
     async fn access_checked(&self, input: &Value, ctx: &ToolContext) -> ToolAccess {
+        let Ok(parsed) = serde_json::from_value::<TaskUpdateInput>(input.clone()) else {
+            return ToolAccess::SessionState;
+        };
         // Only the main agent may take over (after an ask); the others are
         // refused in `call`.
         if ctx.role == AgentRole::Main
-            && let Ok(parsed) = serde_json::from_value::<TaskUpdateInput>(input.clone())
             && let Some(takeover) = takeover(&parsed, ctx).await
         {
             return takeover;
         }
-        ToolAccess::SessionState
+        shared_task(&parsed.task_id, ctx).await
     }
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -714,6 +659,24 @@ async fn takeover(input: &TaskUpdateInput, ctx: &ToolContext) -> Option<ToolAcce
         task_id: id,
         holder,
     })
+}
+
+/// [`ToolAccess::SharedTask`] when the task `id` names exists and the
+/// caller does not hold it, else [`ToolAccess::SessionState`] (the
+/// caller's own task; a missing one is refused by the call itself).
+pub(crate) async fn shared_task(id: &TaskIdInput, ctx: &ToolContext) -> ToolAccess {
+    let Ok(task_id) = id.parse(TASK_UPDATE, "taskId") else {
+        return ToolAccess::SessionState;
+    };
+    let Some(list) = ctx.task_list.as_ref() else {
+        return ToolAccess::SessionState;
+    };
+    match list.get(task_id).await {
+        Ok(task) if task.owner.as_deref() != Some(ctx.owner.as_str()) => ToolAccess::SharedTask {
+            task_id: Some(task_id),
+        },
+        _ => ToolAccess::SessionState,
+    }
 }
 
 fn changed_fields(patch: &TaskPatch) -> Vec<&'static str> {

@@ -17,7 +17,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::task_list_tools::{TaskIdInput, blocking, store_of};
+use crate::task_list_tools::{TaskIdInput, blocking, shared_task, store_of};
 use crate::{
     Tool, ToolAccess, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_input, require_text,
 };
@@ -74,10 +74,12 @@ pub async fn notify_completion(
 #[derive(Debug, Clone, Copy)]
 struct TaskClaimTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TaskClaimInput {
+    /// The task to claim; leave out to claim the next available one.
     #[serde(default, rename = "taskId")]
+    #[schemars(with = "Option<String>")]
     task_id: Option<TaskIdInput>,
 }
 
@@ -95,13 +97,7 @@ in_progress, only if it is available (pending, no owner, every blocker completed
 never both get it. Without taskId it claims the next available task (lowest id). Claiming is the \
 way to take work; complete it with TaskUpdate status completed."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "taskId": {"type": "string", "description": "The task to claim; leave out to claim the next available one."}
-                },
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<TaskClaimInput>(),
         }
     }
 
@@ -115,6 +111,14 @@ way to take work; complete it with TaskUpdate status completed."
 
     fn access(&self, _input: &Value, _ctx: &ToolContext) -> ToolAccess {
         ToolAccess::SessionState
+    }
+
+    async fn access_checked(&self, input: &Value, ctx: &ToolContext) -> ToolAccess {
+        // Claiming takes a task nobody holds: a change of the shared list.
+        match serde_json::from_value::<TaskClaimInput>(input.clone()) {
+            Ok(TaskClaimInput { task_id: Some(id) }) => shared_task(&id, ctx).await,
+            _ => ToolAccess::SharedTask { task_id: None },
+        }
     }
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

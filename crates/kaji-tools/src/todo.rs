@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -155,9 +156,26 @@ struct TodoWriteTool {
     state: TodoState,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 struct TodoWriteInput {
-    todos: Vec<TodoItem>,
+    /// The whole updated checklist, in order.
+    todos: Vec<TodoItemInput>,
+}
+
+// One item as the model writes it: a [`TodoItem`], with its schema (this
+// comment is not a doc comment, so the items' schema has no description).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+struct TodoItemInput {
+    /// What is to be done, imperative.
+    #[schemars(length(min = 1))]
+    content: String,
+    #[schemars(with = "String", extend("enum" = ["pending", "in_progress", "completed"]))]
+    status: TodoStatus,
+    /// The same, in present continuous, shown while it is in progress.
+    #[serde(rename = "activeForm")]
+    #[schemars(length(min = 1))]
+    active_form: String,
 }
 
 #[async_trait]
@@ -180,38 +198,7 @@ activeForm (present continuous: \"Running the tests\") and status (pending, in_p
 completed). This checklist lives only in this conversation; for work that must persist or be \
 shared with other agents, use the task list tools (TaskCreate and friends)."
                 .to_string(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "todos": {
-                        "type": "array",
-                        "description": "The whole updated checklist, in order.",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "content": {
-                                    "type": "string",
-                                    "minLength": 1,
-                                    "description": "What is to be done, imperative."
-                                },
-                                "status": {
-                                    "type": "string",
-                                    "enum": ["pending", "in_progress", "completed"]
-                                },
-                                "activeForm": {
-                                    "type": "string",
-                                    "minLength": 1,
-                                    "description": "The same, in present continuous, shown while it is in progress."
-                                }
-                            },
-                            "required": ["content", "status", "activeForm"],
-                            "additionalProperties": false
-                        }
-                    }
-                },
-                "required": ["todos"],
-                "additionalProperties": false
-            }),
+            input_schema: crate::schema::input_schema::<TodoWriteInput>(),
         }
     }
 

@@ -1,12 +1,13 @@
 //! The front end of a headless SDK run: turns the session's events into
 //! [`SdkMessage`]s and writes them, denies every ask nobody can answer,
-//! and stops the run at `--max-budget-usd`. It must never print anything
-//! but whole messages to standard output.
+//! and keeps each prompt's API time (the run's budget is the core's
+//! `RunBudget`). It must never print anything but whole messages to
+//! standard output.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -128,13 +129,11 @@ pub struct SdkFrontend {
     partial: bool,
     session_id: OnceLock<String>,
     model: OnceLock<String>,
-    session: OnceLock<Weak<Session>>,
     counter: AtomicU64,
     messages: AtomicU64,
     salt: u64,
     agents: Mutex<HashMap<String, AgentState>>,
     tally: Mutex<Tally>,
-    budget: Option<f64>,
     background: Mutex<HashMap<String, String>>,
 }
 
@@ -144,13 +143,12 @@ struct Tally {
     cost_usd: f64,
     api: Duration,
     request_started: Option<Instant>,
-    budget_hit: bool,
     last_text: Option<String>,
 }
 
 impl SdkFrontend {
     /// A front end writing to `out`; `partial`: `stream_event`s too.
-    pub fn new(out: Arc<Output>, partial: bool, budget: Option<f64>) -> Self {
+    pub fn new(out: Arc<Output>, partial: bool) -> Self {
         let salt = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -160,22 +158,19 @@ impl SdkFrontend {
             partial,
             session_id: OnceLock::new(),
             model: OnceLock::new(),
-            session: OnceLock::new(),
             counter: AtomicU64::new(0),
             messages: AtomicU64::new(0),
             salt,
             agents: Mutex::new(HashMap::new()),
             tally: Mutex::new(Tally::default()),
-            budget,
             background: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The session, once built (for the budget's stop).
+    /// The session, once built (its id and model).
     pub fn attach(&self, session: &Arc<Session>) {
         let _ = self.session_id.set(session.id().to_string());
         let _ = self.model.set(session.provider_config().model.clone());
-        let _ = self.session.set(Arc::downgrade(session));
     }
 
     /// A new message uuid.
@@ -203,11 +198,10 @@ impl SdkFrontend {
         *self.lock_tally() = Tally::default();
     }
 
-    /// The prompt's API time, whether the budget stopped it, and the last
-    /// text the main agent said.
-    pub fn prompt_facts(&self) -> (Duration, bool, Option<String>) {
+    /// The prompt's API time and the last text the main agent said.
+    pub fn prompt_facts(&self) -> (Duration, Option<String>) {
         let t = self.lock_tally();
-        (t.api, t.budget_hit, t.last_text.clone())
+        (t.api, t.last_text.clone())
     }
 
     fn lock_tally(&self) -> std::sync::MutexGuard<'_, Tally> {
@@ -369,20 +363,12 @@ impl SdkFrontend {
             );
             self.stream(event, json!({"type": "message_stop"}));
         }
-        let over = {
-            let mut t = self.lock_tally();
-            t.cost_usd += report.cost_usd.unwrap_or(0.0);
-            if event.agent == "main"
-                && let Some(start) = t.request_started.take()
-            {
-                t.api += start.elapsed();
-            }
-            let over = self.budget.is_some_and(|b| t.cost_usd >= b) && !t.budget_hit;
-            t.budget_hit |= over;
-            over
-        };
-        if over && let Some(session) = self.session.get().and_then(Weak::upgrade) {
-            session.abort();
+        let mut t = self.lock_tally();
+        t.cost_usd += report.cost_usd.unwrap_or(0.0);
+        if event.agent == "main"
+            && let Some(start) = t.request_started.take()
+        {
+            t.api += start.elapsed();
         }
     }
 

@@ -80,10 +80,11 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
         (None, false) => None,
     };
     let out = Arc::new(Output::stdout(format));
+    // `--max-budget-usd` is the core's run budget (`RunBudget`): a task
+    // it stops ends with the stop reason `max_budget_usd`.
     let frontend = Arc::new(SdkFrontend::new(
         Arc::clone(&out),
         sdk.include_partial_messages,
-        agent_args.max_budget_usd,
     ));
     let mut options = agent_args.session_options()?;
     options.resume = resume;
@@ -240,7 +241,7 @@ impl Run {
         outcome
             .result
             .clone()
-            .or_else(|| self.frontend.prompt_facts().2)
+            .or_else(|| self.frontend.prompt_facts().1)
     }
 
     fn structured(&self, outcome: &TaskOutcome, schema: &Value) -> Result<Value, String> {
@@ -257,10 +258,10 @@ impl Run {
         started: Instant,
         structured: Option<Result<Value, String>>,
     ) -> SdkMessage {
-        let (api, budget_hit, _) = self.frontend.prompt_facts();
+        let (api, _) = self.frontend.prompt_facts();
         // The core's run-wide cap (`--max-budget-usd` on every command)
         // ends a task with this stop reason.
-        let budget_hit = budget_hit || outcome.stop_reason.as_deref() == Some("max_budget_usd");
+        let budget_hit = outcome.stop_reason.as_deref() == Some("max_budget_usd");
         let (structured_output, schema_error) = match structured {
             Some(Ok(v)) => (Some(v), None),
             Some(Err(e)) => (None, Some(e)),

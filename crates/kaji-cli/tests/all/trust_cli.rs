@@ -6,6 +6,8 @@
 
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kaji_test_support::fixtures::git;
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
@@ -501,4 +503,405 @@ async fn kaji_worker_applies_an_untrusted_projects_settings_only_with_trust() {
     assert!(!ran, "an untrusted project's yolo applied: {stderr}");
     let (ran, stderr) = worker_in_untrusted_project(true).await;
     assert!(ran, "--trust did not apply the project's yolo: {stderr}");
+}
+
+/// Plan mode plans: it may create tasks and change the ones it holds, but
+/// neither delete nor claim a task of the shared list it does not hold (a
+/// teammate's unowned task included), nor take one over.
+#[tokio::test]
+async fn plan_mode_changes_only_the_planners_own_tasks() {
+    let home = tempfile::tempdir().unwrap();
+    let work = repo();
+    let store = kaji_tasks::TaskListStore::open(&home.path().join("kaji-home"), "team").unwrap();
+    let new = |subject: &str| kaji_tasks::list::NewTask {
+        subject: subject.to_string(),
+        ..Default::default()
+    };
+    let bobs = store.create(new("bob's, nobody holds it")).unwrap();
+    let alices = store.create(new("alice's")).unwrap();
+    store.claim(alices.id, "alice").unwrap();
+    let mine = store.create(new("the planner's")).unwrap();
+    store.claim(mine.id, "planner").unwrap();
+    let id = |t: &kaji_tasks::list::Task| t.id.to_string();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call(
+            "TaskUpdate",
+            json!({"taskId": id(&bobs), "status": "deleted"}),
+        ),
+        Turn::tool_call(
+            "TaskUpdate",
+            json!({"taskId": id(&alices), "status": "deleted"}),
+        ),
+        Turn::tool_call("TaskClaim", json!({"taskId": id(&bobs)})),
+        Turn::tool_call("TaskClaim", json!({})),
+        Turn::tool_call(
+            "TaskCreate",
+            json!({"subject": "Planned step", "description": ""}),
+        ),
+        Turn::tool_call(
+            "TaskUpdate",
+            json!({"taskId": id(&mine), "description": "refined in plan mode"}),
+        ),
+        Turn::tool_call("ExitPlanMode", json!({"plan": "1. Planned step"})),
+    ]))
+    .await;
+    let out = exec(
+        home.path(),
+        work.path(),
+        &server.anthropic_base_url(),
+        &["--json", "--task-list", "team", "--permission-mode", "plan"],
+    )
+    .env("KAJI_AGENT_NAME", "planner")
+    .output()
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let lines = lines(&out.stdout);
+    let refused: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["type"] == "tool_result" && l["is_error"] == true)
+        .inspect(|l| {
+            let output = l["output"].as_str().unwrap_or_default();
+            assert!(output.contains("not allowed in plan mode"), "{l}");
+        })
+        .filter_map(|l| l["name"].as_str())
+        .collect();
+    assert_eq!(
+        refused,
+        ["TaskUpdate", "TaskUpdate", "TaskClaim", "TaskClaim"],
+        "{stderr}"
+    );
+    assert_eq!(lines.last().unwrap()["status"], "completed");
+    let bobs = store.get(bobs.id).expect("bob's task is not deleted");
+    assert_eq!(bobs.owner, None, "nor claimed");
+    assert_eq!(
+        store.get(alices.id).unwrap().owner.as_deref(),
+        Some("alice")
+    );
+    let mine = store.get(mine.id).unwrap();
+    assert_eq!(mine.description, "refined in plan mode");
+    let tasks = store.list().unwrap().tasks;
+    assert!(
+        tasks.iter().any(|t| t.subject == "Planned step"),
+        "created: {tasks:?}"
+    );
+}
+
+/// `kaji exec --json [--trust] -C work` reading `big.txt`, with the
+/// user's settings choosing anthropic, `users-model` and the scripted
+/// server, and `project` as the project's settings: exit code, stderr and
+/// the requests the server got.
+async fn read_big_file(
+    home: &Path,
+    work: &Path,
+    project: &str,
+    trust: bool,
+) -> (Option<i32>, String, Vec<kaji_test_support::RecordedRequest>) {
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Read", json!({"file_path": "big.txt"})),
+        done("read"),
+    ]))
+    .await;
+    let kaji_home = home.join("kaji-home");
+    std::fs::create_dir_all(&kaji_home).unwrap();
+    let user = format!(
+        "provider = \"anthropic\"\nmodel = \"users-model\"\nbase_url = \"{}\"\n",
+        server.anthropic_base_url()
+    );
+    std::fs::write(kaji_home.join("config.toml"), user).unwrap();
+    std::fs::create_dir_all(work.join(".kaji")).unwrap();
+    std::fs::write(work.join(".kaji/config.toml"), project).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kaji"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("KAJI_HOME", &kaji_home)
+        .env("ANTHROPIC_API_KEY", "test-key-123456")
+        .env("OPENAI_API_KEY", "test-key-123456")
+        .stdin(Stdio::null())
+        .args(["exec", "--json", "-C"])
+        .arg(work)
+        .args(trust.then_some("--trust"))
+        .arg("read big.txt")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    (out.status.code(), stderr, server.requests())
+}
+
+/// An untrusted project chooses neither the provider nor the model the
+/// user's key goes to, and raises no limit (`tool_result_max_chars`):
+/// each is named in the warning. Trusted, its model and limit apply.
+#[tokio::test]
+async fn an_untrusted_project_keeps_the_users_model_and_limits() {
+    let home = tempfile::tempdir().unwrap();
+    let work = repo();
+    // 1,000 lines of 100 characters: twice the default cap.
+    let big: String = (0..1000).map(|i| format!("{i:>99}\n")).collect();
+    std::fs::write(work.path().join("big.txt"), big).unwrap();
+    let project =
+        "provider = \"openai\"\nmodel = \"projects-model\"\ntool_result_max_chars = 1000000\n";
+    let (code, stderr, requests) = read_big_file(home.path(), work.path(), project, false).await;
+    assert_eq!(code, Some(0), "stderr: {stderr}");
+    assert!(
+        stderr.contains("tool_result_max_chars, provider, model in "),
+        "not named: {stderr}"
+    );
+    assert_eq!(requests.len(), 2, "both on the user's anthropic wire");
+    assert_eq!(requests[0].body["model"], "users-model");
+    let sent = requests[1].body.to_string().len();
+    assert!(
+        sent < 80_000,
+        "the read is capped at 50,000 characters: {sent} sent"
+    );
+
+    // Trusted, the project's model and limit apply (its provider is left
+    // out here: the scripted server would not be where it sends).
+    let project = "model = \"projects-model\"\ntool_result_max_chars = 1000000\n";
+    let (code, stderr, requests) = read_big_file(home.path(), work.path(), project, true).await;
+    assert_eq!(code, Some(0), "stderr: {stderr}");
+    assert_eq!(requests[0].body["model"], "projects-model");
+    let sent = requests[1].body.to_string().len();
+    assert!(sent > 100_000, "the whole read is sent: {sent}");
+}
+
+/// A rule file of the repository that is a symbolic link to a secret
+/// outside it (a private key in `~/.ssh`, a file elsewhere) never reaches
+/// the model: it is skipped with a warning naming it, while a rule file
+/// inside the project is read.
+#[tokio::test]
+async fn rule_files_linking_outside_the_project_are_skipped() {
+    let home = tempfile::tempdir().unwrap();
+    let work = repo();
+    let ssh = home.path().join(".ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    std::fs::write(ssh.join("id_ed25519"), "PRIVATE-KEY-MATERIAL-1234\n").unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("notes.md"), "OUTSIDE-NOTES-5678\n").unwrap();
+    std::os::unix::fs::symlink(ssh.join("id_ed25519"), work.path().join("AGENTS.md")).unwrap();
+    std::os::unix::fs::symlink(
+        elsewhere.path().join("notes.md"),
+        work.path().join("CLAUDE.md"),
+    )
+    .unwrap();
+    std::fs::write(work.path().join(".clinerules"), "PROJECT-RULE-OK\n").unwrap();
+    let server = ScriptedModelServer::start(Script::new([done("looked")])).await;
+    let out = exec(
+        home.path(),
+        work.path(),
+        &server.anthropic_base_url(),
+        &["--json", "--trust"],
+    )
+    .output()
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let request = server.requests()[0].body.to_string();
+    assert!(
+        request.contains("PROJECT-RULE-OK"),
+        "the project's rule file is read"
+    );
+    for secret in ["PRIVATE-KEY-MATERIAL", "OUTSIDE-NOTES"] {
+        assert!(!request.contains(secret), "{secret} was sent to the model");
+    }
+    for name in ["AGENTS.md", "CLAUDE.md"] {
+        assert!(
+            stderr.contains(&format!(
+                "skipped rule file {}",
+                work.path().join(name).display()
+            )),
+            "{name} not named: {stderr}"
+        );
+    }
+}
+
+/// kaji's own git (`EnterWorktree`, the checkpoint after a `Write`) runs
+/// none of the repository's programs — its hooks, an fsmonitor of a git
+/// directory a command planted and named in `.git/commondir` — and a
+/// planted `commondir` is refused, naming it.
+#[tokio::test]
+async fn kajis_own_git_runs_no_program_of_the_repository() {
+    let home = tempfile::tempdir().unwrap();
+    let work = repo();
+    let root = work.path();
+    std::fs::write(root.join("README.md"), "hello\n").unwrap();
+    git(root, &["add", "."]);
+    git(
+        root,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    );
+    let planted = root.join("planted");
+    std::fs::create_dir_all(planted.join("hooks")).unwrap();
+    let pwn = home.path().join("PWN");
+    let script = format!("#!/bin/sh\ntouch {}\n", pwn.display());
+    for hook in [
+        planted.join("hooks/post-checkout"),
+        root.join(".git/hooks/post-checkout"),
+        root.join(".git/hooks/pre-commit"),
+    ] {
+        std::fs::write(&hook, &script).unwrap();
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let monitor = format!("[core]\n\tfsmonitor = touch {}\n", pwn.display());
+    std::fs::write(planted.join("config"), &monitor).unwrap();
+    let run = |turns: Vec<Turn>| {
+        let (home, root) = (home.path().to_path_buf(), root.to_path_buf());
+        async move { exec_lines(&home, &root, turns).await }
+    };
+    run(vec![
+        Turn::tool_call("EnterWorktree", json!({"name": "safe"})),
+        Turn::tool_call(
+            "Write",
+            json!({"file_path": "new.txt", "content": "checkpointed\n"}),
+        ),
+        done("wrote"),
+    ])
+    .await;
+    assert!(root.join(".kaji/worktrees/safe/new.txt").exists());
+    assert!(!pwn.exists(), "kaji's own git ran the repository's hook");
+
+    std::fs::write(
+        root.join(".git/commondir"),
+        format!("{}\n", planted.display()),
+    )
+    .unwrap();
+    let lines = run(vec![
+        Turn::tool_call("EnterWorktree", json!({"name": "other"})),
+        done("tried"),
+    ])
+    .await;
+    let refused = lines
+        .iter()
+        .find(|l| l["type"] == "tool_result" && l["name"] == "EnterWorktree")
+        .unwrap();
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert!(
+        refused["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("commondir"),
+        "{refused}"
+    );
+    assert!(!pwn.exists(), "kaji's own git ran a planted program");
+}
+
+/// `kaji exec --json --yolo --sandbox off` in `work` with `turns`: its
+/// lines, once it exited 0.
+async fn exec_lines(home: &Path, work: &Path, turns: Vec<Turn>) -> Vec<Value> {
+    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    let out = exec(
+        home,
+        work,
+        &server.anthropic_base_url(),
+        &["--json", "--yolo", "--sandbox", "off"],
+    )
+    .output()
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    lines(&out.stdout)
+}
+
+/// A one-route HTTP server on 127.0.0.1 answering every request with
+/// `response`; counts the connections it got.
+async fn http_server(response: String) -> (u16, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&hits);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = socket.read(&mut buf).await;
+            let _ = socket.write_all(response.as_bytes()).await;
+            let _ = socket.shutdown().await;
+        }
+    });
+    (port, hits)
+}
+
+/// WebFetch checks every hop against the rules, on the address, not its
+/// text: a redirect from an allowed host to a loopback address on another
+/// is not followed, fetching that address asks (so `kaji exec` refuses
+/// it), and a deny rule for `127.0.0.1` also stops `2130706433` and
+/// `localhost`. The internal server is never reached.
+#[tokio::test]
+async fn webfetch_checks_every_hop_and_every_spelling() {
+    let home = tempfile::tempdir().unwrap();
+    let work = repo();
+    let body = "INTERNAL-SECRET-9911";
+    let (inner, inner_hits) = http_server(format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ))
+    .await;
+    let (outer, _) = http_server(format!(
+        "HTTP/1.1 302 Found\r\nLocation: http://localhost:{inner}/secret\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    ))
+    .await;
+    let fetch = |url: String| Turn::tool_call("WebFetch", json!({"url": url, "prompt": "read"}));
+    let run = |turns: Vec<Turn>, flags: Vec<&'static str>| {
+        let (home, work) = (home.path().to_path_buf(), work.path().to_path_buf());
+        async move {
+            let server = ScriptedModelServer::start(Script::new(turns)).await;
+            let out = exec(&home, &work, &server.anthropic_base_url(), &flags)
+                .output()
+                .await
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).to_string()
+        }
+    };
+    let out = run(
+        vec![
+            fetch(format!("http://127.0.0.1:{outer}/go")),
+            fetch(format!("http://localhost:{inner}/secret")),
+            done("fetched"),
+        ],
+        vec!["--json", "--allow", "WebFetch(domain:127.0.0.1)"],
+    )
+    .await;
+    assert!(out.contains("redirects to"), "the redirect is named: {out}");
+    let denials = lines(out.as_bytes()).last().unwrap()["permission_denials"].clone();
+    assert_eq!(denials[0]["tool"], "WebFetch", "{denials}");
+    let out2 = run(
+        vec![
+            fetch(format!("http://2130706433:{inner}/secret")),
+            fetch(format!("http://127.1:{inner}/secret")),
+            done("fetched"),
+        ],
+        vec!["--json", "--yolo", "--deny", "WebFetch(domain:127.0.0.1)"],
+    )
+    .await;
+    for out in [&out, &out2] {
+        assert!(
+            !out.contains(body),
+            "the internal page reached the model: {out}"
+        );
+    }
+    assert_eq!(
+        inner_hits.load(Ordering::SeqCst),
+        0,
+        "the internal server was reached"
+    );
 }

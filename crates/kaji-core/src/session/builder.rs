@@ -216,6 +216,16 @@ impl SessionBuilder {
             self.env.home.as_deref(),
             &tools,
         ));
+        // Rule files are read again for every prompt; what was skipped
+        // (a link out of the project, an unreadable file) is said once.
+        warnings.extend(
+            crate::rules::RuleFiles::discover_with_home(
+                &self.kaji_home,
+                &work_dir,
+                self.env.home.as_deref(),
+            )
+            .warnings,
+        );
         let mut servers = settings.mcp_servers.clone();
         for (name, server) in &self.options.mcp_servers {
             if servers.contains_key(name) {
@@ -544,11 +554,7 @@ impl SessionBuilder {
         let (settings, _) = KajiConfig::load_gated(&self.kaji_home, &cwd, trusted)
             .map_err(|e| SessionError::Usage(e.to_string()))?;
         let list = self.open_list(&settings, default_list).await?;
-        let lease = match settings.lease_ms {
-            Some(ms) if !self.env.lease_ms_set => std::time::Duration::from_millis(ms),
-            _ => kaji_tasks::list::pg::lease_ms_from_env(),
-        };
-        Ok((list, lease))
+        Ok((list, self.env.lease(settings.lease_ms)))
     }
 
     /// Where the first Task works: `--worktree` (created, or entered again
@@ -604,11 +610,7 @@ fn run_budget(
             "max_requests must be at least 1".to_string(),
         ));
     }
-    let price = model_info.prices.map(|prices| {
-        let price: crate::budget::Pricing =
-            Arc::new(move |usage| kaji_llm::pricing::cost_usd(usage, &prices));
-        price
-    });
+    let price = crate::budget::pricing(model_info);
     let budget = crate::budget::RunBudget::new(max_requests, max_usd, price);
     if budget.cost_limit_unenforceable() {
         warnings.push(

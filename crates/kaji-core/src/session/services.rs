@@ -280,11 +280,7 @@ impl SessionServices {
             String::new(),
         );
         let info = kaji_llm::pricing::model_info(&spec.model, &self.models);
-        let pricing = info.prices.map(|prices| {
-            let price: crate::budget::Pricing =
-                Arc::new(move |usage| kaji_llm::pricing::cost_usd(usage, &prices));
-            price
-        });
+        let pricing = crate::budget::pricing(&info);
         let checkpoints =
             super::builder::open_checkpoints(limits.checkpoints, &self.kaji_home, &spec.cwd)
                 .ok()

@@ -3,7 +3,8 @@
 //! next request (Claude Code's bash mode).
 //!
 //! The command goes through the session's one path for tool calls: a
-//! `Bash` call of a Task made for it, with the same approvals, sandbox,
+//! call of the tool that runs shell commands (`Bash`, by
+//! [`kaji_tools::Tool::shell_input`]) of a Task made for it, with the same approvals, sandbox,
 //! hooks and checkpoints as the model's (so it is asked about exactly
 //! when the model's would be, and spawned by `kaji_tasks::process`). It
 //! never starts a model request. What it adds is recorded as a
@@ -38,6 +39,11 @@ impl Session {
     /// output, to the conversation (unless it was denied). Refused while a
     /// prompt runs; [`Session::abort`] stops it.
     pub async fn run_shell(&self, command: &str) -> Result<ShellOutcome, SessionError> {
+        let Some((tool, input)) = self.services.tools.shell_call(command) else {
+            return Err(SessionError::Usage(
+                "this session has no tool that runs shell commands".to_string(),
+            ));
+        };
         if self.busy.swap(true, Ordering::SeqCst) {
             return Err(SessionError::Busy);
         }
@@ -51,8 +57,8 @@ impl Session {
         );
         let call = ToolCall {
             id,
-            name: "Bash".into(),
-            input: Ok(serde_json::json!({ "command": command })),
+            name: tool.into(),
+            input: Ok(input),
         };
         let (run, mut history) = task.run_user_call(call).await;
         *self.running.lock().unwrap_or_else(|e| e.into_inner()) = None;

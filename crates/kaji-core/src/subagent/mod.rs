@@ -330,7 +330,7 @@ impl AgentSpawner for SubagentSpawner {
             return self.spawn_teammate(request, ctx).await;
         }
         let prepared = self.prepare(&request, ctx).await?;
-        if request.run_in_background {
+        if request.in_background() {
             return self.spawn_background(prepared, &request, ctx);
         }
         let abort = prepared.task.abort_handle();

@@ -118,9 +118,15 @@ async fn the_skill_tool_loads_a_skill_on_demand() {
     let found = discover_skills(&SkillRoots::standard(&l.project, &l.kaji_home, None));
     let tool = skill_tool(found.skills.clone());
     assert!(tool.is_read_only());
+    // Derived, in the form it was always sent in.
     assert_eq!(
-        tool.spec().input_schema["properties"]["skill"]["enum"],
-        json!(["release"])
+        tool.spec().input_schema,
+        json!({
+            "type": "object",
+            "properties": {"skill": {"type": "string", "enum": ["release"], "description": "The skill's name."}},
+            "required": ["skill"],
+            "additionalProperties": false
+        })
     );
     // The file is read when called: an edit after discovery shows.
     std::fs::write(

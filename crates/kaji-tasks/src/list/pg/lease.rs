@@ -13,20 +13,11 @@ use tokio_postgres::Transaction;
 use super::{Fail, PgTaskList, in_tx};
 use crate::list::{Task, TaskListError, TaskPatch, UpdateOutcome};
 
-/// The lease duration in milliseconds (setting `lease_ms`).
+/// The lease duration in milliseconds (setting `lease_ms`); read once
+/// at start-up by kaji-core's `StartupEnv`.
 pub const LEASE_MS_ENV: &str = "KAJI_LEASE_MS";
 /// The default lease: 30 s.
 pub const DEFAULT_LEASE_MS: u64 = 30_000;
-
-/// `KAJI_LEASE_MS`, else 30 s.
-pub fn lease_ms_from_env() -> Duration {
-    let ms = std::env::var(LEASE_MS_ENV)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|ms| *ms > 0)
-        .unwrap_or(DEFAULT_LEASE_MS);
-    Duration::from_millis(ms)
-}
 
 /// A live lease: renew it well within `duration` (a third is a good
 /// heartbeat).

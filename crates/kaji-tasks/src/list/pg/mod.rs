@@ -28,7 +28,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::TaskListError;
-pub use lease::{DEFAULT_LEASE_MS, LEASE_MS_ENV, Lease, lease_ms_from_env};
+pub use lease::{DEFAULT_LEASE_MS, LEASE_MS_ENV, Lease};
 pub use schema::{MigrateReport, SCHEMA_VERSION};
 pub use url::{PgUrl, TASK_LIST_URL_ENV, is_url};
 pub use watch::{ListWatcher, WatchMode};
