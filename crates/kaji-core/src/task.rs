@@ -666,6 +666,7 @@ impl Task {
             {
                 Some(
                     AskResponse::Approve
+                    | AskResponse::ApproveEdited { .. }
                     | AskResponse::ApproveAlways
                     | AskResponse::ApproveAlwaysProject,
                 ) => {
@@ -1019,6 +1020,7 @@ impl Task {
         {
             Some(
                 AskResponse::Approve
+                | AskResponse::ApproveEdited { .. }
                 | AskResponse::ApproveAlways
                 | AskResponse::ApproveAlwaysProject
                 | AskResponse::Reply { .. },
@@ -1038,6 +1040,7 @@ impl Task {
         match self.ask_or_abort(AskKind::ApiReqFailed, ask, None).await {
             Some(
                 AskResponse::Approve
+                | AskResponse::ApproveEdited { .. }
                 | AskResponse::ApproveAlways
                 | AskResponse::ApproveAlwaysProject,
             ) => Next::Retry,

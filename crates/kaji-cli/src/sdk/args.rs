@@ -242,11 +242,6 @@ impl SdkArgs {
         );
         note(!self.add_dir.is_empty(), "--add-dir", "not supported yet");
         note(
-            !self.mcp_config.is_empty(),
-            "--mcp-config",
-            "configure MCP servers in kaji's settings or .mcp.json",
-        );
-        note(
             self.strict_mcp_config,
             "--strict-mcp-config",
             "not supported yet",
@@ -268,9 +263,11 @@ impl SdkArgs {
         );
         note(self.betas.is_some(), "--betas", "not supported");
         note(
-            self.permission_prompt_tool.is_some(),
+            self.permission_prompt_tool.as_deref().is_some_and(|t| {
+                t != "stdio" || self.input_format != Some(InputFormat::StreamJson)
+            }),
             "--permission-prompt-tool",
-            "asks are denied in headless runs",
+            "only `stdio` with --input-format stream-json is served (can_use_tool); other asks are denied in headless runs",
         );
         note(
             self.include_hook_events,
@@ -348,6 +345,68 @@ impl SdkArgs {
             8_000..=23_999 => "medium",
             _ => "high",
         }))
+    }
+}
+
+/// The servers of `--mcp-config` (each a file or inline JSON,
+/// `{"mcpServers": {…}}`): those kaji starts, and the names of the
+/// program's own (`"type": "sdk"`), which it reaches over the control
+/// protocol. A server that cannot be used is a warning.
+pub struct McpConfig {
+    /// Servers kaji starts.
+    pub servers: std::collections::BTreeMap<String, kaji_mcp::McpServerConfig>,
+    /// The program's own servers.
+    pub sdk: Vec<String>,
+    /// Servers skipped, with why.
+    pub warnings: Vec<String>,
+}
+
+impl SdkArgs {
+    /// Reads every `--mcp-config`.
+    pub fn mcp_config(&self) -> Result<McpConfig, UsageError> {
+        let mut out = McpConfig {
+            servers: Default::default(),
+            sdk: Vec::new(),
+            warnings: Vec::new(),
+        };
+        for given in &self.mcp_config {
+            let (text, path) = if given.trim_start().starts_with('{') {
+                (given.clone(), PathBuf::from("--mcp-config"))
+            } else {
+                let path = PathBuf::from(given);
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    UsageError(format!("--mcp-config: cannot read {}: {e}", path.display()))
+                })?;
+                (text, path)
+            };
+            let mut value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                UsageError(format!("--mcp-config {}: not JSON: {e}", path.display()))
+            })?;
+            if let Some(servers) = value
+                .get_mut("mcpServers")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                servers.retain(|name, server| {
+                    let sdk = server.get("type").and_then(serde_json::Value::as_str) == Some("sdk");
+                    if sdk && !out.sdk.contains(name) {
+                        out.sdk.push(name.clone());
+                    }
+                    !sdk
+                });
+            }
+            let parsed = kaji_mcp::parse_mcp_json_servers(&value.to_string(), &path, &|name| {
+                std::env::var(name).ok()
+            })
+            .map_err(|e| UsageError(format!("--mcp-config: {e}")))?;
+            out.servers.extend(parsed.servers);
+            out.warnings.extend(
+                parsed
+                    .skipped
+                    .into_iter()
+                    .map(|(name, e)| format!("--mcp-config: server {name:?} skipped: {e}")),
+            );
+        }
+        Ok(out)
     }
 }
 

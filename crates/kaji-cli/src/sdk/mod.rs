@@ -9,9 +9,13 @@
 //! messages of the chosen format.
 
 mod args;
+mod control;
 mod frontend;
+mod initialize;
 mod input;
+mod permission;
 mod schema;
+mod sdk_mcp;
 
 use std::io::Read;
 use std::sync::Arc;
@@ -55,6 +59,8 @@ struct Run {
     frontend: Arc<SdkFrontend>,
     schema: Option<Value>,
     warnings: Vec<String>,
+    /// The model `set_model` chose, shared with the input reader.
+    shared: Option<Arc<input::Shared>>,
     init_sent: bool,
     last: Option<SdkMessage>,
     failed: bool,
@@ -85,33 +91,95 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
         sdk.include_partial_messages,
         agent_args.max_budget_usd,
     ));
+    let mcp = sdk.mcp_config()?;
     let mut options = agent_args.session_options()?;
     options.resume = resume;
     options.headless = true;
+    options.mcp_servers.extend(mcp.servers);
+    let mut early_warnings = mcp.warnings;
+    let stream = sdk.input_format.unwrap_or(InputFormat::Text) == InputFormat::StreamJson;
+    // With stream-json the program's `initialize` comes first: its agents
+    // and in-process MCP servers go into the session being built.
+    let mut shared = None;
+    let mut incoming = None;
+    let mut first_prompt = None;
+    let mut init_request = None;
+    if stream {
+        let control = Arc::new(control::Control::new(Arc::clone(&out)));
+        if sdk.permission_prompt_tool.as_deref() == Some("stdio") {
+            frontend.ask_program(Arc::clone(&control));
+        }
+        let s = Arc::new(input::Shared::new(Arc::clone(&out), control));
+        let mut rx = input::spawn(Arc::clone(&s));
+        match rx.recv().await {
+            Some(input::Incoming::Initialize { id, request }) => {
+                let (agents, w) = initialize::agents(&request);
+                options.agents = agents;
+                early_warnings.extend(w);
+                for name in initialize::sdk_servers(&request, &mcp.sdk) {
+                    match sdk_mcp::connect(Arc::clone(&s.control), &name).await {
+                        Ok(tools) => options.tools.0.extend(tools),
+                        Err(e) => early_warnings.push(format!(
+                            "the program's MCP server {name:?} is not used: {e}"
+                        )),
+                    }
+                }
+                if request
+                    .get("hooks")
+                    .is_some_and(|h| h.as_object().is_some_and(|m| !m.is_empty()))
+                {
+                    early_warnings.push(
+                        "SDK hook callbacks are not supported yet; kaji's hooks apply".to_string(),
+                    );
+                }
+                init_request = Some(id);
+            }
+            Some(input::Incoming::Prompt(p)) => first_prompt = Some(p),
+            None => {}
+        }
+        shared = Some(s);
+        incoming = Some(rx);
+    }
     let (session, mut warnings) = agent::build(options, frontend.clone()).await?;
+    warnings.extend(early_warnings);
     warnings.extend(sdk.unhonoured());
     for w in &warnings {
         eprintln!("kaji: warning: {}", redact_url_passwords(w));
     }
     frontend.attach(&session);
+    if let Some(s) = &shared {
+        let _ = s.session.set(Arc::clone(&session));
+    }
+    if let Some(id) = init_request {
+        out.control(&msg::control_success(&id, initialize_response(&session)));
+    }
     let mut run = Run {
         session: Arc::clone(&session),
         frontend,
         schema,
         warnings,
+        shared: shared.clone(),
         init_sent: false,
         last: None,
         failed: false,
     };
-    match sdk.input_format.unwrap_or(InputFormat::Text) {
-        InputFormat::Text => {
+    match incoming {
+        None => {
             let prompt = text_prompt(&tui.prompt)?;
             run.prompt(prompt).await?;
         }
-        InputFormat::StreamJson => {
-            let mut prompts = input::spawn(Arc::clone(&session), Arc::clone(&run.frontend));
-            while let Some(prompt) = prompts.recv().await {
-                run.prompt(prompt).await?;
+        Some(mut prompts) => {
+            if let Some(p) = first_prompt {
+                run.prompt(p).await?;
+            }
+            while let Some(next) = prompts.recv().await {
+                match next {
+                    input::Incoming::Prompt(p) => run.prompt(p).await?,
+                    input::Incoming::Initialize { id, .. } => out.control(&msg::control_error(
+                        &id,
+                        "the session is initialized already (initialize comes once, first)",
+                    )),
+                }
             }
         }
     }
@@ -146,21 +214,8 @@ impl Run {
             return;
         }
         let s = &self.session;
-        let mcp_servers = s
-            .mcp()
-            .map(|m| {
-                m.status()
-                    .into_iter()
-                    .map(|r| (r.name, mcp_status(&r.status).to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-        let catalog = kaji_core::subagent::types::AgentCatalog::discover(
-            &crate::paths::kaji_home(),
-            s.project_dir(),
-            home.as_deref(),
-        );
+        let mcp_servers = mcp_servers(s);
+        let catalog = s.agent_catalog();
         let facts = msg::InitFacts {
             cwd: s.cwd().to_string_lossy().into_owned(),
             tools: s.tool_names(),
@@ -224,8 +279,12 @@ impl Run {
     }
 
     async fn submit(&self, text: String) -> Result<TaskOutcome> {
+        let options = kaji_core::PromptOptions {
+            model: self.shared.as_ref().and_then(|s| s.model()),
+            ..kaji_core::PromptOptions::default()
+        };
         self.session
-            .submit_as(kaji_core::new_task_id(), text)
+            .submit_with_options(kaji_core::new_task_id(), text, options)
             .await
             .map_err(agent::session_error)
     }
@@ -322,6 +381,49 @@ fn merge(first: TaskOutcome, mut then: TaskOutcome) -> TaskOutcome {
         (a, b) => a.or(b),
     };
     then
+}
+
+/// The answer to `initialize`.
+fn initialize_response(session: &Session) -> Value {
+    let agents: Vec<Value> = session
+        .agent_catalog()
+        .agents
+        .iter()
+        .map(|a| json!({"name": a.name, "description": a.description}))
+        .collect();
+    json!({
+        "commands": [],
+        "agents": agents,
+        "output_style": "default",
+        "available_output_styles": ["default"],
+        "models": [],
+        "account": {},
+        "pid": std::process::id(),
+    })
+}
+
+/// The MCP servers kaji started and the program's own, with their
+/// status in Claude Code's words.
+fn mcp_servers(s: &Session) -> Vec<(String, String)> {
+    let mut servers: Vec<(String, String)> = s
+        .mcp()
+        .map(|m| {
+            m.status()
+                .into_iter()
+                .map(|r| (r.name, mcp_status(&r.status).to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    for name in s.tool_names() {
+        if let Some(server) = name
+            .strip_prefix("mcp__")
+            .and_then(|r| r.split("__").next())
+            && !servers.iter().any(|(n, _)| n == server)
+        {
+            servers.push((server.to_string(), "connected".to_string()));
+        }
+    }
+    servers
 }
 
 fn mcp_status(status: &kaji_mcp::McpServerStatus) -> &'static str {

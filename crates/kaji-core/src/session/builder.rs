@@ -192,6 +192,9 @@ impl SessionBuilder {
         }
         let mut tools = kaji_tools::builtin_tools();
         tools.register(todo_tool(todo.clone()));
+        for tool in &self.options.tools.0 {
+            tools.register(Arc::clone(tool));
+        }
         let skills_section = self.skills(&project_dir, &mut tools, &mut warnings);
         warnings.extend(agent_warnings(
             &self.kaji_home,
@@ -272,6 +275,7 @@ impl SessionBuilder {
             limits,
             skills_section,
             role: self.options.role,
+            program_agents: self.options.agents.clone(),
             live_output: self.options.live_output,
             max_turns: self.options.max_turns,
             on_text_reply: settings

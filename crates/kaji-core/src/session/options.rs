@@ -92,6 +92,24 @@ pub struct SessionOptions {
     /// MCP servers the front end adds to the settings' (an editor's, over
     /// ACP), by name; a name the settings have already is skipped.
     pub mcp_servers: std::collections::BTreeMap<String, kaji_mcp::McpServerConfig>,
+    /// Agent types the front end's program defines (the Agent SDK's
+    /// `agents`); they replace file-defined ones of the same name.
+    pub agents: Vec<crate::subagent::types::AgentDefinition>,
+    /// Tools the front end serves itself (the Agent SDK's in-process MCP
+    /// servers), added to the built-ins.
+    pub tools: FrontendTools,
+}
+
+/// Tools a front end adds to a session.
+#[derive(Clone, Default)]
+pub struct FrontendTools(pub Vec<std::sync::Arc<dyn kaji_tools::Tool>>);
+
+impl std::fmt::Debug for FrontendTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|t| t.name()))
+            .finish()
+    }
 }
 
 impl Default for SessionOptions {
@@ -125,6 +143,8 @@ impl Default for SessionOptions {
             agent_name: None,
             role: kaji_tools::AgentRole::Main,
             mcp_servers: std::collections::BTreeMap::new(),
+            agents: Vec::new(),
+            tools: FrontendTools::default(),
         }
     }
 }

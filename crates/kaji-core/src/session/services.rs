@@ -114,6 +114,8 @@ pub struct SessionServices {
     pub user_home: Option<PathBuf>,
     /// The main agent's role (a `kaji worker` is a teammate).
     pub role: kaji_tools::AgentRole,
+    /// Agent types the front end's program defined (Agent SDK).
+    pub program_agents: Vec<crate::subagent::types::AgentDefinition>,
     /// Whether the main agent's commands' output reaches the front end
     /// as it comes.
     pub live_output: bool,

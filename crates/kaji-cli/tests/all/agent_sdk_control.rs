@@ -1,0 +1,288 @@
+//! The control protocol (#34), driven by the official SDKs against the
+//! real binary and the scripted model server: `can_use_tool`, SDK MCP
+//! servers (`mcp_message`), agents from `initialize`, a multi-turn
+//! `ClaudeSDKClient` with `interrupt` and `set_permission_mode`, and the
+//! TypeScript SDK (`tests/agent-sdk/drive.mjs`).
+//!
+//! `tests/agent-sdk/client.py` and `drive.mjs` print each message and
+//! each callback the SDK made (class `Callback`) as JSON lines.
+
+use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+use super::agent_sdk::{Sdk, of_class, only_kaji_answered, repo_root, result};
+
+fn python(scenario: &str) -> Command {
+    let mut c = Command::new("python3");
+    c.arg(repo_root().join("tests/agent-sdk/client.py"))
+        .arg(scenario);
+    c
+}
+
+/// Fails with how to install the TypeScript SDK when it is missing.
+fn node(scenario: &str) -> Command {
+    let sdk = repo_root().join("tests/agent-sdk/node_modules/@anthropic-ai/claude-agent-sdk");
+    assert!(
+        sdk.is_dir(),
+        "the Claude Agent SDK for TypeScript is not installed: run \
+         `npm ci --omit=optional --prefix tests/agent-sdk` (see .ci/run)"
+    );
+    let mut c = Command::new("node");
+    c.arg(repo_root().join("tests/agent-sdk/drive.mjs"))
+        .arg(scenario);
+    c
+}
+
+fn callbacks<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    messages
+        .iter()
+        .filter(|m| m["class"] == "Callback" && m["kind"] == kind)
+        .collect()
+}
+
+/// The text of every tool result block the SDK received.
+fn tool_results(messages: &[Value], class: &str) -> Vec<String> {
+    of_class(messages, class)
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|b| b["class"] == "ToolResultBlock" || b["type"] == "tool_result")
+        .map(|b| b["content"].to_string())
+        .collect()
+}
+
+fn permission_script() -> Script {
+    Script::new([
+        Turn::tool_call(
+            "Edit",
+            json!({"file_path": "a.txt", "old_string": "alpha", "new_string": "beta"}),
+        ),
+        Turn::tool_call("Bash", json!({"command": "touch ran.txt"})),
+        Turn::text("Done."),
+    ])
+}
+
+/// Checks a run of [`permission_script`]: the Edit ran with the program's
+/// input, the Bash never ran, and the model saw the program's message.
+fn check_permissions(sdk: &Sdk, server: &ScriptedModelServer, messages: &[Value], user: &str) {
+    let asked = callbacks(messages, "can_use_tool");
+    assert_eq!(asked.len(), 2, "{messages:#?}");
+    assert_eq!(asked[0]["tool"], "Edit");
+    assert_eq!(asked[0]["input"]["new_string"], "beta");
+    assert!(
+        asked[0]["tool_use_id"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty()),
+        "{:?}",
+        asked[0]
+    );
+    assert_eq!(asked[1]["tool"], "Bash");
+    assert_eq!(
+        std::fs::read_to_string(sdk.work.path().join("a.txt")).unwrap(),
+        "gamma\n",
+        "the Edit ran with the program's changed input"
+    );
+    assert!(
+        !sdk.work.path().join("ran.txt").exists(),
+        "the denied Bash must not run"
+    );
+    let last = server.requests().last().unwrap().body.to_string();
+    assert!(last.contains("no shell for you"), "{last}");
+    let results = tool_results(messages, user);
+    assert!(
+        results.iter().any(|r| r.contains("no shell for you")),
+        "{results:?}"
+    );
+    assert_eq!(result(messages)["subtype"], "success", "{messages:#?}");
+}
+
+#[tokio::test]
+async fn can_use_tool_edits_an_input_and_denies_a_command() {
+    let sdk = Sdk::new();
+    std::fs::write(sdk.work.path().join("a.txt"), "alpha\n").unwrap();
+    let server = ScriptedModelServer::start(permission_script()).await;
+    // Without the sandbox every command that writes asks.
+    let (messages, code) = sdk
+        .drive(
+            python("permissions"),
+            &server,
+            "edit a.txt",
+            json!({"extra_args": {"sandbox": "off"}}),
+        )
+        .await;
+    assert_eq!(code, 0, "{messages:#?}");
+    only_kaji_answered(&server, &messages, 3);
+    check_permissions(&sdk, &server, &messages, "UserMessage");
+}
+
+#[tokio::test]
+async fn an_sdk_mcp_server_tool_is_called_by_the_model() {
+    let sdk = Sdk::new();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("mcp__calc__add", json!({"a": 2, "b": 3})),
+        Turn::text("It is 5."),
+    ]))
+    .await;
+    let (messages, code) = sdk
+        .drive(python("mcp"), &server, "add 2 and 3", json!({}))
+        .await;
+    assert_eq!(code, 0, "{messages:#?}");
+    only_kaji_answered(&server, &messages, 2);
+    let init = &messages[0]["data"];
+    assert!(
+        init["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__calc__add")),
+        "{init}"
+    );
+    let called = callbacks(&messages, "mcp_tool");
+    assert_eq!(called.len(), 1, "{messages:#?}");
+    assert_eq!(called[0]["args"], json!({"a": 2, "b": 3}));
+    let second = server.requests()[1].body.to_string();
+    assert!(
+        second.contains("\"5\"") || second.contains(":\"5"),
+        "{second}"
+    );
+    assert_eq!(result(&messages)["result"], "It is 5.");
+}
+
+#[tokio::test]
+async fn an_agent_defined_in_the_options_runs_through_the_agent_tool() {
+    let sdk = Sdk::new();
+    let reviewer = Script::new([Turn::tool_call(
+        "AttemptCompletion",
+        json!({"result": "looks fine"}),
+    )]);
+    let server = ScriptedModelServer::start(
+        Script::new([
+            Turn::tool_call(
+                "Agent",
+                json!({"description": "review", "prompt": "Review it", "subagent_type": "reviewer"}),
+            ),
+            Turn::text("The reviewer is happy."),
+        ])
+        .with_agent("You are the reviewer sub-agent of this program.", reviewer),
+    )
+    .await;
+    let (messages, code) = sdk
+        .drive(python("agents"), &server, "review", json!({}))
+        .await;
+    assert_eq!(code, 0, "{messages:#?}");
+    only_kaji_answered(&server, &messages, 3);
+    let init = &messages[0]["data"];
+    assert!(
+        init["agents"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("reviewer")),
+        "{init}"
+    );
+    // The model is offered the program's agent like a file-defined one.
+    let first = server.requests()[0].body.to_string();
+    assert!(first.contains("Reviews code for mistakes."), "{first}");
+    let results = tool_results(&messages, "UserMessage");
+    assert!(
+        results.iter().any(|r| r.contains("looks fine")),
+        "{results:?}"
+    );
+    assert_eq!(result(&messages)["result"], "The reviewer is happy.");
+}
+
+#[tokio::test]
+async fn a_multi_turn_client_interrupts_and_changes_the_permission_mode() {
+    let sdk = Sdk::new();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::text("Thinking about it").and_hold(),
+        Turn::text("Writing.")
+            .and_tool_call("Write", json!({"file_path": "c.txt", "content": "c\n"})),
+        Turn::text("Wrote c.txt."),
+    ]))
+    .await;
+    let (messages, code) = sdk.drive(python("client"), &server, "", json!({})).await;
+    assert_eq!(code, 0, "{messages:#?}");
+    assert_eq!(
+        callbacks(&messages, "interrupted").len(),
+        1,
+        "{messages:#?}"
+    );
+    let results: Vec<&Value> = of_class(&messages, "ResultMessage");
+    assert_eq!(results.len(), 2, "{messages:#?}");
+    assert_eq!(results[0]["subtype"], "error_during_execution");
+    assert_eq!(callbacks(&messages, "mode_set").len(), 1);
+    assert!(callbacks(&messages, "mcp_status")[0]["status"]["mcpServers"].is_array());
+    // Without acceptEdits the Write would have been denied (nobody
+    // answers asks here).
+    assert_eq!(results[1]["subtype"], "success", "{messages:#?}");
+    assert_eq!(
+        std::fs::read_to_string(sdk.work.path().join("c.txt")).unwrap(),
+        "c\n"
+    );
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn typescript_query_edits_a_file() {
+    let sdk = Sdk::new();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::text("Editing.")
+            .and_tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
+        Turn::text("Wrote b.txt."),
+    ]))
+    .await;
+    let (messages, code) = sdk
+        .drive(
+            node("query"),
+            &server,
+            "write b.txt",
+            json!({"permissionMode": "acceptEdits"}),
+        )
+        .await;
+    assert_eq!(code, 0, "{messages:#?}");
+    only_kaji_answered(&server, &messages, 2);
+    assert_eq!(
+        std::fs::read_to_string(sdk.work.path().join("b.txt")).unwrap(),
+        "beta\n"
+    );
+    let r = result(&messages);
+    assert_eq!(r["subtype"], "success");
+    assert_eq!(r["result"], "Wrote b.txt.");
+    assert_eq!(r["num_turns"], 2);
+}
+
+#[tokio::test]
+async fn typescript_can_use_tool_edits_an_input_and_denies_a_command() {
+    let sdk = Sdk::new();
+    std::fs::write(sdk.work.path().join("a.txt"), "alpha\n").unwrap();
+    let server = ScriptedModelServer::start(permission_script()).await;
+    let (messages, code) = sdk
+        .drive(
+            node("permissions"),
+            &server,
+            "edit a.txt",
+            json!({"extraArgs": {"sandbox": "off"}}),
+        )
+        .await;
+    assert_eq!(code, 0, "{messages:#?}");
+    only_kaji_answered(&server, &messages, 3);
+    check_permissions(&sdk, &server, &messages, "UserMessage");
+}
+
+#[tokio::test]
+async fn typescript_sdk_mcp_server_tool_is_called_by_the_model() {
+    let sdk = Sdk::new();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("mcp__calc__add", json!({"a": 2, "b": 3})),
+        Turn::text("It is 5."),
+    ]))
+    .await;
+    let (messages, code) = sdk
+        .drive(node("mcp"), &server, "add 2 and 3", json!({}))
+        .await;
+    assert_eq!(code, 0, "{messages:#?}");
+    only_kaji_answered(&server, &messages, 2);
+    let called = callbacks(&messages, "mcp_tool");
+    assert_eq!(called.len(), 1, "{messages:#?}");
+    assert_eq!(called[0]["args"], json!({"a": 2, "b": 3}));
+    assert_eq!(result(&messages)["result"], "It is 5.");
+}
