@@ -102,6 +102,8 @@ pub struct TaskConfig {
     pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
     /// Extra system prompt sections (rule files), in order.
     pub extra_system_sections: Vec<String>,
+    /// Replaces the system prompt's introduction (`--system-prompt`).
+    pub system_intro: Option<String>,
     /// An earlier conversation this task continues (the `history` of an
     /// earlier [`TaskOutcome`], in which every tool use has its result).
     pub history: Vec<Message>,
@@ -203,6 +205,7 @@ impl TaskConfig {
             task_list: None,
             runtime: None,
             extra_system_sections: Vec::new(),
+            system_intro: None,
             history: Vec::new(),
             hooks: None,
             checkpoints: None,
@@ -1487,6 +1490,7 @@ impl Task {
             tools: &specs,
             mode,
             extra_sections: &self.config.extra_system_sections,
+            intro: self.config.system_intro.as_deref(),
         });
         ModelRequest {
             model: self.config.model.clone(),

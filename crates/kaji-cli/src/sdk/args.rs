@@ -53,6 +53,9 @@ pub struct SdkArgs {
     /// A file whose text replaces the system prompt.
     #[arg(long, value_name = "FILE")]
     pub system_prompt_file: Option<PathBuf>,
+    /// A file whose text is added to the system prompt.
+    #[arg(long, value_name = "FILE")]
+    pub append_system_prompt_file: Option<PathBuf>,
     /// The tools the model gets (comma-separated; `default`: all).
     #[arg(long, value_name = "TOOLS")]
     pub tools: Option<String>,
@@ -181,6 +184,7 @@ impl SdkArgs {
             || self.system_prompt.is_some()
             || self.append_system_prompt.is_some()
             || self.system_prompt_file.is_some()
+            || self.append_system_prompt_file.is_some()
             || self.tools.is_some()
             || self.allowed_tools != d.allowed_tools
             || self.disallowed_tools != d.disallowed_tools
@@ -199,22 +203,6 @@ impl SdkArgs {
                 w.push(format!("{flag} is accepted but not honoured: {why}"));
             }
         };
-        let prompt_flag = self.system_prompt.as_deref().is_some_and(|p| !p.is_empty());
-        note(
-            prompt_flag,
-            "--system-prompt",
-            "kaji keeps its own system prompt",
-        );
-        note(
-            self.append_system_prompt.is_some(),
-            "--append-system-prompt",
-            "kaji keeps its own system prompt (put standing instructions in AGENTS.md or CLAUDE.md)",
-        );
-        note(
-            self.system_prompt_file.is_some(),
-            "--system-prompt-file",
-            "kaji keeps its own system prompt",
-        );
         note(
             self.tools.as_deref().is_some_and(|t| t != "default"),
             "--tools",
@@ -362,6 +350,36 @@ pub struct McpConfig {
 }
 
 impl SdkArgs {
+    /// The system prompt flags: `--system-prompt` (empty: kaji's own) or
+    /// `--system-prompt-file` replace kaji's introduction;
+    /// `--append-system-prompt` and `--append-system-prompt-file` add
+    /// text at the end.
+    pub fn custom_prompt(&self) -> Result<kaji_core::CustomPrompt, UsageError> {
+        let read = |flag: &str, path: &PathBuf| {
+            std::fs::read_to_string(path)
+                .map_err(|e| UsageError(format!("{flag}: cannot read {}: {e}", path.display())))
+        };
+        let replace = match (&self.system_prompt, &self.system_prompt_file) {
+            (Some(_), Some(_)) => {
+                return Err(UsageError(
+                    "--system-prompt and --system-prompt-file cannot be used together".into(),
+                ));
+            }
+            (Some(p), None) => Some(p.clone()).filter(|p| !p.trim().is_empty()),
+            (None, Some(path)) => Some(read("--system-prompt-file", path)?),
+            (None, None) => None,
+        };
+        let mut append: Vec<String> = self.append_system_prompt.iter().cloned().collect();
+        if let Some(path) = &self.append_system_prompt_file {
+            append.push(read("--append-system-prompt-file", path)?);
+        }
+        append.retain(|a| !a.trim().is_empty());
+        Ok(kaji_core::CustomPrompt {
+            replace,
+            append: (!append.is_empty()).then(|| append.join("\n\n")),
+        })
+    }
+
     /// Reads every `--mcp-config`.
     pub fn mcp_config(&self) -> Result<McpConfig, UsageError> {
         let mut out = McpConfig {

@@ -72,6 +72,32 @@ fn agent(name: &str, def: &Value) -> Result<AgentDefinition, String> {
     })
 }
 
+/// `initialize`'s `systemPrompt` (a string or a list of strings) and
+/// `appendSystemPrompt` (the TypeScript SDK's), over what the flags said.
+pub fn custom_prompt(request: &Value, prompt: &mut kaji_core::CustomPrompt) {
+    let text = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+        ),
+        _ => None,
+    };
+    if let Some(replace) = request.get("systemPrompt").and_then(text)
+        && !replace.trim().is_empty()
+    {
+        prompt.replace = Some(replace);
+    }
+    if let Some(append) = request.get("appendSystemPrompt").and_then(text)
+        && !append.trim().is_empty()
+    {
+        prompt.append = Some(append);
+    }
+}
+
 /// The names of the program's own MCP servers: `initialize`'s
 /// `sdkMcpServers` (TypeScript) and the `type: "sdk"` entries of
 /// `--mcp-config` (Python), each once, in order.

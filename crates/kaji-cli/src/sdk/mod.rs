@@ -96,6 +96,7 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
     options.resume = resume;
     options.headless = true;
     options.mcp_servers.extend(mcp.servers);
+    options.system_prompt = sdk.custom_prompt()?;
     let mut early_warnings = mcp.warnings;
     let stream = sdk.input_format.unwrap_or(InputFormat::Text) == InputFormat::StreamJson;
     // With stream-json the program's `initialize` comes first: its agents
@@ -115,6 +116,7 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
             Some(input::Incoming::Initialize { id, request }) => {
                 let (agents, w) = initialize::agents(&request);
                 options.agents = agents;
+                initialize::custom_prompt(&request, &mut options.system_prompt);
                 early_warnings.extend(w);
                 for name in initialize::sdk_servers(&request, &mcp.sdk) {
                     match sdk_mcp::connect(Arc::clone(&s.control), &name).await {

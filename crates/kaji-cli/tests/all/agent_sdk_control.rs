@@ -286,3 +286,74 @@ async fn typescript_sdk_mcp_server_tool_is_called_by_the_model() {
     assert_eq!(called[0]["args"], json!({"a": 2, "b": 3}));
     assert_eq!(result(&messages)["result"], "It is 5.");
 }
+
+/// The system prompt of the scripted server's first request.
+fn first_system(server: &ScriptedModelServer) -> String {
+    let system = &server.requests()[0].body["system"];
+    match system.as_array() {
+        Some(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        None => system.as_str().unwrap_or_default().to_string(),
+    }
+}
+
+#[tokio::test]
+async fn system_prompt_options_reach_the_model() {
+    let replaced = Sdk::new();
+    let server = ScriptedModelServer::start(Script::new([Turn::text("ok")])).await;
+    let mut driver = Command::new("python3");
+    driver.arg(repo_root().join("tests/agent-sdk/drive.py"));
+    let (messages, code) = replaced
+        .drive(
+            driver,
+            &server,
+            "hi",
+            json!({"system_prompt": "You are the test calculator."}),
+        )
+        .await;
+    assert_eq!(code, 0, "{messages:#?}");
+    let system = first_system(&server);
+    assert!(system.contains("You are the test calculator."), "{system}");
+    assert!(!system.contains("You are kaji"), "{system}");
+    // kaji's environment and agent sections stay.
+    assert!(system.contains("Working directory"), "{system}");
+
+    let appended = Sdk::new();
+    let server = ScriptedModelServer::start(Script::new([Turn::text("ok")])).await;
+    let mut driver = Command::new("python3");
+    driver.arg(repo_root().join("tests/agent-sdk/drive.py"));
+    let (messages, code) = appended
+        .drive(
+            driver,
+            &server,
+            "hi",
+            json!({"system_prompt": {"type": "preset", "preset": "claude_code", "append": "Always answer in French."}}),
+        )
+        .await;
+    assert_eq!(code, 0, "{messages:#?}");
+    let system = first_system(&server);
+    assert!(system.contains("You are kaji"), "{system}");
+    assert!(system.ends_with("Always answer in French."), "{system}");
+
+    // The TypeScript SDK sends its system prompt in `initialize`.
+    let ts = Sdk::new();
+    let server = ScriptedModelServer::start(Script::new([Turn::text("ok")])).await;
+    let (messages, code) = ts
+        .drive(
+            node("query"),
+            &server,
+            "hi",
+            json!({"systemPrompt": "You are the TypeScript calculator."}),
+        )
+        .await;
+    assert_eq!(code, 0, "{messages:#?}");
+    let system = first_system(&server);
+    assert!(
+        system.contains("You are the TypeScript calculator."),
+        "{system}"
+    );
+    assert!(!system.contains("You are kaji"), "{system}");
+}

@@ -276,6 +276,7 @@ impl SessionBuilder {
             skills_section,
             role: self.options.role,
             program_agents: self.options.agents.clone(),
+            system_prompt: self.options.system_prompt.clone(),
             live_output: self.options.live_output,
             max_turns: self.options.max_turns,
             on_text_reply: settings

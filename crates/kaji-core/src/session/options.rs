@@ -98,6 +98,20 @@ pub struct SessionOptions {
     /// Tools the front end serves itself (the Agent SDK's in-process MCP
     /// servers), added to the built-ins.
     pub tools: FrontendTools,
+    /// The main agent's system prompt, changed (the Agent SDK's
+    /// `--system-prompt`, `--append-system-prompt`).
+    pub system_prompt: CustomPrompt,
+}
+
+/// How a front end changes the main agent's system prompt.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CustomPrompt {
+    /// Replaces kaji's introduction (who it is, how it works); the
+    /// environment, tool protocol, rule files, skills and agent types
+    /// stay, since kaji's tools and agents need them.
+    pub replace: Option<String>,
+    /// Added at the end.
+    pub append: Option<String>,
 }
 
 /// Tools a front end adds to a session.
@@ -145,6 +159,7 @@ impl Default for SessionOptions {
             mcp_servers: std::collections::BTreeMap::new(),
             agents: Vec::new(),
             tools: FrontendTools::default(),
+            system_prompt: CustomPrompt::default(),
         }
     }
 }
