@@ -357,3 +357,176 @@ async fn system_prompt_options_reach_the_model() {
     );
     assert!(!system.contains("You are kaji"), "{system}");
 }
+
+/// kaji run by hand over the control protocol, as the SDKs run it.
+struct Raw {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    seen: Vec<Value>,
+}
+
+impl Raw {
+    fn start(sdk: &Sdk, server: &ScriptedModelServer, env: &[(&str, &str)]) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
+        cmd.args([
+            "--output-format",
+            "stream-json",
+            "--input-format",
+            "stream-json",
+            "--verbose",
+            "--permission-prompt-tool",
+            "stdio",
+            "--sandbox",
+            "off",
+            "--model",
+            "scripted",
+        ])
+        .current_dir(sdk.work.path())
+        .env("HOME", sdk.home.path())
+        .env("KAJI_HOME", sdk.kaji_home())
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("ANTHROPIC_BASE_URL", server.anthropic_base_url())
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("KAJI_MODEL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("kaji starts");
+        let stdin = child.stdin.take().unwrap();
+        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        Self {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    async fn send(&mut self, value: Value) {
+        use tokio::io::AsyncWriteExt;
+        self.stdin
+            .write_all(format!("{value}\n").as_bytes())
+            .await
+            .unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    async fn request(&mut self, id: &str, request: Value) {
+        self.send(json!({"type": "control_request", "request_id": id, "request": request}))
+            .await;
+    }
+
+    /// Reads messages until one matches; panics at the end of output.
+    async fn until(&mut self, what: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let line = self
+                .lines
+                .next_line()
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("output ended; seen: {:#?}", self.seen));
+            let value: Value = serde_json::from_str(&line).unwrap();
+            self.seen.push(value.clone());
+            if what(&value) {
+                return value;
+            }
+        }
+    }
+
+    async fn response(&mut self, id: &str) -> Value {
+        self.until(|m| m["type"] == "control_response" && m["response"]["request_id"] == id)
+            .await["response"]
+            .clone()
+    }
+
+    async fn initialize(&mut self) {
+        self.request("init", json!({"subtype": "initialize", "hooks": null}))
+            .await;
+        assert_eq!(self.response("init").await["subtype"], "success");
+    }
+
+    async fn prompt(&mut self, text: &str) {
+        self.send(json!({"type": "user", "message": {"role": "user", "content": text}}))
+            .await;
+    }
+
+    async fn can_use_tool(&mut self) -> Value {
+        self.until(|m| m["type"] == "control_request" && m["request"]["subtype"] == "can_use_tool")
+            .await
+    }
+
+    async fn finish(mut self) -> i32 {
+        drop(self.stdin);
+        while let Ok(Some(_)) = self.lines.next_line().await {}
+        self.child.wait().await.unwrap().code().unwrap_or(-1)
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_request_gets_an_error_and_an_interrupt_ends_an_unanswered_ask() {
+    let sdk = Sdk::new();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Bash", json!({"command": "touch x.txt"})),
+        Turn::text("unused"),
+    ]))
+    .await;
+    let mut kaji = Raw::start(&sdk, &server, &[]);
+    kaji.initialize().await;
+    kaji.request("odd", json!({"subtype": "frobnicate"})).await;
+    let odd = kaji.response("odd").await;
+    assert_eq!(odd["subtype"], "error");
+    assert!(
+        odd["error"].as_str().unwrap().contains("frobnicate"),
+        "{odd}"
+    );
+    kaji.prompt("make x.txt").await;
+    let ask = kaji.can_use_tool().await;
+    assert_eq!(ask["request"]["tool_name"], "Bash");
+    assert_eq!(ask["request"]["input"]["command"], "touch x.txt");
+    let ask_id = ask["request_id"].as_str().unwrap().to_string();
+    // The ask is never answered; the interrupt still ends the prompt.
+    kaji.request("stop", json!({"subtype": "interrupt"})).await;
+    assert_eq!(kaji.response("stop").await["subtype"], "success");
+    let result = kaji.until(|m| m["type"] == "result").await;
+    assert_eq!(result["subtype"], "error_during_execution", "{result}");
+    assert!(
+        kaji.seen
+            .iter()
+            .any(|m| m["type"] == "control_cancel_request" && m["request_id"] == ask_id),
+        "the unanswered ask is cancelled: {:#?}",
+        kaji.seen
+    );
+    assert!(!sdk.work.path().join("x.txt").exists());
+    assert_eq!(kaji.finish().await, 1);
+}
+
+#[tokio::test]
+async fn an_unanswered_ask_is_denied_at_the_ask_timeout() {
+    let sdk = Sdk::new();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Bash", json!({"command": "touch x.txt"})),
+        Turn::text("It was not allowed."),
+    ]))
+    .await;
+    let mut kaji = Raw::start(&sdk, &server, &[("KAJI_ASK_TIMEOUT_MS", "50")]);
+    kaji.initialize().await;
+    kaji.prompt("make x.txt").await;
+    let ask = kaji.can_use_tool().await;
+    let ask_id = ask["request_id"].as_str().unwrap().to_string();
+    let result = kaji.until(|m| m["type"] == "result").await;
+    assert_eq!(result["subtype"], "success", "{result}");
+    assert!(
+        kaji.seen
+            .iter()
+            .any(|m| m["type"] == "control_cancel_request" && m["request_id"] == ask_id)
+    );
+    let told = server.requests()[1].body.to_string();
+    assert!(told.contains("did not answer within 50 ms"), "{told}");
+    assert!(!sdk.work.path().join("x.txt").exists());
+    assert_eq!(kaji.finish().await, 0);
+}
