@@ -214,16 +214,6 @@ impl SdkArgs {
             "kaji retries the same model",
         );
         note(
-            self.session_id.is_some(),
-            "--session-id",
-            "kaji chooses its session ids",
-        );
-        note(
-            self.fork_session,
-            "--fork-session",
-            "a resumed session goes on in place",
-        );
-        note(
             self.settings.is_some(),
             "--settings",
             "kaji reads its own settings files",
@@ -380,6 +370,27 @@ impl SdkArgs {
         })
     }
 
+    /// `--session-id`: the id of the session this run creates, a UUID (as
+    /// Claude Code's). With `--resume`/`--continue` it needs
+    /// `--fork-session` (the resumed session keeps its id).
+    pub fn new_session_id(&self, resuming: bool) -> Result<Option<String>, UsageError> {
+        let Some(id) = &self.session_id else {
+            return Ok(None);
+        };
+        let id = id.trim_start_matches('=').to_ascii_lowercase();
+        if !is_uuid(&id) {
+            return Err(UsageError(format!(
+                "--session-id: {id:?} is not a UUID (8-4-4-4-12 hexadecimal digits)"
+            )));
+        }
+        if resuming && !self.fork_session {
+            return Err(UsageError(
+                "--session-id with --resume or --continue needs --fork-session (a resumed session keeps its id)".into(),
+            ));
+        }
+        Ok(Some(id))
+    }
+
     /// Reads every `--mcp-config`.
     pub fn mcp_config(&self) -> Result<McpConfig, UsageError> {
         let mut out = McpConfig {
@@ -426,6 +437,15 @@ impl SdkArgs {
         }
         Ok(out)
     }
+}
+
+fn is_uuid(id: &str) -> bool {
+    let parts: Vec<&str> = id.split('-').collect();
+    parts.len() == 5
+        && parts
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(p, n)| p.len() == n && p.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
 /// Claude Code's rule list: rules separated by commas or spaces outside

@@ -142,7 +142,12 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
         shared = Some(s);
         incoming = Some(rx);
     }
-    let (session, mut warnings) = agent::build(options, frontend.clone()).await?;
+    options.session_id = sdk.new_session_id(options.resume.is_some())?;
+    let (session, mut warnings) = if sdk.fork_session && options.resume.is_some() {
+        fork(options, frontend.clone()).await?
+    } else {
+        agent::build(options, frontend.clone()).await?
+    };
     warnings.extend(early_warnings);
     warnings.extend(sdk.unhonoured());
     for w in &warnings {
@@ -191,6 +196,25 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
     };
     out.finish(&last, sdk.verbose);
     Ok(if run.failed { 1 } else { 0 })
+}
+
+/// `--fork-session`: the saved session is opened, copied into a new
+/// session (a fork, with `--session-id` if given) and closed unchanged.
+async fn fork(
+    options: kaji_core::SessionOptions,
+    frontend: Arc<SdkFrontend>,
+) -> Result<(Arc<Session>, Vec<String>)> {
+    let (original, mut warnings) = agent::build(options.clone(), frontend.clone()).await?;
+    let history = original.history();
+    let parent = original.id().to_string();
+    original.shutdown().await;
+    let (fork, more) = kaji_core::SessionBuilder::new(crate::paths::kaji_home(), options)
+        .forked_from(&parent, history)
+        .build(frontend)
+        .await
+        .map_err(agent::session_error)?;
+    warnings.extend(more);
+    Ok((fork, warnings))
 }
 
 /// The prompt of `--input-format text`: the words given, else standard

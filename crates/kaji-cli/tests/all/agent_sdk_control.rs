@@ -530,3 +530,64 @@ async fn an_unanswered_ask_is_denied_at_the_ask_timeout() {
     assert!(!sdk.work.path().join("x.txt").exists());
     assert_eq!(kaji.finish().await, 0);
 }
+
+#[tokio::test]
+async fn session_id_names_a_session_and_fork_session_copies_one() {
+    let sdk = Sdk::new();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::text("Noted."),
+        Turn::text("It was marmalade."),
+        Turn::text("Still marmalade."),
+    ]))
+    .await;
+    let py = || {
+        let mut c = Command::new("python3");
+        c.arg(repo_root().join("tests/agent-sdk/drive.py"));
+        c
+    };
+    let id = "0e5b3c2a-1f4d-4c8e-9a7b-123456789abc";
+    let (first, code) = sdk
+        .drive(
+            py(),
+            &server,
+            "remember marmalade",
+            json!({"session_id": id}),
+        )
+        .await;
+    assert_eq!(code, 0, "{first:#?}");
+    assert_eq!(first[0]["data"]["session_id"], id);
+    assert_eq!(result(&first)["session_id"], id);
+    let (forked, code) = sdk
+        .drive(
+            py(),
+            &server,
+            "what was it?",
+            json!({"resume": id, "fork_session": true}),
+        )
+        .await;
+    assert_eq!(code, 0, "{forked:#?}");
+    let fork_id = result(&forked)["session_id"].as_str().unwrap().to_string();
+    assert_ne!(fork_id, id, "a fork is a new session");
+    assert!(
+        server.requests()[1]
+            .body
+            .to_string()
+            .contains("remember marmalade"),
+        "the fork has the history"
+    );
+    // The original is unchanged: resuming it again does not see the
+    // fork's prompt.
+    let (again, code) = sdk
+        .drive(py(), &server, "and now?", json!({"resume": id}))
+        .await;
+    assert_eq!(code, 0, "{again:#?}");
+    assert_eq!(result(&again)["session_id"], id);
+    let third = server.requests()[2].body.to_string();
+    assert!(third.contains("remember marmalade"), "{third}");
+    assert!(!third.contains("what was it?"), "{third}");
+    // A session id that is not a UUID is a usage error, as in Claude Code.
+    let (bad, code) = sdk
+        .drive(py(), &server, "hi", json!({"session_id": "not-a-uuid"}))
+        .await;
+    assert_eq!(code, 3, "{bad:#?}");
+}

@@ -144,9 +144,10 @@ impl SessionBuilder {
         let provider: Arc<dyn ModelProvider> = kaji_llm::build_provider(&provider_config)
             .map_err(|e| SessionError::Usage(e.to_string()))?;
 
-        let session_id = match &restored {
-            Some(r) => r.session_id.clone(),
-            None => persist::new_session_id(),
+        let session_id = match (&restored, &self.options.session_id) {
+            (Some(r), _) => r.session_id.clone(),
+            (None, Some(id)) => id.clone(),
+            (None, None) => persist::new_session_id(),
         };
         let mode = self.mode(&settings, restored.as_ref());
         let approvals = self

@@ -60,6 +60,9 @@ pub struct SessionOptions {
     pub persist: bool,
     /// Continue a saved session instead of starting a new one.
     pub resume: Option<ResumeFrom>,
+    /// The id a new session takes (`--session-id`; default: a new UUID).
+    /// Creating it fails when a session has it already.
+    pub session_id: Option<String>,
     /// What the new session is (main, or a fork).
     pub kind: SessionKind,
     /// What a text-only reply does when the settings do not say
@@ -145,6 +148,7 @@ impl Default for SessionOptions {
             task_list: None,
             persist: true,
             resume: None,
+            session_id: None,
             kind: SessionKind::Main,
             text_reply_default: TextReply::Nudge,
             live_output: false,
