@@ -211,14 +211,13 @@ impl SdkArgs {
         note(
             self.fallback_model.is_some(),
             "--fallback-model",
-            "kaji retries the same model",
+            "kaji retries the same model when it is overloaded; a fallback model is not supported yet",
         );
         note(
-            self.settings.is_some(),
-            "--settings",
-            "kaji reads its own settings files",
+            !self.add_dir.is_empty(),
+            "--add-dir",
+            "kaji's permissions and kernel sandbox have one project root: reading elsewhere works already, but writes outside the project still ask and commands cannot write there",
         );
-        note(!self.add_dir.is_empty(), "--add-dir", "not supported yet");
         note(
             self.strict_mcp_config,
             "--strict-mcp-config",
@@ -237,7 +236,7 @@ impl SdkArgs {
         note(
             !self.plugin_dir.is_empty(),
             "--plugin-dir",
-            "not supported yet",
+            "kaji loads no Claude Code plugins; put a plugin's agents, commands and skills in .claude/agents, .claude/commands and .claude/skills, where kaji reads them",
         );
         note(self.betas.is_some(), "--betas", "not supported");
         note(
@@ -293,6 +292,82 @@ impl SdkArgs {
             agent.reasoning = self.reasoning()?.map(str::to_string);
         }
         Ok(())
+    }
+
+    /// `--settings` (a file, or inline JSON in Claude Code's settings
+    /// format): `permissions.allow`, `permissions.deny`,
+    /// `permissions.defaultMode` and `model` go into `agent` (flags given
+    /// beside them win); every other key is returned as a warning, named.
+    pub fn apply_settings(&self, agent: &mut AgentArgs) -> Result<Vec<String>, UsageError> {
+        let Some(given) = &self.settings else {
+            return Ok(Vec::new());
+        };
+        let text = if given.trim_start().starts_with('{') {
+            given.clone()
+        } else {
+            std::fs::read_to_string(given)
+                .map_err(|e| UsageError(format!("--settings: cannot read {given}: {e}")))?
+        };
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| UsageError(format!("--settings: not JSON: {e}")))?;
+        let Some(map) = value.as_object() else {
+            return Err(UsageError("--settings: not a JSON object".into()));
+        };
+        let strings =
+            |v: Option<&serde_json::Value>, key: &str| -> Result<Vec<String>, UsageError> {
+                match v {
+                    None => Ok(Vec::new()),
+                    Some(serde_json::Value::Array(items)) => items
+                        .iter()
+                        .map(|i| {
+                            i.as_str().map(str::to_string).ok_or_else(|| {
+                                UsageError(format!("--settings: {key} holds a non-string: {i}"))
+                            })
+                        })
+                        .collect(),
+                    Some(other) => Err(UsageError(format!(
+                        "--settings: {key} is not a list: {other}"
+                    ))),
+                }
+            };
+        let mut ignored = Vec::new();
+        for (key, v) in map {
+            match key.as_str() {
+                "model" => {
+                    if agent.model.is_none() {
+                        agent.model = v.as_str().map(str::to_string);
+                    }
+                }
+                "permissions" => {
+                    let Some(p) = v.as_object() else {
+                        return Err(UsageError(
+                            "--settings: permissions is not an object".into(),
+                        ));
+                    };
+                    for (pk, pv) in p {
+                        match pk.as_str() {
+                            "allow" => agent.allow.extend(strings(Some(pv), "permissions.allow")?),
+                            "deny" => agent.deny.extend(strings(Some(pv), "permissions.deny")?),
+                            "defaultMode" => {
+                                if agent.permission_mode.is_none() {
+                                    agent.permission_mode = pv.as_str().map(str::to_string);
+                                }
+                            }
+                            other => ignored.push(format!("permissions.{other}")),
+                        }
+                    }
+                }
+                other => ignored.push(other.to_string()),
+            }
+        }
+        Ok(if ignored.is_empty() {
+            Vec::new()
+        } else {
+            vec![format!(
+                "--settings: {} accepted but not honoured (kaji honours model, permissions.allow, permissions.deny and permissions.defaultMode there; the rest belongs in kaji's settings files)",
+                ignored.join(", ")
+            )]
+        })
     }
 
     /// The kaji reasoning level --effort, --thinking or

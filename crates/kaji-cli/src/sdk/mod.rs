@@ -77,6 +77,7 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
         })
         .transpose()?;
     let mut agent_args = tui.agent.clone();
+    let settings_warnings = sdk.apply_settings(&mut agent_args)?;
     sdk.apply(&mut agent_args)?;
     agent_args.text_reply_default = Some(kaji_core::config::TextReply::Finish);
     let resume = match (&tui.resume, tui.continue_) {
@@ -98,6 +99,7 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
     options.mcp_servers.extend(mcp.servers);
     options.system_prompt = sdk.custom_prompt()?;
     let mut early_warnings = mcp.warnings;
+    early_warnings.extend(settings_warnings);
     let stream = sdk.input_format.unwrap_or(InputFormat::Text) == InputFormat::StreamJson;
     // With stream-json the program's `initialize` comes first: its agents
     // and in-process MCP servers go into the session being built.

@@ -591,3 +591,32 @@ async fn session_id_names_a_session_and_fork_session_copies_one() {
         .await;
     assert_eq!(code, 3, "{bad:#?}");
 }
+
+#[tokio::test]
+async fn settings_allow_rules_apply_and_other_keys_are_named() {
+    let sdk = Sdk::new();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Write", json!({"file_path": "s.txt", "content": "s\n"})),
+        Turn::text("Wrote s.txt."),
+    ]))
+    .await;
+    let mut driver = Command::new("python3");
+    driver.arg(repo_root().join("tests/agent-sdk/drive.py"));
+    let settings = json!({"permissions": {"allow": ["Write"]}, "theme": "dark"}).to_string();
+    let (messages, code) = sdk
+        .drive(
+            driver,
+            &server,
+            "write s.txt",
+            json!({"settings": settings}),
+        )
+        .await;
+    assert_eq!(code, 0, "{messages:#?}");
+    // Nobody answers asks here: only the settings' rule lets it run.
+    assert_eq!(
+        std::fs::read_to_string(sdk.work.path().join("s.txt")).unwrap(),
+        "s\n"
+    );
+    let warnings = messages[0]["data"]["kaji_warnings"].to_string();
+    assert!(warnings.contains("--settings: theme"), "{warnings}");
+}
