@@ -103,6 +103,10 @@ fn handle(value: &Value, shared: &Shared, number: u64) -> Option<Incoming> {
             if request.get("subtype").and_then(Value::as_str) == Some("initialize") {
                 return Some(Incoming::Initialize { id, request });
             }
+            if request.get("subtype").and_then(Value::as_str) == Some("stop_task") {
+                stop_task(id, &request, shared);
+                return None;
+            }
             let answer = match control(&request, shared) {
                 Ok(response) => msg::control_success(&id, response),
                 Err(e) => msg::control_error(&id, &e),
@@ -147,6 +151,28 @@ fn user_text(value: &Value) -> Option<String> {
         _ => return None,
     };
     (!text.trim().is_empty()).then_some(text)
+}
+
+/// `stop_task`: stops a runtime task (a background shell or agent) by
+/// the `task_id` of its `task_started` message; answered once it stopped.
+fn stop_task(id: String, request: &Value, shared: &Shared) {
+    let task = request
+        .get("task_id")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let session = shared.session.get().cloned();
+    let out = Arc::clone(&shared.out);
+    tokio::spawn(async move {
+        let answer = match session {
+            None => msg::control_error(&id, "`stop_task` before `initialize`"),
+            Some(s) => match s.runtime().stop(&task).await {
+                Ok(_) => msg::control_success(&id, json!({})),
+                Err(e) => msg::control_error(&id, &format!("stop_task {task:?}: {e}")),
+            },
+        };
+        out.control(&answer);
+    });
 }
 
 /// Answers one control request (all but `initialize`).

@@ -484,14 +484,25 @@ async fn an_unknown_request_gets_an_error_and_an_interrupt_ends_an_unanswered_as
         odd["error"].as_str().unwrap().contains("frobnicate"),
         "{odd}"
     );
+    kaji.request(
+        "stop",
+        json!({"subtype": "stop_task", "task_id": "no-such-task"}),
+    )
+    .await;
+    let stop = kaji.response("stop").await;
+    assert_eq!(stop["subtype"], "error", "{stop}");
+    assert!(
+        stop["error"].as_str().unwrap().contains("no-such-task"),
+        "{stop}"
+    );
     kaji.prompt("make x.txt").await;
     let ask = kaji.can_use_tool().await;
     assert_eq!(ask["request"]["tool_name"], "Bash");
     assert_eq!(ask["request"]["input"]["command"], "touch x.txt");
     let ask_id = ask["request_id"].as_str().unwrap().to_string();
     // The ask is never answered; the interrupt still ends the prompt.
-    kaji.request("stop", json!({"subtype": "interrupt"})).await;
-    assert_eq!(kaji.response("stop").await["subtype"], "success");
+    kaji.request("int", json!({"subtype": "interrupt"})).await;
+    assert_eq!(kaji.response("int").await["subtype"], "success");
     let result = kaji.until(|m| m["type"] == "result").await;
     assert_eq!(result["subtype"], "error_during_execution", "{result}");
     assert!(
