@@ -98,7 +98,8 @@ async def one_prompt(client, prompt):
 
 
 async def multi_turn(client):
-    """Turn 1 streams, then is interrupted; turn 2 runs in acceptEdits."""
+    """Turn 1 streams, then is interrupted; turn 2 runs in acceptEdits
+    with another model."""
     await client.query("first: hold on")
     interrupted = False
     async for message in client.receive_response():
@@ -109,6 +110,7 @@ async def multi_turn(client):
             callback("interrupted")
     await client.set_permission_mode("acceptEdits")
     callback("mode_set")
+    await client.set_model("scripted-2")
     status = await client.get_mcp_status()
     callback("mcp_status", status=status)
     await one_prompt(client, "second: write c.txt")

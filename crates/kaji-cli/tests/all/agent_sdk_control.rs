@@ -190,7 +190,7 @@ async fn an_agent_defined_in_the_options_runs_through_the_agent_tool() {
 }
 
 #[tokio::test]
-async fn a_multi_turn_client_interrupts_and_changes_the_permission_mode() {
+async fn a_multi_turn_client_interrupts_and_changes_the_permission_mode_and_model() {
     let sdk = Sdk::new();
     let server = ScriptedModelServer::start(Script::new([
         Turn::text("Thinking about it").and_hold(),
@@ -218,7 +218,12 @@ async fn a_multi_turn_client_interrupts_and_changes_the_permission_mode() {
         std::fs::read_to_string(sdk.work.path().join("c.txt")).unwrap(),
         "c\n"
     );
-    assert_eq!(server.requests().len(), 3);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[0].body["model"], "scripted");
+    // set_model applies from the next prompt on.
+    assert_eq!(requests[1].body["model"], "scripted-2");
+    assert_eq!(requests[2].body["model"], "scripted-2");
 }
 
 #[tokio::test]
