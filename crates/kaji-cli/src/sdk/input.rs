@@ -23,6 +23,9 @@ pub enum Incoming {
     Initialize { id: String, request: Value },
     /// A user message's text.
     Prompt(String),
+    /// A control request that came before the session was ready: the run
+    /// answers it after `initialize`'s answer, in order.
+    Control { id: String, request: Value },
 }
 
 /// What the reader shares with the run.
@@ -103,15 +106,10 @@ fn handle(value: &Value, shared: &Shared, number: u64) -> Option<Incoming> {
             if request.get("subtype").and_then(Value::as_str) == Some("initialize") {
                 return Some(Incoming::Initialize { id, request });
             }
-            if request.get("subtype").and_then(Value::as_str) == Some("stop_task") {
-                stop_task(id, &request, shared);
-                return None;
+            if shared.session.get().is_none() {
+                return Some(Incoming::Control { id, request });
             }
-            let answer = match control(&request, shared) {
-                Ok(response) => msg::control_success(&id, response),
-                Err(e) => msg::control_error(&id, &e),
-            };
-            shared.out.control(&answer);
+            answer(id, &request, shared);
             None
         }
         Some("control_response") => {
@@ -151,6 +149,19 @@ fn user_text(value: &Value) -> Option<String> {
         _ => return None,
     };
     (!text.trim().is_empty()).then_some(text)
+}
+
+/// Answers one control request other than `initialize`.
+pub fn answer(id: String, request: &Value, shared: &Shared) {
+    if request.get("subtype").and_then(Value::as_str) == Some("stop_task") {
+        stop_task(id, request, shared);
+        return;
+    }
+    let answer = match control(request, shared) {
+        Ok(response) => msg::control_success(&id, response),
+        Err(e) => msg::control_error(&id, &e),
+    };
+    shared.out.control(&answer);
 }
 
 /// `stop_task`: stops a runtime task (a background shell or agent) by

@@ -107,6 +107,7 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
     let mut incoming = None;
     let mut first_prompt = None;
     let mut init_request = None;
+    let mut early = Vec::new();
     if stream {
         let control = Arc::new(control::Control::new(Arc::clone(&out)));
         if sdk.permission_prompt_tool.as_deref() == Some("stdio") {
@@ -139,6 +140,7 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
                 init_request = Some(id);
             }
             Some(input::Incoming::Prompt(p)) => first_prompt = Some(p),
+            Some(input::Incoming::Control { id, request }) => early.push((id, request)),
             None => {}
         }
         shared = Some(s);
@@ -156,11 +158,13 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
         eprintln!("kaji: warning: {}", redact_url_passwords(w));
     }
     frontend.attach(&session);
-    if let Some(s) = &shared {
-        let _ = s.session.set(Arc::clone(&session));
-    }
     if let Some(id) = init_request {
         out.control(&msg::control_success(&id, initialize_response(&session)));
+    }
+    // From here on the reader answers control requests itself; those that
+    // came before are answered below, in order, after initialize's.
+    if let Some(s) = &shared {
+        let _ = s.session.set(Arc::clone(&session));
     }
     let mut run = Run {
         session: Arc::clone(&session),
@@ -172,18 +176,24 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
         last: None,
         failed: false,
     };
-    match incoming {
+    match incoming.zip(shared) {
         None => {
             let prompt = text_prompt(&tui.prompt)?;
             run.prompt(prompt).await?;
         }
-        Some(mut prompts) => {
+        Some((mut prompts, shared)) => {
+            for (id, request) in early {
+                input::answer(id, &request, &shared);
+            }
             if let Some(p) = first_prompt {
                 run.prompt(p).await?;
             }
             while let Some(next) = prompts.recv().await {
                 match next {
                     input::Incoming::Prompt(p) => run.prompt(p).await?,
+                    input::Incoming::Control { id, request } => {
+                        input::answer(id, &request, &shared)
+                    }
                     input::Incoming::Initialize { id, .. } => out.control(&msg::control_error(
                         &id,
                         "the session is initialized already (initialize comes once, first)",
