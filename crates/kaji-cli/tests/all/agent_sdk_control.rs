@@ -636,3 +636,18 @@ async fn settings_allow_rules_apply_and_other_keys_are_named() {
     let warnings = messages[0]["data"]["kaji_warnings"].to_string();
     assert!(warnings.contains("--settings: theme"), "{warnings}");
 }
+
+/// SDK hook callbacks are not served yet (docs/sdk.md): the run says so in
+/// `init`, never silently.
+#[tokio::test]
+async fn sdk_hook_callbacks_are_named_as_not_served() {
+    let sdk = Sdk::new();
+    let server = ScriptedModelServer::start(Script::new([Turn::text("ok")])).await;
+    let (messages, code) = sdk.drive(python("hooks"), &server, "hi", json!({})).await;
+    assert_eq!(code, 0, "{messages:#?}");
+    let warnings = messages[0]["data"]["kaji_warnings"].to_string();
+    assert!(
+        warnings.contains("SDK hook callbacks are not supported yet"),
+        "{warnings}"
+    );
+}
