@@ -311,8 +311,13 @@ impl ToolExecutor {
         let started = std::time::Instant::now();
         let pre = self.pre_hooks(call, &input, env).await?;
         let decision = self.decide(call, tool.as_ref(), &input, &access, env, pre.permission);
-        self.gate(decision, call, tool.as_ref(), &input, &access, env)
-            .await?;
+        let input = match self
+            .gate(decision, call, tool.as_ref(), &input, &access, env)
+            .await?
+        {
+            Some(edited) => self.edited(call, tool.as_ref(), edited, env).await?,
+            None => input,
+        };
         self.wait_for_turn(tool.as_ref(), &access, env.ctx).await?;
         let result = self.run_with_retry(&tool, call, &input, env).await;
         let facts = match (&self.hooks, &result) {
@@ -413,9 +418,26 @@ impl ToolExecutor {
         with_hook_decision(decision, hook, access)
     }
 
-    /// Carries out the decision: `Ok` when the call may run, else the run
-    /// it ends as (denied, rejected by the user, or denied because nobody
-    /// could approve it).
+    /// The input an approval edited: the rules decide on it again (a
+    /// deny still denies; an ask is what was just approved).
+    async fn edited(
+        &self,
+        call: &ToolCall,
+        tool: &dyn Tool,
+        input: Value,
+        env: &CallEnv<'_>,
+    ) -> Result<Value, ToolRun> {
+        let access = tool.access_checked(&input, env.ctx).await;
+        match self.decide(call, tool, &input, &access, env, None) {
+            Decision::Deny(reason) => Err(ToolRun::failed(reason, false)),
+            _ => Ok(input),
+        }
+    }
+
+    /// Carries out the decision: `Ok` when the call may run (with the
+    /// input an approval edited, if it did), else the run it ends as
+    /// (denied, rejected by the user, or denied because nobody could
+    /// approve it).
     async fn gate(
         &self,
         decision: Decision,
@@ -424,9 +446,9 @@ impl ToolExecutor {
         input: &Value,
         access: &ToolAccess,
         env: &CallEnv<'_>,
-    ) -> Result<(), ToolRun> {
+    ) -> Result<Option<Value>, ToolRun> {
         let kind = match decision {
-            Decision::Allow | Decision::AllowSandboxed => return Ok(()),
+            Decision::Allow | Decision::AllowSandboxed => return Ok(None),
             Decision::Deny(reason) => return Err(ToolRun::failed(reason, false)),
             Decision::Ask(kind) => kind,
         };
@@ -447,15 +469,16 @@ impl ToolExecutor {
             always: always.iter().map(ToString::to_string).collect(),
         };
         match ask_or_abort(env, kind, tool.title(input), Some(payload)).await {
-            AskResponse::Approve => Ok(()),
+            AskResponse::Approve => Ok(None),
+            AskResponse::ApproveEdited { input } => Ok(Some(input)),
             AskResponse::ApproveAlways => {
                 self.remember(&always, env);
-                Ok(())
+                Ok(None)
             }
             AskResponse::ApproveAlwaysProject => {
                 self.remember(&always, env);
                 remember_in_project(&always, &env.ctx.project_dir, env.emitter);
-                Ok(())
+                Ok(None)
             }
             AskResponse::Deny { feedback } if headless && !env.ctx.cancel.is_cancelled() => {
                 self.record_denial(call, input, &requests, &pctx);
@@ -717,6 +740,7 @@ impl ToolExecutor {
         };
         match ask_or_abort(env, AskKind::Command, text, Some(payload)).await {
             AskResponse::Approve
+            | AskResponse::ApproveEdited { .. }
             | AskResponse::ApproveAlways
             | AskResponse::ApproveAlwaysProject => {
                 let mut free = env.ctx.clone();
@@ -764,6 +788,7 @@ impl ToolExecutor {
         }
         match ask_or_abort(env, AskKind::Plan, plan.clone(), None).await {
             AskResponse::Approve
+            | AskResponse::ApproveEdited { .. }
             | AskResponse::ApproveAlways
             | AskResponse::ApproveAlwaysProject => {
                 let back = match env.mode_before_plan {
@@ -873,7 +898,10 @@ async fn ask_user(question: String, options: Vec<String>, env: &CallEnv<'_>) -> 
     let payload = AskPayload::Followup { options };
     match ask_or_abort(env, AskKind::Followup, question, Some(payload)).await {
         AskResponse::Reply { text } => ToolRun::ok(format!("The user answered:\n{text}")),
-        AskResponse::Approve | AskResponse::ApproveAlways | AskResponse::ApproveAlwaysProject => {
+        AskResponse::Approve
+        | AskResponse::ApproveEdited { .. }
+        | AskResponse::ApproveAlways
+        | AskResponse::ApproveAlwaysProject => {
             ToolRun::ok("The user acknowledged the question without answering.")
         }
         AskResponse::Deny { feedback } => ToolRun::failed(

@@ -38,7 +38,8 @@ pub use frontend::{AskRequest, TaskFrontend};
 pub use parser::ToolProtocol;
 pub use permissions::PermissionMode;
 pub use session::{
-    PromptOptions, ResumeFrom, Session, SessionBuilder, SessionError, SessionOptions,
+    CustomPrompt, FrontendTools, PromptOptions, ResumeFrom, Session, SessionBuilder, SessionError,
+    SessionOptions,
 };
 pub use task::new_task_id;
 pub use task::{AbortHandle, Task, TaskConfig, TaskOutcome};

@@ -23,6 +23,9 @@ pub struct PromptInputs<'a> {
     pub mode: PermissionMode,
     /// Extra sections, appended in order (rule files, each under its path).
     pub extra_sections: &'a [String],
+    /// Replaces kaji's introduction (who it is, how it works): an Agent
+    /// SDK program's `--system-prompt`.
+    pub intro: Option<&'a str>,
 }
 
 const INTRO: &str = "You are kaji, a coding agent working in the user's terminal. You read, change and test code in the working directory with the tools you are given, one step at a time, and you check your work (build, tests) before you say you are done.
@@ -37,7 +40,7 @@ const INTRO: &str = "You are kaji, a coding agent working in the user's terminal
 /// Builds the system prompt.
 pub fn system_prompt(inputs: &PromptInputs<'_>) -> String {
     let mut out = String::with_capacity(4096);
-    out.push_str(INTRO);
+    out.push_str(inputs.intro.unwrap_or(INTRO));
     out.push_str("\n\n# Environment\n");
     out.push_str(&format!("- Working directory: {}\n", inputs.cwd.display()));
     out.push_str(&format!(

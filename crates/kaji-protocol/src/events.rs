@@ -71,6 +71,12 @@ pub enum AskKind {
 pub enum AskResponse {
     /// Yes, once.
     Approve,
+    /// Yes, once, with this input instead of the model's (an Agent SDK
+    /// program's `updatedInput`); the rules still apply to it.
+    ApproveEdited {
+        /// The input the tool runs with.
+        input: serde_json::Value,
+    },
     /// Yes, and do not ask again this session for the same tool (or, for
     /// commands, the same command prefix).
     ApproveAlways,

@@ -53,6 +53,9 @@ pub struct SdkArgs {
     /// A file whose text replaces the system prompt.
     #[arg(long, value_name = "FILE")]
     pub system_prompt_file: Option<PathBuf>,
+    /// A file whose text is added to the system prompt.
+    #[arg(long, value_name = "FILE")]
+    pub append_system_prompt_file: Option<PathBuf>,
     /// The tools the model gets (comma-separated; `default`: all).
     #[arg(long, value_name = "TOOLS")]
     pub tools: Option<String>,
@@ -181,6 +184,7 @@ impl SdkArgs {
             || self.system_prompt.is_some()
             || self.append_system_prompt.is_some()
             || self.system_prompt_file.is_some()
+            || self.append_system_prompt_file.is_some()
             || self.tools.is_some()
             || self.allowed_tools != d.allowed_tools
             || self.disallowed_tools != d.disallowed_tools
@@ -199,22 +203,6 @@ impl SdkArgs {
                 w.push(format!("{flag} is accepted but not honoured: {why}"));
             }
         };
-        let prompt_flag = self.system_prompt.as_deref().is_some_and(|p| !p.is_empty());
-        note(
-            prompt_flag,
-            "--system-prompt",
-            "kaji keeps its own system prompt",
-        );
-        note(
-            self.append_system_prompt.is_some(),
-            "--append-system-prompt",
-            "kaji keeps its own system prompt (put standing instructions in AGENTS.md or CLAUDE.md)",
-        );
-        note(
-            self.system_prompt_file.is_some(),
-            "--system-prompt-file",
-            "kaji keeps its own system prompt",
-        );
         note(
             self.tools.as_deref().is_some_and(|t| t != "default"),
             "--tools",
@@ -223,28 +211,12 @@ impl SdkArgs {
         note(
             self.fallback_model.is_some(),
             "--fallback-model",
-            "kaji retries the same model",
+            "kaji retries the same model when it is overloaded; a fallback model is not supported yet",
         );
         note(
-            self.session_id.is_some(),
-            "--session-id",
-            "kaji chooses its session ids",
-        );
-        note(
-            self.fork_session,
-            "--fork-session",
-            "a resumed session goes on in place",
-        );
-        note(
-            self.settings.is_some(),
-            "--settings",
-            "kaji reads its own settings files",
-        );
-        note(!self.add_dir.is_empty(), "--add-dir", "not supported yet");
-        note(
-            !self.mcp_config.is_empty(),
-            "--mcp-config",
-            "configure MCP servers in kaji's settings or .mcp.json",
+            !self.add_dir.is_empty(),
+            "--add-dir",
+            "kaji's permissions and kernel sandbox have one project root: reading elsewhere works already, but writes outside the project still ask and commands cannot write there",
         );
         note(
             self.strict_mcp_config,
@@ -259,13 +231,15 @@ impl SdkArgs {
         note(
             !self.plugin_dir.is_empty(),
             "--plugin-dir",
-            "not supported yet",
+            "kaji loads no Claude Code plugins; put a plugin's agents, commands and skills in .claude/agents, .claude/commands and .claude/skills, where kaji reads them",
         );
         note(self.betas.is_some(), "--betas", "not supported");
         note(
-            self.permission_prompt_tool.is_some(),
+            self.permission_prompt_tool.as_deref().is_some_and(|t| {
+                t != "stdio" || self.input_format != Some(InputFormat::StreamJson)
+            }),
             "--permission-prompt-tool",
-            "asks are denied in headless runs",
+            "only `stdio` with --input-format stream-json is served (can_use_tool); other asks are denied in headless runs",
         );
         note(
             self.include_hook_events,
@@ -315,6 +289,82 @@ impl SdkArgs {
         Ok(())
     }
 
+    /// `--settings` (a file, or inline JSON in Claude Code's settings
+    /// format): `permissions.allow`, `permissions.deny`,
+    /// `permissions.defaultMode` and `model` go into `agent` (flags given
+    /// beside them win); every other key is returned as a warning, named.
+    pub fn apply_settings(&self, agent: &mut AgentArgs) -> Result<Vec<String>, UsageError> {
+        let Some(given) = &self.settings else {
+            return Ok(Vec::new());
+        };
+        let text = if given.trim_start().starts_with('{') {
+            given.clone()
+        } else {
+            std::fs::read_to_string(given)
+                .map_err(|e| UsageError(format!("--settings: cannot read {given}: {e}")))?
+        };
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| UsageError(format!("--settings: not JSON: {e}")))?;
+        let Some(map) = value.as_object() else {
+            return Err(UsageError("--settings: not a JSON object".into()));
+        };
+        let strings =
+            |v: Option<&serde_json::Value>, key: &str| -> Result<Vec<String>, UsageError> {
+                match v {
+                    None => Ok(Vec::new()),
+                    Some(serde_json::Value::Array(items)) => items
+                        .iter()
+                        .map(|i| {
+                            i.as_str().map(str::to_string).ok_or_else(|| {
+                                UsageError(format!("--settings: {key} holds a non-string: {i}"))
+                            })
+                        })
+                        .collect(),
+                    Some(other) => Err(UsageError(format!(
+                        "--settings: {key} is not a list: {other}"
+                    ))),
+                }
+            };
+        let mut ignored = Vec::new();
+        for (key, v) in map {
+            match key.as_str() {
+                "model" => {
+                    if agent.model.is_none() {
+                        agent.model = v.as_str().map(str::to_string);
+                    }
+                }
+                "permissions" => {
+                    let Some(p) = v.as_object() else {
+                        return Err(UsageError(
+                            "--settings: permissions is not an object".into(),
+                        ));
+                    };
+                    for (pk, pv) in p {
+                        match pk.as_str() {
+                            "allow" => agent.allow.extend(strings(Some(pv), "permissions.allow")?),
+                            "deny" => agent.deny.extend(strings(Some(pv), "permissions.deny")?),
+                            "defaultMode" => {
+                                if agent.permission_mode.is_none() {
+                                    agent.permission_mode = pv.as_str().map(str::to_string);
+                                }
+                            }
+                            other => ignored.push(format!("permissions.{other}")),
+                        }
+                    }
+                }
+                other => ignored.push(other.to_string()),
+            }
+        }
+        Ok(if ignored.is_empty() {
+            Vec::new()
+        } else {
+            vec![format!(
+                "--settings: {} accepted but not honoured (kaji honours model, permissions.allow, permissions.deny and permissions.defaultMode there; the rest belongs in kaji's settings files)",
+                ignored.join(", ")
+            )]
+        })
+    }
+
     /// The kaji reasoning level --effort, --thinking or
     /// --max-thinking-tokens ask for (in that order of precedence).
     fn reasoning(&self) -> Result<Option<&'static str>, UsageError> {
@@ -344,6 +394,128 @@ impl SdkArgs {
             _ => "high",
         }))
     }
+}
+
+/// The servers of `--mcp-config` (each a file or inline JSON,
+/// `{"mcpServers": {…}}`): those kaji starts, and the names of the
+/// program's own (`"type": "sdk"`), which it reaches over the control
+/// protocol. A server that cannot be used is a warning.
+pub struct McpConfig {
+    /// Servers kaji starts.
+    pub servers: std::collections::BTreeMap<String, kaji_mcp::McpServerConfig>,
+    /// The program's own servers.
+    pub sdk: Vec<String>,
+    /// Servers skipped, with why.
+    pub warnings: Vec<String>,
+}
+
+impl SdkArgs {
+    /// The system prompt flags: `--system-prompt` (empty: kaji's own) or
+    /// `--system-prompt-file` replace kaji's introduction;
+    /// `--append-system-prompt` and `--append-system-prompt-file` add
+    /// text at the end.
+    pub fn custom_prompt(&self) -> Result<kaji_core::CustomPrompt, UsageError> {
+        let read = |flag: &str, path: &PathBuf| {
+            std::fs::read_to_string(path)
+                .map_err(|e| UsageError(format!("{flag}: cannot read {}: {e}", path.display())))
+        };
+        let replace = match (&self.system_prompt, &self.system_prompt_file) {
+            (Some(_), Some(_)) => {
+                return Err(UsageError(
+                    "--system-prompt and --system-prompt-file cannot be used together".into(),
+                ));
+            }
+            (Some(p), None) => Some(p.clone()).filter(|p| !p.trim().is_empty()),
+            (None, Some(path)) => Some(read("--system-prompt-file", path)?),
+            (None, None) => None,
+        };
+        let mut append: Vec<String> = self.append_system_prompt.iter().cloned().collect();
+        if let Some(path) = &self.append_system_prompt_file {
+            append.push(read("--append-system-prompt-file", path)?);
+        }
+        append.retain(|a| !a.trim().is_empty());
+        Ok(kaji_core::CustomPrompt {
+            replace,
+            append: (!append.is_empty()).then(|| append.join("\n\n")),
+        })
+    }
+
+    /// `--session-id`: the id of the session this run creates, a UUID (as
+    /// Claude Code's). With `--resume`/`--continue` it needs
+    /// `--fork-session` (the resumed session keeps its id).
+    pub fn new_session_id(&self, resuming: bool) -> Result<Option<String>, UsageError> {
+        let Some(id) = &self.session_id else {
+            return Ok(None);
+        };
+        let id = id.trim_start_matches('=').to_ascii_lowercase();
+        if !is_uuid(&id) {
+            return Err(UsageError(format!(
+                "--session-id: {id:?} is not a UUID (8-4-4-4-12 hexadecimal digits)"
+            )));
+        }
+        if resuming && !self.fork_session {
+            return Err(UsageError(
+                "--session-id with --resume or --continue needs --fork-session (a resumed session keeps its id)".into(),
+            ));
+        }
+        Ok(Some(id))
+    }
+
+    /// Reads every `--mcp-config`.
+    pub fn mcp_config(&self) -> Result<McpConfig, UsageError> {
+        let mut out = McpConfig {
+            servers: Default::default(),
+            sdk: Vec::new(),
+            warnings: Vec::new(),
+        };
+        for given in &self.mcp_config {
+            let (text, path) = if given.trim_start().starts_with('{') {
+                (given.clone(), PathBuf::from("--mcp-config"))
+            } else {
+                let path = PathBuf::from(given);
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    UsageError(format!("--mcp-config: cannot read {}: {e}", path.display()))
+                })?;
+                (text, path)
+            };
+            let mut value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                UsageError(format!("--mcp-config {}: not JSON: {e}", path.display()))
+            })?;
+            if let Some(servers) = value
+                .get_mut("mcpServers")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                servers.retain(|name, server| {
+                    let sdk = server.get("type").and_then(serde_json::Value::as_str) == Some("sdk");
+                    if sdk && !out.sdk.contains(name) {
+                        out.sdk.push(name.clone());
+                    }
+                    !sdk
+                });
+            }
+            let parsed = kaji_mcp::parse_mcp_json_servers(&value.to_string(), &path, &|name| {
+                std::env::var(name).ok()
+            })
+            .map_err(|e| UsageError(format!("--mcp-config: {e}")))?;
+            out.servers.extend(parsed.servers);
+            out.warnings.extend(
+                parsed
+                    .skipped
+                    .into_iter()
+                    .map(|(name, e)| format!("--mcp-config: server {name:?} skipped: {e}")),
+            );
+        }
+        Ok(out)
+    }
+}
+
+fn is_uuid(id: &str) -> bool {
+    let parts: Vec<&str> = id.split('-').collect();
+    parts.len() == 5
+        && parts
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(p, n)| p.len() == n && p.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
 /// Claude Code's rule list: rules separated by commas or spaces outside

@@ -1,8 +1,8 @@
 //! The front end of a headless SDK run: turns the session's events into
-//! [`SdkMessage`]s and writes them, denies every ask nobody can answer,
-//! and keeps each prompt's API time (the run's budget is the core's
-//! `RunBudget`). It must never print anything but whole messages to
-//! standard output.
+//! [`SdkMessage`]s and writes them, asks the program (`can_use_tool`) when
+//! it answers permission prompts and denies every other ask, and keeps
+//! each prompt's API time (the run's budget is the core's `RunBudget`).
+//! It must never print anything but whole messages to standard output.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -12,10 +12,14 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use kaji_core::{AskRequest, Session, TaskFrontend};
-use kaji_protocol::{AskKind, AskResponse, SayKind, SayPayload, SessionEvent, TaskEvent};
+use kaji_protocol::{
+    AskKind, AskPayload, AskResponse, SayKind, SayPayload, SessionEvent, TaskEvent,
+};
 use serde_json::{Value, json};
 
 use super::args::OutputFormat;
+use super::control::Control;
+use super::permission;
 use crate::sdk_messages::{self as msg, SdkMessage};
 
 /// Where messages go, in the chosen format.
@@ -54,6 +58,11 @@ impl Output {
     /// Writes a control response at once, whatever the format.
     pub fn control(&self, message: &SdkMessage) {
         self.write_line(&message.to_json().to_string());
+    }
+
+    /// Writes a control request (or its cancellation) at once.
+    pub fn control_value(&self, message: &Value) {
+        self.write_line(&message.to_string());
     }
 
     /// The end of the run: the json output, or the text of the result.
@@ -123,6 +132,9 @@ impl OpenBlock {
     }
 }
 
+/// A tool call seen: its id, tool name and input.
+type Call = (String, String, Value);
+
 /// Turns events into messages; see the module docs.
 pub struct SdkFrontend {
     out: Arc<Output>,
@@ -135,6 +147,11 @@ pub struct SdkFrontend {
     agents: Mutex<HashMap<String, AgentState>>,
     tally: Mutex<Tally>,
     background: Mutex<HashMap<String, String>>,
+    /// With `--permission-prompt-tool stdio`: the program answers asks.
+    asker: OnceLock<Arc<Control>>,
+    /// Per agent, its tool calls so far (id, name, input): an ask names
+    /// the call it is about.
+    calls: Mutex<HashMap<String, Vec<Call>>>,
 }
 
 /// What a prompt used so far.
@@ -164,6 +181,69 @@ impl SdkFrontend {
             agents: Mutex::new(HashMap::new()),
             tally: Mutex::new(Tally::default()),
             background: Mutex::new(HashMap::new()),
+            asker: OnceLock::new(),
+            calls: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The program answers permission asks through `control`
+    /// (`can_use_tool`).
+    pub fn ask_program(&self, control: Arc<Control>) {
+        let _ = self.asker.set(control);
+    }
+
+    /// The id of the call of `agent` an ask about `tool` with `input` is
+    /// about: the latest that matches.
+    fn call_id(&self, agent: &str, tool: &str, input: &Value) -> Option<String> {
+        let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        calls
+            .get(agent)?
+            .iter()
+            .rev()
+            .find_map(|(id, name, i)| (name == tool && i == input).then(|| id.clone()))
+    }
+
+    /// Asks the program (`can_use_tool`) about a tool call.
+    async fn ask_via_program(&self, control: &Control, ask: &AskRequest) -> AskResponse {
+        let Some(AskPayload::ToolApproval {
+            tool,
+            input,
+            always,
+            ..
+        }) = &ask.payload
+        else {
+            return AskResponse::Deny {
+                feedback: Some("This headless run has nobody to answer questions.".to_string()),
+            };
+        };
+        let mut request = json!({
+            "subtype": "can_use_tool",
+            "tool_name": tool,
+            "input": input,
+            "permission_suggestions": permission::suggestions(always),
+            "title": ask.text,
+        });
+        if let Some(id) = self.call_id(&ask.agent, tool, input) {
+            request["tool_use_id"] = json!(id);
+        }
+        if ask.agent != "main" {
+            request["agent_id"] = json!(ask.agent);
+        }
+        // An interrupt ends the wait from outside: the executor drops this
+        // future, and the request is cancelled then.
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let limit = super::control::ask_timeout();
+        match control.request(request, limit, &cancel).await {
+            Ok(answer) => {
+                let (response, interrupt) = permission::response(&answer, input);
+                if interrupt && let Some(s) = self.session.get().and_then(Weak::upgrade) {
+                    s.abort();
+                }
+                response
+            }
+            Err(e) => AskResponse::Deny {
+                feedback: Some(format!("{tool} was not approved: {e}.")),
+            },
         }
     }
 
@@ -486,10 +566,19 @@ impl TaskFrontend for SdkFrontend {
             TaskEvent::Delta { id, text } if self.partial => self.delta(&event, *id, text),
             TaskEvent::ToolUse {
                 id, name, input, ..
-            } => self.assistant(
-                &event,
-                json!({"type": "tool_use", "id": id, "name": name, "input": input}),
-            ),
+            } => {
+                if self.asker.get().is_some() {
+                    let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+                    let list = calls.entry(event.agent.clone()).or_default();
+                    list.push((id.clone(), name.clone(), input.clone()));
+                    let excess = list.len().saturating_sub(64);
+                    list.drain(..excess);
+                }
+                self.assistant(
+                    &event,
+                    json!({"type": "tool_use", "id": id, "name": name, "input": input}),
+                )
+            }
             TaskEvent::ToolResult {
                 id,
                 is_error,
@@ -511,6 +600,13 @@ impl TaskFrontend for SdkFrontend {
     async fn answer(&self, ask: &AskRequest) -> AskResponse {
         match ask.kind {
             AskKind::CompletionResult => AskResponse::Approve,
+            AskKind::Tool | AskKind::Command if self.asker.get().is_some() => {
+                let control = self.asker.get().map(Arc::clone);
+                match control {
+                    Some(c) => self.ask_via_program(&c, ask).await,
+                    None => AskResponse::Deny { feedback: None },
+                }
+            }
             AskKind::Tool | AskKind::Command => AskResponse::Deny {
                 feedback: Some(
                     "This headless run has nobody to approve this; it was denied. Use another approach that needs no approval, or finish and say what must be run.".to_string(),

@@ -1,22 +1,64 @@
 //! `--input-format stream-json`: reads standard input line by line,
-//! answers the SDK's control requests at once (`initialize`, `interrupt`,
-//! `set_permission_mode`) and hands user messages on as prompts. A bad
-//! line is reported on standard error with its number and skipped; it
-//! never ends the run.
+//! answers the SDK's control requests at once (`interrupt`,
+//! `set_permission_mode`, `set_model`, `mcp_status`, …), hands the
+//! `initialize` request and user messages on, and the program's answers
+//! to kaji's own requests to [`Control`]. A bad line is reported on
+//! standard error with its number and skipped; it never ends the run, and
+//! no control request goes unanswered.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use kaji_core::{PermissionMode, Session};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
-use super::frontend::SdkFrontend;
+use super::control::Control;
+use super::frontend::Output;
 use crate::sdk_messages as msg;
 
-/// Starts the reader; the receiver yields prompts and ends at end of
-/// input.
-pub fn spawn(session: Arc<Session>, frontend: Arc<SdkFrontend>) -> mpsc::UnboundedReceiver<String> {
+/// What the reader hands on.
+pub enum Incoming {
+    /// The `initialize` control request (its id, the request).
+    Initialize { id: String, request: Value },
+    /// A user message's text.
+    Prompt(String),
+    /// A control request that came before the session was ready: the run
+    /// answers it after `initialize`'s answer, in order.
+    Control { id: String, request: Value },
+}
+
+/// What the reader shares with the run.
+pub struct Shared {
+    /// kaji's requests to the program.
+    pub control: Arc<Control>,
+    /// Where answers go.
+    pub out: Arc<Output>,
+    /// The session, once built.
+    pub session: OnceLock<Arc<Session>>,
+    /// The model `set_model` chose (`None`: the session's).
+    pub model: Mutex<Option<String>>,
+}
+
+impl Shared {
+    /// Nothing built yet.
+    pub fn new(out: Arc<Output>, control: Arc<Control>) -> Self {
+        Self {
+            control,
+            out,
+            session: OnceLock::new(),
+            model: Mutex::new(None),
+        }
+    }
+
+    /// The model of the next prompt, when `set_model` chose one.
+    pub fn model(&self) -> Option<String> {
+        self.model.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Starts the reader; the receiver ends at end of input.
+pub fn spawn(shared: Arc<Shared>) -> mpsc::UnboundedReceiver<Incoming> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
@@ -28,8 +70,8 @@ pub fn spawn(session: Arc<Session>, frontend: Arc<SdkFrontend>) -> mpsc::Unbound
             }
             match serde_json::from_str::<Value>(&line) {
                 Ok(value) => {
-                    if let Some(prompt) = handle(&value, &session, &frontend, number)
-                        && tx.send(prompt).is_err()
+                    if let Some(incoming) = handle(&value, &shared, number)
+                        && tx.send(incoming).is_err()
                     {
                         break;
                     }
@@ -37,12 +79,13 @@ pub fn spawn(session: Arc<Session>, frontend: Arc<SdkFrontend>) -> mpsc::Unbound
                 Err(e) => eprintln!("kaji: standard input, line {number}: not JSON ({e}); skipped"),
             }
         }
+        shared.control.close();
     });
     rx
 }
 
-/// Handles one message; returns the prompt of a user message.
-fn handle(value: &Value, session: &Session, frontend: &SdkFrontend, number: u64) -> Option<String> {
+/// Handles one message; returns what the run must see.
+fn handle(value: &Value, shared: &Shared, number: u64) -> Option<Incoming> {
     match value.get("type").and_then(Value::as_str) {
         Some("user") => {
             let prompt = user_text(value);
@@ -51,23 +94,35 @@ fn handle(value: &Value, session: &Session, frontend: &SdkFrontend, number: u64)
                     "kaji: standard input, line {number}: a user message without text content; skipped"
                 );
             }
-            prompt
+            prompt.map(Incoming::Prompt)
         }
         Some("control_request") => {
             let id = value
                 .get("request_id")
                 .and_then(Value::as_str)
-                .unwrap_or("");
+                .unwrap_or("")
+                .to_string();
             let request = value.get("request").cloned().unwrap_or(Value::Null);
-            let answer = match control(&request, session) {
-                Ok(response) => msg::control_success(id, response),
-                Err(e) => msg::control_error(id, &e),
-            };
-            frontend.output().control(&answer);
+            if request.get("subtype").and_then(Value::as_str) == Some("initialize") {
+                return Some(Incoming::Initialize { id, request });
+            }
+            if shared.session.get().is_none() {
+                return Some(Incoming::Control { id, request });
+            }
+            answer(id, &request, shared);
             None
         }
-        // Answers to requests kaji never sends, and cancellations of them.
-        Some("control_response") | Some("control_cancel_request") => None,
+        Some("control_response") => {
+            let response = value.get("response").cloned().unwrap_or(Value::Null);
+            if !shared.control.resolve(&response) {
+                eprintln!(
+                    "kaji: standard input, line {number}: a control_response to no waiting request; skipped"
+                );
+            }
+            None
+        }
+        // kaji answers every request at once: nothing to cancel.
+        Some("control_cancel_request") => None,
         other => {
             eprintln!(
                 "kaji: standard input, line {number}: unknown message type {}; skipped",
@@ -96,41 +151,87 @@ fn user_text(value: &Value) -> Option<String> {
     (!text.trim().is_empty()).then_some(text)
 }
 
-/// Answers one control request.
-fn control(request: &Value, session: &Session) -> Result<Value, String> {
+/// Answers one control request other than `initialize`.
+pub fn answer(id: String, request: &Value, shared: &Shared) {
+    if request.get("subtype").and_then(Value::as_str) == Some("stop_task") {
+        stop_task(id, request, shared);
+        return;
+    }
+    let answer = match control(request, shared) {
+        Ok(response) => msg::control_success(&id, response),
+        Err(e) => msg::control_error(&id, &e),
+    };
+    shared.out.control(&answer);
+}
+
+/// `stop_task`: stops a runtime task (a background shell or agent) by
+/// the `task_id` of its `task_started` message; answered once it stopped.
+fn stop_task(id: String, request: &Value, shared: &Shared) {
+    let task = request
+        .get("task_id")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let session = shared.session.get().cloned();
+    let out = Arc::clone(&shared.out);
+    tokio::spawn(async move {
+        let answer = match session {
+            None => msg::control_error(&id, "`stop_task` before `initialize`"),
+            Some(s) => match s.runtime().stop(&task).await {
+                Ok(_) => msg::control_success(&id, json!({})),
+                Err(e) => msg::control_error(&id, &format!("stop_task {task:?}: {e}")),
+            },
+        };
+        out.control(&answer);
+    });
+}
+
+/// Answers one control request (all but `initialize`).
+fn control(request: &Value, shared: &Shared) -> Result<Value, String> {
     let subtype = request.get("subtype").and_then(Value::as_str).unwrap_or("");
+    let session = || {
+        shared.session.get().ok_or_else(|| {
+            format!("`{subtype}` before `initialize`: the session is not started yet")
+        })
+    };
     match subtype {
-        "initialize" => {
-            if request.get("agents").is_some_and(|a| !a.is_null()) {
-                eprintln!(
-                    "kaji: warning: agents defined in the SDK's options are not supported yet; kaji's agent types apply"
-                );
-            }
-            if request.get("hooks").is_some_and(|h| !h.is_null()) {
-                eprintln!(
-                    "kaji: warning: SDK hook callbacks are not supported yet; kaji's hooks apply"
-                );
-            }
-            Ok(json!({
-                "commands": [],
-                "output_style": "default",
-                "available_output_styles": ["default"],
-                "models": [],
-                "account": {},
-                "pid": std::process::id(),
-            }))
-        }
         "interrupt" => {
-            session.abort();
+            if let Some(s) = shared.session.get() {
+                s.abort();
+            }
             Ok(json!({}))
         }
         "set_permission_mode" => {
             let mode = request.get("mode").and_then(Value::as_str).unwrap_or("");
             let kaji = if mode == "dontAsk" { "default" } else { mode };
             let parsed: PermissionMode = kaji.parse()?;
-            session.set_permission_mode(parsed);
+            session()?.set_permission_mode(parsed);
             Ok(json!({}))
         }
+        "set_model" => {
+            let model = match request.get("model") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(m)) if m == "default" || m.is_empty() => None,
+                Some(Value::String(m)) => Some(m.clone()),
+                Some(other) => return Err(format!("set_model: `model` is not a string: {other}")),
+            };
+            *shared.model.lock().unwrap_or_else(|e| e.into_inner()) = model;
+            Ok(json!({}))
+        }
+        "set_max_thinking_tokens" => {
+            let level = match request.get("max_thinking_tokens").and_then(Value::as_u64) {
+                None | Some(0) => kaji_llm::Reasoning::Off,
+                Some(1..=7_999) => kaji_llm::Reasoning::Low,
+                Some(8_000..=23_999) => kaji_llm::Reasoning::Medium,
+                Some(_) => kaji_llm::Reasoning::High,
+            };
+            session()?.set_reasoning(level).map_err(|e| e.to_string())?;
+            Ok(json!({}))
+        }
+        "mcp_status" => Ok(json!({ "mcpServers": super::mcp_servers(session()?)
+            .into_iter()
+            .map(|(name, status)| json!({"name": name, "status": status}))
+            .collect::<Vec<_>>() })),
         other => Err(format!(
             "kaji does not support the control request `{other}`"
         )),

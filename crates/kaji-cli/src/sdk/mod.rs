@@ -9,9 +9,13 @@
 //! messages of the chosen format.
 
 mod args;
+mod control;
 mod frontend;
+mod initialize;
 mod input;
+mod permission;
 mod schema;
+mod sdk_mcp;
 
 use std::io::Read;
 use std::sync::Arc;
@@ -55,6 +59,8 @@ struct Run {
     frontend: Arc<SdkFrontend>,
     schema: Option<Value>,
     warnings: Vec<String>,
+    /// The model `set_model` chose, shared with the input reader.
+    shared: Option<Arc<input::Shared>>,
     init_sent: bool,
     last: Option<SdkMessage>,
     failed: bool,
@@ -71,6 +77,7 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
         })
         .transpose()?;
     let mut agent_args = tui.agent.clone();
+    let settings_warnings = sdk.apply_settings(&mut agent_args)?;
     sdk.apply(&mut agent_args)?;
     agent_args.text_reply_default = Some(kaji_core::config::TextReply::Finish);
     let resume = match (&tui.resume, tui.continue_) {
@@ -86,6 +93,7 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
         Arc::clone(&out),
         sdk.include_partial_messages,
     ));
+    let mcp = sdk.mcp_config()?;
     let mut options = agent_args.session_options()?;
     options.resume = resume;
     options.headless = true;
@@ -95,30 +103,109 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
         .map(kaji_core::claude_settings::SettingSource::parse_list)
         .transpose()
         .map_err(|e| UsageError(format!("--setting-sources: {e}")))?;
-    let (session, mut warnings) = agent::build(options, frontend.clone()).await?;
+    options.mcp_servers.extend(mcp.servers);
+    options.system_prompt = sdk.custom_prompt()?;
+    let mut early_warnings = mcp.warnings;
+    early_warnings.extend(settings_warnings);
+    let stream = sdk.input_format.unwrap_or(InputFormat::Text) == InputFormat::StreamJson;
+    // With stream-json the program's `initialize` comes first: its agents
+    // and in-process MCP servers go into the session being built.
+    let mut shared = None;
+    let mut incoming = None;
+    let mut first_prompt = None;
+    let mut init_request = None;
+    let mut early = Vec::new();
+    if stream {
+        let control = Arc::new(control::Control::new(Arc::clone(&out)));
+        if sdk.permission_prompt_tool.as_deref() == Some("stdio") {
+            frontend.ask_program(Arc::clone(&control));
+        }
+        let s = Arc::new(input::Shared::new(Arc::clone(&out), control));
+        let mut rx = input::spawn(Arc::clone(&s));
+        match rx.recv().await {
+            Some(input::Incoming::Initialize { id, request }) => {
+                let (agents, w) = initialize::agents(&request);
+                options.agents = agents;
+                initialize::custom_prompt(&request, &mut options.system_prompt);
+                early_warnings.extend(w);
+                for name in initialize::sdk_servers(&request, &mcp.sdk) {
+                    match sdk_mcp::connect(Arc::clone(&s.control), &name).await {
+                        Ok(tools) => options.tools.0.extend(tools),
+                        Err(e) => early_warnings.push(format!(
+                            "the program's MCP server {name:?} is not used: {e}"
+                        )),
+                    }
+                }
+                if request
+                    .get("hooks")
+                    .is_some_and(|h| h.as_object().is_some_and(|m| !m.is_empty()))
+                {
+                    early_warnings.push(
+                        "SDK hook callbacks are not supported yet; kaji's hooks apply".to_string(),
+                    );
+                }
+                init_request = Some(id);
+            }
+            Some(input::Incoming::Prompt(p)) => first_prompt = Some(p),
+            Some(input::Incoming::Control { id, request }) => early.push((id, request)),
+            None => {}
+        }
+        shared = Some(s);
+        incoming = Some(rx);
+    }
+    options.session_id = sdk.new_session_id(options.resume.is_some())?;
+    let (session, mut warnings) = if sdk.fork_session && options.resume.is_some() {
+        fork(options, frontend.clone()).await?
+    } else {
+        agent::build(options, frontend.clone()).await?
+    };
+    warnings.extend(early_warnings);
     warnings.extend(sdk.unhonoured());
     for w in &warnings {
         eprintln!("kaji: warning: {}", redact_url_passwords(w));
     }
     frontend.attach(&session);
+    if let Some(id) = init_request {
+        out.control(&msg::control_success(&id, initialize_response(&session)));
+    }
+    // From here on the reader answers control requests itself; those that
+    // came before are answered below, in order, after initialize's.
+    if let Some(s) = &shared {
+        let _ = s.session.set(Arc::clone(&session));
+    }
     let mut run = Run {
         session: Arc::clone(&session),
         frontend,
         schema,
         warnings,
+        shared: shared.clone(),
         init_sent: false,
         last: None,
         failed: false,
     };
-    match sdk.input_format.unwrap_or(InputFormat::Text) {
-        InputFormat::Text => {
+    match incoming.zip(shared) {
+        None => {
             let prompt = text_prompt(&tui.prompt)?;
             run.prompt(prompt).await?;
         }
-        InputFormat::StreamJson => {
-            let mut prompts = input::spawn(Arc::clone(&session), Arc::clone(&run.frontend));
-            while let Some(prompt) = prompts.recv().await {
-                run.prompt(prompt).await?;
+        Some((mut prompts, shared)) => {
+            for (id, request) in early {
+                input::answer(id, &request, &shared);
+            }
+            if let Some(p) = first_prompt {
+                run.prompt(p).await?;
+            }
+            while let Some(next) = prompts.recv().await {
+                match next {
+                    input::Incoming::Prompt(p) => run.prompt(p).await?,
+                    input::Incoming::Control { id, request } => {
+                        input::answer(id, &request, &shared)
+                    }
+                    input::Incoming::Initialize { id, .. } => out.control(&msg::control_error(
+                        &id,
+                        "the session is initialized already (initialize comes once, first)",
+                    )),
+                }
             }
         }
     }
@@ -128,6 +215,25 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
     };
     out.finish(&last, sdk.verbose);
     Ok(if run.failed { 1 } else { 0 })
+}
+
+/// `--fork-session`: the saved session is opened, copied into a new
+/// session (a fork, with `--session-id` if given) and closed unchanged.
+async fn fork(
+    options: kaji_core::SessionOptions,
+    frontend: Arc<SdkFrontend>,
+) -> Result<(Arc<Session>, Vec<String>)> {
+    let (original, mut warnings) = agent::build(options.clone(), frontend.clone()).await?;
+    let history = original.history();
+    let parent = original.id().to_string();
+    original.shutdown().await;
+    let (fork, more) = kaji_core::SessionBuilder::new(crate::paths::kaji_home(), options)
+        .forked_from(&parent, history)
+        .build(frontend)
+        .await
+        .map_err(agent::session_error)?;
+    warnings.extend(more);
+    Ok((fork, warnings))
 }
 
 /// The prompt of `--input-format text`: the words given, else standard
@@ -153,21 +259,8 @@ impl Run {
             return;
         }
         let s = &self.session;
-        let mcp_servers = s
-            .mcp()
-            .map(|m| {
-                m.status()
-                    .into_iter()
-                    .map(|r| (r.name, mcp_status(&r.status).to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-        let catalog = kaji_core::subagent::types::AgentCatalog::discover(
-            &crate::paths::kaji_home(),
-            s.project_dir(),
-            home.as_deref(),
-        );
+        let mcp_servers = mcp_servers(s);
+        let catalog = s.agent_catalog();
         let facts = msg::InitFacts {
             cwd: s.cwd().to_string_lossy().into_owned(),
             tools: s.tool_names(),
@@ -231,8 +324,12 @@ impl Run {
     }
 
     async fn submit(&self, text: String) -> Result<TaskOutcome> {
+        let options = kaji_core::PromptOptions {
+            model: self.shared.as_ref().and_then(|s| s.model()),
+            ..kaji_core::PromptOptions::default()
+        };
         self.session
-            .submit_as(kaji_core::new_task_id(), text)
+            .submit_with_options(kaji_core::new_task_id(), text, options)
             .await
             .map_err(agent::session_error)
     }
@@ -329,6 +426,49 @@ fn merge(first: TaskOutcome, mut then: TaskOutcome) -> TaskOutcome {
         (a, b) => a.or(b),
     };
     then
+}
+
+/// The answer to `initialize`.
+fn initialize_response(session: &Session) -> Value {
+    let agents: Vec<Value> = session
+        .agent_catalog()
+        .agents
+        .iter()
+        .map(|a| json!({"name": a.name, "description": a.description}))
+        .collect();
+    json!({
+        "commands": [],
+        "agents": agents,
+        "output_style": "default",
+        "available_output_styles": ["default"],
+        "models": [],
+        "account": {},
+        "pid": std::process::id(),
+    })
+}
+
+/// The MCP servers kaji started and the program's own, with their
+/// status in Claude Code's words.
+fn mcp_servers(s: &Session) -> Vec<(String, String)> {
+    let mut servers: Vec<(String, String)> = s
+        .mcp()
+        .map(|m| {
+            m.status()
+                .into_iter()
+                .map(|r| (r.name, mcp_status(&r.status).to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    for name in s.tool_names() {
+        if let Some(server) = name
+            .strip_prefix("mcp__")
+            .and_then(|r| r.split("__").next())
+            && !servers.iter().any(|(n, _)| n == server)
+        {
+            servers.push((server.to_string(), "connected".to_string()));
+        }
+    }
+    servers
 }
 
 fn mcp_status(status: &kaji_mcp::McpServerStatus) -> &'static str {

@@ -814,6 +814,7 @@ impl App {
                 AskKind::CompletionResult => None,
                 _ => Some("  ✓ approved".to_string()),
             },
+            AskResponse::ApproveEdited { .. } => Some("  ✓ approved (edited)".to_string()),
             AskResponse::ApproveAlways => Some(always_note(&pending.request, "for this session")),
             AskResponse::ApproveAlwaysProject => Some(always_note(
                 &pending.request,

@@ -14,7 +14,7 @@ use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
@@ -38,13 +38,13 @@ fn require_sdk() {
 }
 
 /// One SDK run's directories.
-struct Sdk {
-    home: tempfile::TempDir,
-    work: tempfile::TempDir,
+pub(crate) struct Sdk {
+    pub(crate) home: tempfile::TempDir,
+    pub(crate) work: tempfile::TempDir,
 }
 
 impl Sdk {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         require_sdk();
         let sdk = Self {
             home: tempfile::tempdir().unwrap(),
@@ -54,7 +54,7 @@ impl Sdk {
         sdk
     }
 
-    fn kaji_home(&self) -> PathBuf {
+    pub(crate) fn kaji_home(&self) -> PathBuf {
         self.home.path().join("kaji-home")
     }
 
@@ -76,10 +76,23 @@ impl Sdk {
         prompt: &str,
         options: Value,
     ) -> (Vec<Value>, i32) {
+        let mut driver = Command::new("python3");
+        driver.arg(repo_root().join("tests/agent-sdk/drive.py"));
+        self.drive(driver, server, prompt, options).await
+    }
+
+    /// Runs a driver program (see tests/agent-sdk/) with the SDK's
+    /// environment; returns the JSON lines it printed and its exit code.
+    pub(crate) async fn drive(
+        &self,
+        mut driver: Command,
+        server: &ScriptedModelServer,
+        prompt: &str,
+        options: Value,
+    ) -> (Vec<Value>, i32) {
         let mut options = options;
         options["model"] = json!("scripted");
-        let out = Command::new("python3")
-            .arg(repo_root().join("tests/agent-sdk/drive.py"))
+        let out = driver
             .env("HOME", self.home.path())
             .env("KAJI_HOME", self.kaji_home())
             .env("ANTHROPIC_API_KEY", "test-key")
@@ -112,7 +125,11 @@ impl Sdk {
 
 /// Only kaji answered: every request reached the scripted server from
 /// kaji's client, and `init` is kaji's.
-fn only_kaji_answered(server: &ScriptedModelServer, messages: &[Value], requests: usize) {
+pub(crate) fn only_kaji_answered(
+    server: &ScriptedModelServer,
+    messages: &[Value],
+    requests: usize,
+) {
     let seen = server.requests();
     assert_eq!(seen.len(), requests, "requests the scripted server saw");
     for r in &seen {
@@ -128,11 +145,11 @@ fn only_kaji_answered(server: &ScriptedModelServer, messages: &[Value], requests
     assert_eq!(init["data"]["kaji_version"], env!("CARGO_PKG_VERSION"));
 }
 
-fn of_class<'a>(messages: &'a [Value], class: &str) -> Vec<&'a Value> {
+pub(crate) fn of_class<'a>(messages: &'a [Value], class: &str) -> Vec<&'a Value> {
     messages.iter().filter(|m| m["class"] == class).collect()
 }
 
-fn result(messages: &[Value]) -> &Value {
+pub(crate) fn result(messages: &[Value]) -> &Value {
     messages
         .iter()
         .find(|m| m["class"] == "ResultMessage")

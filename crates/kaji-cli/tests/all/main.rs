@@ -6,6 +6,7 @@ mod common;
 
 mod acp_client;
 mod agent_sdk;
+mod agent_sdk_control;
 mod agents_cli;
 mod checkpoints_cli;
 mod claude_habits;

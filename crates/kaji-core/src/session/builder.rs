@@ -161,9 +161,10 @@ impl SessionBuilder {
         let provider: Arc<dyn ModelProvider> = kaji_llm::build_provider(&provider_config)
             .map_err(|e| SessionError::Usage(e.to_string()))?;
 
-        let session_id = match &restored {
-            Some(r) => r.session_id.clone(),
-            None => persist::new_session_id(),
+        let session_id = match (&restored, &self.options.session_id) {
+            (Some(r), _) => r.session_id.clone(),
+            (None, Some(id)) => id.clone(),
+            (None, None) => persist::new_session_id(),
         };
         let mode = self.mode(&settings, restored.as_ref());
         let approvals = self
@@ -209,6 +210,9 @@ impl SessionBuilder {
         }
         let mut tools = kaji_tools::builtin_tools();
         tools.register(todo_tool(todo.clone()));
+        for tool in &self.options.tools.0 {
+            tools.register(Arc::clone(tool));
+        }
         let skills_section = self.skills(&project_dir, &mut tools, &mut warnings);
         warnings.extend(agent_warnings(
             &self.kaji_home,
@@ -302,6 +306,8 @@ impl SessionBuilder {
             limits,
             skills_section,
             role: self.options.role,
+            program_agents: self.options.agents.clone(),
+            system_prompt: self.options.system_prompt.clone(),
             live_output: self.options.live_output,
             max_turns: self.options.max_turns,
             on_text_reply: settings

@@ -39,7 +39,7 @@ use services::{SessionServices, TaskSpec, ToolGrant};
 
 pub use builder::SessionBuilder;
 pub use error::SessionError;
-pub use options::{ResumeFrom, SessionOptions};
+pub use options::{CustomPrompt, FrontendTools, ResumeFrom, SessionOptions};
 pub use persist::{Restored, RestoredState, SessionFiles};
 use record::SessionRecord;
 use recorder::Recorder;
@@ -559,6 +559,9 @@ impl Session {
         // Code's Agent tool lists them (read for every prompt too).
         let catalog = Arc::new(self.agent_catalog());
         system_sections.push(catalog.prompt_section());
+        if let Some(append) = &s.system_prompt.append {
+            system_sections.push(append.clone());
+        }
         let mut spec = TaskSpec {
             task_id: Some(task_id),
             session_id: self.id.clone(),
@@ -628,14 +631,15 @@ impl Session {
     }
 
     /// The agent types as the files say now (read for every prompt, so an
-    /// edited agent file applies from the next one).
-    fn agent_catalog(&self) -> crate::subagent::types::AgentCatalog {
+    /// edited agent file applies from the next one), and the program's.
+    pub fn agent_catalog(&self) -> crate::subagent::types::AgentCatalog {
         let s = &self.services;
         crate::subagent::types::AgentCatalog::discover(
             &s.kaji_home,
             &s.project_dir,
             s.user_home.as_deref(),
         )
+        .with_program_agents(&s.program_agents)
     }
 
     /// Aborts the running prompt, if any: its model request, its

@@ -60,6 +60,9 @@ pub struct SessionOptions {
     pub persist: bool,
     /// Continue a saved session instead of starting a new one.
     pub resume: Option<ResumeFrom>,
+    /// The id a new session takes (`--session-id`; default: a new UUID).
+    /// Creating it fails when a session has it already.
+    pub session_id: Option<String>,
     /// What the new session is (main, or a fork).
     pub kind: SessionKind,
     /// What a text-only reply does when the settings do not say
@@ -95,6 +98,38 @@ pub struct SessionOptions {
     /// `--setting-sources`: which of Claude Code's settings files are read
     /// (`None`: all three, unless `claude_setting_sources` says otherwise).
     pub setting_sources: Option<Vec<crate::claude_settings::SettingSource>>,
+    /// Agent types the front end's program defines (the Agent SDK's
+    /// `agents`); they replace file-defined ones of the same name.
+    pub agents: Vec<crate::subagent::types::AgentDefinition>,
+    /// Tools the front end serves itself (the Agent SDK's in-process MCP
+    /// servers), added to the built-ins.
+    pub tools: FrontendTools,
+    /// The main agent's system prompt, changed (the Agent SDK's
+    /// `--system-prompt`, `--append-system-prompt`).
+    pub system_prompt: CustomPrompt,
+}
+
+/// How a front end changes the main agent's system prompt.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CustomPrompt {
+    /// Replaces kaji's introduction (who it is, how it works); the
+    /// environment, tool protocol, rule files, skills and agent types
+    /// stay, since kaji's tools and agents need them.
+    pub replace: Option<String>,
+    /// Added at the end.
+    pub append: Option<String>,
+}
+
+/// Tools a front end adds to a session.
+#[derive(Clone, Default)]
+pub struct FrontendTools(pub Vec<std::sync::Arc<dyn kaji_tools::Tool>>);
+
+impl std::fmt::Debug for FrontendTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|t| t.name()))
+            .finish()
+    }
 }
 
 impl Default for SessionOptions {
@@ -116,6 +151,7 @@ impl Default for SessionOptions {
             task_list: None,
             persist: true,
             resume: None,
+            session_id: None,
             kind: SessionKind::Main,
             text_reply_default: TextReply::Nudge,
             live_output: false,
@@ -129,6 +165,9 @@ impl Default for SessionOptions {
             role: kaji_tools::AgentRole::Main,
             mcp_servers: std::collections::BTreeMap::new(),
             setting_sources: None,
+            agents: Vec::new(),
+            tools: FrontendTools::default(),
+            system_prompt: CustomPrompt::default(),
         }
     }
 }

@@ -116,6 +116,10 @@ pub struct SessionServices {
     pub user_home: Option<PathBuf>,
     /// The main agent's role (a `kaji worker` is a teammate).
     pub role: kaji_tools::AgentRole,
+    /// Agent types the front end's program defined (Agent SDK).
+    pub program_agents: Vec<crate::subagent::types::AgentDefinition>,
+    /// The main agent's system prompt as the front end changed it.
+    pub system_prompt: super::options::CustomPrompt,
     /// Whether the main agent's commands' output reaches the front end
     /// as it comes.
     pub live_output: bool,
@@ -304,6 +308,11 @@ impl SessionServices {
             kaji_home: self.kaji_home.clone(),
             task_list: Some(self.task_list.clone()),
             runtime: Some(Arc::clone(&self.runtime)),
+            // The program's system prompt is the main agent's only, as in
+            // Claude Code.
+            system_intro: (spec.agent == "main")
+                .then(|| self.system_prompt.replace.clone())
+                .flatten(),
             extra_system_sections: spec.system_sections,
             history: spec.history,
             hooks: self.hooks.clone(),

@@ -23,6 +23,8 @@ pub enum AgentSource {
     BuiltIn,
     /// A markdown file.
     File(PathBuf),
+    /// The program that started kaji (an Agent SDK's `agents` option).
+    Program,
 }
 
 impl std::fmt::Display for AgentSource {
@@ -30,6 +32,7 @@ impl std::fmt::Display for AgentSource {
         match self {
             Self::BuiltIn => f.write_str("built-in"),
             Self::File(path) => write!(f, "{}", path.display()),
+            Self::Program => f.write_str("the program (Agent SDK)"),
         }
     }
 }
@@ -129,6 +132,18 @@ impl AgentCatalog {
         }
         catalog.sort();
         catalog
+    }
+
+    /// Adds the types a program defined (they replace files' and
+    /// built-ins' of the same name, as in Claude Code).
+    pub fn with_program_agents(mut self, defs: &[AgentDefinition]) -> Self {
+        for def in defs {
+            self.agents
+                .retain(|a| !a.name.eq_ignore_ascii_case(&def.name));
+            self.agents.push(def.clone());
+        }
+        self.sort();
+        self
     }
 
     fn read_dir(&mut self, dir: &Path) {

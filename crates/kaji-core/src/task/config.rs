@@ -57,6 +57,8 @@ pub struct TaskConfig {
     pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
     /// Extra system prompt sections (rule files), in order.
     pub extra_system_sections: Vec<String>,
+    /// Replaces the system prompt's introduction (`--system-prompt`).
+    pub system_intro: Option<String>,
     /// An earlier conversation this task continues (the `history` of an
     /// earlier [`TaskOutcome`], in which every tool use has its result).
     pub history: Vec<Message>,
@@ -160,6 +162,7 @@ impl TaskConfig {
             task_list: None,
             runtime: None,
             extra_system_sections: Vec::new(),
+            system_intro: None,
             history: Vec::new(),
             hooks: None,
             checkpoints: None,

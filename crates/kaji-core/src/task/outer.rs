@@ -123,6 +123,7 @@ impl Task {
             {
                 Some(
                     AskResponse::Approve
+                    | AskResponse::ApproveEdited { .. }
                     | AskResponse::ApproveAlways
                     | AskResponse::ApproveAlwaysProject,
                 ) => {
@@ -229,6 +230,7 @@ impl Task {
         {
             Some(
                 AskResponse::Approve
+                | AskResponse::ApproveEdited { .. }
                 | AskResponse::ApproveAlways
                 | AskResponse::ApproveAlwaysProject
                 | AskResponse::Reply { .. },
@@ -253,6 +255,7 @@ impl Task {
         match self.ask_or_abort(AskKind::ApiReqFailed, ask, None).await {
             Some(
                 AskResponse::Approve
+                | AskResponse::ApproveEdited { .. }
                 | AskResponse::ApproveAlways
                 | AskResponse::ApproveAlwaysProject,
             ) => Next::Retry,

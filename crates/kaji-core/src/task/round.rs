@@ -93,6 +93,7 @@ impl Task {
             tools: &specs,
             mode,
             extra_sections: &self.config.extra_system_sections,
+            intro: self.config.system_intro.as_deref(),
         });
         ModelRequest {
             model: self.config.model.clone(),
