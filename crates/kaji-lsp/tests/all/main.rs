@@ -1,0 +1,5 @@
+//! kaji-lsp against real language servers (installed by `.ci/run` into
+//! `tests/lsp-servers`) and small fake ones.
+
+mod common;
+mod pyright;
