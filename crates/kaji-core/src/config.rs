@@ -179,6 +179,12 @@ pub struct KajiConfig {
     /// `lease_ms`: how long a worker's lease on a database list lasts
     /// without a heartbeat (default 30000). `KAJI_LEASE_MS` wins.
     pub lease_ms: Option<u64>,
+    /// `[lsp.<name>]`: language servers added or changed (docs/lsp.md);
+    /// a project's only in trusted projects.
+    pub lsp: BTreeMap<String, kaji_lsp::ServerSettings>,
+    /// `lsp_wait_ms`: how long an edit waits for diagnostics (default
+    /// 1500).
+    pub lsp_wait_ms: Option<u64>,
     sources: Vec<PathBuf>,
 }
 
@@ -318,6 +324,7 @@ impl KajiConfig {
             !std::mem::take(&mut self.sandbox_allow_unix_sockets).is_empty(),
         );
         note("task_list_url", self.task_list_url.take().is_some());
+        note("lsp", !std::mem::take(&mut self.lsp).is_empty());
         self.hooks = HooksConfig::new();
         self.mcp_servers.clear();
         self.env_passthrough.clear();
@@ -574,6 +581,8 @@ impl KajiConfig {
                 }
                 ms => ms.map(|ms| *ms.get_ref()),
             },
+            lsp: file.lsp,
+            lsp_wait_ms: file.lsp_wait_ms,
             sources: vec![path.to_path_buf()],
             mcp_json_skipped: Vec::new(),
         })
@@ -622,6 +631,8 @@ impl KajiConfig {
         self.secret_env.extend(project.secret_env);
         over(&mut self.task_list_url, project.task_list_url);
         over(&mut self.lease_ms, project.lease_ms);
+        self.lsp.extend(project.lsp);
+        over(&mut self.lsp_wait_ms, project.lsp_wait_ms);
         self.sources.extend(project.sources);
     }
 
@@ -822,6 +833,9 @@ struct ConfigFile {
     secret_env: Vec<String>,
     task_list_url: Option<String>,
     lease_ms: Option<Spanned<u64>>,
+    #[serde(default)]
+    lsp: BTreeMap<String, kaji_lsp::ServerSettings>,
+    lsp_wait_ms: Option<u64>,
 }
 
 /// `[permissions]`: lists of rule strings.

@@ -25,6 +25,8 @@ pub struct StartupEnv {
     pub lease_ms_set: bool,
     /// `KAJI_AGENT_NAME`: the main agent's owner name, after `--name`.
     pub agent_name: Option<String>,
+    /// `PATH`: where language servers' programs are looked up.
+    pub path: Option<std::ffi::OsString>,
 }
 
 impl StartupEnv {
@@ -37,6 +39,7 @@ impl StartupEnv {
             task_list_url: text(kaji_tasks::list::pg::TASK_LIST_URL_ENV),
             lease_ms_set: std::env::var_os(kaji_tasks::list::pg::LEASE_MS_ENV).is_some(),
             agent_name: text("KAJI_AGENT_NAME"),
+            path: std::env::var_os("PATH"),
         }
     }
 }

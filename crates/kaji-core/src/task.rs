@@ -164,6 +164,8 @@ pub struct TaskConfig {
     /// The session's child-process environment policy, for every process
     /// a tool starts.
     pub env_policy: Arc<kaji_tasks::process::EnvPolicy>,
+    /// The session's language servers; `None`: none.
+    pub lsp: Option<Arc<kaji_lsp::LspPool>>,
     /// The session file, for hook payloads (`transcript_path`).
     pub transcript_path: Option<PathBuf>,
     /// Context SessionStart hooks gave, put before the prompt.
@@ -228,6 +230,7 @@ impl TaskConfig {
             agents: None,
             files: None,
             env_policy: Arc::default(),
+            lsp: None,
             transcript_path: None,
             session_context: Vec::new(),
         }
@@ -1458,6 +1461,7 @@ impl Task {
                 .live_output
                 .then(|| crate::live_output::sink(self.emitter.clone())),
             call_id: None,
+            lsp: self.config.lsp.clone(),
         }
     }
 

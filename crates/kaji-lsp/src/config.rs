@@ -171,8 +171,13 @@ pub fn apply_settings(
                     }
                     continue;
                 };
-                servers.push(builtin(name, command, &[], &[]));
-                servers.last_mut().expect("just pushed")
+                // Servers of one's own come before the defaults.
+                let at = servers
+                    .iter()
+                    .take_while(|c| c.source != ServerSource::Builtin)
+                    .count();
+                servers.insert(at, builtin(name, command, &[], &[]));
+                &mut servers[at]
             }
         };
         server.source = ServerSource::Settings;
@@ -257,7 +262,11 @@ pub fn add_lsp_json(servers: &mut Vec<ServerConfig>, root: &Path) -> Result<(), 
             source: ServerSource::LspJson,
         };
         servers.retain(|c| c.name != name);
-        servers.push(config);
+        let at = servers
+            .iter()
+            .take_while(|c| c.source != ServerSource::Builtin)
+            .count();
+        servers.insert(at, config);
     }
     Ok(())
 }

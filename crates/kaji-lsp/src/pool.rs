@@ -18,7 +18,7 @@ use kaji_tasks::process::EnvPolicy;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::config::{ServerConfig, on_path};
+use crate::config::{ServerConfig, ServerSource, on_path};
 use crate::connection::Connection;
 use crate::diagnostics::Diagnostic;
 
@@ -232,12 +232,20 @@ impl LspPool {
     /// content of `path` (absolute), in the workspace `root`; waits at most
     /// [`LspPool::wait`] in all.
     pub async fn diagnostics(&self, path: &Path, root: &Path, text: &str) -> FileDiagnostics {
-        let Some(name) = self.serves(path) else {
+        if self.serves(path).is_none() {
             return FileDiagnostics::NoServer;
-        };
+        }
         let Some((config, program, language)) = self.server_for(path) else {
+            // A built-in default that is not installed is no server at all;
+            // one the user or project configured is missing.
+            let configured = self.settings.servers.iter().find(|s| {
+                !s.disabled && s.source != ServerSource::Builtin && s.language_of(path).is_some()
+            });
+            let Some(configured) = configured else {
+                return FileDiagnostics::NoServer;
+            };
             return FileDiagnostics::Unavailable {
-                server: name,
+                server: configured.name.clone(),
                 reason: "its program is not installed (not found on PATH)".into(),
             };
         };

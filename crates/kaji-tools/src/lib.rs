@@ -24,6 +24,7 @@ pub mod file_access;
 mod fs;
 mod html_depth;
 mod interaction;
+pub mod lsp;
 pub mod plan;
 mod registry;
 mod runtime_tools;
@@ -106,6 +107,9 @@ pub struct ToolContext {
     /// the executor runs one: a sub-agent's events name the `Agent` call
     /// that started it.
     pub call_id: Option<String>,
+    /// The session's language servers (`LSP` tool, diagnostics after
+    /// edits); `None`: none.
+    pub lsp: Option<Arc<kaji_lsp::LspPool>>,
 }
 
 /// Receives a command's output while it runs, in the pieces it is read
@@ -155,6 +159,7 @@ impl ToolContext {
             files: None,
             output: None,
             call_id: None,
+            lsp: None,
         }
     }
 
@@ -483,6 +488,7 @@ pub fn builtin_tools() -> ToolRegistry {
     plan::register(&mut registry);
     worktree::register(&mut registry);
     web_fetch::register(&mut registry);
+    lsp::register(&mut registry);
     agent_tools::register(&mut registry);
     registry
 }

@@ -12,6 +12,7 @@ mod compaction;
 mod doctor_cli;
 mod exec_cli;
 mod exec_golden;
+mod lsp_cli;
 mod mcp_cli;
 mod permissions_cli;
 mod ps_cli;
