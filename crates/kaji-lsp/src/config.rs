@@ -74,6 +74,8 @@ pub struct ServerConfig {
     pub disabled: bool,
     /// Where it was defined.
     pub source: ServerSource,
+    /// `initializationOptions` sent with `initialize` (`null`: none).
+    pub initialization_options: serde_json::Value,
 }
 
 impl ServerConfig {
@@ -114,12 +116,24 @@ fn builtin(name: &str, command: &str, args: &[&str], exts: &[&str]) -> ServerCon
         env: BTreeMap::new(),
         disabled: false,
         source: ServerSource::Builtin,
+        initialization_options: serde_json::Value::Null,
     }
 }
 
 /// kaji's built-in servers, in the order they are preferred for an
 /// extension. They are used only when their program is on `PATH`.
 pub fn builtin_servers() -> Vec<ServerConfig> {
+    // typescript-language-server answers from a syntax-only server while
+    // the project loads (an imported name's definition is then its
+    // import): kaji waits for the real answer instead.
+    let mut typescript = builtin(
+        "typescript",
+        "typescript-language-server",
+        &["--stdio"],
+        &["ts", "tsx", "js", "jsx", "mts", "cts", "mjs", "cjs"],
+    );
+    typescript.initialization_options =
+        serde_json::json!({"tsserver": {"useSyntaxServer": "never"}});
     vec![
         builtin(
             "pyright",
@@ -133,12 +147,7 @@ pub fn builtin_servers() -> Vec<ServerConfig> {
             &["--stdio"],
             &["py", "pyi"],
         ),
-        builtin(
-            "typescript",
-            "typescript-language-server",
-            &["--stdio"],
-            &["ts", "tsx", "js", "jsx", "mts", "cts", "mjs", "cjs"],
-        ),
+        typescript,
         builtin("rust-analyzer", "rust-analyzer", &[], &["rs"]),
         builtin("gopls", "gopls", &[], &["go"]),
         builtin(
@@ -210,6 +219,8 @@ struct LspJsonServer {
     extension_to_language: BTreeMap<String, String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    #[serde(default)]
+    initialization_options: serde_json::Value,
 }
 
 /// Why `.lsp.json` could not be used.
@@ -260,6 +271,7 @@ pub fn add_lsp_json(servers: &mut Vec<ServerConfig>, root: &Path) -> Result<(), 
             env: s.env,
             disabled: false,
             source: ServerSource::LspJson,
+            initialization_options: s.initialization_options,
         };
         servers.retain(|c| c.name != name);
         let at = servers

@@ -23,6 +23,10 @@ use crate::diagnostics::Diagnostic;
 use crate::framing::{frame, read_message};
 use crate::uri::path_to_uri;
 
+/// How long a server that does not version its diagnostics must stay
+/// quiet before its latest publish is taken as complete.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// The most diagnostics kept for one document.
 const MAX_DIAGNOSTICS: usize = 1000;
 
@@ -103,7 +107,11 @@ impl Connection {
             capabilities: Value::Null,
             child: Mutex::new(Some(child)),
         };
-        let result = conn.request("initialize", initialize_params(root)).await?;
+        let mut params = initialize_params(root);
+        if !config.initialization_options.is_null() {
+            params["initializationOptions"] = config.initialization_options.clone();
+        }
+        let result = conn.request("initialize", params).await?;
         conn.capabilities = result.get("capabilities").cloned().unwrap_or(Value::Null);
         conn.notify("initialized", json!({}));
         Ok(conn)
@@ -169,25 +177,28 @@ impl Connection {
     }
 
     /// Waits until the server published diagnostics for `path` at
-    /// `version` (or, when it does not say versions, after event `seq`).
-    /// Returns `Err` when the server died first. Unbounded: the caller
-    /// puts a timeout around it.
+    /// `version`. A server that does not say versions (typescript-language-
+    /// server) may publish in parts, and late for an older version: its
+    /// publishes after event `seq` are taken until none came for
+    /// [`SETTLE`], or `deadline` (then the latest counts). Returns `Err`
+    /// when the server died first. Unbounded until the first fresh
+    /// publish: the caller puts a timeout around it.
     pub async fn diagnostics(
         &self,
         path: &Path,
         version: i64,
         seq: u64,
+        deadline: tokio::time::Instant,
     ) -> Result<Vec<Diagnostic>, String> {
         let uri = path_to_uri(path);
         let mut events = self.events.clone();
         loop {
-            if let Some(p) = lock(&self.shared.published).get(&uri) {
-                let fresh = match p.version {
-                    Some(v) => v >= version,
-                    None => p.seq > seq,
-                };
-                if fresh {
-                    return Ok(p.diagnostics.clone());
+            let latest = lock(&self.shared.published).get(&uri).cloned();
+            if let Some(p) = latest {
+                match p.version {
+                    Some(v) if v >= version => return Ok(p.diagnostics),
+                    None if p.seq > seq => return Ok(self.settle(&uri, p, deadline).await),
+                    _ => {}
                 }
             }
             if let Some(reason) = self.dead() {
@@ -195,6 +206,31 @@ impl Connection {
             }
             if events.changed().await.is_err() {
                 return Err(self.dead().unwrap_or_else(|| "the server went away".into()));
+            }
+        }
+    }
+
+    /// The last of the unversioned publishes for `uri` that follow `first`
+    /// until a quiet [`SETTLE`] or `deadline`.
+    async fn settle(
+        &self,
+        uri: &str,
+        first: Published,
+        deadline: tokio::time::Instant,
+    ) -> Vec<Diagnostic> {
+        let mut events = self.events.clone();
+        let mut latest = first;
+        loop {
+            let quiet = (tokio::time::Instant::now() + SETTLE).min(deadline);
+            match tokio::time::timeout_at(quiet, events.changed()).await {
+                Ok(Ok(())) => {
+                    if let Some(p) = lock(&self.shared.published).get(uri)
+                        && p.seq > latest.seq
+                    {
+                        latest = p.clone();
+                    }
+                }
+                Ok(Err(_)) | Err(_) => return latest.diagnostics,
             }
         }
     }

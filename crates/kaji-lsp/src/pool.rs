@@ -87,6 +87,15 @@ pub struct LspPool {
     settings: LspSettings,
     env: Arc<EnvPolicy>,
     slots: Mutex<HashMap<(String, PathBuf), Slot>>,
+    /// Set when the pool shuts down or is dropped: starts under way stop
+    /// (and their processes are killed).
+    closed: watch::Sender<bool>,
+}
+
+impl Drop for LspPool {
+    fn drop(&mut self) {
+        self.closed.send_replace(true);
+    }
 }
 
 impl std::fmt::Debug for LspPool {
@@ -108,6 +117,7 @@ impl LspPool {
             settings,
             env,
             slots: Mutex::new(HashMap::new()),
+            closed: watch::Sender::new(false),
         }
     }
 
@@ -209,12 +219,17 @@ impl LspPool {
             root.to_path_buf(),
             Arc::clone(&self.env),
         );
+        let mut closed = self.closed.subscribe();
         tokio::spawn(async move {
             let start = Connection::start(&config, &program, &root_dir, env);
-            let result = match tokio::time::timeout(START_LIMIT, start).await {
-                Ok(Ok(conn)) => Ok(Arc::new(conn)),
-                Ok(Err(e)) => Err(format!("{}: {e}", config.name)),
-                Err(_) => Err(format!("{} did not answer `initialize`", config.name)),
+            let result = tokio::select! {
+                r = tokio::time::timeout(START_LIMIT, start) => match r {
+                    Ok(Ok(conn)) => Ok(Arc::new(conn)),
+                    Ok(Err(e)) => Err(format!("{}: {e}", config.name)),
+                    Err(_) => Err(format!("{} did not answer `initialize`", config.name)),
+                },
+                // Dropping the start kills its process group.
+                _ = closed.wait_for(|c| *c) => Err("the session ended".to_string()),
             };
             let _ = tx.send(Some(result));
         });
@@ -251,12 +266,15 @@ impl LspPool {
         };
         let server = config.name.clone();
         let wait = self.settings.wait;
+        let deadline = tokio::time::Instant::now() + wait;
         let work = async {
             let conn = self.connection(config, &program, root, wait).await?;
             let (version, seq) = conn.sync(path, &language, text);
-            conn.diagnostics(path, version, seq).await
+            conn.diagnostics(path, version, seq, deadline).await
         };
-        match tokio::time::timeout(wait, work).await {
+        // A little past the deadline: a settling server's latest publish
+        // (cut at the deadline) is still taken.
+        match tokio::time::timeout_at(deadline + Duration::from_millis(100), work).await {
             Ok(Ok(diagnostics)) => FileDiagnostics::Ready {
                 server,
                 diagnostics,
@@ -335,6 +353,7 @@ impl LspPool {
 
     /// Shuts every server down (politely, then by signal).
     pub async fn shutdown(&self) {
+        self.closed.send_replace(true);
         let conns: Vec<Arc<Connection>> = lock(&self.slots)
             .drain()
             .filter_map(|(_, slot)| match &*slot.ready.borrow() {

@@ -1,22 +1,16 @@
-//! typescript-language-server (with the pinned typescript): a type error
-//! introduced and fixed, and a definition in another file.
+//! typescript-language-server (with the pinned typescript): a definition
+//! in another file, and hover. Its diagnostics carry no version, so when
+//! they are complete is a matter of time (docs/lsp.md): CI's diagnostics
+//! tests use pyright, which versions them.
 
 use std::time::Duration;
 
-use kaji_lsp::{FileDiagnostics, introduced};
 use serde_json::json;
 
 use crate::common::pool;
 
-fn ready(d: FileDiagnostics) -> Vec<kaji_lsp::Diagnostic> {
-    match d {
-        FileDiagnostics::Ready { diagnostics, .. } => diagnostics,
-        other => panic!("no diagnostics: {other:?}"),
-    }
-}
-
 #[tokio::test]
-async fn typescript_diagnostics_and_a_definition_across_files() {
+async fn typescript_finds_a_definition_in_another_file() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     std::fs::write(
@@ -30,34 +24,34 @@ async fn typescript_diagnostics_and_a_definition_across_files() {
     )
     .unwrap();
     let file = root.join("a.ts");
-    let good = "import { helper } from \"./b\";\n\nhelper(1);\n";
-    let bad = "import { helper } from \"./b\";\n\nhelper(\"one\");\n";
-    std::fs::write(&file, good).unwrap();
-    let pool = pool(Duration::from_secs(120));
-    let before = ready(pool.diagnostics(&file, &root, good).await);
-    assert!(before.is_empty(), "{before:?}");
-    let after = ready(pool.diagnostics(&file, &root, bad).await);
-    let new = introduced(&before, &after);
-    assert_eq!(new.len(), 1, "{after:?}");
-    assert_eq!(
-        (new[0].line, new[0].column, new[0].severity),
-        (3, 8, "error")
-    );
-    let fixed = ready(pool.diagnostics(&file, &root, good).await);
-    assert!(introduced(&after, &fixed).is_empty(), "{fixed:?}");
-
-    let answer = pool
-        .request(
+    let text = "import { helper } from \"./b\";\n\nhelper(1);\n";
+    std::fs::write(&file, text).unwrap();
+    let pool = pool(Duration::from_secs(300));
+    // Positions 0-based here: the call of `helper`.
+    let ask = |method: &'static str, line: u32, character: u32| {
+        pool.request(
             &file,
             &root,
-            good,
-            "textDocument/definition",
-            json!({"position": {"line": 2, "character": 1}}),
-            Duration::from_secs(120),
+            text,
+            method,
+            json!({"position": {"line": line, "character": character}}),
+            Duration::from_secs(300),
         )
-        .await
+    };
+    let definition = ask("textDocument/definition", 2, 1).await.unwrap();
+    let first = definition
+        .as_array()
+        .and_then(|a| a.first())
+        .cloned()
+        .unwrap_or(definition.clone());
+    let uri = first
+        .get("uri")
+        .or_else(|| first.get("targetUri"))
+        .unwrap()
+        .as_str()
         .unwrap();
-    let text = answer.to_string();
-    assert!(text.contains("b.ts"), "{text}");
+    assert!(uri.ends_with("/b.ts"), "{definition}");
+    let hover = ask("textDocument/hover", 2, 1).await.unwrap().to_string();
+    assert!(hover.contains("helper(n: number): number"), "{hover}");
     pool.shutdown().await;
 }
