@@ -134,23 +134,14 @@ impl LspPool {
     /// The server for `path`: the first enabled one serving its extension
     /// whose program exists, with the program and the language id.
     fn server_for(&self, path: &Path) -> Option<(&ServerConfig, PathBuf, String)> {
-        let mut serving = self
-            .settings
+        self.settings
             .servers
             .iter()
             .filter(|s| !s.disabled)
             .filter_map(|s| s.language_of(path).map(|l| (s, l.to_string())))
-            .peekable();
-        let first = serving.peek().map(|(s, _)| s.name.clone());
-        let found = serving.find_map(|(s, l)| {
-            on_path(&s.command, self.settings.path.as_deref()).map(|p| (s, p, l))
-        });
-        if found.is_none() {
-            if let Some(name) = first {
-                tracing::debug!(server = %name, "no program for {}", path.display());
-            }
-        }
-        found
+            .find_map(|(s, l)| {
+                on_path(&s.command, self.settings.path.as_deref()).map(|p| (s, p, l))
+            })
     }
 
     /// Whether some configured server serves `path`'s extension, program

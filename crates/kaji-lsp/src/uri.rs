@@ -26,12 +26,12 @@ pub fn uri_to_path(uri: &str) -> Option<PathBuf> {
         let hex = bytes
             .get(i + 1..i + 3)
             .and_then(|h| std::str::from_utf8(h).ok());
-        if bytes[i] == b'%' {
-            if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
+        if bytes[i] == b'%'
+            && let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(b);
+            i += 3;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;

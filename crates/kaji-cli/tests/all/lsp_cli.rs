@@ -111,6 +111,7 @@ async fn pyright_reports_what_an_edit_introduced_and_nothing_else() {
     std::fs::write(w.join("old.py"), "y: int = \"already wrong\"\nz = 1\n").unwrap();
     std::fs::write(w.join("b.py"), "def helper() -> int:\n    return 2\n").unwrap();
     std::fs::write(w.join("a.py"), "from b import helper\n\nprint(helper())\n").unwrap();
+    std::fs::write(w.join("notes.txt"), "plain text\n").unwrap();
     let results = run(
         w,
         PATIENT,
@@ -127,10 +128,14 @@ async fn pyright_reports_what_an_edit_introduced_and_nothing_else() {
                 "LSP",
                 json!({"operation": "goToDefinition", "filePath": "a.py", "line": 3, "character": 7}),
             ),
+            Turn::tool_call(
+                "LSP",
+                json!({"operation": "hover", "filePath": "notes.txt", "line": 1, "character": 1}),
+            ),
         ],
     )
     .await;
-    assert_eq!(results.len(), 7, "{results:#?}");
+    assert_eq!(results.len(), 8, "{results:#?}");
     for r in &results[..6] {
         assert_eq!(r["is_error"], false, "{r:#}");
     }
@@ -164,6 +169,13 @@ async fn pyright_reports_what_an_edit_introduced_and_nothing_else() {
     );
     // The LSP tool goes to the definition in the other file.
     assert_eq!(output(&results[5]), "b.py:1:5");
+    // A file no server serves: an error that says so.
+    assert_eq!(results[6]["is_error"], true);
+    let refused = output(&results[6]);
+    assert!(
+        refused.starts_with("LSP: no language server is configured for "),
+        "{refused}"
+    );
     // The edits themselves happened.
     assert!(
         std::fs::read_to_string(w.join("old.py"))
