@@ -270,12 +270,29 @@ impl LspPool {
                 server,
                 diagnostics,
             },
+            // A built-in default that cannot even start (a rustup proxy
+            // without its component) counts as not installed: no note on
+            // every edit. `kaji doctor` shows it.
+            Ok(Err(_))
+                if config.source == ServerSource::Builtin && self.start_failed(config, root) =>
+            {
+                FileDiagnostics::NoServer
+            }
             Ok(Err(reason)) => FileDiagnostics::Unavailable { server, reason },
             Err(_) => FileDiagnostics::Unavailable {
                 server,
                 reason: format!("no answer within {} ms", wait.as_millis()),
             },
         }
+    }
+
+    /// Whether the last start of `config` at `root` failed (before
+    /// `initialize` was answered).
+    fn start_failed(&self, config: &ServerConfig, root: &Path) -> bool {
+        let key = (config.name.clone(), root.to_path_buf());
+        lock(&self.slots)
+            .get(&key)
+            .is_some_and(|slot| matches!(&*slot.ready.borrow(), Some(Err(_))))
     }
 
     /// Sends `method` for the document `path` (absolute) with `text` as
