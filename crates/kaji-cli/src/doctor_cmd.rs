@@ -58,6 +58,7 @@ pub async fn run(args: DoctorArgs) -> i32 {
         settings_error,
         provider,
         mcp,
+        lsp: crate::doctor_lsp::check(settings.as_ref(), &home, &cwd),
         terminal: checks::terminal(),
         policy: policy_here(&cwd, &home),
         settings: settings_files(&cwd, &home),
@@ -86,6 +87,7 @@ struct Report {
     settings_error: Option<String>,
     provider: checks::ProviderCheck,
     mcp: Vec<checks::McpCheck>,
+    lsp: crate::doctor_lsp::LspCheck,
     terminal: checks::TerminalCheck,
     support: SandboxSupport,
     policy: SandboxPolicy,
@@ -231,6 +233,7 @@ impl Report {
             "provider": self.provider.to_json(),
             "mcp_servers": checks::mcp_json(&self.mcp),
             "terminal": self.terminal.to_json(),
+            "language_servers": self.lsp.to_json(),
         })
     }
 
@@ -299,6 +302,7 @@ impl Report {
         }
         out.push_str(&self.provider.to_text());
         out.push_str(&checks::mcp_text(&self.mcp));
+        out.push_str(&self.lsp.to_text());
         out.push_str("Provider keys and secrets set (names only)\n");
         if self.provider_keys.is_empty() {
             out.push_str("  none\n");

@@ -14,6 +14,7 @@ mod checkpoints_cmd;
 mod demo;
 mod doctor_checks;
 mod doctor_cmd;
+mod doctor_lsp;
 mod environ;
 mod exec;
 mod exec_command;

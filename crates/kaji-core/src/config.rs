@@ -191,6 +191,12 @@ pub struct KajiConfig {
     /// `[web_search]`: which search `WebSearch` uses (unset: the
     /// provider's own, where it has one).
     pub web_search: Option<kaji_tools::web_search::WebSearchSettings>,
+    /// `[lsp.<name>]`: language servers added or changed (docs/lsp.md);
+    /// a project's only in trusted projects.
+    pub lsp: BTreeMap<String, kaji_lsp::ServerSettings>,
+    /// `lsp_wait_ms`: how long an edit waits for diagnostics (default
+    /// 1500).
+    pub lsp_wait_ms: Option<u64>,
     sources: Vec<PathBuf>,
 }
 
@@ -437,6 +443,7 @@ impl KajiConfig {
         );
         note("task_list_url", self.task_list_url.take().is_some());
         note("web_search", self.web_search.take().is_some());
+        note("lsp", !std::mem::take(&mut self.lsp).is_empty());
         self.hooks = HooksConfig::new();
         self.mcp_servers.clear();
         self.env_passthrough.clear();
@@ -750,6 +757,8 @@ impl KajiConfig {
             claude_env: BTreeMap::new(),
             claude_warnings: Vec::new(),
             web_search: file.web_search,
+            lsp: file.lsp,
+            lsp_wait_ms: file.lsp_wait_ms,
             sources: vec![path.to_path_buf()],
             mcp_json_skipped: Vec::new(),
         })
@@ -807,6 +816,8 @@ impl KajiConfig {
             (a, b) => a.or(b),
         };
         over(&mut self.web_search, project.web_search);
+        self.lsp.extend(project.lsp);
+        over(&mut self.lsp_wait_ms, project.lsp_wait_ms);
         self.sources.extend(project.sources);
     }
 
@@ -1009,6 +1020,9 @@ struct ConfigFile {
     lease_ms: Option<Spanned<u64>>,
     claude_setting_sources: Option<Spanned<Vec<String>>>,
     web_search: Option<kaji_tools::web_search::WebSearchSettings>,
+    #[serde(default)]
+    lsp: BTreeMap<String, kaji_lsp::ServerSettings>,
+    lsp_wait_ms: Option<u64>,
 }
 
 /// `[permissions]`: lists of rule strings.

@@ -26,6 +26,8 @@ pub struct StartupEnv {
     pub lease_ms: Option<u64>,
     /// `KAJI_AGENT_NAME`: the main agent's owner name, after `--name`.
     pub agent_name: Option<String>,
+    /// `PATH`: where language servers' programs are looked up.
+    pub path: Option<std::ffi::OsString>,
 }
 
 impl StartupEnv {
@@ -50,6 +52,7 @@ impl StartupEnv {
                 .and_then(|v| v.trim().parse().ok())
                 .filter(|ms| *ms > 0),
             agent_name: text("KAJI_AGENT_NAME"),
+            path: std::env::var_os("PATH"),
         }
     }
 }

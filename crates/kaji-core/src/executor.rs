@@ -922,16 +922,25 @@ async fn run_tool(
     input: &Value,
     ctx: &ToolContext,
 ) -> Result<ToolOutput, ToolError> {
+    // A call that writes files a language server serves gets the
+    // diagnostics it introduced appended (bounded by the `lsp_wait_ms`).
+    let diagnostics = kaji_tools::lsp::EditDiagnostics::before(tool.as_ref(), input, ctx).await;
     let call_future = tool.call(input.clone(), ctx);
     tokio::pin!(call_future);
-    tokio::select! {
+    let mut result = tokio::select! {
         r = &mut call_future => r,
         _ = ctx.cancel.cancelled() => {
             match tokio::time::timeout(CANCEL_GRACE, call_future).await {
                 Ok(Ok(_)) | Ok(Err(_)) | Err(_) => Err(ToolError::Cancelled),
             }
         }
+    };
+    if let (Ok(output), Some(diagnostics)) = (&mut result, diagnostics)
+        && output.changed_files
+    {
+        output.content.push_str(&diagnostics.after(ctx).await);
     }
+    result
 }
 
 /// A call the user (or nobody) rejected, with what they said.

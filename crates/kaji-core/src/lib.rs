@@ -22,6 +22,7 @@ pub mod front_matter;
 pub mod frontend;
 pub mod hooks;
 pub mod live_output;
+pub mod lsp;
 pub mod parser;
 pub mod permissions;
 pub mod prompt;

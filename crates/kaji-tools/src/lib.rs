@@ -24,6 +24,7 @@ pub mod file_access;
 mod fs;
 mod html_depth;
 mod interaction;
+pub mod lsp;
 pub mod plan;
 mod registry;
 mod runtime_tools;
@@ -108,6 +109,9 @@ pub struct ToolContext {
     /// the executor runs one: a sub-agent's events name the `Agent` call
     /// that started it.
     pub call_id: Option<String>,
+    /// The session's language servers (`LSP` tool, diagnostics after
+    /// edits); `None`: none.
+    pub lsp: Option<Arc<kaji_lsp::LspPool>>,
     /// Does `WebSearch`'s searches (the provider's own search or a
     /// configured backend); `None`: the tool says how to enable one.
     pub web_search: Option<Arc<dyn web_search::WebSearcher>>,
@@ -187,6 +191,7 @@ impl ToolContext {
             call_id: None,
             hidden: None,
             web_search: None,
+            lsp: None,
         }
     }
 
@@ -544,6 +549,7 @@ pub fn builtin_tools() -> ToolRegistry {
     worktree::register(&mut registry);
     web_fetch::register(&mut registry);
     web_search::register(&mut registry);
+    lsp::register(&mut registry);
     agent_tools::register(&mut registry);
     registry
 }

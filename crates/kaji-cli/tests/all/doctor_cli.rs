@@ -150,3 +150,40 @@ fn doctor_says_when_the_provider_does_not_answer() {
     );
     assert_eq!(report["mcp_servers"], serde_json::json!([]));
 }
+
+#[test]
+fn doctor_lists_the_language_servers_and_their_state() {
+    let home = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[lsp.mine]\ncommand = \"/bin/sh\"\nextensions = [\"foo\"]\n[lsp.pyright]\ndisabled = true\n[lsp.gone]\ncommand = \"/nonexistent/ls\"\nextensions = [\"bar\"]\n",
+    )
+    .expect("user settings");
+    let work = tempfile::tempdir().expect("tempdir");
+    // An untrusted project's .lsp.json is not read.
+    std::fs::write(
+        work.path().join(".lsp.json"),
+        r#"{"evil": {"command": "/bin/sh", "extensionToLanguage": {".x": "x"}}}"#,
+    )
+    .expect(".lsp.json");
+    let out = Command::cargo_bin("kaji")
+        .expect("kaji binary")
+        .current_dir(work.path())
+        .env("KAJI_HOME", home.path())
+        .args(["doctor", "--json"])
+        .output()
+        .expect("kaji doctor runs");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let servers = report["language_servers"]["servers"]
+        .as_array()
+        .expect("servers");
+    let by_name = |n: &str| servers.iter().find(|s| s["name"] == n).cloned();
+    let mine = by_name("mine").expect("mine");
+    assert_eq!(mine["source"], "settings");
+    assert_eq!(mine["state"], "available at /bin/sh");
+    assert_eq!(mine["extensions"], serde_json::json!(["foo"]));
+    assert_eq!(by_name("pyright").expect("pyright")["state"], "disabled");
+    assert_eq!(by_name("gone").expect("gone")["state"], "not found");
+    assert_eq!(by_name("clangd").expect("clangd")["source"], "built-in");
+    assert!(by_name("evil").is_none(), "{servers:?}");
+}

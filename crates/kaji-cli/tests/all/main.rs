@@ -17,6 +17,7 @@ mod doctor_cli;
 mod exec_cli;
 mod exec_golden;
 mod images_cli;
+mod lsp_cli;
 mod mcp_cli;
 mod permissions_cli;
 mod ps_cli;

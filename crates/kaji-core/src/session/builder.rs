@@ -246,6 +246,14 @@ impl SessionBuilder {
         };
         let mcp = (!servers.is_empty())
             .then(|| kaji_mcp::McpManager::start_with_options(servers, &project_dir, mcp_options));
+        let (lsp_servers, lsp_warnings) = crate::lsp::servers(&settings, &project_dir, trusted);
+        warnings.extend(lsp_warnings);
+        let lsp = crate::lsp::pool(
+            lsp_servers,
+            &settings,
+            self.env.path.clone(),
+            Arc::clone(&env_policy),
+        );
         let hooks = (!settings.hooks.is_empty()).then(|| {
             HookRunner::new(settings.hooks.clone()).with_env_policy(Arc::clone(&env_policy))
         });
@@ -299,6 +307,7 @@ impl SessionBuilder {
             hooks,
             approvals: Arc::new(std::sync::Mutex::new(approvals)),
             env_policy,
+            lsp,
             files: self.files.clone(),
             frontend,
             message_ids: Arc::default(),

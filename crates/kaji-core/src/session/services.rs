@@ -95,6 +95,9 @@ pub struct SessionServices {
     /// The child-process environment policy (`secret_env`,
     /// `env_passthrough`): every process started for the session gets it.
     pub env_policy: Arc<kaji_tasks::process::EnvPolicy>,
+    /// The language servers (started on first use, shared by every Task
+    /// and sub-agent, ended with the session).
+    pub lsp: Arc<kaji_lsp::LspPool>,
     /// Where the file tools read and write text; `None`: the disk.
     pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
     /// The front end every Task's events reach (a sub-agent's through
@@ -339,6 +342,7 @@ impl SessionServices {
             agents: spec.agents,
             files: self.files.clone(),
             env_policy: Arc::clone(&self.env_policy),
+            lsp: Some(Arc::clone(&self.lsp)),
             transcript_path: spec.transcript_path,
             session_context: spec.session_context,
         };

@@ -45,6 +45,11 @@ protected_paths = ["walk/**"]
 env_passthrough = ["WALK_PASS_TOKEN"]
 secret_env = ["WALK_SECRET"]
 lease_ms = 1234
+lsp_wait_ms = 4321
+
+[lsp.walk]
+command = "walk-ls"
+extensions = ["walk"]
 
 [model_aliases]
 sonnet = "walk-sonnet"
@@ -165,6 +170,9 @@ async fn every_session_setting_reaches_a_sub_agent_or_is_named_as_overridden() {
         claude_env: _,
         // The searcher of `WebSearch`, one for the session.
         web_search,
+        // The language servers: one pool in the services, shared.
+        lsp,
+        lsp_wait_ms,
     } = settings;
 
     assert!(web_search.is_some_and(|w| w.url.as_deref() == Some("http://127.0.0.1:9")));
@@ -248,6 +256,11 @@ async fn every_session_setting_reaches_a_sub_agent_or_is_named_as_overridden() {
     ));
     assert!(Arc::ptr_eq(&m.budget, &c.budget));
     let _ = max_requests;
+    assert!(lsp.contains_key("walk") && lsp_wait_ms == Some(4321));
+    let (mp, cp) = (m.lsp.as_ref().unwrap(), c.lsp.as_ref().unwrap());
+    assert!(Arc::ptr_eq(mp, cp) && Arc::ptr_eq(mp, &services.lsp));
+    assert_eq!(mp.wait(), std::time::Duration::from_millis(4321));
+    assert!(mp.status().iter().any(|s| s.name == "walk"));
     // Checkpoints: on for both, or off for both.
     assert_eq!(m.checkpoints.is_some(), c.checkpoints.is_some());
     session.shutdown().await;

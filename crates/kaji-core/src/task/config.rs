@@ -123,6 +123,8 @@ pub struct TaskConfig {
     /// The session's child-process environment policy, for every process
     /// a tool starts.
     pub env_policy: Arc<kaji_tasks::process::EnvPolicy>,
+    /// The session's language servers; `None`: none.
+    pub lsp: Option<Arc<kaji_lsp::LspPool>>,
     /// The session file, for hook payloads (`transcript_path`).
     pub transcript_path: Option<PathBuf>,
     /// Context SessionStart hooks gave, put before the prompt.
@@ -189,6 +191,7 @@ impl TaskConfig {
             web_search: None,
             files: None,
             env_policy: Arc::default(),
+            lsp: None,
             transcript_path: None,
             session_context: Vec::new(),
         }

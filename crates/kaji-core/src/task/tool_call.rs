@@ -91,6 +91,7 @@ impl Task {
             call_id: None,
             hidden,
             web_search: self.config.web_search.clone(),
+            lsp: self.config.lsp.clone(),
         }
     }
 

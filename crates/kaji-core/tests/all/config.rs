@@ -416,3 +416,64 @@ fn an_untrusted_project_may_only_narrow_limits_and_never_choose_models() {
     assert_eq!(trusted.max_agent_depth, Some(50));
     assert_eq!(trusted.model_aliases["haiku"], "their-model");
 }
+
+#[test]
+fn project_language_servers_count_only_when_trusted() {
+    let l = layout();
+    std::fs::write(
+        l.home.join("config.toml"),
+        "[lsp.mine]\ncommand = \"my-ls\"\nextensions = [\"m\"]\n",
+    )
+    .expect("write");
+    std::fs::create_dir_all(l.repo.join(".kaji")).expect("mkdir");
+    std::fs::write(
+        l.repo.join(".kaji/config.toml"),
+        "lsp_wait_ms = 10\n[lsp.theirs]\ncommand = \"their-ls\"\nextensions = [\"t\"]\n",
+    )
+    .expect("write");
+    let (trusted, ignored) = KajiConfig::load_gated(&l.home, &l.sub, true).expect("load");
+    assert!(ignored.is_empty(), "{ignored:?}");
+    assert_eq!(trusted.lsp.keys().collect::<Vec<_>>(), ["mine", "theirs"]);
+    assert_eq!(trusted.lsp_wait_ms, Some(10));
+
+    let (untrusted, ignored) = KajiConfig::load_gated(&l.home, &l.sub, false).expect("load");
+    assert_eq!(untrusted.lsp.keys().collect::<Vec<_>>(), ["mine"]);
+    assert!(ignored.iter().any(|i| i.key == "lsp"), "{ignored:?}");
+
+    // Unknown keys of a server are errors naming the file.
+    std::fs::write(l.home.join("config.toml"), "[lsp.mine]\ncomand = \"x\"\n").expect("write");
+    let err = KajiConfig::load(&l.home, &l.sub)
+        .expect_err("unknown key")
+        .to_string();
+    assert!(
+        err.contains("config.toml") && err.contains("comand"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_lsp_json_is_read_only_in_trusted_projects() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join(".lsp.json"),
+        r#"{"go": {"command": "gopls", "args": ["serve"], "extensionToLanguage": {".go": "go"}}}"#,
+    )
+    .expect("write");
+    let settings = KajiConfig::default();
+    let (servers, warnings) = kaji_core::lsp::servers(&settings, dir.path(), true);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let go = servers.iter().find(|s| s.name == "go").expect("go");
+    assert_eq!(
+        (go.command.as_str(), go.args.as_slice()),
+        ("gopls", &["serve".to_string()][..])
+    );
+    let (servers, _) = kaji_core::lsp::servers(&settings, dir.path(), false);
+    assert!(!servers.iter().any(|s| s.name == "go"));
+
+    std::fs::write(dir.path().join(".lsp.json"), "[1, 2]").expect("write");
+    let (_, warnings) = kaji_core::lsp::servers(&settings, dir.path(), true);
+    assert!(
+        warnings.iter().any(|w| w.contains(".lsp.json")),
+        "{warnings:?}"
+    );
+}
