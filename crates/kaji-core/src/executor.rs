@@ -39,6 +39,8 @@ pub use outcome::{Effect, Ran, ToolRun};
 pub struct CheckpointGate {
     open: Arc<watch::Sender<bool>>,
     waiting: Arc<watch::Sender<usize>>,
+    /// What writes that did not wait saved for the initial checkpoint.
+    preimages: crate::checkpoints::PreImages,
 }
 
 impl Default for CheckpointGate {
@@ -53,7 +55,35 @@ impl CheckpointGate {
         Self {
             open: Arc::new(watch::channel(false).0),
             waiting: Arc::new(watch::channel(0).0),
+            preimages: crate::checkpoints::PreImages::default(),
         }
+    }
+
+    /// Where writes that do not wait save the files they change, for the
+    /// initial checkpoint (see [`crate::checkpoints::PreImages`]).
+    pub fn preimages(&self) -> &crate::checkpoints::PreImages {
+        &self.preimages
+    }
+
+    /// Waits until the gate opens, `cancel` fires or `patience` passes;
+    /// whether it is open.
+    pub async fn wait_at_most(
+        &self,
+        patience: std::time::Duration,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> bool {
+        if self.is_open() {
+            return true;
+        }
+        self.waiting.send_modify(|n| *n += 1);
+        let mut open = self.open.subscribe();
+        tokio::select! {
+            _ = open.wait_for(|o| *o) => {}
+            _ = cancel.cancelled() => {}
+            () = tokio::time::sleep(patience) => {}
+        }
+        self.waiting.send_modify(|n| *n = n.saturating_sub(1));
+        self.is_open()
     }
 
     /// Opens the gate for good.
@@ -290,9 +320,11 @@ impl ToolExecutor {
         let decision = self.decide(call, tool.as_ref(), &input, &access, env, pre.permission);
         self.gate(decision, call, tool.as_ref(), &input, &access, env)
             .await?;
-        self.wait_for_turn(tool.as_ref(), &access, env.ctx).await?;
+        self.wait_for_turn(tool.as_ref(), &input, &access, env.ctx)
+            .await?;
         let result = self.run_with_retry(&tool, call, &input, env).await;
-        let run = self.outcome(tool.as_ref(), result, env).await;
+        let mut run = self.outcome(tool.as_ref(), result, env).await;
+        self.scope_changes(tool.as_ref(), &input, &access, env, &mut run);
         Ok(self.post_hooks(call, input, run, pre.context, env).await)
     }
 
@@ -462,11 +494,12 @@ impl ToolExecutor {
     async fn wait_for_turn(
         &self,
         tool: &dyn Tool,
+        input: &Value,
         access: &ToolAccess,
         ctx: &ToolContext,
     ) -> Result<(), ToolRun> {
         if !tool.is_read_only() && !matches!(access, ToolAccess::Interaction) {
-            self.wait_for_checkpoint(ctx).await;
+            self.wait_for_checkpoint(tool, input, ctx).await;
         }
         if ctx.cancel.is_cancelled() {
             return Err(ToolRun::failed(
@@ -539,6 +572,38 @@ impl ToolExecutor {
                 .collect();
         }
         run
+    }
+
+    /// What a call that changed files changed, for its checkpoint: a
+    /// command the approval analysis classes read-only changed nothing;
+    /// a tool that names the files it writes changed only those.
+    fn scope_changes(
+        &self,
+        tool: &dyn Tool,
+        input: &Value,
+        access: &ToolAccess,
+        env: &CallEnv<'_>,
+        run: &mut ToolRun,
+    ) {
+        let ToolRun::Ran(ran) = run else {
+            return;
+        };
+        if !ran.changed_files {
+            return;
+        }
+        if let ToolAccess::Execute { command } = access {
+            let read_only = {
+                let approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+                let pctx = approvals.context(&env.ctx.project_dir, &env.ctx.cwd);
+                kaji_policy::is_read_only_command(command, &pctx)
+            };
+            ran.changed_files = !read_only;
+            return;
+        }
+        let writes = tool.files(input).writes;
+        if !writes.is_empty() {
+            ran.written = Some(writes.iter().map(|w| env.ctx.resolve(w)).collect());
+        }
     }
 
     /// PostToolUse hooks see the result and may add to it; the context
@@ -705,8 +770,23 @@ impl ToolExecutor {
         }
     }
 
-    async fn wait_for_checkpoint(&self, ctx: &ToolContext) {
-        if let Some(gate) = &self.checkpoint_gate {
+    async fn wait_for_checkpoint(&self, tool: &dyn Tool, input: &Value, ctx: &ToolContext) {
+        let Some(gate) = &self.checkpoint_gate else {
+            return;
+        };
+        // A tool that names its files waits a little, then saves what it
+        // will change for the initial checkpoint and goes ahead.
+        let writes = tool.files(input).writes;
+        if writes.is_empty() || gate.is_open() {
+            return gate.wait(&ctx.cancel).await;
+        }
+        let patience = crate::checkpoints::GATE_PATIENCE;
+        if gate.wait_at_most(patience, &ctx.cancel).await || ctx.cancel.is_cancelled() {
+            return;
+        }
+        let paths: Vec<PathBuf> = writes.iter().map(|w| ctx.resolve(w)).collect();
+        let max = crate::checkpoints::DEFAULT_MAX_FILE_SIZE;
+        if !gate.preimages().save(&paths, max) {
             gate.wait(&ctx.cancel).await;
         }
     }

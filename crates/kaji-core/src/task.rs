@@ -1277,8 +1277,9 @@ impl Task {
         let state = Arc::clone(&self.state);
         let timeout = crate::checkpoints::initial_checkpoint_timeout();
         let slot = self.config.start_checkpoint.clone();
+        let first = store.with_preimages(gate.preimages().clone());
         tokio::spawn(async move {
-            match store.commit_within("task start", timeout).await {
+            match first.commit_within("task start", timeout).await {
                 Ok(taken) => {
                     // Nothing changed since the latest checkpoint: that
                     // one holds the files as they are.
@@ -1316,11 +1317,21 @@ impl Task {
                 }
             }
             gate.open();
+            // A shadow that borrowed the user's objects copies them now,
+            // beside the task's work (see CheckpointStore::finish_borrowing).
+            if let Err(e) = store.finish_borrowing().await {
+                tracing::warn!(error = %e, "checkpoints still borrow the repository's objects");
+            }
         });
     }
 
     /// A checkpoint after a tool call that changed files.
-    async fn checkpoint_after(&self, call: &ToolCall) {
+    async fn checkpoint_after(&self, call: &ToolCall, written: Option<&[PathBuf]>) {
+        // After the initial checkpoint, never before it (a write that
+        // did not wait for it saved its pre-images there).
+        if let Some(gate) = self.executor.checkpoint_gate() {
+            gate.wait(&self.cancel).await;
+        }
         let (store, turn) = {
             let st = self.lock();
             (st.checkpoints.clone(), st.turns)
@@ -1329,7 +1340,11 @@ impl Task {
             return;
         };
         let label = format!("turn {turn}: {}", call.name);
-        match store.commit(&label).await {
+        let taken = match written {
+            Some(paths) => store.commit_paths(&label, paths).await,
+            None => store.commit(&label).await,
+        };
+        match taken {
             Ok(Some(cp)) => {
                 self.config.recorder.record(SessionRecord::Checkpoint {
                     id: cp.id.as_str().to_string(),
@@ -2190,7 +2205,7 @@ impl Task {
         if let ToolRun::Ran(ran) = &run {
             self.apply(ran);
             if ran.changed_files && !self.cancel.is_cancelled() {
-                self.checkpoint_after(call).await;
+                self.checkpoint_after(call, ran.written.as_deref()).await;
             }
         }
         self.emitter.emit(TaskEvent::ToolResult {

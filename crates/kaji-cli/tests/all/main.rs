@@ -5,6 +5,7 @@
 mod acp_client;
 mod agent_sdk;
 mod agents_cli;
+mod checkpoint_cost;
 mod checkpoints_cli;
 mod claude_habits;
 mod claude_setup;
