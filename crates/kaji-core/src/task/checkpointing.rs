@@ -1,0 +1,120 @@
+//! The Task's checkpoints: the initial one, taken in the background behind
+//! the write gate, and one after each call that changed files. A failed
+//! checkpoint is said, never fatal to the task.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use kaji_protocol::{SayKind, SayPayload};
+
+use super::Task;
+use crate::parser::ToolCall;
+use crate::session::record::SessionRecord;
+
+impl Task {
+    /// The seed's initial checkpoint: taken in the background; the gate
+    /// opens when it is done (or failed), so writes wait and reads do not.
+    pub(super) fn start_initial_checkpoint(&self) {
+        let Some(gate) = self.executor.checkpoint_gate().cloned() else {
+            return;
+        };
+        let Some(store) = self.config.checkpoints.clone() else {
+            return;
+        };
+        let emitter = self.emitter.clone();
+        let state = Arc::clone(&self.state);
+        let timeout = crate::checkpoints::initial_checkpoint_timeout();
+        let slot = self.config.start_checkpoint.clone();
+        let first = store.with_preimages(gate.preimages().clone());
+        tokio::spawn(async move {
+            match first.commit_within("task start", timeout).await {
+                Ok(taken) => {
+                    // Nothing changed since the latest checkpoint: that
+                    // one holds the files as they are.
+                    let id = match taken {
+                        Some(cp) => Some(cp.id),
+                        None => store.latest().await.ok().flatten().map(|cp| cp.id),
+                    };
+                    if let Some(slot) = slot {
+                        *slot.lock().unwrap_or_else(|e| e.into_inner()) =
+                            id.map(|id| id.as_str().to_string());
+                    }
+                }
+                Err(crate::checkpoints::CheckpointError::Timeout { after }) => {
+                    // A huge tree never blocks the first write for long:
+                    // this task goes on without checkpoints.
+                    state.lock().unwrap_or_else(|e| e.into_inner()).checkpoints = None;
+                    emitter.say(
+                        SayKind::Error,
+                        format!(
+                            "The initial checkpoint took longer than {} s and was given up; this task takes no checkpoints (KAJI_CHECKPOINT_TIMEOUT_MS sets the limit).",
+                            after.as_secs_f64()
+                        ),
+                        None,
+                    );
+                }
+                // The task ended (and its runtime went away) before the
+                // checkpoint did: nothing is left to protect.
+                Err(crate::checkpoints::CheckpointError::Cancelled) => {}
+                Err(e) => {
+                    emitter.say(
+                        SayKind::Error,
+                        format!("The initial checkpoint failed; changes of this task cannot be undone with `kaji checkpoints`: {e}"),
+                        None,
+                    );
+                }
+            }
+            gate.open();
+            // A shadow that borrowed the user's objects copies them now,
+            // beside the task's work (see CheckpointStore::finish_borrowing).
+            if let Err(e) = store.finish_borrowing().await {
+                tracing::warn!(error = %e, "checkpoints still borrow the repository's objects");
+            }
+        });
+    }
+
+    /// A checkpoint after a tool call that changed files.
+    pub(super) async fn checkpoint_after(&self, call: &ToolCall, written: Option<&[PathBuf]>) {
+        // After the initial checkpoint, never before it (a write that
+        // did not wait for it saved its pre-images there).
+        if let Some(gate) = self.executor.checkpoint_gate() {
+            gate.wait(&self.cancel).await;
+        }
+        let (store, turn) = {
+            let st = self.lock();
+            (st.checkpoints.clone(), st.turns)
+        };
+        let Some(store) = store else {
+            return;
+        };
+        let label = format!("turn {turn}: {}", call.name);
+        let taken = match written {
+            Some(paths) => store.commit_paths(&label, paths).await,
+            None => store.commit(&label).await,
+        };
+        match taken {
+            Ok(Some(cp)) => {
+                self.config.recorder.record(SessionRecord::Checkpoint {
+                    id: cp.id.as_str().to_string(),
+                    label: label.clone(),
+                });
+                self.emitter.say(
+                    SayKind::Info,
+                    format!("checkpoint {} ({label})", cp.id.short()),
+                    Some(SayPayload::Checkpoint {
+                        checkpoint: cp.id.as_str().to_string(),
+                        label: label.clone(),
+                    }),
+                );
+            }
+            Ok(None) => {}
+            Err(e) => {
+                self.emitter.say(
+                    SayKind::Error,
+                    format!("checkpoint after {} failed: {e}", call.name),
+                    None,
+                );
+            }
+        }
+    }
+}
