@@ -324,7 +324,7 @@ impl ToolExecutor {
             .await?;
         let result = self.run_with_retry(&tool, call, &input, env).await;
         let mut run = self.outcome(tool.as_ref(), result, env).await;
-        self.scope_changes(tool.as_ref(), &input, &access, env, &mut run);
+        self.scope_changes(&access, env, &mut run);
         Ok(self.post_hooks(call, input, run, pre.context, env).await)
     }
 
@@ -574,36 +574,27 @@ impl ToolExecutor {
         run
     }
 
-    /// What a call that changed files changed, for its checkpoint: a
-    /// command the approval analysis classes read-only changed nothing;
-    /// a tool that names the files it writes changed only those.
-    fn scope_changes(
-        &self,
-        tool: &dyn Tool,
-        input: &Value,
-        access: &ToolAccess,
-        env: &CallEnv<'_>,
-        run: &mut ToolRun,
-    ) {
-        let ToolRun::Ran(ran) = run else {
+    /// A call that changed files changed nothing, for its checkpoint,
+    /// when it is a command the approval analysis classes read-only.
+    fn scope_changes(&self, access: &ToolAccess, env: &CallEnv<'_>, run: &mut ToolRun) {
+        let (ToolRun::Ran(ran), ToolAccess::Execute { command }) = (run, access) else {
             return;
         };
-        if !ran.changed_files {
-            return;
+        if ran.changed_files {
+            let approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+            let pctx = approvals.context(&env.ctx.project_dir, &env.ctx.cwd);
+            ran.changed_files = !kaji_policy::is_read_only_command(command, &pctx);
         }
-        if let ToolAccess::Execute { command } = access {
-            let read_only = {
-                let approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
-                let pctx = approvals.context(&env.ctx.project_dir, &env.ctx.cwd);
-                kaji_policy::is_read_only_command(command, &pctx)
-            };
-            ran.changed_files = !read_only;
-            return;
-        }
-        let writes = tool.files(input).writes;
-        if !writes.is_empty() {
-            ran.written = Some(writes.iter().map(|w| env.ctx.resolve(w)).collect());
-        }
+    }
+
+    /// The only files a call changed, when its tool names the files it
+    /// writes (`Tool::files`), resolved in `ctx`; `None` when anything in
+    /// the working directory may have changed (a command). Drives what the
+    /// call's checkpoint stages.
+    pub fn written_by(&self, call: &ToolCall, ctx: &ToolContext) -> Option<Vec<PathBuf>> {
+        let input = call.input.as_ref().ok()?;
+        let writes = self.lookup(&call.name).ok()?.files(input).writes;
+        (!writes.is_empty()).then(|| writes.iter().map(|w| ctx.resolve(w)).collect())
     }
 
     /// PostToolUse hooks see the result and may add to it; the context

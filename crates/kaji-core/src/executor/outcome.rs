@@ -41,11 +41,6 @@ pub struct Ran {
     pub effect: Option<Effect>,
     /// The call changed files.
     pub changed_files: bool,
-    /// When it changed files: the only files it changed (as its input
-    /// names them), when the tool knows; `None` when anything in the
-    /// working directory may have changed (a command). Drives what its
-    /// checkpoint stages.
-    pub written: Option<Vec<PathBuf>>,
     /// Session state the call changed (task list, todo).
     pub update: Option<StateUpdate>,
     /// The tool polls (the same result again is no loop).
