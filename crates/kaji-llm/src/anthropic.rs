@@ -954,7 +954,8 @@ mod tests {
                     role: Role::User,
                     content: vec![ContentBlock::tool_result("c1", "out", true)],
                 },
-            ],
+            ]
+            .into(),
             tools: vec![ToolSpec {
                 name: "Read".into(),
                 description: "d".into(),
@@ -999,7 +1000,8 @@ mod tests {
                     ContentBlock::text("and mine"),
                     ContentBlock::image("image/jpeg", "/9j/"),
                 ],
-            }],
+            }]
+            .into(),
             tools: vec![],
             max_tokens: 10,
             temperature: None,

@@ -9,7 +9,7 @@ use kaji_protocol::{
 };
 
 use super::Task;
-use super::state::{Next, RoundOutcome};
+use super::state::{Next, RoundError, RoundOutcome};
 use crate::config::TextReply;
 use crate::permissions::PermissionMode;
 use crate::session::record::SessionRecord;
@@ -34,6 +34,7 @@ impl Task {
                 self.lock()
                     .push_user_content(std::mem::take(&mut user_content));
                 if let Err(e) = self.compact(None, "auto").await {
+                    let e = e.to_string();
                     self.emitter.say(SayKind::Error, e.clone(), None);
                     return (TaskStatus::Failed, Some(e));
                 }
@@ -67,6 +68,7 @@ impl Task {
                 RoundOutcome::Aborted => Next::End(TaskStatus::Aborted, None),
                 RoundOutcome::Overflow(err) => self.after_overflow(err, &mut user_content).await,
                 RoundOutcome::Refused(why) => {
+                    let why = why.as_deref().unwrap_or("the provider gave no explanation");
                     let msg = format!("The model refused to continue: {why}");
                     self.emitter.say(SayKind::Error, msg.clone(), None);
                     self.lock().stop_reason = Some("refusal".into());
@@ -233,9 +235,10 @@ impl Task {
     /// A request that failed as a whole: the user decides whether to retry.
     pub(super) async fn after_failed_request(
         &self,
-        err: String,
+        err: RoundError,
         user_content: &[ContentBlock],
     ) -> Next {
+        let err = err.to_string();
         self.emitter.say(SayKind::Error, err.clone(), None);
         let ask = format!("The model request failed: {err}\nRetry?");
         match self.ask_or_abort(AskKind::ApiReqFailed, ask, None).await {
@@ -294,7 +297,7 @@ impl Task {
                     role: Role::User,
                     content: other_results,
                 };
-                self.lock().history.push(message.clone());
+                self.lock().history_mut().push(message.clone());
                 self.config
                     .recorder
                     .record_synced(SessionRecord::Message { message });
