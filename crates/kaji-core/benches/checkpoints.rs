@@ -1,8 +1,11 @@
 //! Speed of checkpoints on a 50,000-file tree (500 directories of 100
 //! small files): the initial checkpoint into a fresh shadow repository, a
 //! checkpoint after a one-file change (target: under 200 ms), a checkpoint
-//! when nothing changed, and a restore that undoes a one-file change.
-//! Results are recorded in docs/benchmarks.md.
+//! when nothing changed, and a restore that undoes a one-file change; an
+//! Edit's checkpoint (only the path it wrote, target: 30 ms) and the first
+//! checkpoint of the same tree committed in a git checkout (borrowing its
+//! objects and index, target: 0.5 s). Results are recorded in
+//! docs/benchmarks.md.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -29,6 +32,41 @@ fn tree() -> &'static Path {
                 std::fs::write(sub.join(format!("file{f}.txt")), line.repeat(8)).expect("write");
             }
         }
+        dir
+    })
+    .path()
+}
+
+/// A copy of the tree committed in a git checkout of its own, made once.
+fn committed_tree() -> &'static Path {
+    static TREE: OnceLock<tempfile::TempDir> = OnceLock::new();
+    TREE.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let status = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(format!("{}/.", tree().display()))
+            .arg(dir.path())
+            .status()
+            .expect("cp");
+        assert!(status.success());
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .args(args)
+                .current_dir(dir.path())
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_AUTHOR_NAME", "b")
+                .env("GIT_AUTHOR_EMAIL", "b@example.com")
+                .env("GIT_COMMITTER_NAME", "b")
+                .env("GIT_COMMITTER_EMAIL", "b@example.com")
+                .status()
+                .expect("git")
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", "tree"]);
         dir
     })
     .path()
@@ -70,6 +108,41 @@ fn initial_checkpoint_50k_files(bencher: divan::Bencher) {
         .bench_local_values(|(home, store)| {
             rt.block_on(store.commit("initial")).expect("commit");
             home
+        });
+}
+
+#[divan::bench(sample_count = 3, sample_size = 1)]
+fn initial_checkpoint_borrowed_50k_files(bencher: divan::Bencher) {
+    let rt = runtime();
+    let tree = committed_tree();
+    bencher
+        .with_inputs(|| {
+            let home = tempfile::tempdir().expect("home");
+            let store = CheckpointStore::open(home.path(), tree).expect("open");
+            (home, store)
+        })
+        .bench_local_values(|(home, store)| {
+            rt.block_on(store.commit("initial")).expect("commit");
+            home
+        });
+}
+
+#[divan::bench(sample_count = 20, sample_size = 1)]
+fn edit_checkpoint_50k_files(bencher: divan::Bencher) {
+    let rt = runtime();
+    let (_, store) = warm_store();
+    let mut n = 0u64;
+    let written = [changed_file()];
+    bencher
+        .with_inputs(|| {
+            n += 1;
+            std::fs::write(changed_file(), format!("edited {n}\n")).expect("write");
+        })
+        .bench_local_values(|()| {
+            let made = rt
+                .block_on(store.commit_paths("Edit", &written))
+                .expect("commit");
+            assert!(made.is_some());
         });
 }
 

@@ -39,6 +39,8 @@ pub use outcome::{Effect, Ran, ToolRun};
 pub struct CheckpointGate {
     open: Arc<watch::Sender<bool>>,
     waiting: Arc<watch::Sender<usize>>,
+    /// What writes that did not wait saved for the initial checkpoint.
+    preimages: crate::checkpoints::PreImages,
 }
 
 impl Default for CheckpointGate {
@@ -53,7 +55,35 @@ impl CheckpointGate {
         Self {
             open: Arc::new(watch::channel(false).0),
             waiting: Arc::new(watch::channel(0).0),
+            preimages: crate::checkpoints::PreImages::default(),
         }
+    }
+
+    /// Where writes that do not wait save the files they change, for the
+    /// initial checkpoint (see [`crate::checkpoints::PreImages`]).
+    pub fn preimages(&self) -> &crate::checkpoints::PreImages {
+        &self.preimages
+    }
+
+    /// Waits until the gate opens, `cancel` fires or `patience` passes;
+    /// whether it is open.
+    pub async fn wait_at_most(
+        &self,
+        patience: std::time::Duration,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> bool {
+        if self.is_open() {
+            return true;
+        }
+        self.waiting.send_modify(|n| *n += 1);
+        let mut open = self.open.subscribe();
+        tokio::select! {
+            _ = open.wait_for(|o| *o) => {}
+            _ = cancel.cancelled() => {}
+            () = tokio::time::sleep(patience) => {}
+        }
+        self.waiting.send_modify(|n| *n = n.saturating_sub(1));
+        self.is_open()
     }
 
     /// Opens the gate for good.
@@ -318,7 +348,8 @@ impl ToolExecutor {
             Some(edited) => self.edited(call, tool.as_ref(), edited, env).await?,
             None => input,
         };
-        self.wait_for_turn(tool.as_ref(), &access, env.ctx).await?;
+        self.wait_for_turn(tool.as_ref(), &input, &access, env.ctx)
+            .await?;
         let result = self.run_with_retry(&tool, call, &input, env).await;
         let facts = match (&self.hooks, &result) {
             (Some(_), Ok(out)) => Some(outcome::HookFacts {
@@ -327,7 +358,8 @@ impl ToolExecutor {
             }),
             _ => None,
         };
-        let run = self.outcome(tool.as_ref(), result, env).await;
+        let mut run = self.outcome(tool.as_ref(), result, env).await;
+        self.scope_changes(&access, env, &mut run);
         let ms = started.elapsed().as_millis() as u64;
         Ok(self
             .post_hooks(call, input, run, (pre.context, ms, facts), env)
@@ -523,11 +555,12 @@ impl ToolExecutor {
     async fn wait_for_turn(
         &self,
         tool: &dyn Tool,
+        input: &Value,
         access: &ToolAccess,
         ctx: &ToolContext,
     ) -> Result<(), ToolRun> {
         if !tool.is_read_only() && !matches!(access, ToolAccess::Interaction) {
-            self.wait_for_checkpoint(ctx).await;
+            self.wait_for_checkpoint(tool, input, ctx).await;
         }
         if ctx.cancel.is_cancelled() {
             return Err(ToolRun::failed(
@@ -600,6 +633,29 @@ impl ToolExecutor {
                 .collect();
         }
         run
+    }
+
+    /// A call that changed files changed nothing, for its checkpoint,
+    /// when it is a command the approval analysis classes read-only.
+    fn scope_changes(&self, access: &ToolAccess, env: &CallEnv<'_>, run: &mut ToolRun) {
+        let (ToolRun::Ran(ran), ToolAccess::Execute { command }) = (run, access) else {
+            return;
+        };
+        if ran.changed_files {
+            let approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+            let pctx = approvals.context(&env.ctx.project_dir, &env.ctx.cwd);
+            ran.changed_files = !kaji_policy::is_read_only_command(command, &pctx);
+        }
+    }
+
+    /// The only files a call changed, when its tool names the files it
+    /// writes (`Tool::files`), resolved in `ctx`; `None` when anything in
+    /// the working directory may have changed (a command). Drives what the
+    /// call's checkpoint stages.
+    pub fn written_by(&self, call: &ToolCall, ctx: &ToolContext) -> Option<Vec<PathBuf>> {
+        let input = call.input.as_ref().ok()?;
+        let writes = self.lookup(&call.name).ok()?.files(input).writes;
+        (!writes.is_empty()).then(|| writes.iter().map(|w| ctx.resolve(w)).collect())
     }
 
     /// PostToolUse hooks see the result and may add to it; the context
@@ -830,8 +886,23 @@ impl ToolExecutor {
         }
     }
 
-    async fn wait_for_checkpoint(&self, ctx: &ToolContext) {
-        if let Some(gate) = &self.checkpoint_gate {
+    async fn wait_for_checkpoint(&self, tool: &dyn Tool, input: &Value, ctx: &ToolContext) {
+        let Some(gate) = &self.checkpoint_gate else {
+            return;
+        };
+        // A tool that names its files waits a little, then saves what it
+        // will change for the initial checkpoint and goes ahead.
+        let writes = tool.files(input).writes;
+        if writes.is_empty() || gate.is_open() {
+            return gate.wait(&ctx.cancel).await;
+        }
+        let patience = crate::checkpoints::GATE_PATIENCE;
+        if gate.wait_at_most(patience, &ctx.cancel).await || ctx.cancel.is_cancelled() {
+            return;
+        }
+        let paths: Vec<PathBuf> = writes.iter().map(|w| ctx.resolve(w)).collect();
+        let max = crate::checkpoints::DEFAULT_MAX_FILE_SIZE;
+        if !gate.preimages().save(&paths, max) {
             gate.wait(&ctx.cancel).await;
         }
     }

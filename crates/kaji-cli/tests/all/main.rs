@@ -8,6 +8,7 @@ mod acp_client;
 mod agent_sdk;
 mod agent_sdk_control;
 mod agents_cli;
+mod checkpoint_cost;
 mod checkpoints_cli;
 mod claude_habits;
 mod claude_settings;

@@ -37,8 +37,10 @@
 //! [`kaji_tasks::process::spawn_in_group`], in a process group of its own.
 
 mod capture;
+mod preimage;
 mod stale;
 
+pub use preimage::{GATE_PATIENCE, PreImages};
 pub use stale::{DEFAULT_STALE_LOCK_AGE, STALE_LOCK_AGE_ENV, stale_lock_age};
 
 use std::ffi::{OsStr, OsString};
@@ -86,6 +88,12 @@ const WORKDIR_MARKER: &str = "kaji-workdir";
 /// The lock file that serialises changes to one shadow.
 const LOCK_FILE: &str = "kaji.lock";
 
+/// The lock file that serialises [`CheckpointStore::finish_borrowing`].
+const BORROW_LOCK_FILE: &str = "kaji-borrow.lock";
+
+/// The shadow's list of borrowed object directories.
+const ALTERNATES: &str = "objects/info/alternates";
+
 /// The object id of the empty blob (SHA-1 repositories), used for the
 /// temporary index entries that make git descend into nested repositories.
 const EMPTY_BLOB: &str = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391";
@@ -130,6 +138,31 @@ const SHADOW_CONFIG: &[(&str, &str)] = &[
     ("user.name", "kaji"),
     ("user.email", "kaji@localhost"),
 ];
+
+/// The shadow's `config` file: [`SHADOW_CONFIG`] and `core.worktree`.
+fn shadow_config(work_tree: &Path) -> Vec<u8> {
+    let mut text = String::from("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n");
+    let mut section = "core";
+    for (key, value) in SHADOW_CONFIG {
+        let (sect, name) = key.split_once('.').unwrap_or(("core", key));
+        if sect != section {
+            text.push_str(&format!("[{sect}]\n"));
+            section = sect;
+        }
+        text.push_str(&format!("\t{name} = {value}\n"));
+    }
+    let mut bytes = text.into_bytes();
+    bytes.extend_from_slice(b"[core]\n\tworktree = \"");
+    for &b in path_bytes(work_tree).as_ref() {
+        match b {
+            b'"' | b'\\' => bytes.extend_from_slice(&[b'\\', b]),
+            b'\n' => bytes.extend_from_slice(b"\\n"),
+            _ => bytes.push(b),
+        }
+    }
+    bytes.extend_from_slice(b"\"\n");
+    bytes
+}
 
 /// Tuning of a [`CheckpointStore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -331,6 +364,9 @@ pub struct CheckpointStore {
     /// Cancels the git commands of this handle (never cancelled on a
     /// handle made by `open`; see `commit_cancellable`).
     cancel: CancellationToken,
+    /// Pre-images of writes that did not wait for this checkpoint (see
+    /// [`CheckpointStore::with_preimages`]).
+    preimages: Option<PreImages>,
 }
 
 /// The shadow's index brought to the present state.
@@ -382,6 +418,7 @@ impl CheckpointStore {
             git_dir,
             config,
             cancel: CancellationToken::new(),
+            preimages: None,
         })
     }
 
@@ -463,9 +500,187 @@ impl CheckpointStore {
         }
     }
 
+    /// A checkpoint after a call that changed exactly the files `written`
+    /// (absolute, or relative to the working directory) and nothing else:
+    /// only those paths are staged, so it costs what changed, not the size
+    /// of the tree. Paths outside the directory or inside a `.git` are not
+    /// checkpointed; ignored and too large files are left out as
+    /// [`commit`](Self::commit) leaves them out. Before the first
+    /// checkpoint of the directory this is [`commit`](Self::commit).
+    pub async fn commit_paths(
+        &self,
+        label: &str,
+        written: &[PathBuf],
+    ) -> Result<Option<Checkpoint>, CheckpointError> {
+        let lock = self.lock().await?;
+        let result = self.commit_paths_locked(label, written).await;
+        if result.is_err() {
+            let _ = stale::clear(&self.git_dir);
+        }
+        drop(lock);
+        result
+    }
+
+    async fn commit_paths_locked(
+        &self,
+        label: &str,
+        written: &[PathBuf],
+    ) -> Result<Option<Checkpoint>, CheckpointError> {
+        self.ensure_init().await?;
+        if self.head().await?.is_none() {
+            return self.commit_locked(label).await;
+        }
+        let Some(rels) = self.relative_paths(written) else {
+            return self.commit_locked(label).await;
+        };
+        if rels.is_empty() {
+            return Ok(None);
+        }
+        let staged = self.stage_paths(rels).await?;
+        self.commit_tree(&staged.tree, label, &staged.skipped).await
+    }
+
+    /// Puts the saved pre-images into the index in place of what is on
+    /// disk and returns the new tree (`tree` when there are none).
+    async fn stage_preimages(
+        &self,
+        images: Vec<preimage::PreImage>,
+        tree: String,
+    ) -> Result<String, CheckpointError> {
+        let mut info = Vec::new();
+        for image in images {
+            let Some(rel) = self
+                .relative_paths(std::slice::from_ref(&image.path))
+                .and_then(|mut r| r.pop())
+            else {
+                continue;
+            };
+            let line = match image.content {
+                Some((mode, bytes)) => {
+                    let out = self
+                        .git(&["hash-object", "-w", "--stdin"], Some(bytes))
+                        .await?;
+                    format!("{mode} {}\t", parse_oid(&out, "git hash-object")?)
+                }
+                None => format!("0 {}\t", "0".repeat(40)),
+            };
+            info.extend_from_slice(line.as_bytes());
+            push_z(&mut info, &rel);
+        }
+        if info.is_empty() {
+            return Ok(tree);
+        }
+        self.git(&["update-index", "-z", "--index-info"], Some(info))
+            .await?;
+        let tree = self.git(&["write-tree"], None).await?;
+        parse_oid(&tree, "git write-tree")
+    }
+
+    /// `written` as paths of the work tree (resolving symlinks, so the
+    /// file actually written is staged), leaving out those outside it or
+    /// inside a `.git`; `None` when one cannot be resolved (then the
+    /// whole tree is staged).
+    fn relative_paths(&self, written: &[PathBuf]) -> Option<Vec<Vec<u8>>> {
+        let mut rels = Vec::new();
+        for path in written {
+            let full = self.work_tree.join(path);
+            let real = match std::fs::canonicalize(&full) {
+                Ok(real) => real,
+                Err(e) if capture::gone(&e) => {
+                    let parent = std::fs::canonicalize(full.parent()?).ok()?;
+                    parent.join(full.file_name()?)
+                }
+                Err(_) => return None,
+            };
+            let Ok(rel) = real.strip_prefix(&self.work_tree) else {
+                continue;
+            };
+            if rel.as_os_str().is_empty() || rel.components().any(|c| c.as_os_str() == ".git") {
+                continue;
+            }
+            rels.push(path_bytes(rel).into_owned());
+        }
+        rels.sort();
+        rels.dedup();
+        Some(rels)
+    }
+
+    /// Brings the shadow's index up to date for `paths` only (tracked or
+    /// not; ignored untracked ones stay out) and returns the tree id.
+    /// Caller holds the lock.
+    async fn stage_paths(&self, paths: Vec<Vec<u8>>) -> Result<Staged, CheckpointError> {
+        let mut drop: Vec<u8> = Vec::new();
+        let mut check: Vec<u8> = Vec::new();
+        for path in &paths {
+            if self.too_big(path) {
+                push_z(&mut drop, path);
+            } else {
+                push_z(&mut check, path);
+            }
+        }
+        let mut add = check.clone();
+        if !check.is_empty() {
+            // Without --no-index: tracked paths are never "ignored".
+            let ignored = self
+                .git_run(&["check-ignore", "-z", "--stdin"], Some(check))
+                .await?;
+            let ignored: std::collections::HashSet<&[u8]> = split_z(&ignored.stdout).collect();
+            if !ignored.is_empty() {
+                let mut kept = Vec::new();
+                for path in split_z(&add).filter(|p| !ignored.contains(p)) {
+                    push_z(&mut kept, path);
+                }
+                add = kept;
+            }
+        }
+        let (add, skipped) = self.readable(add).await?;
+        for note in &skipped {
+            push_z(&mut drop, path_bytes(Path::new(&note.path)).as_ref());
+        }
+        if !add.is_empty() {
+            self.git(
+                &[
+                    "update-index",
+                    "--add",
+                    "--remove",
+                    "--replace",
+                    "-z",
+                    "--stdin",
+                ],
+                Some(add),
+            )
+            .await?;
+        }
+        if !drop.is_empty() {
+            self.git(
+                &["update-index", "--force-remove", "-z", "--stdin"],
+                Some(drop),
+            )
+            .await?;
+        }
+        let tree = self.git(&["write-tree"], None).await?;
+        Ok(Staged {
+            tree: parse_oid(&tree, "git write-tree")?,
+            skipped,
+        })
+    }
+
+    /// This store, whose checkpoints record the files saved in
+    /// `preimages` as they were saved, not as they are (for a task's
+    /// initial checkpoint; see [`PreImages`]).
+    pub fn with_preimages(&self, preimages: PreImages) -> Self {
+        Self {
+            preimages: Some(preimages),
+            ..self.clone()
+        }
+    }
+
     async fn commit_locked(&self, label: &str) -> Result<Option<Checkpoint>, CheckpointError> {
         self.ensure_init().await?;
-        let staged = self.stage_all().await?;
+        let mut staged = self.stage_all().await?;
+        if let Some(preimages) = &self.preimages {
+            staged.tree = self.stage_preimages(preimages.take(), staged.tree).await?;
+        }
         self.commit_tree(&staged.tree, label, &staged.skipped).await
     }
 
@@ -560,6 +775,10 @@ impl CheckpointStore {
     pub async fn restore(&self, id: &CheckpointId) -> Result<RestoreOutcome, CheckpointError> {
         let _lock = self.lock().await?;
         self.ensure_init().await?;
+        if let Err(e) = self.finish_borrowing().await {
+            // What the restore needs may still be there: read-tree says.
+            tracing::warn!(error = %e, "the shadow could not copy the objects it borrows");
+        }
         let target_tree = self.tree_of(id.as_str()).await?;
         let staged = self.stage_all().await?;
         let (before_tree, written) = self
@@ -696,7 +915,18 @@ impl CheckpointStore {
     /// Takes the shadow's exclusive lock (waiting for other processes, or
     /// until this handle is cancelled), then removes stale git lock files.
     async fn lock(&self) -> Result<std::fs::File, CheckpointError> {
-        let path = self.git_dir.join(LOCK_FILE);
+        let file = self.lock_file(LOCK_FILE).await?;
+        stale::clear(&self.git_dir).map_err(|busy| CheckpointError::ShadowBusy {
+            lock: busy.lock,
+            pid: busy.pid,
+        })?;
+        Ok(file)
+    }
+
+    /// Takes the exclusive lock `name` of the shadow, waiting for other
+    /// processes or until this handle is cancelled.
+    async fn lock_file(&self, name: &str) -> Result<std::fs::File, CheckpointError> {
+        let path = self.git_dir.join(name);
         let io = |source| CheckpointError::Io {
             path: path.clone(),
             source,
@@ -721,10 +951,6 @@ impl CheckpointStore {
             }
             pause = (pause * 2).min(Duration::from_millis(100));
         }
-        stale::clear(&self.git_dir).map_err(|busy| CheckpointError::ShadowBusy {
-            lock: busy.lock,
-            pid: busy.pid,
-        })?;
         Ok(file)
     }
 
@@ -751,24 +977,21 @@ impl CheckpointStore {
                 });
             }
         }
-        let mut init = self.command_without_repo();
-        init.args([
-            "init",
-            "--quiet",
-            "--bare",
-            "--template=",
-            "--initial-branch=checkpoints",
-        ])
-        .arg(&self.git_dir);
-        self.run_checked(init, "git init --bare", None).await?;
-        for (key, value) in SHADOW_CONFIG {
-            self.git(&["config", key, value], None).await?;
+        // The repository is made by hand: a few files, no `git init` and
+        // no `git config` processes.
+        for dir in ["objects/info", "objects/pack", "refs/heads", "refs/tags"] {
+            std::fs::create_dir_all(self.git_dir.join(dir)).map_err(|source| {
+                CheckpointError::Io {
+                    path: self.git_dir.join(dir),
+                    source,
+                }
+            })?;
         }
-        let mut cmd = self.command();
-        cmd.arg("config").arg("core.worktree").arg(&self.work_tree);
-        self.run_checked(cmd, "git config core.worktree", None)
-            .await?;
-
+        write_file(&self.git_dir.join("HEAD"), b"ref: refs/heads/checkpoints\n")?;
+        write_file(
+            &self.git_dir.join("config"),
+            &shadow_config(&self.work_tree),
+        )?;
         let info = self.git_dir.join("info");
         let mut exclude =
             String::from("# kaji's own worktrees are not checkpointed\n/.kaji/worktrees/\n");
@@ -791,8 +1014,115 @@ impl CheckpointStore {
             &info.join("attributes"),
             b"# store contents byte for byte\n* -text -eol -filter -ident -working-tree-encoding\n",
         )?;
+        self.borrow_from_user_repository().await;
         write_file(&marker, path_bytes(&self.work_tree).as_ref())?;
         Ok(())
+    }
+
+    /// A new shadow starts from what the user's git already knows, when
+    /// the directory is the top of a checkout: it borrows the checkout's
+    /// objects (`objects/info/alternates`) and a copy of its index (its
+    /// stat data), so the first checkpoint hashes only dirty and
+    /// untracked files. Entries the shadow must not trust are dropped
+    /// from the copy (gitlinks, unmerged, assume-unchanged and
+    /// skip-worktree entries; they are staged as files again when
+    /// present). Anything unexpected undoes the borrowing: the first
+    /// checkpoint then hashes everything. Caller holds the lock.
+    async fn borrow_from_user_repository(&self) {
+        let Ok(Some(dirs)) = kaji_tasks::git::discover(&self.work_tree) else {
+            return;
+        };
+        if dirs.work_tree != self.work_tree {
+            return;
+        }
+        let alternates = self.git_dir.join(ALTERNATES);
+        let index = self.git_dir.join("index");
+        if self.borrow(&dirs, &alternates, &index).await.is_err() {
+            let _ = std::fs::remove_file(&alternates);
+            let _ = std::fs::remove_file(&index);
+        }
+    }
+
+    async fn borrow(
+        &self,
+        dirs: &kaji_tasks::git::GitDirs,
+        alternates: &Path,
+        index: &Path,
+    ) -> Result<(), CheckpointError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| CheckpointError::Io { path, source }
+        };
+        let objects = dirs.common_dir.join("objects");
+        if !objects.is_dir() {
+            return Ok(());
+        }
+        let user_index = dirs.git_dir.join("index");
+        let bytes = match std::fs::read(&user_index) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io(&user_index)(e)),
+        };
+        let mut line = path_bytes(&objects).into_owned();
+        line.push(b'\n');
+        write_file(alternates, &line)?;
+        write_file(index, &bytes)?;
+        // Keep the index's time: git's racy-entry check compares with it.
+        if let Ok(modified) = std::fs::metadata(&user_index).and_then(|m| m.modified()) {
+            let _ = std::fs::File::options()
+                .write(true)
+                .open(index)
+                .and_then(|f| f.set_modified(modified));
+        }
+        let listed = self.git(&["ls-files", "-v", "-s", "-z"], None).await?;
+        let mut distrusted = Vec::new();
+        for entry in split_z(&listed) {
+            // `<tag> <mode> <oid> <stage>\t<path>`
+            let tab = entry.iter().position(|&b| b == b'\t');
+            let (Some(tab), Some(&tag)) = (tab, entry.first()) else {
+                return Err(CheckpointError::UnexpectedOutput {
+                    command: "git ls-files -v -s".to_string(),
+                    message: format!("malformed entry {:?}", String::from_utf8_lossy(entry)),
+                });
+            };
+            let (fields, path) = (&entry[..tab], &entry[tab + 1..]);
+            let gitlink = fields.get(2..).is_some_and(|f| f.starts_with(b"160000 "));
+            let unmerged = !fields.ends_with(b" 0");
+            if tag.is_ascii_lowercase() || tag == b'S' || gitlink || unmerged {
+                push_z(&mut distrusted, path);
+            }
+        }
+        if !distrusted.is_empty() {
+            self.git(
+                &["update-index", "--force-remove", "-z", "--stdin"],
+                Some(distrusted),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Makes the shadow self-sufficient after it borrowed the user's
+    /// objects: copies every object its checkpoints and index use into a
+    /// pack of its own (`git repack -a -d`), then stops borrowing. The
+    /// user's repository may then lose those objects (`git gc`, a rebase,
+    /// `git prune`) without harm to any checkpoint. Does nothing when the
+    /// shadow borrows nothing; runs beside other checkpoint operations
+    /// (git's repack is safe with concurrent writers), one at a time.
+    pub async fn finish_borrowing(&self) -> Result<(), CheckpointError> {
+        let alternates = self.git_dir.join(ALTERNATES);
+        if !alternates.is_file() {
+            return Ok(());
+        }
+        let _lock = self.lock_file(BORROW_LOCK_FILE).await?;
+        if !alternates.is_file() {
+            return Ok(());
+        }
+        self.git(&["repack", "-a", "-d", "-q"], None).await?;
+        std::fs::remove_file(&alternates).map_err(|source| CheckpointError::Io {
+            path: alternates,
+            source,
+        })
     }
 
     /// Brings the shadow's index to the present state of the directory and

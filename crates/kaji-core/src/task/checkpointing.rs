@@ -2,6 +2,7 @@
 //! the write gate, and one after each call that changed files. A failed
 //! checkpoint is said, never fatal to the task.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use kaji_protocol::{SayKind, SayPayload};
@@ -24,8 +25,9 @@ impl Task {
         let state = Arc::clone(&self.state);
         let timeout = crate::checkpoints::initial_checkpoint_timeout();
         let slot = self.config.start_checkpoint.clone();
+        let first = store.with_preimages(gate.preimages().clone());
         tokio::spawn(async move {
-            match store.commit_within("task start", timeout).await {
+            match first.commit_within("task start", timeout).await {
                 Ok(taken) => {
                     // Nothing changed since the latest checkpoint: that
                     // one holds the files as they are.
@@ -63,11 +65,21 @@ impl Task {
                 }
             }
             gate.open();
+            // A shadow that borrowed the user's objects copies them now,
+            // beside the task's work (see CheckpointStore::finish_borrowing).
+            if let Err(e) = store.finish_borrowing().await {
+                tracing::warn!(error = %e, "checkpoints still borrow the repository's objects");
+            }
         });
     }
 
     /// A checkpoint after a tool call that changed files.
-    pub(super) async fn checkpoint_after(&self, call: &ToolCall) {
+    pub(super) async fn checkpoint_after(&self, call: &ToolCall, written: Option<&[PathBuf]>) {
+        // After the initial checkpoint, never before it (a write that
+        // did not wait for it saved its pre-images there).
+        if let Some(gate) = self.executor.checkpoint_gate() {
+            gate.wait(&self.cancel).await;
+        }
         let (store, turn) = {
             let st = self.lock();
             (st.checkpoints.clone(), st.turns)
@@ -76,7 +88,11 @@ impl Task {
             return;
         };
         let label = format!("turn {turn}: {}", call.name);
-        match store.commit(&label).await {
+        let taken = match written {
+            Some(paths) => store.commit_paths(&label, paths).await,
+            None => store.commit(&label).await,
+        };
+        match taken {
             Ok(Some(cp)) => {
                 self.config.recorder.record(SessionRecord::Checkpoint {
                     id: cp.id.as_str().to_string(),

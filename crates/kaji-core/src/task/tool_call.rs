@@ -50,7 +50,8 @@ impl Task {
         if let ToolRun::Ran(ran) = &run {
             self.apply(ran);
             if ran.changed_files && !self.cancel.is_cancelled() {
-                self.checkpoint_after(call).await;
+                let written = self.executor.written_by(call, &ctx);
+                self.checkpoint_after(call, written.as_deref()).await;
             }
         }
         self.emitter.emit(TaskEvent::ToolResult {

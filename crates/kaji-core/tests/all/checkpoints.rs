@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Every file (with contents) and directory under `root`; `.git`
 /// directories are skipped unless `with_git`.
-fn snapshot(root: &Path, with_git: bool) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
+pub(crate) fn snapshot(root: &Path, with_git: bool) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
     fn walk(root: &Path, dir: &Path, with_git: bool, out: &mut BTreeMap<PathBuf, Option<Vec<u8>>>) {
         let mut entries: Vec<_> = std::fs::read_dir(dir)
             .expect("read_dir")
@@ -41,14 +41,14 @@ fn snapshot(root: &Path, with_git: bool) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
     out
 }
 
-fn write(root: &Path, rel: &str, contents: &str) {
+pub(crate) fn write(root: &Path, rel: &str, contents: &str) {
     let path = root.join(rel);
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     std::fs::write(path, contents).expect("write");
 }
 
 /// Runs the user's git (isolated from this machine's config) in `dir`.
-fn user_git(dir: &Path, args: &[&str]) {
+pub(crate) fn user_git(dir: &Path, args: &[&str]) {
     let status = Command::new("git")
         .args(args)
         .current_dir(dir)

@@ -7,6 +7,7 @@ mod cache_run;
 mod common;
 mod session_support;
 
+mod checkpoint_borrow;
 mod checkpoints;
 mod claude_corpus;
 mod claude_events;

@@ -450,8 +450,12 @@ async fn initial_checkpoint_gate_delays_writes_not_reads() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
     let server = ScriptedModelServer::start(Script::new([
+        // A command cannot say which files it changes, so it waits for
+        // the initial checkpoint however long it takes (an Edit or Write
+        // saves its file's pre-image after a while and goes ahead: see
+        // kaji-cli's checkpoint_cost tests).
         Turn::tool_call("Read", json!({"file_path": "a.txt"}))
-            .and_tool_call("Write", json!({"file_path": "b.txt", "content": "beta"})),
+            .and_tool_call("Bash", json!({"command": "printf beta > b.txt"})),
         Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
     ]))
     .await;
@@ -469,7 +473,7 @@ async fn initial_checkpoint_gate_delays_writes_not_reads() {
             break;
         }
     }
-    // …the Write waits at the gate and has not touched the disk…
+    // …the command waits at the gate and has not touched the disk…
     gate.wait_for_waiters(1).await;
     assert!(!dir.path().join("b.txt").exists());
     // …and runs once the gate opens.

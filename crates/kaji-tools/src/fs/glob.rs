@@ -150,36 +150,32 @@ impl GlobSearch {
             ));
         }
 
-        let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
         let mut builder = walk::builder(&self.base, ignore.clone());
         // Without `**` a pattern can only match at a fixed depth: do not
         // walk below it (matters for patterns like `/*.txt`).
         if !self.rest.contains("**") {
             builder.max_depth(Some(self.rest.split('/').count()));
         }
-        for entry in builder.build() {
-            if self.cancel.is_cancelled() {
-                return Err(ToolError::Cancelled);
-            }
-            let Ok(entry) = entry else { continue };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                continue;
-            }
-            let Ok(relative) = entry.path().strip_prefix(&self.base) else {
-                continue;
-            };
-            if !self.matcher.is_match(relative)
-                || self.hidden.as_ref().is_some_and(|h| h.hides(entry.path()))
-            {
-                continue;
-            }
-            let modified = entry
-                .metadata()
-                .ok()
-                .and_then(|m| m.modified().ok())
-                .unwrap_or(SystemTime::UNIX_EPOCH);
-            found.push((modified, entry.into_path()));
-        }
+        let mut found: Vec<(SystemTime, PathBuf)> = walk::for_each_file(
+            &builder,
+            &self.cancel,
+            || (),
+            |(), entry| {
+                let entry = entry.ok()?;
+                let relative = entry.path().strip_prefix(&self.base).ok()?;
+                if !self.matcher.is_match(relative)
+                    || self.hidden.as_ref().is_some_and(|h| h.hides(entry.path()))
+                {
+                    return None;
+                }
+                let modified = entry
+                    .metadata()
+                    .ok()
+                    .and_then(|m| m.modified().ok())
+                    .unwrap_or(SystemTime::UNIX_EPOCH);
+                Some((modified, entry.into_path()))
+            },
+        )?;
 
         if found.is_empty() {
             return Ok(ToolOutput {

@@ -263,79 +263,69 @@ impl GrepSearch {
                     .map_err(|e| failure(NAME, format!("invalid glob `{glob}`: {e}")))?,
             );
         }
-        let mut searcher = SearcherBuilder::new()
+        let mut searcher = SearcherBuilder::new();
+        searcher
             .line_number(true)
             .multi_line(self.multiline)
             .before_context(self.before)
             .after_context(self.after)
             .binary_detection(BinaryDetection::quit(b'\x00'))
-            .heap_limit(Some(HEAP_LIMIT))
-            .build();
+            .heap_limit(Some(HEAP_LIMIT));
+        let found = walk::for_each_file(
+            &builder,
+            &self.cancel,
+            || searcher.build(),
+            |searcher, entry| {
+                // A file a `Read` deny rule covers is left out, as if absent.
+                let hidden = entry.as_ref().is_ok_and(|e| {
+                    self.hidden.as_ref().is_some_and(|h| h.hides(e.path()))
+                });
+                (!hidden).then(|| self.search_file(searcher, entry))
+            },
+        )?;
 
         let mut out = Output::new(self.limit);
         let mut files: Vec<(SystemTime, PathBuf)> = Vec::new();
         let mut counts: Vec<(PathBuf, u64)> = Vec::new();
         let mut total_matches = 0u64;
         let mut skipped: Vec<String> = Vec::new();
-        for entry in builder.build() {
-            if self.cancel.is_cancelled() {
-                return Err(ToolError::Cancelled);
-            }
-            let entry = match entry {
-                Ok(entry) => entry,
-                Err(e) => {
-                    skipped.push(e.to_string());
-                    continue;
-                }
-            };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                continue;
-            }
-            let path = entry.path();
-            if self.hidden.as_ref().is_some_and(|h| h.hides(path)) {
-                continue;
-            }
-            let shown = walk::display_path(&self.cwd, path);
-            let result = match self.mode {
-                Mode::Content => {
-                    if out.full() {
-                        break;
-                    }
-                    let mut sink = ContentSink {
-                        out: &mut out,
-                        path: &shown,
-                        line_numbers: self.line_numbers,
-                        context: self.before > 0 || self.after > 0,
-                        first: true,
-                    };
-                    searcher.search_path(&self.matcher, path, &mut sink)
-                }
-                Mode::FilesWithMatches | Mode::Count => {
-                    let mut sink = CountSink {
-                        count: 0,
-                        stop_at_first: self.mode == Mode::FilesWithMatches,
-                    };
-                    let result = searcher.search_path(&self.matcher, path, &mut sink);
-                    if sink.count > 0 {
-                        total_matches += sink.count;
-                        if self.mode == Mode::Count {
-                            counts.push((path.to_path_buf(), sink.count));
-                        } else {
-                            let modified = entry
-                                .metadata()
-                                .ok()
-                                .and_then(|m| m.modified().ok())
-                                .unwrap_or(SystemTime::UNIX_EPOCH);
-                            files.push((modified, path.to_path_buf()));
-                        }
-                    }
-                    result
-                }
-            };
-            if let Err(e) = result {
-                skipped.push(format!("{shown}: {e}"));
+        let mut hits: Vec<FileHit> = Vec::new();
+        for result in found {
+            match result {
+                Err(why) => skipped.push(why),
+                Ok(hit) => hits.push(hit),
             }
         }
+        // The order of a sorted walk: by path, component by component.
+        hits.sort_by(|a, b| a.path.cmp(&b.path));
+        for hit in hits {
+            if let Some(why) = hit.error {
+                skipped.push(why);
+            }
+            if hit.count == 0 && hit.lines.is_empty() {
+                continue;
+            }
+            total_matches += hit.count;
+            match self.mode {
+                Mode::Content => {
+                    if out.full() {
+                        continue;
+                    }
+                    if (self.before > 0 || self.after > 0) && !out.lines.is_empty() {
+                        out.push("--".to_string());
+                    }
+                    for line in hit.lines {
+                        out.push(line);
+                    }
+                    if hit.truncated {
+                        out.truncated = true;
+                    }
+                }
+                Mode::Count => counts.push((hit.path, hit.count)),
+                Mode::FilesWithMatches => files.push((hit.modified, hit.path)),
+            }
+        }
+        skipped.sort();
 
         let notes = self.notes(&skipped, &ignore);
         let (content, data) = match self.mode {
@@ -417,6 +407,61 @@ impl GrepSearch {
         })
     }
 
+    /// Searches one file of the walk (or notes a walk error).
+    fn search_file(
+        &self,
+        searcher: &mut Searcher,
+        entry: Result<ignore::DirEntry, ignore::Error>,
+    ) -> Result<FileHit, String> {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let path = entry.path();
+        let shown = walk::display_path(&self.cwd, path);
+        let mut hit = FileHit {
+            path: path.to_path_buf(),
+            lines: Vec::new(),
+            truncated: false,
+            count: 0,
+            modified: SystemTime::UNIX_EPOCH,
+            error: None,
+        };
+        let result = match self.mode {
+            Mode::Content => {
+                let mut out = Output::new(self.limit);
+                let mut sink = ContentSink {
+                    out: &mut out,
+                    path: &shown,
+                    line_numbers: self.line_numbers,
+                    context: false,
+                    first: true,
+                };
+                let result = searcher.search_path(&self.matcher, path, &mut sink);
+                hit.truncated = out.truncated;
+                hit.lines = out.lines;
+                result
+            }
+            Mode::FilesWithMatches | Mode::Count => {
+                let mut sink = CountSink {
+                    count: 0,
+                    stop_at_first: self.mode == Mode::FilesWithMatches,
+                };
+                let result = searcher.search_path(&self.matcher, path, &mut sink);
+                hit.count = sink.count;
+                if sink.count > 0 && self.mode == Mode::FilesWithMatches {
+                    hit.modified = entry
+                        .metadata()
+                        .ok()
+                        .and_then(|m| m.modified().ok())
+                        .unwrap_or(SystemTime::UNIX_EPOCH);
+                }
+                result
+            }
+        };
+        if let Err(e) = result {
+            hit.error = Some(format!("{shown}: {e}"));
+        }
+        Ok(hit)
+    }
+
     fn no_matches(&self, notes: &str) -> ToolOutput {
         ToolOutput {
             content: format!(
@@ -490,6 +535,21 @@ md, json, yaml, toml, sh, …), or the glob parameter instead (e.g. glob \"*.{na
     builder
         .build()
         .map_err(|e| failure(NAME, format!("file type \"{name}\" cannot be used: {e}")))
+}
+
+/// What the search of one file found.
+struct FileHit {
+    path: PathBuf,
+    /// Content mode: its lines (no `--` before the first).
+    lines: Vec<String>,
+    /// Content mode: more lines than the output can take.
+    truncated: bool,
+    /// Other modes: its matching lines (1 at most in files_with_matches).
+    count: u64,
+    /// files_with_matches: when it was last modified.
+    modified: SystemTime,
+    /// Why it could not be searched (wholly or in part).
+    error: Option<String>,
 }
 
 /// Bounded collected output of content mode.

@@ -6,16 +6,18 @@
 //! directories *are* searched, because files like `.github/workflows/*.yml`
 //! or `.cargo/config.toml` matter in a codebase, while version-control
 //! directories (`.git`, `.hg`, `.svn`, `.jj`, `.bzr`) are always skipped;
-//! and `.kajiignore` rules prune the walk. Entries are yielded in file-name
-//! order, so results do not depend on the file system's order.
+//! and `.kajiignore` rules prune the walk. The walk runs on every core
+//! ([`for_each_file`]); callers sort what it finds, so results never
+//! depend on the file system's order or on thread timing.
 //!
 //! Only regular files are yielded: FIFOs, sockets and devices are never
 //! opened.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use ignore::WalkBuilder;
+use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
+use tokio_util::sync::CancellationToken;
 
 use super::failure;
 use super::kajiignore::KajiIgnore;
@@ -64,7 +66,6 @@ pub(super) fn builder(root: &Path, ignore: Arc<KajiIgnore>) -> WalkBuilder {
     builder
         .hidden(false)
         .follow_links(false)
-        .sort_by_file_name(|a, b| a.cmp(b))
         .filter_entry(move |entry| {
             let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
             if is_dir
@@ -78,6 +79,99 @@ pub(super) fn builder(root: &Path, ignore: Arc<KajiIgnore>) -> WalkBuilder {
             !ignore.excludes_entry(entry.path(), is_dir)
         });
     builder
+}
+
+/// Walks `builder` on every core, calling `visit` with each regular
+/// file and each walk error; returns what the calls gave, in no
+/// particular order (sort it). `state` makes each thread's own state
+/// (a searcher). Stops early, with [`ToolError::Cancelled`], when
+/// `cancel` fires.
+pub(super) fn for_each_file<T, S>(
+    builder: &WalkBuilder,
+    cancel: &CancellationToken,
+    state: impl Fn() -> S + Sync,
+    visit: impl Fn(&mut S, Result<DirEntry, ignore::Error>) -> Option<T> + Sync,
+) -> Result<Vec<T>, ToolError>
+where
+    T: Send,
+    S: Send,
+{
+    let found = Mutex::new(Vec::new());
+    let mut threads = Threads {
+        found: &found,
+        cancel,
+        state: &state,
+        visit: &visit,
+    };
+    builder.build_parallel().visit(&mut threads);
+    if cancel.is_cancelled() {
+        return Err(ToolError::Cancelled);
+    }
+    Ok(found.into_inner().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Makes one [`Visitor`] per walking thread.
+struct Threads<'a, T, M, V> {
+    found: &'a Mutex<Vec<T>>,
+    cancel: &'a CancellationToken,
+    state: &'a M,
+    visit: &'a V,
+}
+
+impl<'a, T, S, M, V> ParallelVisitorBuilder<'a> for Threads<'a, T, M, V>
+where
+    T: Send,
+    S: Send + 'a,
+    M: Fn() -> S + Sync,
+    V: Fn(&mut S, Result<DirEntry, ignore::Error>) -> Option<T> + Sync,
+{
+    fn build(&mut self) -> Box<dyn ParallelVisitor + 'a> {
+        Box::new(Visitor {
+            found: Vec::new(),
+            all: self.found,
+            cancel: self.cancel,
+            state: (self.state)(),
+            visit: self.visit,
+        })
+    }
+}
+
+/// One thread's visitor: collects on its own, hands over when dropped.
+struct Visitor<'a, T, S, V> {
+    found: Vec<T>,
+    all: &'a Mutex<Vec<T>>,
+    cancel: &'a CancellationToken,
+    state: S,
+    visit: &'a V,
+}
+
+impl<T, S, V> ParallelVisitor for Visitor<'_, T, S, V>
+where
+    T: Send,
+    S: Send,
+    V: Fn(&mut S, Result<DirEntry, ignore::Error>) -> Option<T> + Sync,
+{
+    fn visit(&mut self, entry: Result<DirEntry, ignore::Error>) -> WalkState {
+        if self.cancel.is_cancelled() {
+            return WalkState::Quit;
+        }
+        if let Ok(e) = &entry
+            && !e.file_type().is_some_and(|t| t.is_file())
+        {
+            return WalkState::Continue;
+        }
+        if let Some(found) = (self.visit)(&mut self.state, entry) {
+            self.found.push(found);
+        }
+        WalkState::Continue
+    }
+}
+
+impl<T, S, V> Drop for Visitor<'_, T, S, V> {
+    fn drop(&mut self) {
+        let mut all = self.all.lock().unwrap_or_else(|e| e.into_inner());
+        all.append(&mut self.found);
+    }
 }
 
 /// How a path is shown to the model: relative to the working directory

@@ -297,3 +297,65 @@ async fn a_fifo_in_the_tree_does_not_block() {
     let e = err("Grep", json!({"pattern": "needle", "path": "pipe"}), &root).await;
     assert!(e.contains("neither a directory nor a regular file"), "{e}");
 }
+
+/// The walk runs on every core; the output is still in the order of a
+/// walk sorted by name, file by file, with `--` between files' groups and
+/// `head_limit` counted in that order.
+#[tokio::test]
+async fn content_from_many_files_is_in_path_order() {
+    let (_d, root) = workdir();
+    let mut expected = Vec::new();
+    // Names whose creation order is not their sorted order.
+    for d in [7, 2, 9, 0, 5] {
+        for f in [3, 1, 4, 0, 2] {
+            put(&root, &format!("d{d}/f{f}.txt"), "x\nhit\n");
+        }
+    }
+    put(&root, "d2/sub/z.txt", "hit\n");
+    for d in [0, 2, 5, 7, 9] {
+        for f in 0..5 {
+            expected.push(format!("d{d}/f{f}.txt-1-x\nd{d}/f{f}.txt:2:hit"));
+        }
+        if d == 2 {
+            expected.push("d2/sub/z.txt:1:hit".to_string());
+        }
+    }
+    let out = ok(
+        "Grep",
+        json!({"pattern": "hit", "output_mode": "content", "-B": 1}),
+        &root,
+    )
+    .await;
+    assert_eq!(out.content, expected.join("\n--\n"));
+    let out = ok(
+        "Grep",
+        json!({"pattern": "hit", "output_mode": "count"}),
+        &root,
+    )
+    .await;
+    let first: Vec<&str> = out.content.lines().take(7).collect();
+    assert_eq!(
+        first,
+        [
+            "d0/f0.txt:1",
+            "d0/f1.txt:1",
+            "d0/f2.txt:1",
+            "d0/f3.txt:1",
+            "d0/f4.txt:1",
+            "d2/f0.txt:1",
+            "d2/f1.txt:1"
+        ]
+    );
+    let out = ok(
+        "Grep",
+        json!({"pattern": "hit", "output_mode": "content", "head_limit": 3}),
+        &root,
+    )
+    .await;
+    assert!(
+        out.content
+            .starts_with("d0/f0.txt:2:hit\nd0/f1.txt:2:hit\nd0/f2.txt:2:hit\n(Output stopped"),
+        "{}",
+        out.content
+    );
+}

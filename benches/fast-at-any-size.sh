@@ -1,0 +1,134 @@
+#!/bin/sh
+# Whole-process benchmarks of issue "Fast at any size": a scripted 5-turn bug
+# fix, a Bash `true` round and a first session, each in a small fixture and
+# in a generated 50,000-file git repository, with checkpoints on and off,
+# run interleaved (A B A B …) so that the ratios hold on a shared machine.
+#
+#   benches/fast-at-any-size.sh [RUNS]        (default 5)
+#
+# Needs KAJI (the kaji binary) and SERVER (the kaji-scripted-model binary),
+# e.g. KAJI=target/release/kaji SERVER=target/release/kaji-scripted-model.
+# Everything it makes lives under $BENCH_DIR (default /tmp/kaji-bench-37);
+# nothing is written to the repository. Prints one line per measurement:
+# medians of wall seconds and peak RSS (KB, /usr/bin/time -v), and the
+# median of the pair-by-pair ratios A/B.
+set -eu
+RUNS=${1:-5}
+KAJI=${KAJI:?set KAJI to the kaji binary}
+SERVER=${SERVER:?set SERVER to the kaji-scripted-model binary}
+BENCH_DIR=${BENCH_DIR:-/tmp/kaji-bench-37}
+mkdir -p "$BENCH_DIR"
+cd "$BENCH_DIR"
+
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+export GIT_AUTHOR_NAME=b GIT_AUTHOR_EMAIL=b@example.com
+export GIT_COMMITTER_NAME=b GIT_COMMITTER_EMAIL=b@example.com
+
+# --- the trees -------------------------------------------------------------
+bugfix_files() { # $1: directory
+    printf 'def add(a, b):\n    return a - b\n' > "$1/calc.orig"
+    cp "$1/calc.orig" "$1/calc.py"
+    printf "grep -q 'return a + b' calc.py && echo PASS\n" > "$1/check.sh"
+}
+if [ ! -d fixture/.git ]; then
+    rm -rf fixture && mkdir fixture
+    for i in 1 2 3 4 5 6 7 8; do printf 'module %s\n' "$i" > "fixture/m$i.txt"; done
+    bugfix_files fixture
+    git -C fixture init -q && git -C fixture add . && git -C fixture commit -qm fixture
+fi
+if [ ! -d big/.git ]; then
+    rm -rf big && mkdir big
+    # 500 directories of 100 files of about 300 bytes: 50,000 files.
+    awk 'BEGIN {
+        for (d = 0; d < 500; d++) {
+            dir = sprintf("big/dir%d/sub%d", int(d / 50), d); system("mkdir -p " dir)
+            for (f = 0; f < 100; f++) {
+                file = sprintf("%s/file%d.txt", dir, f)
+                for (l = 0; l < 8; l++) printf "content of file %d in directory %d\n", f, d > file
+                close(file)
+            }
+        }
+    }'
+    bugfix_files big
+    git -C big init -q && git -C big add . && git -C big commit -qm big
+fi
+
+# --- the scripts -------------------------------------------------------------
+tool() { printf '{"parts": [{"type": "tool_call", "name": "%s", "input": %s}]}' "$1" "$2"; }
+done_turn=$(tool AttemptCompletion '{"result": "done"}')
+cat > fix.json <<EOF
+{"turns": [
+ $(tool Read '{"file_path": "calc.py"}'),
+ $(tool Grep '{"pattern": "return a - b"}'),
+ $(tool Edit '{"file_path": "calc.py", "old_string": "a - b", "new_string": "a + b"}'),
+ $(tool Bash '{"command": "sh check.sh"}'),
+ $done_turn
+]}
+EOF
+cat > true.json <<EOF
+{"turns": [ $(tool Bash '{"command": "true"}'), $done_turn ]}
+EOF
+cat > edit.json <<EOF
+{"turns": [ $(tool Edit '{"file_path": "calc.py", "old_string": "a - b", "new_string": "a + b"}'), $done_turn ]}
+EOF
+cat > none.json <<EOF
+{"turns": [ $done_turn ]}
+EOF
+
+start_server() { # $1: script; prints the URL
+    "$SERVER" --script "$1" > "server-$2.out" &
+    echo $! > "server-$2.pid"
+    while ! head -n1 "server-$2.out" 2>/dev/null | grep -q http; do :; done
+    head -n1 "server-$2.out"
+}
+URL_FIX=$(start_server fix.json fix)
+URL_TRUE=$(start_server true.json true)
+URL_EDIT=$(start_server edit.json edit)
+URL_NONE=$(start_server none.json none)
+trap 'for s in fix true edit none; do kill "$(cat server-$s.pid)" 2>/dev/null || true; done' EXIT
+
+# --- measuring -----------------------------------------------------------------
+# one_run DIR URL HOME FLAGS... : runs kaji exec once, prints "wall_s rss_kb".
+one_run() {
+    dir=$1 url=$2 home=$3; shift 3
+    cp "$dir/calc.orig" "$dir/calc.py"
+    KAJI_HOME="$home" ANTHROPIC_API_KEY=k /usr/bin/time -f '%e %M' -o time.out \
+        "$KAJI" exec --json --yolo --provider anthropic --model scripted \
+        --base-url "$url" -C "$dir" "$@" go > /dev/null 2> run.err || {
+        echo "kaji failed:" >&2; cat run.err >&2; exit 1; }
+    cat time.out
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# compare NAME DIR URL_A FLAGS_A URL_B FLAGS_B [fresh]: A and B in turn.
+# With "fresh", each run gets a new KAJI_HOME (a first session).
+compare() {
+    name=$1 dir=$2 url_a=$3 flags_a=$4 url_b=$5 flags_b=$6 fresh=${7:-}
+    : > a.txt; : > b.txt; : > ratio.txt
+    home_a=$BENCH_DIR/home-a home_b=$BENCH_DIR/home-b
+    rm -rf "$home_a" "$home_b"
+    one_run "$dir" "$url_a" "$home_a" $flags_a > /dev/null # warm-up
+    one_run "$dir" "$url_b" "$home_b" $flags_b > /dev/null
+    i=0
+    while [ $i -lt "$RUNS" ]; do
+        [ -n "$fresh" ] && rm -rf "$home_a" "$home_b"
+        a=$(one_run "$dir" "$url_a" "$home_a" $flags_a)
+        b=$(one_run "$dir" "$url_b" "$home_b" $flags_b)
+        echo "$a" >> a.txt; echo "$b" >> b.txt
+        echo "$a $b" | awk '{ print ($3 > 0) ? $1 / $3 : 0 }' >> ratio.txt
+        i=$((i + 1))
+    done
+    printf '%-34s A %6.3f s %6d KB | B %6.3f s %6d KB | A/B %5.2f\n' "$name" \
+        "$(cut -d' ' -f1 a.txt | median)" "$(cut -d' ' -f2 a.txt | median)" \
+        "$(cut -d' ' -f1 b.txt | median)" "$(cut -d' ' -f2 b.txt | median)" \
+        "$(median < ratio.txt)"
+}
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "A = checkpoints on, B = --no-checkpoints unless said otherwise; medians of $RUNS"
+for tree in fixture big; do
+    compare "5-turn fix ($tree)" "$tree" "$URL_FIX" "" "$URL_FIX" "--no-checkpoints"
+    compare "Bash true round ($tree): A=round B=none" "$tree" "$URL_TRUE" "" "$URL_NONE" ""
+    compare "Edit round ($tree): A=round B=none" "$tree" "$URL_EDIT" "" "$URL_NONE" ""
+    compare "first session ($tree)" "$tree" "$URL_FIX" "" "$URL_FIX" "--no-checkpoints" fresh
+done
