@@ -61,7 +61,13 @@ pub async fn run(args: ExecArgs) -> i32 {
     }
 }
 
-async fn run_inner(args: ExecArgs) -> Result<i32> {
+async fn run_inner(mut args: ExecArgs) -> Result<i32> {
+    // Print mode is one request for a text answer: a reply with text and
+    // no tool call is the answer (`on_text_reply = finish`), unless the
+    // settings ask for the seed's `nudge`.
+    args.agent
+        .text_reply_default
+        .get_or_insert(kaji_core::config::TextReply::Finish);
     let prompt = if args.prompt == "-" {
         let mut s = String::new();
         std::io::stdin()
@@ -301,8 +307,13 @@ impl ExecFrontend {
 
     /// Prints one line of `--json` output.
     fn line(&self, line: &ExecLine) {
+        self.write_json(&line.to_json());
+    }
+
+    /// Prints one JSON value as a line.
+    fn write_json(&self, value: &serde_json::Value) {
         // JSON escapes control characters; passwords in URLs are masked.
-        let value = redact_url_passwords(&line.to_json().to_string());
+        let value = redact_url_passwords(&value.to_string());
         let mut st = self.lock_state();
         let _ = writeln!(st.out, "{value}");
         let _ = st.out.flush();
@@ -410,7 +421,10 @@ impl ExecFrontend {
                 text,
                 partial: false,
                 ..
-            } if *kind != AskKind::CompletionResult => self.print(&format!("? {text}"), true),
+                // Nobody here answers "Retry?": the error is said already.
+            } if !matches!(kind, AskKind::CompletionResult | AskKind::ApiReqFailed) => {
+                self.print(&format!("? {text}"), true)
+            }
             _ => {}
         }
     }
@@ -431,13 +445,18 @@ impl TaskFrontend for ExecFrontend {
         if matches!(event.event, TaskEvent::Usage(_)) && event.agent != "main" {
             return;
         }
-        let event = event.event;
         if self.json {
-            if let Some(line) = exec_events::from_event(&event) {
-                self.line(&line);
+            if let Some(line) = exec_events::from_event(&event.event) {
+                if event.agent == "main" {
+                    self.line(&line);
+                } else {
+                    self.write_json(
+                        &line.to_json_in(&event.agent, event.parent_tool_use_id.as_deref()),
+                    );
+                }
             }
         } else {
-            self.transcript(&event);
+            self.transcript(&event.event);
         }
     }
 

@@ -401,6 +401,9 @@ enum RoundOutcome {
     Empty,
     /// The model request failed.
     ApiFailed(String),
+    /// The request failed in a way a retry cannot fix (a rejected key, a
+    /// bad request): the task fails without offering one.
+    ApiFailedFinal(String),
     /// AttemptCompletion was called.
     Completed {
         result: String,
@@ -422,6 +425,8 @@ struct StreamFailure {
     message: String,
     /// It was the context window (compaction, not a retry, helps).
     overflow: bool,
+    /// Asking again may succeed ([`LlmError::retry_may_help`]).
+    retryable: bool,
 }
 
 /// One task: born with a prompt, dropped when it ends.
@@ -610,6 +615,10 @@ impl Task {
                 },
                 RoundOutcome::Empty => self.after_empty_reply(&mut empty_retries).await,
                 RoundOutcome::ApiFailed(err) => self.after_failed_request(err, &user_content).await,
+                RoundOutcome::ApiFailedFinal(err) => {
+                    self.emitter.say(SayKind::Error, err.clone(), None);
+                    Next::End(TaskStatus::Failed, Some(err))
+                }
                 RoundOutcome::Completed {
                     result,
                     tool_use_id,
@@ -1577,6 +1586,7 @@ impl Task {
                             break Err(StreamFailure {
                                 message: describe_llm_error(&e),
                                 overflow: e.is_context_overflow(),
+                                retryable: e.retry_may_help(),
                             });
                         }
                         Some(Ok(kaji_protocol::StreamEvent::Retrying {
@@ -1660,6 +1670,9 @@ impl Task {
             st.turns -= 1;
             if err.overflow {
                 return RoundOutcome::Overflow(err.message.clone());
+            }
+            if !err.retryable {
+                return RoundOutcome::ApiFailedFinal(err.message.clone());
             }
             return RoundOutcome::ApiFailed(err.message.clone());
         }

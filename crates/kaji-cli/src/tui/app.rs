@@ -153,6 +153,12 @@ pub struct StatusInfo {
     pub model: String,
     /// The permission mode.
     pub permission_mode: String,
+    /// The sandbox commands run in (`sandbox: workspace-write`,
+    /// `sandbox off`).
+    pub sandbox: String,
+    /// What that means, for `/status` (`sandbox: workspace-write —
+    /// commands run without asking`).
+    pub sandbox_long: String,
     /// The working directory.
     pub cwd: String,
 }
@@ -365,6 +371,7 @@ impl App {
             "/exit" | "/quit" => return Action::Quit,
             "/help" => self.note(commands::help(&self.custom)),
             "/cost" => self.note(self.cost_text()),
+            "/status" => self.note(self.status_text()),
             "/todo" => self.note(self.todo_text()),
             "/tasks" => self.note(self.tasks_text()),
             "/mode" => match args.parse::<PermissionMode>() {
@@ -482,6 +489,18 @@ impl App {
     }
 
     /// `/cost`.
+    /// `/status`: model, permission mode, sandbox, directory, usage.
+    fn status_text(&self) -> String {
+        format!(
+            "  model: {}\n  permission mode: {}\n  {}\n  directory: {}\n{}",
+            self.status.model,
+            self.status.permission_mode,
+            self.status.sandbox_long,
+            self.status.cwd,
+            self.cost_text()
+        )
+    }
+
     fn cost_text(&self) -> String {
         let cost = match self.cost_usd {
             Some(c) => format!("${c:.4}"),

@@ -21,6 +21,10 @@ pub const BUILTINS: &[(&str, &str)] = &[
         "/reasoning",
         "LEVEL: how hard the model thinks (off, low, medium, high)",
     ),
+    (
+        "/status",
+        "model, permission mode, sandbox (what runs without asking), directory, usage",
+    ),
     ("/cost", "tokens and cost of this session so far"),
     (
         "/compact",

@@ -19,6 +19,7 @@ mod frame_tests;
 mod highlight;
 mod input;
 mod local;
+pub(crate) use local::INIT_PROMPT;
 mod markdown;
 mod mentions;
 mod render;
@@ -320,9 +321,13 @@ fn restore_terminal() {
 }
 
 fn status_info(session: &Session) -> StatusInfo {
+    let mode = session.permission_mode();
+    let sandbox = session.sandbox_mode_for(mode);
     StatusInfo {
         model: session.provider_config().model.clone(),
-        permission_mode: session.permission_mode().as_str().to_string(),
+        permission_mode: mode.as_str().to_string(),
+        sandbox: crate::policy_text::sandbox_short(sandbox),
+        sandbox_long: crate::policy_text::sandbox_line(mode, sandbox),
         cwd: session.cwd().display().to_string(),
     }
 }
@@ -593,8 +598,12 @@ async fn event_loop(
                     }
                     Action::Mode(mode) => {
                         session.set_permission_mode(mode);
-                        app.status.permission_mode = mode.as_str().to_string();
-                        app.note(format!("  permission mode: {}", mode.as_str()));
+                        app.status = status_info(session);
+                        app.note(format!(
+                            "  permission mode: {} · {}",
+                            mode.as_str(),
+                            app.status.sandbox_long
+                        ));
                     }
                     Action::Reasoning(level) => match session.set_reasoning(level) {
                         Ok(()) => {

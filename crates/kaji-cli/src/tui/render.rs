@@ -398,6 +398,7 @@ pub fn status_line(app: &App, width: u16) -> Line<'static> {
             Style::default().fg(Color::Cyan),
         ),
         (1, app.status.permission_mode.clone(), Style::default()),
+        (2, app.status.sandbox.clone(), Style::default()),
         (
             3,
             format!(
@@ -558,6 +559,7 @@ mod tests {
             model: "scripted".into(),
             permission_mode: "default".into(),
             cwd: "/w".into(),
+            ..StatusInfo::default()
         });
         app.task_started();
         for i in 0..50 {
@@ -655,6 +657,7 @@ mod tests {
             model: "claude-sonnet-4-5".into(),
             permission_mode: "accept-edits".into(),
             cwd: "/home/someone/projects/a-long-project-name".into(),
+            ..StatusInfo::default()
         });
         app.task_started();
         app.input_tokens = 123_456;

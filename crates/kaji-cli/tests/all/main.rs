@@ -14,6 +14,7 @@ mod exec_cli;
 mod exec_golden;
 mod mcp_cli;
 mod permissions_cli;
+mod print_mode;
 mod ps_cli;
 mod rules_cli;
 mod sandbox_escapes;

@@ -299,6 +299,17 @@ impl Session {
         self.lock().mode
     }
 
+    /// The sandbox a command of the main agent runs in under `mode`: the
+    /// one that mode gets, `Off` where the kernel cannot confine it.
+    pub fn sandbox_mode_for(&self, mode: PermissionMode) -> kaji_sandbox::SandboxMode {
+        self.services
+            .approvals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .sandbox
+            .mode_for(mode)
+    }
+
     /// The conversation so far.
     pub fn history(&self) -> Vec<Message> {
         self.lock().history.clone()
