@@ -14,7 +14,10 @@ use std::time::Instant;
 use anyhow::Result;
 use async_trait::async_trait;
 use kaji_core::{AskRequest, ResumeFrom, TaskFrontend};
-use kaji_protocol::{AskKind, AskResponse, BackgroundTask, SayKind, SessionEvent, TaskEvent};
+use kaji_protocol::{
+    AskKind, AskResponse, BackgroundTask, SayKind, SayPayload, SessionEvent, StateUpdate,
+    TaskEvent, TaskListItem,
+};
 
 use crate::agent::{self, AgentArgs, UsageError};
 use crate::exec_events::{self, ExecLine};
@@ -225,6 +228,9 @@ struct TranscriptState {
     /// arrive only there), and deltas of other messages (reasoning) are
     /// not printed.
     streaming: Option<(u64, usize)>,
+    /// What calls do in full (their tool's preview: a diff, the whole
+    /// command), by call id, until their `tool` say prints it.
+    previews: std::collections::HashMap<String, String>,
 }
 
 impl ExecFrontend {
@@ -238,6 +244,7 @@ impl ExecFrontend {
                 out: Box::new(std::io::stdout()),
                 mid_line: false,
                 streaming: None,
+                previews: Default::default(),
             }),
         }
     }
@@ -337,6 +344,53 @@ impl ExecFrontend {
         self.print(text, true);
     }
 
+    /// A sub-agent's progress, one indented line per step under its
+    /// `Agent` call: never its streamed text, its prompt or its
+    /// `[completed]`, which would read as the user's task.
+    fn subagent_transcript(&self, agent: &str, event: &TaskEvent) {
+        let line = match event {
+            TaskEvent::Say {
+                kind: SayKind::Tool,
+                text,
+                partial: false,
+                ..
+            } => format!("⏺ {text}"),
+            TaskEvent::Say {
+                kind: SayKind::Error,
+                text,
+                partial: false,
+                ..
+            } => format!("! {text}"),
+            TaskEvent::ToolResult {
+                is_error, output, ..
+            } => {
+                let first = output.lines().next().unwrap_or("");
+                let mark = if *is_error { "⎿ error: " } else { "⎿ " };
+                format!("{mark}{first}")
+            }
+            TaskEvent::Finished { status, turns, .. } => {
+                format!("{} after {turns} turn(s)", status.as_str())
+            }
+            _ => return,
+        };
+        let first = line.lines().next().unwrap_or("");
+        self.print(&format!("  │ [{agent}] {first}"), true);
+    }
+
+    /// After a call's `⏺` line: its diff (numbered, with context) or, for
+    /// a command of several lines, the whole command.
+    fn print_preview(&self, payload: Option<&SayPayload>) {
+        let Some(SayPayload::Tool { id, view, .. }) = payload else {
+            return;
+        };
+        let preview = self.lock_state().previews.remove(id);
+        if let Some(diff) = crate::tui::diff::of_call(view.as_ref(), preview.as_deref()) {
+            self.print(&indent("  ", &diff), true);
+        } else if let Some(p) = preview.filter(|p| p.lines().count() > 1) {
+            self.print(&indent("  │ ", &p), true);
+        }
+    }
+
     /// Prints transcript text: control and escape sequences from the
     /// model or tools are dropped, passwords in URLs masked.
     fn print(&self, text: &str, newline: bool) {
@@ -357,12 +411,21 @@ impl ExecFrontend {
 
     fn transcript(&self, event: &TaskEvent) {
         match event {
+            TaskEvent::ToolUse {
+                id,
+                preview: Some(preview),
+                ..
+            } => {
+                self.lock_state()
+                    .previews
+                    .insert(id.clone(), preview.clone());
+            }
             TaskEvent::Say {
                 id,
                 kind,
                 text,
                 partial,
-                ..
+                payload,
             } => match (kind, partial) {
                 (SayKind::Text, true) => {
                     self.print(text, false);
@@ -382,15 +445,22 @@ impl ExecFrontend {
                     }
                 }
                 (SayKind::Reasoning, false) => self.print(&indent("~ ", text), true),
-                (SayKind::Tool, _) => self.print(&format!("⏺ {text}"), true),
+                (SayKind::Tool, false) => {
+                    self.print(&format!("⏺ {text}"), true);
+                    self.print_preview(payload.as_ref());
+                }
+                (SayKind::TaskList, false) => {
+                    if let Some(SayPayload::Update(StateUpdate::TaskList { tasks })) = payload {
+                        self.print(&task_list_text(tasks), true);
+                    }
+                }
                 (SayKind::Error, _) => self.print(&format!("! {text}"), true),
                 (SayKind::ApiReqRetried, _) => self.print(&format!("! {text}"), true),
                 (SayKind::CompletionResult, _) => self.print(&format!("\n✓ {text}"), true),
                 (SayKind::UserFeedback, _) => self.print(&format!("> {text}\n"), true),
-                (
-                    SayKind::TaskList | SayKind::Todo | SayKind::Info | SayKind::CommandOutput,
-                    false,
-                ) => self.print(&indent("  ", text), true),
+                (SayKind::Todo | SayKind::Info | SayKind::CommandOutput, false) => {
+                    self.print(&indent("  ", text), true)
+                }
                 _ => {}
             },
             TaskEvent::Delta { id, text } => {
@@ -430,6 +500,29 @@ impl ExecFrontend {
     }
 }
 
+/// The task list as lines (`  #1 [in_progress] subject (owner)`), not
+/// its JSON.
+fn task_list_text(tasks: &[TaskListItem]) -> String {
+    if tasks.is_empty() {
+        return "  task list: empty".into();
+    }
+    tasks
+        .iter()
+        .map(|t| {
+            let mut line = format!("  #{} [{}] {}", t.id, t.status, t.subject);
+            if let Some(owner) = &t.owner {
+                line.push_str(&format!(" ({owner})"));
+            }
+            if !t.blocked_by.is_empty() {
+                let ids: Vec<String> = t.blocked_by.iter().map(|b| format!("#{b}")).collect();
+                line.push_str(&format!(" blocked by {}", ids.join(", ")));
+            }
+            line
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn indent(prefix: &str, text: &str) -> String {
     text.lines()
         .map(|l| format!("{prefix}{l}"))
@@ -455,8 +548,10 @@ impl TaskFrontend for ExecFrontend {
                     );
                 }
             }
-        } else {
+        } else if event.agent == "main" {
             self.transcript(&event.event);
+        } else {
+            self.subagent_transcript(&event.agent, &event.event);
         }
     }
 

@@ -237,6 +237,14 @@ pub struct App {
     /// Rendered Markdown by entry index (text entries only grow between
     /// replacements, which drop their rendering).
     pub markdown_cache: HashMap<usize, super::markdown::Incremental>,
+    /// What a call does in full (its tool's preview: the whole command),
+    /// by call id, until its `tool` say folds it under its line.
+    previews: HashMap<String, String>,
+    /// Sub-agents by the id of the `Agent` call that started them: their
+    /// folded entry and what it shows.
+    subagents: HashMap<String, (usize, super::nesting::SubagentView)>,
+    /// Sub-agents of this session that finished, newest last (`/agents`).
+    pub finished_agents: Vec<String>,
 }
 
 impl App {
@@ -280,6 +288,20 @@ impl App {
             return Action::None;
         }
         Action::Submit(prompt)
+    }
+
+    /// Esc aborts the task, not what was queued behind it: queued prompts
+    /// go back into the input box, unsent.
+    fn unqueue(&mut self) {
+        if self.queued.is_empty() {
+            return;
+        }
+        let mut texts: Vec<String> = self.queued.drain(..).collect();
+        if !self.input.text().is_empty() {
+            texts.push(self.input.text().to_string());
+        }
+        self.input.set(&texts.join("\n"));
+        self.note("  the queued prompt is back in the input box, unsent (Enter sends it)".into());
     }
 
     /// The next queued prompt, once no task runs.
@@ -557,6 +579,27 @@ impl App {
         true
     }
 
+    /// A call whose preview says more than its one-line title (a
+    /// multi-line command): folded under its `⏺` line, whole with Ctrl-O.
+    /// Calls with a diff show the diff instead.
+    fn fold_preview(&mut self, say_id: u64, preview: Option<&str>) {
+        let Some(preview) = preview else {
+            return;
+        };
+        let more = preview.lines().count().saturating_sub(1);
+        let Some(&i) = self.by_id.get(&say_id) else {
+            return;
+        };
+        if more == 0 {
+            return;
+        }
+        let entry = &mut self.entries[i];
+        let first = entry.text.lines().next().unwrap_or("").to_string();
+        entry.text = format!("{first} (+{more} lines, Ctrl-O)");
+        let body = kaji_protocol::terminal::sanitize_terminal(preview, false);
+        entry.detail = Some(format!("{first}\n{body}"));
+    }
+
     /// Seeds the counters from a resumed session's totals.
     pub fn seed_usage(&mut self, usage: &kaji_protocol::Usage) {
         self.input_tokens = usage.input_tokens;
@@ -635,6 +678,43 @@ impl App {
         }
     }
 
+    /// Handles one event of the session: the main agent's go into the
+    /// transcript, a sub-agent's fold under its `Agent` call.
+    pub fn on_session_event(&mut self, event: kaji_protocol::SessionEvent) {
+        if event.agent == "main" {
+            return self.on_event(event.event);
+        }
+        if let TaskEvent::Usage(report) = &event.event {
+            // The session's totals include its sub-agents'.
+            self.input_tokens += report.usage.input_tokens;
+            self.output_tokens += report.usage.output_tokens;
+            if let Some(c) = report.cost_usd {
+                self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
+            }
+        }
+        let key = event
+            .parent_tool_use_id
+            .clone()
+            .unwrap_or_else(|| event.agent.clone());
+        let (i, view) = match self.subagents.remove(&key) {
+            Some(entry) => entry,
+            None => {
+                let i = self.push(EntryStyle::Note, String::new());
+                (i, super::nesting::SubagentView::new(&event.agent))
+            }
+        };
+        let mut view = view;
+        view.on_event(&event.event);
+        if matches!(event.event, TaskEvent::Finished { .. }) {
+            self.finished_agents.push(view.summary());
+        }
+        if let Some(entry) = self.entries.get_mut(i) {
+            entry.text = view.line();
+            entry.detail = Some(view.detail());
+        }
+        self.subagents.insert(key, (i, view));
+    }
+
     /// Handles one event of the running task.
     pub fn on_event(&mut self, event: TaskEvent) {
         match event {
@@ -668,12 +748,20 @@ impl App {
                 // A call shown while it streamed gets its diff now.
                 let streamed = self.streaming_calls.remove(&id).is_some();
                 let new = streamed || !self.by_id.contains_key(&id);
+                let preview = match &payload {
+                    Some(SayPayload::Tool { id: call, .. }) => self.previews.remove(call),
+                    _ => None,
+                };
                 self.upsert(id, style, text);
-                if new
-                    && let Some(SayPayload::Tool { view, .. }) = payload
-                    && let Some(diff) = super::diff::of_call(view.as_ref(), None)
-                {
-                    self.push(EntryStyle::Diff, diff);
+                // One diff per edit, with context and line numbers, asked
+                // or not; a long command folded under its line.
+                if new && let Some(SayPayload::Tool { view, .. }) = payload {
+                    match super::diff::of_call(view.as_ref(), preview.as_deref()) {
+                        Some(diff) => {
+                            self.push(EntryStyle::Diff, diff);
+                        }
+                        None => self.fold_preview(id, preview.as_deref()),
+                    }
                 }
             }
             TaskEvent::Delta { id, text } => {
@@ -710,12 +798,20 @@ impl App {
                             preview: Some(preview),
                             ..
                         }) = &payload
+                            && !super::diff::looks_like_diff(preview)
                         {
                             self.upsert(id, EntryStyle::Note, prefix_lines("  │ ", preview));
                         }
                     }
                     _ => {}
                 }
+            }
+            TaskEvent::ToolUse {
+                id,
+                preview: Some(preview),
+                ..
+            } => {
+                self.previews.insert(id, preview);
             }
             TaskEvent::ToolUse { .. } => {}
             TaskEvent::ToolResult {
@@ -903,6 +999,7 @@ impl App {
                     return Action::None;
                 }
                 if self.running {
+                    self.unqueue();
                     return Action::Abort;
                 }
                 if self.search.take().is_some() {
@@ -1818,6 +1915,20 @@ mod tests {
         assert_eq!(app.next_queued().as_deref(), Some("next one"));
         assert_eq!(app.next_queued().as_deref(), Some("and then"));
         assert_eq!(app.next_queued(), None);
+    }
+
+    #[test]
+    fn esc_leaves_a_queued_prompt_in_the_input_box() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        enter(&mut app, "run the tests next");
+        assert_eq!(app.queued.len(), 1);
+        let esc = app.on_key(code(KeyCode::Esc));
+        assert_eq!(esc, Action::Abort);
+        assert!(app.queued.is_empty());
+        assert_eq!(app.input.text(), "run the tests next");
+        app.task_ended();
+        assert_eq!(app.next_queued(), None, "nothing is sent by itself");
     }
 
     #[test]

@@ -121,8 +121,24 @@ pub fn help(custom: &[CustomCommand]) -> String {
         }
     }
     out.push_str(
-        "\n  Keys: Shift-Enter/Alt-Enter/Ctrl-J newline · Tab completes · Ctrl-O opens tool results · Esc aborts",
+        "\n  Keys: Shift-Enter/Alt-Enter/Ctrl-J newline · Tab completes · Ctrl-O opens tool results and folded commands · Esc aborts the task · Esc Esc rewinds to an earlier prompt · Ctrl-R searches past prompts · Ctrl-D quits",
     );
+    out.push_str(
+        "\n  In a prompt: @path attaches a file · !command runs a shell command yourself · /command runs one of the commands above",
+    );
+    out
+}
+
+/// The first screen's hint: what can be typed, and the rule files loaded.
+pub fn first_screen_hint(rule_files: &[String]) -> String {
+    let mut out = String::from(
+        "  / commands (/help) · @ attaches a file · ! runs a command · Esc Esc rewinds · Ctrl-O opens folds",
+    );
+    if rule_files.is_empty() {
+        out.push_str("\n  No rule files loaded (AGENTS.md, CLAUDE.md; /init writes one).");
+    } else {
+        out.push_str(&format!("\n  Rules loaded: {}", rule_files.join(", ")));
+    }
     out
 }
 

@@ -13,7 +13,7 @@
 
 mod app;
 pub(crate) mod commands;
-mod diff;
+pub(crate) mod diff;
 #[cfg(test)]
 mod frame_tests;
 mod highlight;
@@ -22,6 +22,7 @@ mod local;
 pub(crate) use local::INIT_PROMPT;
 mod markdown;
 mod mentions;
+mod nesting;
 mod render;
 mod rewind;
 
@@ -104,8 +105,8 @@ impl TuiArgs {
 
 /// What the task side sends to the UI loop.
 enum UiMessage {
-    /// An event of the running task.
-    Event(TaskEvent),
+    /// An event of the running task (or of one of its sub-agents).
+    Event(SessionEvent),
     /// An ask, with where its answer goes.
     Ask(AskRequest, oneshot::Sender<AskResponse>),
     /// The task's `run` returned (or its tokio task died).
@@ -127,7 +128,7 @@ struct TuiFrontend {
 #[async_trait]
 impl TaskFrontend for TuiFrontend {
     fn emit(&self, event: SessionEvent) {
-        let _ = self.tx.send(UiMessage::Event(event.event));
+        let _ = self.tx.send(UiMessage::Event(event));
     }
 
     async fn answer(&self, ask: &AskRequest) -> AskResponse {
@@ -524,6 +525,25 @@ async fn event_loop(
     }
     if session.is_resuming() {
         app.show_history(&session.history());
+    } else {
+        let cwd = session.cwd();
+        let rules = kaji_core::rules::RuleFiles::discover_with_home(
+            &crate::paths::kaji_home(),
+            &cwd,
+            home.as_deref(),
+        );
+        let names: Vec<String> = rules
+            .files
+            .iter()
+            .map(|f| {
+                f.path
+                    .strip_prefix(&cwd)
+                    .unwrap_or(&f.path)
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        app.note(commands::first_screen_hint(&names));
     }
     if let Some(prompt) = first_prompt.filter(|p| !p.trim().is_empty()) {
         let prompt = with_mentions(&mut app, session, prompt).await;
@@ -626,6 +646,7 @@ async fn event_loop(
                     }
                     Action::Agents(local::AgentsCommand::List) => app.note(local::agents_text(
                         &session.runtime().list(),
+                        &app.finished_agents,
                         &session.subagent_usage(),
                     )),
                     Action::Agents(command) => {
@@ -714,7 +735,7 @@ async fn event_loop(
                 let mut next = message;
                 while let Some(message) = next {
                     match message {
-                        UiMessage::Event(event) => app.on_event(event),
+                        UiMessage::Event(event) => app.on_session_event(event),
                         UiMessage::Ask(request, reply) => {
                             app.on_ask(request, reply);
                         }

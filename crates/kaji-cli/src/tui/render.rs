@@ -398,7 +398,6 @@ pub fn status_line(app: &App, width: u16) -> Line<'static> {
             Style::default().fg(Color::Cyan),
         ),
         (1, app.status.permission_mode.clone(), Style::default()),
-        (2, app.status.sandbox.clone(), Style::default()),
         (
             3,
             format!(
@@ -409,6 +408,9 @@ pub fn status_line(app: &App, width: u16) -> Line<'static> {
             dim,
         ),
     ];
+    if !app.status.sandbox.is_empty() {
+        parts.insert(2, (2, app.status.sandbox.clone(), Style::default()));
+    }
     if let Some(window) = app.context_window.filter(|w| *w > 0) {
         let pct = app.context_tokens.saturating_mul(100) / window;
         parts.push((4, format!("context {pct}%"), dim));
@@ -628,7 +630,7 @@ mod tests {
         for cell in cells_of(&b, "-old line") {
             assert_eq!(cell.fg, Color::Red, "{cell:?}");
         }
-        // The ask shows the preview's diff, coloured too.
+        // The ask shows the preview's diff, numbered and coloured too.
         let (tx, _rx) = tokio::sync::oneshot::channel();
         app.on_ask(
             kaji_core::AskRequest {
@@ -646,7 +648,7 @@ mod tests {
             tx,
         );
         let b = buffer(&mut app, 60, 30);
-        for cell in cells_of(&b, "+after") {
+        for cell in cells_of(&b, "+    1 after") {
             assert_eq!(cell.fg, Color::Green, "{cell:?}");
         }
     }

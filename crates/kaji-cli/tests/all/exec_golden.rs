@@ -370,6 +370,8 @@ async fn asks_denied() {
 #[tokio::test]
 async fn ask_mistake_limit_reached() {
     let run = Run::new();
+    // A text answer ends an exec run (#32); the seed's nudge is asked for.
+    run.write(".kaji/config.toml", "on_text_reply = \"nudge\"\n");
     run.check(
         "ask_mistake_limit_reached",
         Provider::Anthropic,
@@ -381,15 +383,21 @@ async fn ask_mistake_limit_reached() {
     .await;
 }
 
-/// A request that fails for good: the error say and the api_req_failed
-/// ask, denied: status failed.
+/// A request that fails in a way a retry may fix (a proxy's error page):
+/// the error say and the api_req_failed ask, denied: status failed. (A
+/// refused key, which no retry fixes, is not asked about: what_runs.rs.)
 #[tokio::test]
 async fn ask_api_req_failed() {
     let run = Run::new();
     run.check(
         "ask_api_req_failed",
         Provider::Anthropic,
-        script([Turn::text("never sent").with_fault(Fault::status(401))]),
+        script(
+            [Turn::text("never sent").with_fault(Fault::status_with_body(
+                200,
+                "<html><body>502 Bad Gateway</body></html>",
+            ))],
+        ),
         &[],
         "hello",
         1,

@@ -819,3 +819,118 @@ async fn agents_lists_shows_and_stops_a_background_agent() {
     server.release();
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }
+
+/// #32: a long command that ran without an ask is folded under its line
+/// and shown whole with Ctrl-O, its last line included; the status line
+/// and `/status` say which sandbox commands run in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_command_that_ran_unasked_is_visible_whole() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut command = String::from("cat > notes.txt <<'EOF'\n");
+    for i in 1..=38 {
+        command.push_str(&format!("note {i}\n"));
+    }
+    command.push_str("EOF\nrm -f the-destructive-last-line.txt");
+    assert_eq!(command.lines().count(), 41);
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Bash", json!({"command": command})),
+        Turn::text("Wrote the notes."),
+    ]))
+    .await;
+    let sandboxed = kaji_sandbox::probe().is_complete();
+    // Unasked: in the sandbox where the kernel has one, else in yolo.
+    let extra = if sandboxed { "" } else { "--yolo" };
+    let tmux = launch_with("longcmd", home.path(), work.path(), &server, "tui", extra);
+    let screen = tmux.wait_for("Enter sends").await;
+    if sandboxed {
+        assert!(
+            screen.contains("default · sandbox: workspace-write"),
+            "{screen}"
+        );
+    } else {
+        assert!(screen.contains("yolo · sandbox off"), "{screen}");
+    }
+    submit(&tmux, "write notes").await;
+    let screen = tmux.wait_for("[completed]").await;
+    assert!(!screen.contains("Run this command?"), "{screen}");
+    assert!(screen.contains("(+40 lines, Ctrl-O)"), "{screen}");
+    assert!(!screen.contains("the-destructive-last-line"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("notes.txt"))
+            .unwrap()
+            .lines()
+            .count(),
+        38
+    );
+    tmux.send_key("C-o");
+    let screen = tmux.wait_for("rm -f the-destructive-last-line.txt").await;
+    assert!(screen.contains("note 38"), "{screen}");
+    tmux.send_key("C-o");
+
+    tmux.send_text("/status");
+    tmux.send_key("Enter");
+    let screen = tmux.wait_for("permission mode:").await;
+    if sandboxed {
+        assert!(
+            screen.contains("sandbox: workspace-write — commands run without asking"),
+            "{screen}"
+        );
+    } else {
+        assert!(screen.contains("sandbox off"), "{screen}");
+    }
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+/// #32: a sub-agent's run folds under its `Agent` call (its prompt is not
+/// shown as the user's, its end is not the task's), opens with Ctrl-O, and
+/// `/agents` lists it once it has finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_agent_is_folded_under_its_agent_call() {
+    const HELPER: &str = "TUI-HELPER-AGENT-MARKER";
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let agents = work.path().join(".kaji/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("helper.md"),
+        format!("---\nname: helper\ndescription: Helps\ntools: Read, Bash\n---\n{HELPER}\n"),
+    )
+    .unwrap();
+    let helper = Script::new([
+        Turn::tool_call("Bash", json!({"command": "echo from-the-helper"})),
+        Turn::text("The helper found it."),
+    ]);
+    let server = ScriptedModelServer::start(
+        Script::new([
+            Turn::tool_call(
+                "Agent",
+                json!({"description": "look", "prompt": "sub-agent-prompt-text", "subagent_type": "helper"}),
+            ),
+            Turn::text("All done here."),
+        ])
+        .with_agent(HELPER, helper),
+    )
+    .await;
+    let tmux = launch_with("nest", home.path(), work.path(), &server, "tui", "--yolo");
+    tmux.wait_for("Enter sends").await;
+    submit(&tmux, "use the helper").await;
+    let screen = tmux.wait_for("All done here.").await;
+    assert!(screen.contains("agent helper-"), "{screen}");
+    assert!(screen.contains("1 tool use(s)"), "{screen}");
+    assert!(screen.contains("completed after 2 turn(s)"), "{screen}");
+    assert!(!screen.contains("sub-agent-prompt-text"), "{screen}");
+    assert!(!screen.contains("from-the-helper"), "{screen}");
+    let screen = tmux.wait_for("[completed]").await;
+    assert_eq!(screen.matches("[completed]").count(), 1, "{screen}");
+
+    tmux.send_key("C-o");
+    let screen = tmux.wait_for("prompt: sub-agent-prompt-text").await;
+    assert!(screen.contains("Bash: echo from-the-helper"), "{screen}");
+    tmux.send_key("C-o");
+
+    tmux.send_text("/agents");
+    tmux.send_key("Enter");
+    tmux.wait_for("✓ agent helper-").await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}

@@ -440,3 +440,64 @@ async fn every_json_line_of_a_sub_agent_names_it_and_its_agent_call() {
         assert!(line.get("parent_tool_use_id").is_none(), "{line}");
     }
 }
+
+#[tokio::test]
+async fn checkpoints_restore_dry_run_shows_what_would_change_and_changes_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let store =
+        kaji_core::checkpoints::CheckpointStore::open(&home.path().join("kaji-home"), work.path())
+            .unwrap();
+    std::fs::write(work.path().join("kept.txt"), "first\n").unwrap();
+    std::fs::write(work.path().join("gone.txt"), "old\n").unwrap();
+    let first = store.commit("task start").await.unwrap().unwrap();
+    std::fs::write(work.path().join("kept.txt"), "second\n").unwrap();
+    std::fs::remove_file(work.path().join("gone.txt")).unwrap();
+    std::fs::write(work.path().join("mine.txt"), "the user's own work\n").unwrap();
+
+    let dir = work.path().to_str().unwrap();
+    let out = kaji(home.path())
+        .args([
+            "checkpoints",
+            "-C",
+            dir,
+            "restore",
+            first.id.short(),
+            "--dry-run",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("remove  mine.txt (created after the checkpoint)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("restore gone.txt (deleted after the checkpoint)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("revert  kept.txt"), "{stdout}");
+    assert!(
+        work.path().join("mine.txt").exists(),
+        "a dry run changed nothing"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("kept.txt")).unwrap(),
+        "second\n"
+    );
+
+    // Without --dry-run (and no terminal to confirm in) it restores, after
+    // saying what it does.
+    let out = kaji(home.path())
+        .args(["checkpoints", "-C", dir, "restore", first.id.short()])
+        .output()
+        .await
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(stdout.contains("remove  mine.txt"), "{stdout}");
+    assert!(!work.path().join("mine.txt").exists());
+    assert!(work.path().join("gone.txt").exists());
+}
