@@ -1286,8 +1286,9 @@ impl Task {
         let state = Arc::clone(&self.state);
         let timeout = crate::checkpoints::initial_checkpoint_timeout();
         let slot = self.config.start_checkpoint.clone();
+        let label = start_label(&self.lock().prompt);
         tokio::spawn(async move {
-            match store.commit_within("task start", timeout).await {
+            match store.commit_within(&label, timeout).await {
                 Ok(taken) => {
                     // Nothing changed since the latest checkpoint: that
                     // one holds the files as they are.
@@ -1635,9 +1636,10 @@ impl Task {
             let a = st.assembler.take();
             let reported = a.as_ref().map(|a| a.usage()).unwrap_or_default();
             // A server that reports no usage gets an estimate; a reply kaji
-            // cut short itself (a rejection, an abort) may just not have
-            // reached its usage yet, and gets none.
-            let cut_by_us = presented.interrupted || self.cancel.is_cancelled();
+            // cut short after a rejection may just not have reached its
+            // usage yet, and gets none. An aborted reply gets an estimate:
+            // its request was paid for, and the task reports it (#32).
+            let cut_by_us = presented.interrupted;
             let (usage, estimated) = match a.as_ref() {
                 Some(a) if reported == Usage::default() && st.stream_had_content && !cut_by_us => {
                     let broken = matches!(st.stream_end, Some(Err(_)));
@@ -2291,6 +2293,20 @@ fn strip_thinking_leftovers(text: &str) -> String {
 
 fn describe_llm_error(e: &LlmError) -> String {
     e.to_string()
+}
+
+/// The label of a task's first checkpoint: `task start: PROMPT` (its
+/// first line, cut to 60 characters), so a listing names the prompt.
+fn start_label(prompt: &str) -> String {
+    let first = prompt.trim().lines().next().unwrap_or("").trim();
+    if first.is_empty() {
+        return "task start".into();
+    }
+    let mut cut: String = first.chars().take(60).collect();
+    if first.chars().count() > 60 {
+        cut.push('…');
+    }
+    format!("task start: {cut}")
 }
 
 /// The most text of a broken-off reply the history keeps.

@@ -627,6 +627,28 @@ impl App {
         }
     }
 
+    /// Shows, dimmed, what a resumed session said before its conversation
+    /// was compacted (from its session file); the compacted history
+    /// follows ([`App::show_history`]).
+    pub fn show_earlier(&mut self, events: Vec<TaskEvent>) {
+        if events.is_empty() {
+            return;
+        }
+        let from = self.entries.len();
+        self.note("── earlier conversation, before it was compacted ──".into());
+        for event in events {
+            self.on_event(event);
+        }
+        for entry in &mut self.entries[from..] {
+            entry.style = EntryStyle::Note;
+        }
+        // The history's events number their messages from 1 again.
+        self.by_id.clear();
+        self.previews.clear();
+        self.running = false;
+        self.bell = false;
+    }
+
     /// Shows a conversation loaded from disk, as it was shown live.
     pub fn show_history(&mut self, history: &[kaji_protocol::Message]) {
         for event in kaji_core::session::transcript::history_events(history) {
@@ -729,7 +751,7 @@ impl App {
                     return;
                 }
                 let (style, text) = match kind {
-                    SayKind::UserFeedback => (EntryStyle::User, prefix_lines("> ", &text)),
+                    SayKind::UserFeedback => (EntryStyle::User, user_prompt_text(&text)),
                     SayKind::Text => (EntryStyle::Text, text),
                     SayKind::Reasoning => (EntryStyle::Reasoning, text),
                     SayKind::Tool => (EntryStyle::Tool, format!("⏺ {text}")),
@@ -1105,12 +1127,12 @@ impl App {
             AskStage::Choose => match key.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') => self.answer(AskResponse::Approve),
                 KeyCode::Char('a') | KeyCode::Char('A')
-                    if matches!(kind, AskKind::Tool | AskKind::Command) =>
+                    if matches!(kind, AskKind::Tool | AskKind::Command) && self.can_remember() =>
                 {
                     self.answer(AskResponse::ApproveAlways)
                 }
                 KeyCode::Char('p') | KeyCode::Char('P')
-                    if matches!(kind, AskKind::Tool | AskKind::Command) =>
+                    if matches!(kind, AskKind::Tool | AskKind::Command) && self.can_remember() =>
                 {
                     self.answer(AskResponse::ApproveAlwaysProject)
                 }
@@ -1175,6 +1197,14 @@ impl App {
         self.input.insert_str(text);
     }
 
+    /// Whether the pending approval has a rule an "always" answer stores.
+    fn can_remember(&self) -> bool {
+        matches!(
+            self.pending.as_ref().and_then(|p| p.request.payload.as_ref()),
+            Some(AskPayload::ToolApproval { always, .. }) if !always.is_empty()
+        )
+    }
+
     /// The prompt shown in the ask area, if an ask is pending.
     pub fn ask_prompt(&self) -> Option<(String, &'static str)> {
         let p = self.pending.as_ref()?;
@@ -1191,9 +1221,12 @@ impl App {
                 "type your answer, or an option's number, + Enter"
             }
             (AskStage::Text, _) => "type your answer + Enter",
-            (AskStage::Choose, AskKind::Tool | AskKind::Command) => {
+            (AskStage::Choose, AskKind::Tool | AskKind::Command) if self.can_remember() => {
                 "y approve · a always (this session) · p always (this project) · n deny"
             }
+            // Nothing narrow enough to remember (a sandbox retry, say):
+            // "always" would store nothing, so it is not offered.
+            (AskStage::Choose, AskKind::Tool | AskKind::Command) => "y approve this once · n deny",
             (AskStage::Choose, AskKind::Plan) => "y approve the plan · n give feedback",
             (AskStage::Choose, _) => "y yes · n no",
         };
@@ -1284,6 +1317,17 @@ fn followup_options(payload: Option<&AskPayload>) -> Vec<String> {
         Some(AskPayload::Followup { options }) => options.clone(),
         _ => Vec::new(),
     }
+}
+
+/// A user's prompt as typed (`> …`), its attached files one line each
+/// (`⎿ Read src/a.rs (12 lines)`) rather than their contents.
+fn user_prompt_text(text: &str) -> String {
+    let (typed, files) = super::mentions::split_attachments(text);
+    let mut out = prefix_lines("> ", typed);
+    for (path, lines) in files {
+        out.push_str(&format!("\n  ⎿ Read {path} ({lines} lines)"));
+    }
+    out
 }
 
 fn prefix_lines(prefix: &str, text: &str) -> String {

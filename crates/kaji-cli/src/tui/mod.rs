@@ -434,6 +434,24 @@ async fn with_mentions(
     (prompt, images)
 }
 
+/// What the session file holds before its last compaction, as events
+/// (empty when it was never compacted or cannot be read).
+fn earlier_transcript(session: &Session) -> Vec<TaskEvent> {
+    use kaji_core::session::record::SessionRecord;
+    let store = kaji_core::session::store::SessionStore::new(&crate::paths::kaji_home());
+    let Ok(mut loaded) = store.load(session.id()) else {
+        return Vec::new();
+    };
+    let cut = loaded.records.iter().rposition(
+        |r| matches!(r, SessionRecord::HistoryReplaced { reason, .. } if reason == "compaction"),
+    );
+    let Some(cut) = cut else {
+        return Vec::new();
+    };
+    loaded.records.truncate(cut);
+    crate::sessions_cmd::transcript_events(&loaded, None)
+}
+
 /// Runs a custom command's prompt (with its model and allowed tools) in
 /// the background; its end comes back as [`UiMessage::Done`].
 fn start_command(
@@ -509,6 +527,15 @@ async fn event_loop(
         || kaji_core::trust::is_trusted(&crate::paths::kaji_home(), session.project_dir())
             .unwrap_or(false);
     app.seed_usage(&session.usage());
+    if session.is_resuming() {
+        // Continued: the status line keeps the cost and the context.
+        let info = session.model_info();
+        app.cost_usd = info
+            .prices
+            .map(|p| kaji_llm::pricing::cost_usd(&session.usage(), &p));
+        app.context_window = Some(info.context_window).filter(|w| *w > 0);
+        app.context_tokens = kaji_core::compaction::estimate_tokens(&session.history());
+    }
     {
         let root = session.cwd();
         let tx = tx.clone();
@@ -524,6 +551,7 @@ async fn event_loop(
         app.error(w);
     }
     if session.is_resuming() {
+        app.show_earlier(earlier_transcript(session));
         app.show_history(&session.history());
     } else {
         let cwd = session.cwd();

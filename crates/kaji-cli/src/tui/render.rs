@@ -544,7 +544,12 @@ mod tests {
                 id: 1,
                 kind: kaji_protocol::AskKind::Command,
                 text: format!("Bash: {}", "x ".repeat(800)),
-                payload: None,
+                payload: Some(kaji_protocol::AskPayload::ToolApproval {
+                    tool: "Bash".into(),
+                    input: serde_json::json!({}),
+                    preview: None,
+                    always: vec!["Bash(x:*)".into()],
+                }),
                 agent: "main".into(),
             },
             tx,
@@ -553,6 +558,39 @@ mod tests {
         assert!(s.contains("Run this command?"), "{s}");
         assert!(s.contains("y approve · a always"), "{s}");
         assert!(s.contains("waiting for you"), "{s}");
+    }
+
+    #[test]
+    fn an_ask_with_nothing_to_remember_offers_no_always() {
+        // A retry outside the sandbox stores no rule: only yes or no.
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        let (tx, _rx) = tokio::sync::oneshot::channel();
+        app.on_ask(
+            kaji_core::AskRequest {
+                id: 1,
+                kind: kaji_protocol::AskKind::Command,
+                text: "Bash: make failed in the sandbox (write denied). Run it again outside the sandbox?".into(),
+                payload: Some(kaji_protocol::AskPayload::ToolApproval {
+                    tool: "Bash".into(),
+                    input: serde_json::json!({}),
+                    preview: None,
+                    always: Vec::new(),
+                }),
+                agent: "main".into(),
+            },
+            tx,
+        );
+        let s = screen(&mut app, 100, 16);
+        assert!(s.contains("y approve this once · n deny"), "{s}");
+        assert!(!s.contains("always"), "{s}");
+        app.on_key(crossterm::event::KeyEvent::from(
+            crossterm::event::KeyCode::Char('a'),
+        ));
+        assert!(
+            app.pending.is_some(),
+            "`a` stores nothing here and answers nothing"
+        );
     }
 
     #[test]

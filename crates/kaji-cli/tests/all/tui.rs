@@ -566,6 +566,8 @@ async fn the_summary_on_quit_and_kaji_c_continuing_the_conversation() {
     let screen = tmux.wait_for("Enter sends").await;
     assert!(screen.contains("> remember the word kiwi"), "{screen}");
     assert!(screen.contains("resumed"), "{screen}");
+    // The status line keeps the context it had (#32).
+    assert!(screen.contains(" · context "), "{screen}");
     submit(&tmux, "what was the word").await;
     tmux.wait_for("✓ it was kiwi").await;
     server.wait_for_requests(2).await;
@@ -602,12 +604,35 @@ async fn at_mentions_complete_and_attach_the_file() {
     tmux.send_key("Enter");
     let screen = tmux.wait_for("✓ summarised").await;
     assert!(screen.contains("attached @docs/notes.txt"), "{screen}");
+    // The transcript shows what was typed and the attachment as one line
+    // (#32), not the file's content.
+    assert!(screen.contains("> summarise @docs/notes.txt"), "{screen}");
+    assert!(
+        screen.contains("⎿ Read docs/notes.txt (1 lines)"),
+        "{screen}"
+    );
+    assert!(!screen.contains("the-content-of-notes"), "{screen}");
     server.wait_for_requests(1).await;
     let body = server.requests()[0].body.to_string();
     assert!(body.contains("the-content-of-notes"), "{body}");
     assert!(!body.contains("not this one"), "{body}");
     tmux.send_key("Enter");
     tmux.wait_for("[completed]").await;
+    // Esc Esc puts back what was typed, not the attached file.
+    tmux.send_key("Escape");
+    tmux.wait_for("Esc again").await;
+    tmux.send_key("Escape");
+    tmux.wait_until("the picker", |s| s.lines().any(|l| l.contains("› 1.")))
+        .await;
+    tmux.send_key("Enter");
+    let screen = tmux.wait_for("rewound to before").await;
+    if screen.contains("restore files?") {
+        tmux.send_key("n");
+    }
+    let screen = tmux.wait_for("› summarise @docs/notes.txt").await;
+    assert!(!screen.contains("<file"), "{screen}");
+    assert!(!screen.contains("the-content-of-notes"), "{screen}");
+    tmux.send_key("C-c"); // clears the input
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }
 
@@ -932,5 +957,43 @@ async fn a_sub_agent_is_folded_under_its_agent_call() {
     tmux.send_text("/agents");
     tmux.send_key("Enter");
     tmux.wait_for("✓ agent helper-").await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+/// #32: a session continued after `/compact` shows its earlier
+/// conversation (dimmed) and the summary, not an empty screen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_session_continued_shows_the_summary_and_what_came_before() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(
+        Script::new([
+            Turn::text("the-first-answer"),
+            Turn::text("SUMMARY-OF-IT-ALL: a question was answered."),
+        ])
+        .with_route("[COMPACTION]", 1),
+    )
+    .await;
+    let tmux = launch("compacted", home.path(), work.path(), &server);
+    tmux.wait_for("Enter sends").await;
+    submit(&tmux, "the first question").await;
+    tmux.wait_for("[completed]").await;
+    submit(&tmux, "/compact").await;
+    server.wait_for_requests(2).await;
+    tmux.wait_until("compaction done", |s| !s.contains("working…"))
+        .await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+    drop(tmux);
+
+    std::fs::remove_file(home.path().join("exit-code")).unwrap();
+    let tmux = launch_with("compacted2", home.path(), work.path(), &server, "", "-c");
+    let screen = tmux.wait_for("Enter sends").await;
+    assert!(
+        screen.contains("earlier conversation, before it was compacted"),
+        "{screen}"
+    );
+    assert!(screen.contains("the first question"), "{screen}");
+    assert!(screen.contains("the-first-answer"), "{screen}");
+    assert!(screen.contains("SUMMARY-OF-IT-ALL"), "{screen}");
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }

@@ -501,3 +501,111 @@ async fn checkpoints_restore_dry_run_shows_what_would_change_and_changes_nothing
     assert!(!work.path().join("mine.txt").exists());
     assert!(work.path().join("gone.txt").exists());
 }
+
+#[tokio::test]
+async fn an_aborted_task_reports_the_tokens_it_used() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::text(
+        "a long answer that is still streaming",
+    )
+    .and_hold()
+    .without_usage()]))
+    .await;
+    let mut cmd = against(
+        home.path(),
+        work.path(),
+        &server.anthropic_base_url(),
+        &["exec", "--json"],
+    );
+    let child = cmd.arg("tell me everything").spawn().unwrap();
+    server.wait_for_holds(1).await;
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let lines = lines(&out.stdout);
+    let last = lines.last().unwrap();
+    assert_eq!(last["status"], "aborted", "{last}");
+    assert!(
+        last["usage"]["input_tokens"].as_u64().unwrap_or(0) > 0,
+        "the aborted request was paid for: {last}"
+    );
+    server.release();
+}
+
+#[tokio::test]
+async fn a_checkpoint_label_names_its_prompt() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Write", json!({"file_path": "a.txt", "content": "a\n"})),
+        Turn::text("Wrote it."),
+    ]))
+    .await;
+    let mut cmd = against(
+        home.path(),
+        work.path(),
+        &server.anthropic_base_url(),
+        &["exec", "--yolo"],
+    );
+    let out = cmd.arg("make the file please").output().await.unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = kaji(home.path())
+        .args(["checkpoints", "-C"])
+        .arg(work.path())
+        .arg("list")
+        .output()
+        .await
+        .unwrap();
+    let listing = text(&out.stdout);
+    assert!(
+        listing.contains("task start: make the file please"),
+        "{listing}"
+    );
+}
+
+#[tokio::test]
+async fn the_exec_transcript_shows_each_edit_as_a_numbered_diff_and_the_task_list_as_lines() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "one\ntwo\nthree\nfour\n").unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call(
+            "Edit",
+            json!({"file_path": "a.txt", "old_string": "three", "new_string": "THREE"}),
+        ),
+        Turn::tool_call(
+            "TaskCreate",
+            json!({"subject": "Ship it", "description": "x"}),
+        ),
+        Turn::tool_call(
+            "Bash",
+            json!({"command": "echo first\necho the-last-line-of-the-command"}),
+        ),
+        Turn::text("Done."),
+    ]))
+    .await;
+    let mut cmd = against(
+        home.path(),
+        work.path(),
+        &server.anthropic_base_url(),
+        &["exec", "--yolo"],
+    );
+    let out = cmd.arg("edit it").output().await.unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    // One diff, with context and line numbers.
+    assert!(stdout.contains("-    3 three"), "{stdout}");
+    assert!(stdout.contains("+    3 THREE"), "{stdout}");
+    assert!(stdout.contains("     2 two"), "{stdout}");
+    assert_eq!(stdout.matches("+    3 THREE").count(), 1, "{stdout}");
+    // The task list as lines, not JSON.
+    assert!(stdout.contains("#1 [pending] Ship it"), "{stdout}");
+    assert!(!stdout.contains("\"subject\""), "{stdout}");
+    // A command of several lines is shown whole.
+    assert!(
+        stdout.contains("│ echo the-last-line-of-the-command"),
+        "{stdout}"
+    );
+}

@@ -201,6 +201,12 @@ impl Session {
         &self.services.provider_config
     }
 
+    /// The main model's context window and prices (`[models]` settings,
+    /// else kaji's table).
+    pub fn model_info(&self) -> kaji_llm::pricing::ModelInfo {
+        kaji_llm::pricing::model_info(&self.services.provider_config.model, &self.services.models)
+    }
+
     /// How hard the model is asked to think now (`reasoning`,
     /// `--reasoning`, `/reasoning`).
     pub fn reasoning(&self) -> kaji_llm::Reasoning {
