@@ -148,6 +148,17 @@ impl SpawnOptions {
 pub fn spawn_in_group_with(mut cmd: Command, options: &SpawnOptions) -> io::Result<GroupChild> {
     scrub_secret_env(&mut cmd, &options.env);
     cmd.process_group(0).kill_on_drop(true);
+    // No orphans even if kaji is killed right after the fork: the child
+    // registers its group with the watchdog before it execs (see
+    // `crate::watchdog`). First of the hooks, before any confinement.
+    if let Some(fd) = crate::watchdog::child_registration_fd() {
+        // SAFETY: register_self makes only async-signal-safe calls (getpid,
+        // write) on an fd that outlives the spawn (the watchdog's pipe is
+        // never closed while kaji runs).
+        unsafe {
+            cmd.pre_exec(move || crate::watchdog::register_self(fd));
+        }
+    }
     let sandboxed = match options.sandbox.as_deref().filter(|p| p.is_enabled()) {
         Some(policy) => Some(confine(&mut cmd, policy)?),
         None => None,
@@ -169,7 +180,7 @@ pub fn spawn_in_group_with(mut cmd: Command, options: &SpawnOptions) -> io::Resu
         .ok_or_else(|| io::Error::other("the child exited before its pid could be read"))?;
     let pgid = libc::pid_t::try_from(pid)
         .map_err(|_| io::Error::other(format!("pid {pid} out of range")))?;
-    // No orphans even if kaji is killed: see `crate::watchdog`.
+    // For `kaji ps`, should the watchdog itself be killed.
     crate::watchdog::register(pgid, &description);
     Ok(GroupChild {
         child,

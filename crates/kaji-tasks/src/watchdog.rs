@@ -8,7 +8,9 @@
 //! read end of a pipe whose write end only kaji holds (close-on-exec, so no
 //! child inherits it). Every process group spawned through
 //! [`crate::process`] is registered by writing its group id down the pipe
-//! (a negative id unregisters it once kaji has seen the group end). When
+//! — by the child itself, between `fork` and `exec`, so no command runs
+//! unwatched ([`register_self`]) — and a negative id, written by kaji,
+//! unregisters it once kaji has seen the group end. When
 //! the pipe reaches end-of-file — kaji exited or was killed, by whatever
 //! means — the watchdog sends `SIGTERM` to every registered group, waits
 //! up to the kill grace for them to go, sends `SIGKILL` to the rest, and
@@ -31,10 +33,13 @@
 //! been killed.
 //!
 //! Limits: a process that leaves its group (`setsid`) escapes, as it does
-//! [`crate::process`]; a group that ends between its spawn and its
-//! registration (microseconds) is not watched; the table holds 4,096
-//! groups at once (more are not watched); a group id kaji saw end but had
-//! not yet unregistered when it died may, in theory, have been reused.
+//! [`crate::process`]; `groups.json` learns of a group only after its spawn
+//! returned (the watchdog before its `exec`), so `kaji ps` may miss a group
+//! if kaji *and* the watchdog are killed in those microseconds; the table
+//! holds 4,096 groups at once (more are not watched); a group id kaji saw
+//! end but had not yet unregistered when it died, or that of a child whose
+//! `exec` failed after it registered itself, may in theory have been
+//! reused by the time the watchdog signals it.
 //! Setting `KAJI_WATCHDOG=off` disables the watchdog (for tests of the
 //! orphan listing).
 //!
@@ -114,15 +119,50 @@ pub fn describe(cmd: &std::process::Command) -> String {
     text
 }
 
-/// Registers group `pgid` (just spawned) with the watchdog, starting the
-/// watchdog if this is the first group, and records it. Never fails: a
-/// watchdog that cannot be started leaves the other safeguards in place.
+/// The write end of the watchdog's pipe, starting the watchdog if it is
+/// not running yet; `None` when it is disabled or could not be started.
+///
+/// A child about to be spawned registers itself with it through
+/// [`register_self`], between `fork` and `exec`: the watchdog then knows
+/// the group before the command can run a single instruction, so a kaji
+/// killed at any moment after the fork leaves no unwatched group.
+pub fn child_registration_fd() -> Option<std::os::fd::RawFd> {
+    use std::os::fd::AsRawFd;
+    watchdog().map(|w| w.write_fd.as_raw_fd())
+}
+
+/// Registers the calling process's own group with the watchdog through
+/// `fd` (from [`child_registration_fd`]).
+///
+/// Runs in a forked child before `exec` (a `pre_exec` hook, after the
+/// child became the leader of its own group): async-signal-safe calls
+/// only, `getpid` and `write`. The pipe's write end is close-on-exec, so
+/// the command itself never holds it. The id written is the child's pid,
+/// which is its group id: should the group not have been created, the
+/// watchdog's signal to it finds nothing.
+pub fn register_self(fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: getpid cannot fail; write sends 4 bytes from a live buffer
+    // (atomic on a pipe) to an fd inherited from the parent.
+    unsafe {
+        let bytes = libc::getpid().to_ne_bytes();
+        loop {
+            let rc = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+            // Reading errno this way allocates nothing.
+            let interrupted = std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR);
+            if rc >= 0 || !interrupted {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Records group `pgid` (just spawned; the child registered itself with
+/// the watchdog before its `exec`, see [`register_self`]) for `kaji ps`.
+/// Never fails: a record that cannot be written leaves the watchdog in
+/// place.
 pub fn register(pgid: i32, command: &str) {
     if pgid <= 0 {
         return;
-    }
-    if let Some(w) = watchdog() {
-        w.send(pgid);
     }
     let record = GroupRecord {
         pgid,

@@ -8,7 +8,13 @@
 //!
 //! ```text
 //! runtime-orphan-probe KAJI_HOME SESSION_ID
+//! runtime-orphan-probe --killed-by-its-child PID_FILE
 //! ```
+//!
+//! The second form spawns one shell (through `kaji_tasks::process`) whose
+//! first act is to start a grandchild, write both pids to `PID_FILE` and
+//! `SIGKILL` the probe — before the probe's `spawn` can have returned and
+//! recorded anything.
 //!
 //! It must never end its children itself: the test checks that they die
 //! with it anyway.
@@ -20,12 +26,17 @@ use std::time::Duration;
 
 use kaji_tasks::RuntimeTaskRegistry;
 use kaji_tasks::process;
-use kaji_tasks::runtime::{MAIN_CALLER, RuntimeConfig};
+use kaji_tasks::runtime::{MAIN_CALLER, ReadWait, RuntimeConfig};
 
 const SCRIPT: &str = "sleep 1000 & (sleep 1000 &) ; echo started; wait";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, pid_file] = args.as_slice()
+        && flag == "--killed-by-its-child"
+    {
+        return killed_by_its_child(pid_file);
+    }
     let [home, session] = args.as_slice() else {
         eprintln!("usage: runtime-orphan-probe KAJI_HOME SESSION_ID");
         return ExitCode::from(2);
@@ -56,10 +67,10 @@ async fn run(home: &Path, session: &str) -> Result<(), String> {
     let mut seen = String::new();
     while !seen.contains("started") {
         let read = registry
-            .read_since_last(
+            .read_waiting(
                 "probe",
                 background.id.as_str(),
-                true,
+                ReadWait::NewOutput,
                 Duration::from_secs(60),
             )
             .await
@@ -82,4 +93,32 @@ async fn run(home: &Path, session: &str) -> Result<(), String> {
     std::future::pending::<()>().await;
     drop((foreground, registry));
     Ok(())
+}
+
+/// Spawns a shell that kills this process as soon as it runs; waits.
+fn killed_by_its_child(pid_file: &str) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("runtime-orphan-probe: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let script = format!(
+        "sleep 1000 & echo \"$$ $!\" > '{pid_file}.tmp' && mv '{pid_file}.tmp' '{pid_file}'; \
+         kill -9 $PPID; wait"
+    );
+    runtime.block_on(async {
+        match process::spawn_in_group(process::shell_command(&script)) {
+            Ok(child) => {
+                std::future::pending::<()>().await;
+                drop(child);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("runtime-orphan-probe: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
 }

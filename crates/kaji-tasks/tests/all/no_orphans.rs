@@ -84,6 +84,38 @@ fn sigkill_of_kaji_leaves_no_child_or_grandchild() {
     );
 }
 
+/// A command whose first act is to kill kaji — before kaji's `spawn`
+/// returned and could record anything — still dies with it: the child
+/// registered its own group with the watchdog before it ran.
+#[test]
+fn a_command_that_kills_kaji_at_once_leaves_no_orphan() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pid_file = dir.path().join("pids");
+    let mut probe = Command::new(PROBE)
+        .arg("--killed-by-its-child")
+        .arg(&pid_file)
+        .env("KAJI_KILL_GRACE_MS", "200")
+        .spawn()
+        .expect("spawn probe");
+    let status = probe.wait().expect("wait for the probe");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "the probe should have been killed by its child: {status:?}"
+    );
+    let text = std::fs::read_to_string(&pid_file).expect("the shell wrote its pids first");
+    let pids: Vec<i32> = text
+        .split_whitespace()
+        .map(|p| p.parse().expect("pid"))
+        .collect();
+    assert_eq!(pids.len(), 2, "{text:?}");
+    assert!(
+        all_gone_within(&pids, Duration::from_secs(30)),
+        "survivors: {:?}",
+        pids.iter().filter(|&&p| !is_gone(p)).collect::<Vec<_>>()
+    );
+}
+
 #[test]
 fn without_the_watchdog_the_orphans_are_found_and_ended() {
     let home = tempfile::tempdir().expect("tempdir");

@@ -1,0 +1,119 @@
+//! The Task's checkpoints: the initial one, taken in the background behind
+//! the write gate, and one after each call that changed files. A failed
+//! checkpoint is said, never fatal to the task.
+
+use std::sync::Arc;
+
+use kaji_protocol::{SayKind, SayPayload};
+
+use super::Task;
+use crate::parser::ToolCall;
+use crate::session::record::SessionRecord;
+
+impl Task {
+    /// The seed's initial checkpoint: taken in the background; the gate
+    /// opens when it is done (or failed), so writes wait and reads do not.
+    pub(super) fn start_initial_checkpoint(&self) {
+        let Some(gate) = self.executor.checkpoint_gate().cloned() else {
+            return;
+        };
+        let Some(store) = self.config.checkpoints.clone() else {
+            return;
+        };
+        let emitter = self.emitter.clone();
+        let state = Arc::clone(&self.state);
+        let timeout = crate::checkpoints::initial_checkpoint_timeout();
+        let slot = self.config.start_checkpoint.clone();
+        let label = start_label(&self.lock().prompt);
+        tokio::spawn(async move {
+            match store.commit_within(&label, timeout).await {
+                Ok(taken) => {
+                    // Nothing changed since the latest checkpoint: that
+                    // one holds the files as they are.
+                    let id = match taken {
+                        Some(cp) => Some(cp.id),
+                        None => store.latest().await.ok().flatten().map(|cp| cp.id),
+                    };
+                    if let Some(slot) = slot {
+                        *slot.lock().unwrap_or_else(|e| e.into_inner()) =
+                            id.map(|id| id.as_str().to_string());
+                    }
+                }
+                Err(crate::checkpoints::CheckpointError::Timeout { after }) => {
+                    // A huge tree never blocks the first write for long:
+                    // this task goes on without checkpoints.
+                    state.lock().unwrap_or_else(|e| e.into_inner()).checkpoints = None;
+                    emitter.say(
+                        SayKind::Error,
+                        format!(
+                            "The initial checkpoint took longer than {} s and was given up; this task takes no checkpoints (KAJI_CHECKPOINT_TIMEOUT_MS sets the limit).",
+                            after.as_secs_f64()
+                        ),
+                        None,
+                    );
+                }
+                // The task ended (and its runtime went away) before the
+                // checkpoint did: nothing is left to protect.
+                Err(crate::checkpoints::CheckpointError::Cancelled) => {}
+                Err(e) => {
+                    emitter.say(
+                        SayKind::Error,
+                        format!("The initial checkpoint failed; changes of this task cannot be undone with `kaji checkpoints`: {e}"),
+                        None,
+                    );
+                }
+            }
+            gate.open();
+        });
+    }
+
+    /// A checkpoint after a tool call that changed files.
+    pub(super) async fn checkpoint_after(&self, call: &ToolCall) {
+        let (store, turn) = {
+            let st = self.lock();
+            (st.checkpoints.clone(), st.turns)
+        };
+        let Some(store) = store else {
+            return;
+        };
+        let label = format!("turn {turn}: {}", call.name);
+        match store.commit(&label).await {
+            Ok(Some(cp)) => {
+                self.config.recorder.record(SessionRecord::Checkpoint {
+                    id: cp.id.as_str().to_string(),
+                    label: label.clone(),
+                });
+                self.emitter.say(
+                    SayKind::Info,
+                    format!("checkpoint {} ({label})", cp.id.short()),
+                    Some(SayPayload::Checkpoint {
+                        checkpoint: cp.id.as_str().to_string(),
+                        label: label.clone(),
+                    }),
+                );
+            }
+            Ok(None) => {}
+            Err(e) => {
+                self.emitter.say(
+                    SayKind::Error,
+                    format!("checkpoint after {} failed: {e}", call.name),
+                    None,
+                );
+            }
+        }
+    }
+}
+
+/// The label of a task's first checkpoint: `task start: PROMPT` (its
+/// first line, cut to 60 characters), so a listing names the prompt.
+fn start_label(prompt: &str) -> String {
+    let first = prompt.trim().lines().next().unwrap_or("").trim();
+    if first.is_empty() {
+        return "task start".into();
+    }
+    let mut cut: String = first.chars().take(60).collect();
+    if first.chars().count() > 60 {
+        cut.push('…');
+    }
+    format!("task start: {cut}")
+}
