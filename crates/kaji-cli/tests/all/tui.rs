@@ -968,7 +968,9 @@ async fn a_compacted_session_continued_shows_the_summary_and_what_came_before() 
     let work = tempfile::tempdir().unwrap();
     let server = ScriptedModelServer::start(
         Script::new([
-            Turn::text("the-first-answer"),
+            // Long enough that its summary is shorter (compaction only
+            // shrinks).
+            Turn::text(format!("the-first-answer {}", "padding ".repeat(200))),
             Turn::text("SUMMARY-OF-IT-ALL: a question was answered."),
         ])
         .with_route("[COMPACTION]", 1),
