@@ -1259,7 +1259,7 @@ impl App {
 /// rules, or that nothing narrow enough exists.
 fn always_line(always: &[String]) -> String {
     if always.is_empty() {
-        "always: nothing narrow enough to remember; a and p approve this call once".to_string()
+        "nothing here can be remembered: this answer is for this call only".to_string()
     } else {
         format!(
             "always stores {} — a: for this session · p: for this project, in .kaji/config.local.toml",

@@ -427,10 +427,7 @@ mod table_tests {
             "Before.\n\n| name | size |\n|---|---:|\n| a.rs | 12 |\n| longer.rs | 3 |\n\nAfter.";
         let lines = plain(&render(text));
         assert!(lines.contains(&"name      │ size".to_string()), "{lines:?}");
-        assert!(
-            lines.contains(&"──────────┼──────".to_string()),
-            "{lines:?}"
-        );
+        assert!(lines.contains(&"──────────┼─────".to_string()), "{lines:?}");
         assert!(lines.contains(&"a.rs      │ 12".to_string()), "{lines:?}");
         assert!(lines.contains(&"longer.rs │ 3".to_string()), "{lines:?}");
         assert!(lines.iter().all(|l| !l.contains("|---")), "{lines:?}");

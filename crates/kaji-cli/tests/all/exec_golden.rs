@@ -90,7 +90,18 @@ impl Run {
             .await
             .unwrap();
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        let out = child.wait_with_output().await.unwrap();
+        let mut out = child.wait_with_output().await.unwrap();
+        // The aborted round's usage is kaji's estimate from the request's
+        // size, which the temporary paths in it vary: only its presence is
+        // golden.
+        let tokens = regex::Regex::new(r#""(input|output|context)_tokens":\d+"#).unwrap();
+        out.stdout = tokens
+            .replace_all(
+                &String::from_utf8_lossy(&out.stdout),
+                r#""${1}_tokens":"<N>""#,
+            )
+            .into_owned()
+            .into_bytes();
         self.compare(name, &server, out, 130);
     }
 
@@ -499,7 +510,8 @@ async fn hook_blocks_task_start() {
 ///
 /// The turn sends no usage: the command runs before the rest of the reply
 /// (and its usage) is read, so whether the usage was read by the abort is
-/// a race.
+/// a race. The aborted round gets kaji's estimate instead (its request was
+/// paid for), a `usage` line whose numbers are normalised.
 #[tokio::test]
 async fn aborted_by_sigterm() {
     let run = Run::new();

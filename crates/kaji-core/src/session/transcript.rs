@@ -107,12 +107,12 @@ pub fn user_texts(history: &[Message]) -> Vec<(usize, usize, &str)> {
     out
 }
 
-/// Texts kaji itself put into a user message: results in the xml protocol,
-/// hook context, reminders, notices.
 /// How a compacted history's summary message starts
 /// ([`crate::compaction::compacted_history`]).
 const SUMMARY_MARK: &str = "[CONVERSATION SUMMARY]";
 
+/// Texts kaji itself put into a user message: results in the xml protocol,
+/// hook context, reminders, notices.
 fn is_notice(text: &str) -> bool {
     let t = text.trim_start();
     t.starts_with('[')
