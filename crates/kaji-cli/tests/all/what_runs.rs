@@ -609,3 +609,47 @@ async fn the_exec_transcript_shows_each_edit_as_a_numbered_diff_and_the_task_lis
         "{stdout}"
     );
 }
+
+#[tokio::test]
+async fn the_exec_transcript_indents_a_sub_agent_under_its_call() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let agents = work.path().join(".kaji/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("helper.md"),
+        format!("---\nname: helper\ndescription: Helps\ntools: Read, Bash\n---\n{HELPER}\n"),
+    )
+    .unwrap();
+    let helper = Script::new([
+        Turn::tool_call("Bash", json!({"command": "echo from-the-helper"})),
+        Turn::text("The helper is done."),
+    ]);
+    let server = ScriptedModelServer::start(
+        Script::new([
+            Turn::tool_call(
+                "Agent",
+                json!({"description": "help", "prompt": "the-sub-agent-prompt", "subagent_type": "helper"}),
+            ),
+            Turn::text("All done."),
+        ])
+        .with_agent(HELPER, helper),
+    )
+    .await;
+    let mut cmd = against(
+        home.path(),
+        work.path(),
+        &server.anthropic_base_url(),
+        &["exec", "--yolo"],
+    );
+    let out = cmd.arg("use the helper").output().await.unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("│ [helper-"), "{stdout}");
+    assert!(
+        stdout.contains("] ⏺ Bash: echo from-the-helper"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("> the-sub-agent-prompt"), "{stdout}");
+    assert_eq!(stdout.matches("[completed]").count(), 1, "{stdout}");
+}
