@@ -963,7 +963,8 @@ mod tests {
                     role: Role::User,
                     content: vec![ContentBlock::tool_result("c1", "out", true)],
                 },
-            ],
+            ]
+            .into(),
             tools: vec![ToolSpec {
                 name: "Read".into(),
                 description: "d".into(),
@@ -1008,7 +1009,8 @@ mod tests {
                     ContentBlock::text("and mine"),
                     ContentBlock::image("image/jpeg", "/9j/"),
                 ],
-            }],
+            }]
+            .into(),
             tools: vec![],
             max_tokens: 10,
             temperature: None,

@@ -39,8 +39,9 @@ pub struct ModelRequest {
     pub model: String,
     /// The system prompt.
     pub system: String,
-    /// The conversation so far; the last message is the user's.
-    pub messages: Vec<Message>,
+    /// The conversation so far; the last message is the user's. Shared
+    /// with the Task's history (a request costs no copy of it).
+    pub messages: Arc<Vec<Message>>,
     /// Tools offered with native tool calling; empty for none.
     pub tools: Vec<ToolSpec>,
     /// Output token limit.

@@ -136,7 +136,7 @@ pub fn request_body(request: &ModelRequest, default_model: &str, max_tokens_fiel
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": request.system}));
     }
-    for message in &request.messages {
+    for message in request.messages.iter() {
         push_message(message, &mut messages);
     }
     let mut body = json!({
@@ -840,7 +840,8 @@ mod tests {
                         ContentBlock::text("next"),
                     ],
                 },
-            ],
+            ]
+            .into(),
             tools: vec![ToolSpec {
                 name: "Read".into(),
                 description: "d".into(),
@@ -882,7 +883,8 @@ mod tests {
                     ContentBlock::image("image/png", "iVBO"),
                     ContentBlock::text("look"),
                 ],
-            }],
+            }]
+            .into(),
             tools: vec![],
             max_tokens: 9,
             temperature: None,

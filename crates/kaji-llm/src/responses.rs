@@ -125,7 +125,7 @@ pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
         &request.model
     };
     let mut input = Vec::new();
-    for message in &request.messages {
+    for message in request.messages.iter() {
         push_items(message, &mut input);
     }
     let mut body = json!({

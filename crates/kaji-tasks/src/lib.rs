@@ -14,6 +14,7 @@ pub mod git;
 pub mod limits;
 pub mod list;
 pub mod process;
+pub mod procfs;
 pub mod runtime;
 pub mod watchdog;
 

@@ -49,6 +49,8 @@ use std::time::Duration;
 
 use kaji_sandbox::SandboxPolicy;
 
+pub use crate::procfs::{ProcStat, read_stat};
+
 use tokio::process::{Child, Command};
 
 /// The grace period between `SIGTERM` and `SIGKILL` used by kaji unless
@@ -546,45 +548,10 @@ fn process_group_of(pid: i32) -> Option<i32> {
         .map(|s| s.pgrp)
 }
 
-/// The fields of `/proc/<pid>/stat` this module uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcStat {
-    /// One-letter state: `R`, `S`, `D`, `Z` (zombie), `T`, …
-    pub state: char,
-    /// Parent pid.
-    pub ppid: i32,
-    /// Process group id.
-    pub pgrp: i32,
-    /// Start time in clock ticks after boot (identifies a process across
-    /// pid reuse).
-    pub start_ticks: u64,
-}
-
 /// Whether process `pid` no longer runs: it does not exist, or it is a
 /// zombie (or dying) waiting to be reaped.
 pub fn is_gone(pid: i32) -> bool {
     read_stat(pid).is_none_or(|s| s.state == 'Z' || s.state == 'X')
-}
-
-/// Reads `/proc/<pid>/stat` (Linux only; `None` elsewhere or when the
-/// process does not exist).
-pub fn read_stat(pid: i32) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&text)
-}
-
-fn parse_stat(text: &str) -> Option<ProcStat> {
-    // The command name is in parentheses and may itself contain spaces or
-    // parentheses: the fields after it start after the last ')'.
-    let rest = &text[text.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // fields[0] is field 3 of proc(5) (state); starttime is field 22.
-    Some(ProcStat {
-        state: fields.first()?.chars().next()?,
-        ppid: fields.get(1)?.parse().ok()?,
-        pgrp: fields.get(2)?.parse().ok()?,
-        start_ticks: fields.get(19)?.parse().ok()?,
-    })
 }
 
 #[cfg(target_os = "linux")]
@@ -607,26 +574,5 @@ mod pidfd {
         let fd = i32::try_from(rc).map_err(|_| io::Error::other("pidfd out of range"))?;
         // SAFETY: the kernel just returned this fd to us and nobody else owns it.
         Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_stat_with_odd_command_names() {
-        let line = "1234 (a b) c)) S 1 1234 1234 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 0 0";
-        let stat = parse_stat(line).expect("parses");
-        assert_eq!(stat.state, 'S');
-        assert_eq!(stat.ppid, 1);
-        assert_eq!(stat.pgrp, 1234);
-        assert_eq!(stat.start_ticks, 98765);
-    }
-
-    #[test]
-    fn rejects_truncated_stat() {
-        assert_eq!(parse_stat("12 (x) S 1"), None);
-        assert_eq!(parse_stat("garbage"), None);
     }
 }

@@ -166,7 +166,7 @@ pub fn register(pgid: i32, command: &str) {
     }
     let record = GroupRecord {
         pgid,
-        leader_start_ticks: crate::process::read_stat(pgid).map(|s| s.start_ticks),
+        leader_start_ticks: crate::procfs::read_stat(pgid).map(|s| s.start_ticks),
         command: command.to_string(),
         started_at_ms: now_ms(),
     };
@@ -225,7 +225,7 @@ fn write_files(book: &Book) {
     let file = GroupsFile {
         schema_version: 1,
         pid: std::process::id(),
-        pid_start_ticks: crate::runtime::state::own_start_ticks(),
+        pid_start_ticks: crate::procfs::own_start_ticks(),
         groups: book.groups.values().cloned().collect(),
     };
     let Ok(mut json) = serde_json::to_vec_pretty(&file) else {

@@ -6,61 +6,16 @@
 //! Claude Code's JSON style.
 
 use std::path::Path;
-use std::process::Stdio;
 
+use crate::common::{Wire, exec_json, run};
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-#[derive(Clone, Copy, Debug)]
-enum Wire {
-    Anthropic,
-    OpenAi,
-    Responses,
-}
-
 fn kaji(home: &Path, work: &Path, server: &ScriptedModelServer, wire: Wire) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .args([
-            "exec",
-            "--json",
-            "--no-checkpoints",
-            "--sandbox",
-            "off",
-            "-C",
-        ])
-        .arg(work);
-    let (provider, base) = match wire {
-        Wire::Anthropic => ("anthropic", server.anthropic_base_url()),
-        Wire::OpenAi => ("openai", server.openai_base_url()),
-        Wire::Responses => ("openai-responses", server.responses_base_url()),
-    };
-    cmd.env("ANTHROPIC_API_KEY", "test-key")
-        .env("OPENAI_API_KEY", "test-key")
-        .args(["--provider", provider, "--base-url", &base])
-        .args(["--model", "scripted"]);
+    let mut cmd = exec_json(home, work, server, wire);
+    cmd.args(["--no-checkpoints", "--sandbox", "off"]);
     cmd
-}
-
-async fn run(mut cmd: Command) -> (i32, Vec<Value>, String) {
-    let out = cmd.output().await.unwrap();
-    let lines = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
-    (
-        out.status.code().unwrap_or(-1),
-        lines,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn tool_results(lines: &[Value]) -> Vec<Value> {

@@ -7,50 +7,16 @@
 //! bad `.mcp.json` entry leaves the session running.
 
 use std::path::Path;
-use std::process::Stdio;
 
+use crate::common::{Wire, exec_json, run};
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::process::Command;
 
 fn kaji(home: &Path, work: &Path, server: &ScriptedModelServer) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .args([
-            "exec",
-            "--json",
-            "--no-checkpoints",
-            "--sandbox",
-            "off",
-            "--yolo",
-            "-C",
-        ])
-        .arg(work)
-        .args(["--provider", "anthropic", "--base-url"])
-        .arg(server.anthropic_base_url())
-        .args(["--model", "scripted"]);
+    let mut cmd = exec_json(home, work, server, Wire::Anthropic);
+    cmd.args(["--no-checkpoints", "--sandbox", "off", "--yolo"]);
     cmd
-}
-
-async fn run(mut cmd: Command) -> (i32, Vec<Value>, String) {
-    let out = cmd.output().await.expect("kaji runs");
-    let lines = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    (
-        out.status.code().unwrap_or(-1),
-        lines,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn setup() -> (tempfile::TempDir, tempfile::TempDir) {

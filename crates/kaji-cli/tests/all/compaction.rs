@@ -5,8 +5,8 @@
 //! fails clearly; a resumed compacted session sends the compacted history.
 
 use std::path::Path;
-use std::process::Stdio;
 
+use crate::common::{Wire, exec_json, run};
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -15,35 +15,9 @@ const FILE_BYTES: usize = 40_000;
 const PROMPT: &str = "read both files,  then\nsummarise them";
 
 fn kaji(home: &Path, work: &Path, server: &ScriptedModelServer) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .args(["exec", "--json", "--yolo", "--no-checkpoints", "-C"])
-        .arg(work)
-        .args(["--provider", "anthropic", "--base-url"])
-        .arg(server.anthropic_base_url())
-        .args(["--model", "scripted"]);
+    let mut cmd = exec_json(home, work, server, Wire::Anthropic);
+    cmd.args(["--yolo", "--no-checkpoints"]);
     cmd
-}
-
-async fn run(mut cmd: Command) -> (i32, Vec<Value>, String) {
-    let out = cmd.output().await.unwrap();
-    let lines = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    (
-        out.status.code().unwrap_or(-1),
-        lines,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn workspace() -> (tempfile::TempDir, tempfile::TempDir) {

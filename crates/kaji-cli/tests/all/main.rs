@@ -2,6 +2,8 @@
 //! one per file, and shared helpers compiled once. Each module is one of
 //! the former test files; run one with `cargo test -p kaji-cli --test all MODULE::`.
 
+mod common;
+
 mod acp_client;
 mod agent_sdk;
 mod agents_cli;

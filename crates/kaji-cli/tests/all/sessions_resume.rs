@@ -6,62 +6,15 @@
 //! process at a time; a fork leaves its original untouched.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
+use crate::common::{Wire, exec_json, run};
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-#[derive(Clone, Copy, Debug)]
-enum Wire {
-    Anthropic,
-    OpenAi,
-}
-
 fn kaji(home: &Path, work: &Path, server: &ScriptedModelServer, wire: Wire) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .arg("exec")
-        .arg("-C")
-        .arg(work);
-    match wire {
-        Wire::Anthropic => {
-            cmd.env("ANTHROPIC_API_KEY", "test-key")
-                .args(["--provider", "anthropic", "--base-url"])
-                .arg(server.anthropic_base_url());
-        }
-        Wire::OpenAi => {
-            cmd.env("OPENAI_API_KEY", "test-key")
-                .args(["--provider", "openai", "--base-url"])
-                .arg(server.openai_base_url());
-        }
-    }
-    cmd.args(["--model", "scripted", "--json"]);
-    cmd
-}
-
-fn lines(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
-}
-
-async fn run(mut cmd: Command) -> (i32, Vec<Value>, String) {
-    let out = cmd.output().await.unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        lines(&out.stdout),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    exec_json(home, work, server, wire)
 }
 
 fn session_id(lines: &[Value]) -> String {

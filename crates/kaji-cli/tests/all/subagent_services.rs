@@ -6,8 +6,8 @@
 //! list leaves out the finishing tool.
 
 use std::path::Path;
-use std::process::Stdio;
 
+use crate::common::{Wire, exec_json};
 use kaji_protocol::Usage;
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
@@ -51,21 +51,8 @@ fn workspace() -> (tempfile::TempDir, tempfile::TempDir) {
 }
 
 fn kaji(home: &Path, work: &Path, server: &ScriptedModelServer) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .args(["exec", "--json", "--yolo", "-C"])
-        .arg(work)
-        .args(["--provider", "anthropic", "--base-url"])
-        .arg(server.anthropic_base_url())
-        .args(["--model", "scripted"]);
+    let mut cmd = exec_json(home, work, server, Wire::Anthropic);
+    cmd.arg("--yolo");
     cmd
 }
 

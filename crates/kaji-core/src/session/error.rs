@@ -14,9 +14,18 @@ pub enum SessionError {
     /// or open in another process.
     #[error("{0}")]
     Store(String),
+    /// `/compact` failed; the history is as it was.
+    #[error(transparent)]
+    Compaction(Box<crate::task::CompactionError>),
     /// A prompt was submitted while another one runs.
     #[error("a prompt is already running in this session")]
     Busy,
+}
+
+impl From<crate::task::CompactionError> for SessionError {
+    fn from(e: crate::task::CompactionError) -> Self {
+        Self::Compaction(Box::new(e))
+    }
 }
 
 impl SessionError {

@@ -626,7 +626,7 @@ impl Session {
             self.lock().history = outcome.history.clone();
         }
         self.busy.store(false, Ordering::SeqCst);
-        result.map(|_| ()).map_err(SessionError::Setup)
+        result.map(|_| ()).map_err(SessionError::from)
     }
 
     /// The spawner of the main agent's sub-agents for one prompt: the

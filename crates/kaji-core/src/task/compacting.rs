@@ -3,6 +3,7 @@
 //! [`crate::compaction`]; this never changes the history except by
 //! replacing it whole, recorded.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -16,6 +17,31 @@ use crate::compaction;
 use crate::config::Compaction;
 use crate::hooks::HookEvent;
 use crate::session::record::SessionRecord;
+
+/// Why compaction failed; the history is left as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactionError {
+    /// The model's summary was empty.
+    #[error("compaction failed: the model's summary was empty")]
+    EmptySummary,
+    /// Even the summary request without its oldest rounds was too large.
+    #[error("compaction failed: even the smallest summary request does not fit: {0}")]
+    NeverFits(LlmError),
+    /// The summary request failed.
+    #[error("compaction failed: the summary request failed: {0}")]
+    Request(LlmError),
+    /// The summary request was still too large after every retry.
+    #[error("compaction failed: the summary request never fit the context window")]
+    TooManyTries,
+    /// Neither a summary nor dropping old rounds shrinks the context enough.
+    #[error(
+        "compaction failed: neither a summary nor dropping old rounds brings the context under about {limit} tokens; start a new conversation (its history is kept)"
+    )]
+    CannotShrink {
+        /// The size the context had to go under, in tokens.
+        limit: u64,
+    },
+}
 
 impl Task {
     /// Whether the next request would pass the compaction threshold: the
@@ -36,7 +62,7 @@ impl Task {
     /// compaction is off.
     pub(super) async fn after_overflow(
         &self,
-        err: String,
+        err: LlmError,
         user_content: &mut Vec<ContentBlock>,
     ) -> Next {
         if self.config.compaction == Compaction::Off {
@@ -57,6 +83,7 @@ impl Task {
         match self.compact(None, "auto").await {
             Ok(()) => Next::Content(Vec::new()),
             Err(e) => {
+                let e = e.to_string();
                 self.emitter.say(SayKind::Error, e.clone(), None);
                 Next::End(TaskStatus::Failed, Some(e))
             }
@@ -70,13 +97,13 @@ impl Task {
         &self,
         instructions: Option<&str>,
         trigger: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), CompactionError> {
         let payload = self
             .hook_payload()
             .with_field("trigger", trigger)
             .with_field("custom_instructions", instructions.unwrap_or_default());
         self.run_hook_with(HookEvent::PreCompact, payload).await;
-        let mut history = self.lock().history.clone();
+        let mut history = Vec::clone(&self.lock().history);
         let before = compaction::estimate_tokens(&history);
         let files = |name: &str, input: &Value| self.executor.files_of(name, input);
         let collapsed = compaction::collapse_repeated_reads(&mut history, &files);
@@ -117,7 +144,7 @@ impl Task {
             }
         };
         let after = compaction::estimate_tokens(&history);
-        self.lock().history = history.clone();
+        self.lock().history = Arc::new(history.clone());
         self.lock().context_tokens = after;
         self.config
             .recorder
@@ -150,7 +177,7 @@ impl Task {
         &self,
         mut history: Vec<Message>,
         instructions: Option<&str>,
-    ) -> Result<(String, usize), String> {
+    ) -> Result<(String, usize), CompactionError> {
         let mut dropped = 0;
         for _ in 0..8 {
             let mut messages = history.clone();
@@ -165,32 +192,28 @@ impl Task {
             let request = ModelRequest {
                 model: self.config.model.clone(),
                 system: "You write precise summaries of coding sessions, so that the work can go on from the summary alone.".into(),
-                messages,
+                messages: messages.into(),
                 tools: Vec::new(),
                 max_tokens: self.config.max_tokens,
                 temperature: None,
             };
             match self.collect_text(request).await {
                 Ok(text) if !text.trim().is_empty() => return Ok((text, dropped)),
-                Ok(_) => return Err("compaction failed: the model's summary was empty".into()),
+                Ok(_) => return Err(CompactionError::EmptySummary),
                 Err(e) if e.is_context_overflow() => {
                     let rounds = history.iter().filter(|m| m.role == Role::Assistant).count();
                     let n = compaction::drop_oldest_rounds(&mut history, rounds.div_ceil(4).max(1));
                     if n == 0 {
-                        return Err(format!(
-                            "compaction failed: even the smallest summary request does not fit: {e}"
-                        ));
+                        return Err(CompactionError::NeverFits(e));
                     }
                     dropped += n;
                 }
                 Err(e) => {
-                    return Err(format!(
-                        "compaction failed: the summary request failed: {e}"
-                    ));
+                    return Err(CompactionError::Request(e));
                 }
             }
         }
-        Err("compaction failed: the summary request never fit the context window".into())
+        Err(CompactionError::TooManyTries)
     }
 
     /// Runs a request without tools and returns its text.
@@ -253,7 +276,10 @@ impl Task {
 
     /// `/compact [instructions]`: compacts the conversation now, outside
     /// any prompt, and hands the history back.
-    pub async fn compact_now(self, instructions: Option<String>) -> Result<TaskOutcome, String> {
+    pub async fn compact_now(
+        self,
+        instructions: Option<String>,
+    ) -> Result<TaskOutcome, CompactionError> {
         let started = Instant::now();
         self.compact(instructions.as_deref(), "manual").await?;
         let state = std::mem::take(&mut *self.lock());
@@ -262,7 +288,7 @@ impl Task {
             turns: 0,
             usage: Usage::default(),
             result: None,
-            history: state.history,
+            history: Arc::unwrap_or_clone(state.history),
             duration: started.elapsed(),
             mode: state.mode,
             mode_before_plan: state.mode_before_plan,
@@ -278,15 +304,13 @@ impl Task {
 pub(super) fn shrink_by_dropping(
     mut history: Vec<Message>,
     limit: u64,
-) -> Result<(Vec<Message>, usize), String> {
+) -> Result<(Vec<Message>, usize), CompactionError> {
     let mut dropped = 0;
     while compaction::estimate_tokens(&history) >= limit {
         let rounds = history.iter().filter(|m| m.role == Role::Assistant).count();
         let n = compaction::drop_oldest_rounds(&mut history, rounds.div_ceil(4).max(1));
         if n == 0 {
-            return Err(format!(
-                "compaction failed: neither a summary nor dropping old rounds brings the context under about {limit} tokens; start a new conversation (its history is kept)"
-            ));
+            return Err(CompactionError::CannotShrink { limit });
         }
         dropped += n;
     }

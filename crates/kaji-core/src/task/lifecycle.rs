@@ -2,6 +2,7 @@
 //! UserPromptSubmit, Stop, TaskComplete, TaskCancel), and the outcome it
 //! hands back. It must never run a model request.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -145,7 +146,7 @@ impl Task {
             turns: state.turns,
             usage: state.usage,
             result,
-            history: state.history,
+            history: Arc::unwrap_or_clone(state.history),
             duration: started.elapsed(),
             mode: state.mode,
             mode_before_plan: state.mode_before_plan,

@@ -35,6 +35,7 @@ mod state;
 mod stream;
 mod tool_call;
 
+pub use self::compacting::CompactionError;
 pub use self::config::{Pricing, TaskConfig};
 
 use std::path::PathBuf;
@@ -170,7 +171,7 @@ impl Task {
                 .clone()
                 .unwrap_or_else(|| config.cwd.clone()),
             checkpoints: config.checkpoints.clone(),
-            history: config.history.clone(),
+            history: Arc::new(config.history.clone()),
             ..TaskState::default()
         };
         let mut executor = executor;
@@ -291,7 +292,7 @@ impl Task {
     pub(crate) async fn run_user_call(self, call: ToolCall) -> (ToolRun, Vec<Message>) {
         self.start_initial_checkpoint();
         let run = self.run_tool(&call, None).await;
-        let history = std::mem::take(&mut self.lock().history);
+        let history = self.lock().take_history();
         (run, history)
     }
 }

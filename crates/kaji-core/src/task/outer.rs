@@ -9,7 +9,7 @@ use kaji_protocol::{
 };
 
 use super::Task;
-use super::state::{Next, RoundOutcome};
+use super::state::{Next, RoundError, RoundOutcome};
 use crate::config::TextReply;
 use crate::permissions::PermissionMode;
 use crate::session::record::SessionRecord;
@@ -34,6 +34,7 @@ impl Task {
                 self.lock()
                     .push_user_content(std::mem::take(&mut user_content));
                 if let Err(e) = self.compact(None, "auto").await {
+                    let e = e.to_string();
                     self.emitter.say(SayKind::Error, e.clone(), None);
                     return (TaskStatus::Failed, Some(e));
                 }
@@ -56,10 +57,6 @@ impl Task {
                 },
                 RoundOutcome::Empty => self.after_empty_reply(&mut empty_retries).await,
                 RoundOutcome::ApiFailed(err) => self.after_failed_request(err, &user_content).await,
-                RoundOutcome::ApiFailedFinal(err) => {
-                    self.emitter.say(SayKind::Error, err.clone(), None);
-                    Next::End(TaskStatus::Failed, Some(err))
-                }
                 RoundOutcome::Completed {
                     result,
                     tool_use_id,
@@ -71,6 +68,7 @@ impl Task {
                 RoundOutcome::Aborted => Next::End(TaskStatus::Aborted, None),
                 RoundOutcome::Overflow(err) => self.after_overflow(err, &mut user_content).await,
                 RoundOutcome::Refused(why) => {
+                    let why = why.as_deref().unwrap_or("the provider gave no explanation");
                     let msg = format!("The model refused to continue: {why}");
                     self.emitter.say(SayKind::Error, msg.clone(), None);
                     self.lock().stop_reason = Some("refusal".into());
@@ -237,10 +235,17 @@ impl Task {
     /// A request that failed as a whole: the user decides whether to retry.
     pub(super) async fn after_failed_request(
         &self,
-        err: String,
+        err: RoundError,
         user_content: &[ContentBlock],
     ) -> Next {
+        let retry_may_help = err.retry_may_help();
+        let err = err.to_string();
         self.emitter.say(SayKind::Error, err.clone(), None);
+        // A rejected key or a bad request fails the same way every time:
+        // no retry is offered (#32).
+        if !retry_may_help {
+            return Next::End(TaskStatus::Failed, Some(err));
+        }
         let ask = format!("The model request failed: {err}\nRetry?");
         match self.ask_or_abort(AskKind::ApiReqFailed, ask, None).await {
             Some(
@@ -298,7 +303,7 @@ impl Task {
                     role: Role::User,
                     content: other_results,
                 };
-                self.lock().history.push(message.clone());
+                self.lock().history_mut().push(message.clone());
                 self.config
                     .recorder
                     .record_synced(SessionRecord::Message { message });

@@ -53,4 +53,51 @@ impl Task {
                 },
             });
     }
+
+    /// Records the reply in the history and the session file — with this
+    /// round's user content, unless that went ahead of a tool (a request
+    /// that failed as a whole left no trace) — and counts its mistakes.
+    pub(super) fn record_reply(
+        &self,
+        assistant: Vec<ContentBlock>,
+        runs: &[(ToolCall, ToolRun)],
+        broken: bool,
+    ) {
+        {
+            let mut st = self.lock();
+            let reply = Message {
+                role: Role::Assistant,
+                content: assistant,
+            };
+            if let Some(content) = st.round_user.take() {
+                self.config.recorder.record(SessionRecord::Message {
+                    message: Message {
+                        role: Role::User,
+                        content,
+                    },
+                });
+            }
+            self.config.recorder.record(SessionRecord::Message {
+                message: reply.clone(),
+            });
+            st.history_mut().push(reply);
+        }
+        self.count_mistakes(runs, broken);
+    }
+
+    /// The results of an aborted round, so that every call stays answered:
+    /// in the history and the session file, synced.
+    pub(super) fn record_aborted_results(&self, results: Vec<ContentBlock>) {
+        if !results.is_empty() {
+            let message = Message {
+                role: Role::User,
+                content: results,
+            };
+            self.lock().history_mut().push(message.clone());
+            self.config
+                .recorder
+                .record(SessionRecord::Message { message });
+        }
+        self.config.recorder.sync();
+    }
 }

@@ -20,59 +20,13 @@ impl Task {
         mut version: watch::Receiver<u64>,
         stream_cancel: &CancellationToken,
     ) -> Presented {
-        let mut out = Presented::default();
-        let mut next = 0usize;
-        // The partial message being streamed: (message id, bytes sent).
-        let mut streaming: Option<(u64, usize)> = None;
-        let mut completed = false;
+        let mut walk = Walk::default();
         loop {
             if self.cancel.is_cancelled() {
-                return out;
+                return walk.out;
             }
-            let step = {
-                let st = self.lock();
-                let done = st.stream_end.is_some();
-                let assembler = st.assembler.as_ref();
-                match assembler.and_then(|a| a.blocks().get(next)) {
-                    None => {
-                        if done {
-                            Step::Done
-                        } else {
-                            Step::Wait
-                        }
-                    }
-                    Some(b) => match (&b.content, b.partial) {
-                        (BlockContent::Text(t) | BlockContent::Reasoning(t), true) => {
-                            let sent = streaming.map(|(_, n)| n).unwrap_or(0);
-                            let reasoning = matches!(b.content, BlockContent::Reasoning(_));
-                            Step::Partial {
-                                reasoning,
-                                delta: t[sent..].to_string(),
-                            }
-                        }
-                        (BlockContent::Text(t), false) => Step::Complete(SayKind::Text, t.clone()),
-                        (BlockContent::Reasoning(t), false) => {
-                            Step::Complete(SayKind::Reasoning, t.clone())
-                        }
-                        (BlockContent::ToolUse(call), true) => {
-                            match assembler.and_then(|a| a.streaming_arguments(next)) {
-                                Some(text) if !out.interrupted && !completed => {
-                                    let sent = streaming.map(|(_, n)| n).unwrap_or(0);
-                                    Step::CallPartial {
-                                        name: call.name.clone(),
-                                        delta: text.get(sent..).unwrap_or_default().to_string(),
-                                    }
-                                }
-                                _ if done => Step::Done,
-                                _ => Step::Wait,
-                            }
-                        }
-                        (BlockContent::ToolUse(call), false) => Step::Tool(call.clone()),
-                    },
-                }
-            };
-            match step {
-                Step::Done => return out,
+            match self.next_step(&walk) {
+                Step::Done => return walk.out,
                 Step::Wait => {
                     tokio::select! {
                         r = version.changed() => {
@@ -80,123 +34,183 @@ impl Task {
                                 // The reader is gone; its end is recorded.
                                 let done = self.lock().stream_end.is_some();
                                 if !done {
-                                    return out;
+                                    return walk.out;
                                 }
                             }
                         }
-                        _ = self.cancel.cancelled() => return out,
+                        _ = self.cancel.cancelled() => return walk.out,
                     }
                 }
                 Step::Partial { reasoning, delta } => {
-                    if !delta.is_empty() && !out.interrupted && !completed {
-                        let kind = if reasoning {
-                            SayKind::Reasoning
-                        } else {
-                            SayKind::Text
-                        };
-                        match &mut streaming {
-                            None => {
-                                let id = self.emitter.next();
-                                self.emitter.emit(TaskEvent::Say {
-                                    id,
-                                    kind,
-                                    text: delta.clone(),
-                                    partial: true,
-                                    payload: None,
-                                });
-                                streaming = Some((id, delta.len()));
-                            }
-                            Some((id, sent)) => {
-                                self.emitter.emit(TaskEvent::Delta {
-                                    id: *id,
-                                    text: delta.clone(),
-                                });
-                                *sent += delta.len();
-                            }
-                        }
-                    } else if let Some((_, sent)) = &mut streaming {
-                        *sent += delta.len();
-                    }
-                    tokio::select! {
-                        _ = version.changed() => {}
-                        _ = self.cancel.cancelled() => return out,
+                    self.emit_partial(&mut walk, reasoning, delta);
+                    if !self.wait_for_more(&mut version).await {
+                        return walk.out;
                     }
                 }
                 Step::CallPartial { name, delta } => {
-                    self.stream_call_arguments(&mut streaming, &name, delta);
-                    tokio::select! {
-                        _ = version.changed() => {}
-                        _ = self.cancel.cancelled() => return out,
+                    self.stream_call_arguments(&mut walk.streaming, &name, delta);
+                    if !self.wait_for_more(&mut version).await {
+                        return walk.out;
                     }
                 }
-                Step::Complete(kind, text) => {
-                    next += 1;
-                    let id = streaming.take().map(|(id, _)| id);
-                    if out.interrupted || completed {
-                        continue;
-                    }
-                    let text = if kind == SayKind::Text {
-                        strip_thinking_leftovers(&text)
-                    } else {
-                        text
-                    };
-                    if text.trim().is_empty() && id.is_none() {
-                        continue;
-                    }
-                    let id = id.unwrap_or_else(|| self.emitter.next());
-                    self.emitter.emit(TaskEvent::Say {
-                        id,
-                        kind,
-                        text,
-                        partial: false,
-                        payload: None,
-                    });
-                }
+                Step::Complete(kind, text) => self.emit_complete(&mut walk, kind, text),
                 Step::Tool(call) => {
-                    next += 1;
-                    // The partial ask of the call's arguments, if any: the
-                    // call's announcement replaces it.
-                    let announce = streaming.take().map(|(id, _)| id);
-                    let run = if out.interrupted {
-                        skipped(
-                            &call,
-                            "the user rejected an earlier tool call in this reply",
-                        )
-                    } else if completed {
-                        skipped(
-                            &call,
-                            "the task was completed by an earlier AttemptCompletion call",
-                        )
-                    } else {
-                        self.write_ahead(&call, &out.runs);
-                        self.run_tool(&call, announce).await
-                    };
-                    self.config
-                        .recorder
-                        .record_synced(SessionRecord::ToolResult {
-                            block: self.result_block(
-                                &call.id,
-                                &call.name,
-                                run.content(),
-                                run.is_error(),
-                            ),
-                            tool_use_id: call.id.clone(),
-                        });
-                    if self.cancel.is_cancelled() {
-                        out.runs.push((call, run));
-                        return out;
+                    if !self.present_tool(&mut walk, call, stream_cancel).await {
+                        return walk.out;
                     }
-                    if run.is_rejected() {
-                        out.interrupted = true;
-                        stream_cancel.cancel();
-                    }
-                    if run.completion().is_some() {
-                        completed = true;
-                    }
-                    out.runs.push((call, run));
                 }
             }
         }
+    }
+
+    /// What the presenter does next, from the assembler's blocks (read
+    /// under the lock).
+    fn next_step(&self, walk: &Walk) -> Step {
+        let st = self.lock();
+        let done = st.stream_end.is_some();
+        let assembler = st.assembler.as_ref();
+        let Some(b) = assembler.and_then(|a| a.blocks().get(walk.next)) else {
+            return if done { Step::Done } else { Step::Wait };
+        };
+        let sent = walk.streaming.map(|(_, n)| n).unwrap_or(0);
+        match (&b.content, b.partial) {
+            (BlockContent::Text(t) | BlockContent::Reasoning(t), true) => Step::Partial {
+                reasoning: matches!(b.content, BlockContent::Reasoning(_)),
+                delta: t[sent..].to_string(),
+            },
+            (BlockContent::Text(t), false) => Step::Complete(SayKind::Text, t.clone()),
+            (BlockContent::Reasoning(t), false) => Step::Complete(SayKind::Reasoning, t.clone()),
+            (BlockContent::ToolUse(call), true) => {
+                match assembler.and_then(|a| a.streaming_arguments(walk.next)) {
+                    Some(text) if !walk.out.interrupted && !walk.completed => Step::CallPartial {
+                        name: call.name.clone(),
+                        delta: text.get(sent..).unwrap_or_default().to_string(),
+                    },
+                    _ if done => Step::Done,
+                    _ => Step::Wait,
+                }
+            }
+            (BlockContent::ToolUse(call), false) => Step::Tool(call.clone()),
+        }
+    }
+
+    /// Waits for the stream to move on; false when aborted meanwhile.
+    async fn wait_for_more(&self, version: &mut watch::Receiver<u64>) -> bool {
+        tokio::select! {
+            _ = version.changed() => true,
+            _ = self.cancel.cancelled() => false,
+        }
+    }
+
+    /// Text or reasoning still streaming: its new part, as a partial say
+    /// and then deltas of it (nothing is shown once a call was rejected
+    /// or the task completed).
+    fn emit_partial(&self, walk: &mut Walk, reasoning: bool, delta: String) {
+        if delta.is_empty() || walk.out.interrupted || walk.completed {
+            if let Some((_, sent)) = &mut walk.streaming {
+                *sent += delta.len();
+            }
+            return;
+        }
+        let kind = if reasoning {
+            SayKind::Reasoning
+        } else {
+            SayKind::Text
+        };
+        match &mut walk.streaming {
+            None => {
+                let id = self.emitter.next();
+                self.emitter.emit(TaskEvent::Say {
+                    id,
+                    kind,
+                    text: delta.clone(),
+                    partial: true,
+                    payload: None,
+                });
+                walk.streaming = Some((id, delta.len()));
+            }
+            Some((id, sent)) => {
+                self.emitter.emit(TaskEvent::Delta {
+                    id: *id,
+                    text: delta.clone(),
+                });
+                *sent += delta.len();
+            }
+        }
+    }
+
+    /// A text or reasoning block that is whole: its final say (the
+    /// partial one's id, when it streamed).
+    fn emit_complete(&self, walk: &mut Walk, kind: SayKind, text: String) {
+        walk.next += 1;
+        let id = walk.streaming.take().map(|(id, _)| id);
+        if walk.out.interrupted || walk.completed {
+            return;
+        }
+        let text = if kind == SayKind::Text {
+            strip_thinking_leftovers(&text)
+        } else {
+            text
+        };
+        if text.trim().is_empty() && id.is_none() {
+            return;
+        }
+        let id = id.unwrap_or_else(|| self.emitter.next());
+        self.emitter.emit(TaskEvent::Say {
+            id,
+            kind,
+            text,
+            partial: false,
+            payload: None,
+        });
+    }
+
+    /// A tool call that is whole: run (or skipped after a rejection or a
+    /// completion), its result made durable. False when the task was
+    /// aborted meanwhile.
+    async fn present_tool(
+        &self,
+        walk: &mut Walk,
+        call: ToolCall,
+        stream_cancel: &CancellationToken,
+    ) -> bool {
+        walk.next += 1;
+        // The partial ask of the call's arguments, if any: the call's
+        // announcement replaces it.
+        let announce = walk.streaming.take().map(|(id, _)| id);
+        let run = if walk.out.interrupted {
+            skipped(
+                &call,
+                "the user rejected an earlier tool call in this reply",
+            )
+        } else if walk.completed {
+            skipped(
+                &call,
+                "the task was completed by an earlier AttemptCompletion call",
+            )
+        } else {
+            self.write_ahead(&call, &walk.out.runs);
+            self.run_tool(&call, announce).await
+        };
+        self.config
+            .recorder
+            .record_synced(SessionRecord::ToolResult {
+                block: self.result_block(&call.id, &call.name, run.content(), run.is_error()),
+                tool_use_id: call.id.clone(),
+            });
+        if self.cancel.is_cancelled() {
+            walk.out.runs.push((call, run));
+            return false;
+        }
+        if run.is_rejected() {
+            walk.out.interrupted = true;
+            stream_cancel.cancel();
+        }
+        if run.completion().is_some() {
+            walk.completed = true;
+        }
+        walk.out.runs.push((call, run));
+        true
     }
 
     /// Streams a tool call's arguments as they arrive: a partial `ask`
@@ -237,25 +251,39 @@ impl Task {
     }
 }
 
+/// Where the presenter is in the reply.
+#[derive(Debug, Default)]
+struct Walk {
+    /// What it has run so far.
+    out: Presented,
+    /// The next block to present.
+    next: usize,
+    /// The partial message being streamed: (message id, bytes sent).
+    streaming: Option<(u64, usize)>,
+    /// AttemptCompletion ran: later calls are skipped.
+    completed: bool,
+}
+
+/// What the presenter ran, and whether the user rejected a call.
 #[derive(Debug, Default)]
 pub(super) struct Presented {
     pub(super) runs: Vec<(ToolCall, ToolRun)>,
     pub(super) interrupted: bool,
 }
 
+/// The presenter's next move.
 pub(super) enum Step {
+    /// The reply is over.
     Done,
+    /// Nothing new yet.
     Wait,
-    Partial {
-        reasoning: bool,
-        delta: String,
-    },
+    /// Text or reasoning still streaming: its new part.
+    Partial { reasoning: bool, delta: String },
     /// A tool call still streaming: the new text of its arguments.
-    CallPartial {
-        name: String,
-        delta: String,
-    },
+    CallPartial { name: String, delta: String },
+    /// A text or reasoning block that is whole.
     Complete(SayKind, String),
+    /// A tool call that is whole.
     Tool(ToolCall),
 }
 

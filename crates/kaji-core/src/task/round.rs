@@ -2,8 +2,10 @@
 //! read, the reply presented and settled. It never decides what the task
 //! does next; the outer loop does, from its [`RoundOutcome`].
 
-use kaji_llm::{LlmError, ModelRequest};
-use kaji_protocol::{ContentBlock, SayKind, SayPayload, TaskEvent, Usage, UsageReport};
+use std::sync::Arc;
+
+use kaji_llm::ModelRequest;
+use kaji_protocol::{ContentBlock, Message, SayKind, SayPayload, TaskEvent, Usage, UsageReport};
 use tokio::sync::watch;
 
 use super::state::RoundOutcome;
@@ -60,7 +62,7 @@ impl Task {
             st.turns
         };
         let request = self.request(specs);
-        let request_bytes = request_size(&request);
+        let size = RequestSize::of(&request);
         self.emitter.say(
             SayKind::ApiReqStarted,
             format!("Turn {turn}: request to {}", self.config.model),
@@ -77,7 +79,7 @@ impl Task {
         let presented = self.present(version_rx, &stream_cancel).await;
         stream_cancel.cancel();
         let _ = reader.await;
-        self.settle(presented, request_bytes)
+        self.settle(presented, size)
     }
 
     pub(super) fn request(&self, specs: Vec<kaji_protocol::ToolSpec>) -> ModelRequest {
@@ -155,12 +157,33 @@ impl Task {
     }
 }
 
-/// Bytes of what a request sends (system prompt, messages, tools): the
-/// basis of a token estimate when the server reports no usage.
-pub(super) fn request_size(request: &ModelRequest) -> usize {
-    let messages = serde_json::to_vec(&request.messages).map_or(0, |v| v.len());
-    let tools = serde_json::to_vec(&request.tools).map_or(0, |v| v.len());
-    request.system.len() + messages + tools
+/// What a request sends (system prompt, messages, tools), measured only
+/// when it is needed: the basis of a token estimate when the server
+/// reports no usage. The messages are the history's, shared; the size
+/// must be taken (or dropped) before the history changes again, or the
+/// change copies it.
+pub(super) struct RequestSize {
+    /// The system prompt's and the tools' bytes.
+    fixed: usize,
+    /// The messages as sent.
+    messages: Arc<Vec<Message>>,
+}
+
+impl RequestSize {
+    /// The size of `request`, to measure later.
+    pub(super) fn of(request: &ModelRequest) -> Self {
+        let tools = serde_json::to_vec(&request.tools).map_or(0, |v| v.len());
+        Self {
+            fixed: request.system.len() + tools,
+            messages: Arc::clone(&request.messages),
+        }
+    }
+
+    /// The bytes, counting the messages now.
+    pub(super) fn bytes(self) -> usize {
+        let messages = serde_json::to_vec(&*self.messages).map_or(0, |v| v.len());
+        self.fixed + messages
+    }
 }
 
 /// About four bytes a token: the estimate for servers that report no usage
@@ -215,10 +238,6 @@ pub(super) fn strip_thinking_leftovers(text: &str) -> String {
     } else {
         text.to_string()
     }
-}
-
-pub(super) fn describe_llm_error(e: &LlmError) -> String {
-    e.to_string()
 }
 
 pub(super) const MAX_TOKENS_NOTE: &str = "[Your previous reply hit the output token limit (max_tokens) before it ended. A tool call it cut off was not run. Continue from where you stopped, in smaller steps: write a large file in several parts (Write the first part, then Edit to append the rest).]";

@@ -3,7 +3,9 @@
 //! an await: every section that touches it is short and synchronous.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use kaji_llm::LlmError;
 use kaji_protocol::{ContentBlock, Message, Role, TaskStatus, Usage};
 
 use crate::checkpoints::CheckpointStore;
@@ -13,11 +15,13 @@ use crate::permissions::PermissionMode;
 /// The state behind the task's one lock.
 #[derive(Debug, Default)]
 pub(super) struct TaskState {
-    pub(super) history: Vec<Message>,
+    /// The conversation: shared with the request in flight, never copied
+    /// for one (a push copies it only while a request still holds it).
+    pub(super) history: Arc<Vec<Message>>,
     /// The reply being streamed in the current round.
     pub(super) assembler: Option<ReplyAssembler>,
     /// Set by the stream reader when the stream has ended.
-    pub(super) stream_end: Option<Result<(), StreamFailure>>,
+    pub(super) stream_end: Option<Result<(), LlmError>>,
     /// Whether the current reply has produced any content event.
     pub(super) stream_had_content: bool,
     pub(super) consecutive_mistakes: u32,
@@ -58,18 +62,29 @@ pub(super) struct TaskState {
 }
 
 impl TaskState {
+    /// The history, to change it.
+    pub(super) fn history_mut(&mut self) -> &mut Vec<Message> {
+        Arc::make_mut(&mut self.history)
+    }
+
+    /// The history, handed out (a copy only if a request still holds it).
+    pub(super) fn take_history(&mut self) -> Vec<Message> {
+        Arc::unwrap_or_clone(std::mem::take(&mut self.history))
+    }
+
     /// Adds this round's user content: a new user message, or more blocks
     /// of the last one when the history already ends with the user (a
     /// continued conversation whose last results were answered).
     pub(super) fn push_user_content(&mut self, content: Vec<ContentBlock>) {
-        match self.history.last_mut() {
+        let history = Arc::make_mut(&mut self.history);
+        match history.last_mut() {
             Some(last) if last.role == Role::User => {
                 self.pushed_onto = Some(last.content.len());
                 last.content.extend(content);
             }
             _ => {
                 self.pushed_onto = None;
-                self.history.push(Message {
+                history.push(Message {
                     role: Role::User,
                     content,
                 });
@@ -82,12 +97,12 @@ impl TaskState {
     pub(super) fn unpush_user_content(&mut self) {
         match self.pushed_onto.take() {
             Some(len) => {
-                if let Some(last) = self.history.last_mut() {
+                if let Some(last) = self.history_mut().last_mut() {
                     last.content.truncate(len);
                 }
             }
             None => {
-                self.history.pop();
+                self.history_mut().pop();
             }
         }
     }
@@ -112,10 +127,7 @@ pub(super) enum RoundOutcome {
     /// The reply was empty.
     Empty,
     /// The model request failed.
-    ApiFailed(String),
-    /// The request failed in a way a retry cannot fix (a rejected key, a
-    /// bad request): the task fails without offering one.
-    ApiFailedFinal(String),
+    ApiFailed(RoundError),
     /// AttemptCompletion was called.
     Completed {
         result: String,
@@ -124,19 +136,33 @@ pub(super) enum RoundOutcome {
     },
     /// The task was aborted.
     Aborted,
-    /// The provider refused the request (with its explanation).
-    Refused(String),
+    /// The provider refused the request (with its explanation, when it
+    /// gave one).
+    Refused(Option<String>),
     /// The request did not fit the model's context window.
-    Overflow(String),
+    Overflow(LlmError),
 }
 
-/// Why a reply stream ended early.
-#[derive(Debug, Clone)]
-pub(super) struct StreamFailure {
-    /// The provider's error, for the user.
-    pub(super) message: String,
-    /// It was the context window (compaction, not a retry, helps).
-    pub(super) overflow: bool,
-    /// Asking again may succeed (`LlmError::retry_may_help`).
-    pub(super) retryable: bool,
+/// Why a round's request failed (the outer loop asks whether to retry).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RoundError {
+    /// Nothing of the reply arrived: the request failed as a whole.
+    #[error("{0}")]
+    Request(LlmError),
+    /// The reply broke off before it held anything usable.
+    #[error("{0}")]
+    Broken(LlmError),
+    /// The reply being assembled was lost (never expected).
+    #[error("internal error: the reply was lost")]
+    ReplyLost,
+}
+
+impl RoundError {
+    /// Whether asking again may succeed ([`LlmError::retry_may_help`]).
+    pub(super) fn retry_may_help(&self) -> bool {
+        match self {
+            RoundError::Request(e) | RoundError::Broken(e) => e.retry_may_help(),
+            RoundError::ReplyLost => true,
+        }
+    }
 }

@@ -10,8 +10,6 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Task;
-use super::round::describe_llm_error;
-use super::state::StreamFailure;
 
 use tokio::task::JoinHandle;
 
@@ -40,11 +38,7 @@ impl Task {
                 match item {
                     None => break Ok(()),
                     Some(Err(e)) => {
-                        break Err(StreamFailure {
-                            message: describe_llm_error(&e),
-                            overflow: e.is_context_overflow(),
-                            retryable: e.retry_may_help(),
-                        });
+                        break Err(e);
                     }
                     Some(Ok(kaji_protocol::StreamEvent::Retrying {
                         attempt,

@@ -215,7 +215,8 @@ fn request_body_maps_history_and_replays_reasoning() {
                     ContentBlock::text("next"),
                 ],
             },
-        ],
+        ]
+        .into(),
         tools: vec![ToolSpec {
             name: "Read".into(),
             description: "d".into(),

@@ -3,6 +3,8 @@
 //! cache tokens come back from both providers' usage. Real HTTP against the
 //! scripted model server.
 
+use std::sync::Arc;
+
 use crate::common;
 
 use common::{collect, config, request};
@@ -144,7 +146,7 @@ async fn anthropic_requests_carry_cache_breakpoints() {
     req.tools = tools();
     let first = collect(provider.stream(req.clone())).await;
     assert!(first.error.is_none(), "{:?}", first.error);
-    req.messages.push(Message {
+    Arc::make_mut(&mut req.messages).push(Message {
         role: Role::Assistant,
         content: vec![
             ContentBlock::text("Reading."),
@@ -159,7 +161,7 @@ async fn anthropic_requests_carry_cache_breakpoints() {
             },
         ],
     });
-    req.messages.push(Message {
+    Arc::make_mut(&mut req.messages).push(Message {
         role: Role::User,
         content: vec![
             ContentBlock::tool_result("toolu_scripted_0_0", "contents", false),
@@ -232,7 +234,7 @@ async fn each_round_reads_the_previous_rounds_prefix_from_the_cache() {
         let reply = collect(provider.stream(req.clone())).await;
         assert!(reply.error.is_none(), "{:?}", reply.error);
         let id = reply.tool_calls[0].0.clone();
-        req.messages.push(Message {
+        Arc::make_mut(&mut req.messages).push(Message {
             role: Role::Assistant,
             content: vec![
                 ContentBlock::text(format!("Reading f{i}.")),
@@ -243,7 +245,7 @@ async fn each_round_reads_the_previous_rounds_prefix_from_the_cache() {
                 },
             ],
         });
-        req.messages.push(Message {
+        Arc::make_mut(&mut req.messages).push(Message {
             role: Role::User,
             content: vec![ContentBlock::tool_result(
                 id,
@@ -276,8 +278,8 @@ async fn system_and_tools_are_byte_stable(kind: ProviderKind) {
     let mut req = request("one");
     req.tools = tools();
     collect(provider.stream(req.clone())).await;
-    req.messages.push(Message::assistant_text("a"));
-    req.messages.push(Message::user_text("two"));
+    Arc::make_mut(&mut req.messages).push(Message::assistant_text("a"));
+    Arc::make_mut(&mut req.messages).push(Message::user_text("two"));
     collect(provider.stream(req)).await;
     let requests = server.requests();
     let prefix = |body: &Value| match kind {

@@ -2,6 +2,8 @@
 //! ends within its bounds, through real HTTP against the scripted model
 //! server's faults, for both providers.
 
+use std::sync::Arc;
+
 use crate::common;
 
 use std::time::Duration;
@@ -115,8 +117,8 @@ async fn a_stream_that_always_breaks(kind: ProviderKind) {
             reply.error
         );
         // A continuation asks for a later turn: it breaks again.
-        req.messages.push(Message::assistant_text(reply.text));
-        req.messages.push(Message::user_text("continue"));
+        Arc::make_mut(&mut req.messages).push(Message::assistant_text(reply.text));
+        Arc::make_mut(&mut req.messages).push(Message::user_text("continue"));
     }
     assert_eq!(server.requests().len(), 3);
 }

@@ -1,6 +1,8 @@
 //! End-to-end tests of both providers through real HTTP against the
 //! scripted model server: replies, retries and every fault.
 
+use std::sync::Arc;
+
 use crate::common;
 
 use std::time::Duration;
@@ -222,8 +224,8 @@ async fn usage(kind: ProviderKind) {
 
     // A server that sends no usage at all still gives a complete reply.
     let mut req = request("x");
-    req.messages.push(Message::assistant_text("a"));
-    req.messages.push(Message::user_text("again"));
+    Arc::make_mut(&mut req.messages).push(Message::assistant_text("a"));
+    Arc::make_mut(&mut req.messages).push(Message::user_text("again"));
     let reply = collect(provider.stream(req)).await;
     assert!(reply.error.is_none(), "{:?}", reply.error);
     assert_eq!(reply.text, "b");
@@ -238,7 +240,7 @@ async fn history_is_sent_back(kind: ProviderKind) {
         ScriptedModelServer::start([Turn::tool_call("Read", json!({})), Turn::text("done")]).await;
     let provider = build_provider(&config(kind, &server)).unwrap();
     let mut req = request("read it");
-    req.messages.push(Message {
+    Arc::make_mut(&mut req.messages).push(Message {
         role: Role::Assistant,
         content: vec![
             ContentBlock::Reasoning {
@@ -253,7 +255,7 @@ async fn history_is_sent_back(kind: ProviderKind) {
             },
         ],
     });
-    req.messages.push(Message {
+    Arc::make_mut(&mut req.messages).push(Message {
         role: Role::User,
         content: vec![ContentBlock::tool_result("toolu_1", "file contents", false)],
     });
@@ -780,8 +782,8 @@ async fn script_exhausted(kind: ProviderKind) {
     let server = ScriptedModelServer::start(Turn::text("only one")).await;
     let provider = build_provider(&config(kind, &server)).unwrap();
     let mut req = request("x");
-    req.messages.push(Message::assistant_text("only one"));
-    req.messages.push(Message::user_text("more"));
+    Arc::make_mut(&mut req.messages).push(Message::assistant_text("only one"));
+    Arc::make_mut(&mut req.messages).push(Message::user_text("more"));
     let reply = collect(provider.stream(req)).await;
     let message = reply.error.expect("an error").to_string();
     assert!(

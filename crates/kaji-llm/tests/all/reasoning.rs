@@ -2,6 +2,8 @@
 //! that comes back (Anthropic thinking signatures, Responses reasoning
 //! items with encrypted content) sent back unchanged in the next round.
 
+use std::sync::Arc;
+
 use crate::common;
 
 use common::{collect, config, request};
@@ -126,14 +128,14 @@ async fn round_trip(kind: ProviderKind) -> serde_json::Value {
     assert!(reply.error.is_none(), "{kind}: {:?}", reply.error);
     let message = assistant_message(&reply.events);
     let call_id = reply.tool_calls[0].0.clone();
-    req.messages.push(message);
-    req.messages.push(Message {
+    Arc::make_mut(&mut req.messages).push(message);
+    Arc::make_mut(&mut req.messages).push(Message {
         role: Role::User,
         content: vec![ContentBlock::tool_result(call_id, "ok", false)],
     });
     // As a resumed session would: the history goes through JSON first.
     let saved = serde_json::to_string(&req.messages).unwrap();
-    req.messages = serde_json::from_str(&saved).unwrap();
+    req.messages = Arc::new(serde_json::from_str(&saved).unwrap());
     let reply = collect(provider.stream(req)).await;
     assert_eq!(reply.text, "done", "{kind}: {:?}", reply.error);
     server.requests()[1].body.clone()
@@ -181,7 +183,7 @@ async fn responses_items_are_not_sent_to_anthropic() {
         json!({"id": item["id"], "summary": item["summary"], "encrypted_content": item["encrypted_content"]})
     );
     let mut req = request("x");
-    req.messages.push(Message {
+    Arc::make_mut(&mut req.messages).push(Message {
         role: Role::Assistant,
         content: vec![
             ContentBlock::Reasoning {
@@ -191,7 +193,7 @@ async fn responses_items_are_not_sent_to_anthropic() {
             ContentBlock::text("hi"),
         ],
     });
-    req.messages.push(Message::user_text("again"));
+    Arc::make_mut(&mut req.messages).push(Message::user_text("again"));
     let sent = kaji_llm::anthropic::request_body(&req, "m");
     assert_eq!(
         sent["messages"][1]["content"],

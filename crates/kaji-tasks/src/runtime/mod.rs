@@ -729,7 +729,7 @@ impl RuntimeTaskRegistry {
             state_path: state_path.clone(),
             config,
             started_at_ms: now_ms(),
-            pid_start_ticks: state::own_start_ticks(),
+            pid_start_ticks: crate::procfs::own_start_ticks(),
             tasks: Mutex::new(Vec::new()),
             notices: Mutex::new(Vec::new()),
             shutdown: CancellationToken::new(),

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use super::state::SessionScan;
 use super::{RuntimeTaskInfo, RuntimeTaskStatus};
-use crate::process::{KILL_WAIT_LIMIT, read_stat};
+use crate::process::KILL_WAIT_LIMIT;
+use crate::procfs::read_stat;
 use crate::watchdog::{GROUPS_FILE, GroupRecord, GroupsFile};
 
 /// The largest `groups.json` read.

@@ -57,7 +57,7 @@ impl SessionState {
         if !exists {
             return false;
         }
-        match (self.pid_start_ticks, crate::process::read_stat(pid)) {
+        match (self.pid_start_ticks, crate::procfs::read_stat(pid)) {
             (Some(expected), Some(stat)) => stat.start_ticks == expected && stat.state != 'Z',
             (_, Some(stat)) => stat.state != 'Z',
             _ => true,
@@ -148,9 +148,4 @@ pub(crate) fn write_state(path: &Path, state: &SessionState) -> std::io::Result<
     tmp.write_all(b"\n")?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
-}
-
-/// The start time of this process, in clock ticks after boot.
-pub(crate) fn own_start_ticks() -> Option<u64> {
-    crate::process::read_stat(i32::try_from(std::process::id()).ok()?).map(|s| s.start_ticks)
 }

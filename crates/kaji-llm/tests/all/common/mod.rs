@@ -30,7 +30,7 @@ pub fn request(text: &str) -> ModelRequest {
     ModelRequest {
         model: String::new(),
         system: "You are a test.".into(),
-        messages: vec![Message::user_text(text)],
+        messages: vec![Message::user_text(text)].into(),
         tools: Vec::new(),
         max_tokens: 1024,
         temperature: None,
