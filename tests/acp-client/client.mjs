@@ -52,7 +52,7 @@ const app = acp
   })
   .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
     const optionId = answers.shift() ?? "reject_once";
-    log.permissions.push({ request: params, answer: optionId });
+    log.permissions.push({ request: params, answer: optionId, updatesBefore: log.updates.length });
     return { outcome: { outcome: "selected", optionId } };
   })
   .onRequest(acp.methods.client.fs.readTextFile, ({ params }) => {
@@ -112,6 +112,19 @@ const scenarios = {
       }
     };
     log.responses.prompt = await prompt(ctx, sessionId, process.env.ACP_PROMPT ?? "hello");
+  },
+  async twoTurns(ctx) {
+    await initialize(ctx);
+    const sessionId = await newSession(ctx);
+    log.responses.prompt = await prompt(ctx, sessionId, process.env.ACP_PROMPT ?? "hello");
+    log.responses.prompt2 = await prompt(ctx, sessionId, process.env.ACP_PROMPT2 ?? "again");
+  },
+  async list(ctx) {
+    await initialize(ctx);
+    const sessionId = await newSession(ctx);
+    log.responses.prompt = await prompt(ctx, sessionId, process.env.ACP_PROMPT ?? "hello");
+    log.responses.list = await ctx.request(acp.methods.agent.session.list, { cwd });
+    log.responses.listAll = await ctx.request(acp.methods.agent.session.list, {});
   },
   async load(ctx) {
     await initialize(ctx);

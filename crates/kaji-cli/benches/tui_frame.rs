@@ -36,6 +36,9 @@ mod markdown;
 #[path = "../src/tui/mentions.rs"]
 mod mentions;
 #[allow(dead_code, unused_imports)]
+#[path = "../src/tui/nesting.rs"]
+mod nesting;
+#[allow(dead_code, unused_imports)]
 #[path = "../src/tui/render.rs"]
 mod render;
 #[allow(dead_code, unused_imports)]

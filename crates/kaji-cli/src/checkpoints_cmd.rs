@@ -54,6 +54,13 @@ pub enum CheckpointsCommand {
     Restore {
         /// The checkpoint (full id or unambiguous prefix).
         id: String,
+        /// Only show what would change (files removed, brought back,
+        /// reverted); change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do not ask for confirmation in a terminal.
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
 }
 
@@ -76,7 +83,9 @@ pub async fn run(args: CheckpointsArgs) -> i32 {
     let result = match args.command {
         CheckpointsCommand::List { json } => list(&store, json).await,
         CheckpointsCommand::Diff { id, id2 } => diff(&store, &id, id2.as_deref()).await,
-        CheckpointsCommand::Restore { id } => restore(&store, &id).await,
+        CheckpointsCommand::Restore { id, dry_run, yes } => {
+            restore(&store, &id, dry_run, yes).await
+        }
     };
     match result {
         Ok(()) => 0,
@@ -161,8 +170,79 @@ async fn diff(store: &CheckpointStore, id: &str, id2: Option<&str>) -> Result<()
     Ok(())
 }
 
-async fn restore(store: &CheckpointStore, id: &str) -> Result<(), Failure> {
+/// What restoring a checkpoint does to each file, from the diff of the
+/// checkpoint to the present: `remove` what was created since, `restore`
+/// what was deleted since, `revert` what changed.
+fn restore_plan(patch: &str) -> Vec<(&'static str, String)> {
+    let mut plan: Vec<(&'static str, String)> = Vec::new();
+    for line in patch.lines() {
+        if let Some(rest) = line.strip_prefix("diff --git a/") {
+            let path = rest.split(" b/").next().unwrap_or(rest).to_string();
+            plan.push(("revert", path));
+        } else if line.starts_with("new file mode") {
+            if let Some(last) = plan.last_mut() {
+                last.0 = "remove";
+            }
+        } else if line.starts_with("deleted file mode") {
+            if let Some(last) = plan.last_mut() {
+                last.0 = "restore";
+            }
+        } else if let Some(to) = line.strip_prefix("rename to ")
+            && let Some(last) = plan.last_mut()
+        {
+            last.1 = format!("{to} (back to {})", last.1);
+        }
+    }
+    plan
+}
+
+async fn restore(
+    store: &CheckpointStore,
+    id: &str,
+    dry_run: bool,
+    yes: bool,
+) -> Result<(), Failure> {
+    use std::io::IsTerminal;
     let target: CheckpointId = store.resolve(id).await?;
+    let plan = restore_plan(&store.diff(&target, None).await?);
+    {
+        let mut out = std::io::stdout().lock();
+        if plan.is_empty() {
+            writeln!(
+                out,
+                "Nothing to change: the files are as at checkpoint {}.",
+                target.short()
+            )?;
+            return Ok(());
+        }
+        writeln!(
+            out,
+            "Restoring checkpoint {} in {} would:",
+            target.short(),
+            store.work_tree().display()
+        )?;
+        for (what, path) in &plan {
+            let why = match *what {
+                "remove" => " (created after the checkpoint)",
+                "restore" => " (deleted after the checkpoint)",
+                _ => "",
+            };
+            writeln!(out, "  {what:<7} {path}{why}")?;
+        }
+    }
+    if dry_run {
+        return Ok(());
+    }
+    if !yes && std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        print!("Restore? [y/N] ");
+        std::io::stdout().flush()?;
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            println!("Nothing changed.");
+            return Ok(());
+        }
+    }
     let outcome = store.restore(&target).await?;
     let mut out = std::io::stdout().lock();
     writeln!(

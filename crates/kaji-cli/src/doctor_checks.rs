@@ -104,6 +104,19 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 impl ProviderCheck {
+    /// What is broken about the provider, if anything: none selected, no
+    /// answer, or its key refused.
+    pub fn broken(&self) -> Option<String> {
+        match (&self.selected, &self.answer) {
+            (Err(e), _) => Some(format!("no provider: {e}")),
+            (Ok(_), Some(Err(e))) => Some(format!("the provider does not answer: {e}")),
+            (Ok(_), Some(Ok(a))) if a.contains("refused") => {
+                Some(format!("the provider refused the key: {a}"))
+            }
+            _ => None,
+        }
+    }
+
     /// The JSON of `provider` in `kaji doctor --json`.
     pub fn to_json(&self) -> Value {
         match &self.selected {

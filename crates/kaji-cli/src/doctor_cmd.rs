@@ -77,7 +77,7 @@ pub async fn run(args: DoctorArgs) -> i32 {
     } else {
         print!("{}", report.to_text());
     }
-    if report.support.is_complete() { 0 } else { 1 }
+    if report.broken().is_empty() { 0 } else { 1 }
 }
 
 use crate::doctor_checks as checks;
@@ -196,10 +196,29 @@ fn paths_json(paths: &[PathBuf]) -> Value {
 }
 
 impl Report {
+    /// What doctor found broken, one line each: the sandbox, unreadable
+    /// settings, the provider, MCP servers that failed.
+    fn broken(&self) -> Vec<String> {
+        let mut broken = Vec::new();
+        if !self.support.is_complete() {
+            broken.push("the sandbox is not available: kaji asks before every command".into());
+        }
+        if let Some(e) = &self.settings_error {
+            broken.push(format!("the settings cannot be read: {e}"));
+        }
+        broken.extend(self.provider.broken());
+        for m in self.mcp.iter().filter(|m| m.status == "failed") {
+            broken.push(format!("MCP server {} failed: {}", m.name, m.detail));
+        }
+        broken
+    }
+
     fn to_json(&self) -> Value {
         let s = &self.support;
+        let broken = self.broken();
         json!({
-            "ok": s.is_complete(),
+            "ok": broken.is_empty(),
+            "broken": broken,
             "sandbox": {
                 "landlock_abi": s.landlock_abi,
                 "landlock": s.landlock,
@@ -315,6 +334,15 @@ impl Report {
             Err(e) => out.push_str(&format!("git: not usable: {e}\n")),
         }
         out.push_str(&self.terminal.to_text());
+        let broken = self.broken();
+        if broken.is_empty() {
+            out.push_str("Everything kaji checked works.\n");
+        } else {
+            out.push_str("Broken\n");
+            for b in &broken {
+                out.push_str(&format!("  {b}\n"));
+            }
+        }
         out
     }
 }

@@ -14,7 +14,10 @@ use std::time::Instant;
 use anyhow::Result;
 use async_trait::async_trait;
 use kaji_core::{AskRequest, ResumeFrom, TaskFrontend};
-use kaji_protocol::{AskKind, AskResponse, BackgroundTask, SayKind, SessionEvent, TaskEvent};
+use kaji_protocol::{
+    AskKind, AskResponse, BackgroundTask, SayKind, SayPayload, SessionEvent, StateUpdate,
+    TaskEvent, TaskListItem,
+};
 
 use crate::agent::{self, AgentArgs, UsageError};
 use crate::exec_events::{self, ExecLine};
@@ -65,7 +68,13 @@ pub async fn run(args: ExecArgs) -> i32 {
     }
 }
 
-async fn run_inner(args: ExecArgs) -> Result<i32> {
+async fn run_inner(mut args: ExecArgs) -> Result<i32> {
+    // Print mode is one request for a text answer: a reply with text and
+    // no tool call is the answer (`on_text_reply = finish`), unless the
+    // settings ask for the seed's `nudge`.
+    args.agent
+        .text_reply_default
+        .get_or_insert(kaji_core::config::TextReply::Finish);
     let prompt = if args.prompt == "-" {
         let mut s = String::new();
         std::io::stdin()
@@ -240,6 +249,9 @@ struct TranscriptState {
     /// arrive only there), and deltas of other messages (reasoning) are
     /// not printed.
     streaming: Option<(u64, usize)>,
+    /// What calls do in full (their tool's preview: a diff, the whole
+    /// command), by call id, until their `tool` say prints it.
+    previews: std::collections::HashMap<String, String>,
 }
 
 impl ExecFrontend {
@@ -253,6 +265,7 @@ impl ExecFrontend {
                 out: Box::new(std::io::stdout()),
                 mid_line: false,
                 streaming: None,
+                previews: Default::default(),
             }),
         }
     }
@@ -322,8 +335,13 @@ impl ExecFrontend {
 
     /// Prints one line of `--json` output.
     fn line(&self, line: &ExecLine) {
+        self.write_json(&line.to_json());
+    }
+
+    /// Prints one JSON value as a line.
+    fn write_json(&self, value: &serde_json::Value) {
         // JSON escapes control characters; passwords in URLs are masked.
-        let value = redact_url_passwords(&line.to_json().to_string());
+        let value = redact_url_passwords(&value.to_string());
         let mut st = self.lock_state();
         let _ = writeln!(st.out, "{value}");
         let _ = st.out.flush();
@@ -347,6 +365,53 @@ impl ExecFrontend {
         self.print(text, true);
     }
 
+    /// A sub-agent's progress, one indented line per step under its
+    /// `Agent` call: never its streamed text, its prompt or its
+    /// `[completed]`, which would read as the user's task.
+    fn subagent_transcript(&self, agent: &str, event: &TaskEvent) {
+        let line = match event {
+            TaskEvent::Say {
+                kind: SayKind::Tool,
+                text,
+                partial: false,
+                ..
+            } => format!("⏺ {text}"),
+            TaskEvent::Say {
+                kind: SayKind::Error,
+                text,
+                partial: false,
+                ..
+            } => format!("! {text}"),
+            TaskEvent::ToolResult {
+                is_error, output, ..
+            } => {
+                let first = output.lines().next().unwrap_or("");
+                let mark = if *is_error { "⎿ error: " } else { "⎿ " };
+                format!("{mark}{first}")
+            }
+            TaskEvent::Finished { status, turns, .. } => {
+                format!("{} after {turns} turn(s)", status.as_str())
+            }
+            _ => return,
+        };
+        let first = line.lines().next().unwrap_or("");
+        self.print(&format!("  │ [{agent}] {first}"), true);
+    }
+
+    /// After a call's `⏺` line: its diff (numbered, with context) or, for
+    /// a command of several lines, the whole command.
+    fn print_preview(&self, payload: Option<&SayPayload>) {
+        let Some(SayPayload::Tool { id, view, .. }) = payload else {
+            return;
+        };
+        let preview = self.lock_state().previews.remove(id);
+        if let Some(diff) = crate::tui::diff::of_call(view.as_ref(), preview.as_deref()) {
+            self.print(&indent("  ", &diff), true);
+        } else if let Some(p) = preview.filter(|p| p.lines().count() > 1) {
+            self.print(&indent("  │ ", &p), true);
+        }
+    }
+
     /// Prints transcript text: control and escape sequences from the
     /// model or tools are dropped, passwords in URLs masked.
     fn print(&self, text: &str, newline: bool) {
@@ -367,12 +432,21 @@ impl ExecFrontend {
 
     fn transcript(&self, event: &TaskEvent) {
         match event {
+            TaskEvent::ToolUse {
+                id,
+                preview: Some(preview),
+                ..
+            } => {
+                self.lock_state()
+                    .previews
+                    .insert(id.clone(), preview.clone());
+            }
             TaskEvent::Say {
                 id,
                 kind,
                 text,
                 partial,
-                ..
+                payload,
             } => match (kind, partial) {
                 (SayKind::Text, true) => {
                     self.print(text, false);
@@ -392,15 +466,22 @@ impl ExecFrontend {
                     }
                 }
                 (SayKind::Reasoning, false) => self.print(&indent("~ ", text), true),
-                (SayKind::Tool, _) => self.print(&format!("⏺ {text}"), true),
+                (SayKind::Tool, false) => {
+                    self.print(&format!("⏺ {text}"), true);
+                    self.print_preview(payload.as_ref());
+                }
+                (SayKind::TaskList, false) => {
+                    if let Some(SayPayload::Update(StateUpdate::TaskList { tasks })) = payload {
+                        self.print(&task_list_text(tasks), true);
+                    }
+                }
                 (SayKind::Error, _) => self.print(&format!("! {text}"), true),
                 (SayKind::ApiReqRetried, _) => self.print(&format!("! {text}"), true),
                 (SayKind::CompletionResult, _) => self.print(&format!("\n✓ {text}"), true),
                 (SayKind::UserFeedback, _) => self.print(&format!("> {text}\n"), true),
-                (
-                    SayKind::TaskList | SayKind::Todo | SayKind::Info | SayKind::CommandOutput,
-                    false,
-                ) => self.print(&indent("  ", text), true),
+                (SayKind::Todo | SayKind::Info | SayKind::CommandOutput, false) => {
+                    self.print(&indent("  ", text), true)
+                }
                 _ => {}
             },
             TaskEvent::Delta { id, text } => {
@@ -431,10 +512,36 @@ impl ExecFrontend {
                 text,
                 partial: false,
                 ..
-            } if *kind != AskKind::CompletionResult => self.print(&format!("? {text}"), true),
+                // Nobody here answers "Retry?": the error is said already.
+            } if !matches!(kind, AskKind::CompletionResult | AskKind::ApiReqFailed) => {
+                self.print(&format!("? {text}"), true)
+            }
             _ => {}
         }
     }
+}
+
+/// The task list as lines (`  #1 [in_progress] subject (owner)`), not
+/// its JSON.
+fn task_list_text(tasks: &[TaskListItem]) -> String {
+    if tasks.is_empty() {
+        return "  task list: empty".into();
+    }
+    tasks
+        .iter()
+        .map(|t| {
+            let mut line = format!("  #{} [{}] {}", t.id, t.status, t.subject);
+            if let Some(owner) = &t.owner {
+                line.push_str(&format!(" ({owner})"));
+            }
+            if !t.blocked_by.is_empty() {
+                let ids: Vec<String> = t.blocked_by.iter().map(|b| format!("#{b}")).collect();
+                line.push_str(&format!(" blocked by {}", ids.join(", ")));
+            }
+            line
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn indent(prefix: &str, text: &str) -> String {
@@ -452,13 +559,20 @@ impl TaskFrontend for ExecFrontend {
         if matches!(event.event, TaskEvent::Usage(_)) && event.agent != "main" {
             return;
         }
-        let event = event.event;
         if self.json {
-            if let Some(line) = exec_events::from_event(&event) {
-                self.line(&line);
+            if let Some(line) = exec_events::from_event(&event.event) {
+                if event.agent == "main" {
+                    self.line(&line);
+                } else {
+                    self.write_json(
+                        &line.to_json_in(&event.agent, event.parent_tool_use_id.as_deref()),
+                    );
+                }
             }
+        } else if event.agent == "main" {
+            self.transcript(&event.event);
         } else {
-            self.transcript(&event);
+            self.subagent_transcript(&event.agent, &event.event);
         }
     }
 

@@ -108,6 +108,22 @@ impl ExecLine {
         value.sort_all_objects();
         value
     }
+
+    /// [`Self::to_json`] of a line produced inside a sub-agent: with its
+    /// `agent_id` and the `parent_tool_use_id` of the `Agent` call that
+    /// started it (the Agent SDK's names).
+    pub fn to_json_in(&self, agent_id: &str, parent_tool_use_id: Option<&str>) -> Value {
+        let mut value = self.to_json();
+        if let Value::Object(map) = &mut value {
+            map.insert("agent_id".into(), Value::from(agent_id));
+            map.insert(
+                "parent_tool_use_id".into(),
+                parent_tool_use_id.map_or(Value::Null, Value::from),
+            );
+        }
+        value.sort_all_objects();
+        value
+    }
 }
 
 /// `{"type":"task_started",…}`.

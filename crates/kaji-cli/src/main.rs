@@ -19,9 +19,11 @@ mod environ;
 mod exec;
 mod exec_command;
 mod exec_events;
+mod login_cmd;
 mod mcp_cmd;
 mod paths;
 mod permissions_cmd;
+mod policy_text;
 mod ps_cmd;
 mod review_cmd;
 mod rules_cmd;
@@ -49,6 +51,10 @@ struct Cli {
     /// (`-p -c PROMPT` is `kaji exec --continue PROMPT`).
     #[arg(short = 'p', long = "print")]
     print: bool,
+    /// With -p: one JSON object per line, exactly `kaji exec --json`
+    /// (docs/exec-json.md, schema_version 1).
+    #[arg(long, requires = "print")]
+    json: bool,
     /// Print the version.
     #[arg(short = 'v', short_alias = 'V', long = "version", action = clap::ArgAction::Version)]
     version: Option<bool>,
@@ -115,6 +121,18 @@ enum Command {
     Acp(acp::AcpArgs),
     /// Print a shell completion script (`kaji completions bash > …`).
     Completions(CompletionsArgs),
+    /// Open the terminal UI and run what `/init` does: the model studies
+    /// the repository and writes AGENTS.md (its edits ask as usual).
+    Init(InitArgs),
+    /// Say how kaji finds the model provider's key (kaji has no login of
+    /// its own) and which keys are set; calls no model.
+    Login(login_cmd::LoginArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct InitArgs {
+    #[command(flatten)]
+    agent: agent::AgentArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -159,7 +177,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     if cli.print && cli.command.is_none() {
-        return ExitCode::from(print_mode(cli.tui).clamp(0, 255) as u8);
+        return ExitCode::from(print_mode(cli.tui, cli.json).clamp(0, 255) as u8);
     }
     if cli.command.is_none() && !cli.tui.images.is_empty() {
         eprintln!(
@@ -191,6 +209,13 @@ fn main() -> ExitCode {
             resume: Some(args.id),
             images: Vec::new(),
         })),
+        Some(Command::Init(args)) => block_on(tui::run(tui::TuiArgs {
+            agent: args.agent,
+            prompt: vec![tui::INIT_PROMPT.to_string()],
+            continue_: false,
+            resume: None,
+        })),
+        Some(Command::Login(args)) => login_cmd::run(args),
         Some(Command::Completions(args)) => {
             // Into memory first: a closed pipe must not panic.
             let mut script = Vec::new();
@@ -205,9 +230,23 @@ fn main() -> ExitCode {
 }
 
 /// `kaji -p PROMPT…`: `kaji exec PROMPT` (with `--continue` for `-c`,
-/// `--resume ID` for `-r ID`).
-fn print_mode(args: tui::TuiArgs) -> i32 {
-    let prompt = args.prompt.join(" ");
+/// `--resume ID` for `-r ID`, `--json` for `--json`). Piped standard input
+/// is added to the prompt, as `claude -p` does.
+fn print_mode(args: tui::TuiArgs, json: bool) -> i32 {
+    let mut prompt = args.prompt.join(" ");
+    let stdin = if prompt == "-" {
+        Ok(None) // `kaji exec -` reads it
+    } else {
+        piped_stdin()
+    };
+    match stdin {
+        Ok(Some(input)) => prompt = with_piped_input(&prompt, &input),
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("kaji -p: cannot read standard input: {e}");
+            return 2;
+        }
+    }
     if prompt.trim().is_empty() {
         eprintln!("kaji -p: a prompt is needed (kaji -p PROMPT…)");
         return 2;
@@ -222,13 +261,36 @@ fn print_mode(args: tui::TuiArgs) -> i32 {
     };
     block_on(exec::run(exec::ExecArgs {
         prompt,
-        json: false,
+        json,
         approve_plan: false,
         resume,
         continue_: args.continue_,
         images: args.images,
         agent: args.agent,
     }))
+}
+
+/// Standard input when it is not a terminal and holds something.
+fn piped_stdin() -> std::io::Result<Option<String>> {
+    use std::io::{IsTerminal, Read};
+    let mut stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    stdin.read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    Ok((!text.trim().is_empty()).then_some(text))
+}
+
+/// The prompt with piped input after it (the input alone when the prompt
+/// is empty).
+fn with_piped_input(prompt: &str, input: &str) -> String {
+    if prompt.trim().is_empty() {
+        input.to_string()
+    } else {
+        format!("{prompt}\n\n{}", input.trim_end())
+    }
 }
 
 /// The subcommand `word` nearly names: not a subcommand itself, and at

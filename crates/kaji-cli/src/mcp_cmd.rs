@@ -46,8 +46,8 @@ pub enum McpCommand {
     },
 }
 
-/// Runs `kaji mcp`; returns the exit code (0; 1 when the configuration
-/// cannot be read; [`EXIT_SERVERS_DOWN`] when a server is down).
+/// Runs `kaji mcp`; returns the exit code (0; 2 when the configuration
+/// cannot be read, as every other command; [`EXIT_SERVERS_DOWN`] when a server is down).
 pub async fn run(args: McpArgs) -> i32 {
     match args.command {
         McpCommand::List { json } => {
@@ -62,7 +62,7 @@ pub async fn run(args: McpArgs) -> i32 {
                 Ok(settings) => settings.mcp_servers,
                 Err(e) => {
                     eprintln!("kaji mcp list: {e}");
-                    return 1;
+                    return 2;
                 }
             };
             list(servers, &cwd, json).await

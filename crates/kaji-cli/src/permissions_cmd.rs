@@ -76,6 +76,15 @@ pub enum PermissionsCommand {
         /// WebFetch or any other tool name.
         #[arg(long, default_value = "Bash")]
         tool: String,
+        /// Ask about this permission mode (default: the `permission_mode`
+        /// setting, else `default`).
+        #[arg(long, value_name = "MODE")]
+        permission_mode: Option<String>,
+        /// Ask about this sandbox: read-only, workspace-write or off
+        /// (default: the `sandbox` setting, else by permission mode, where
+        /// the kernel supports it).
+        #[arg(long, value_name = "MODE")]
+        sandbox: Option<String>,
         /// Print {decision, rule, source, …} as JSON.
         #[arg(long)]
         json: bool,
@@ -190,8 +199,16 @@ pub fn run(args: PermissionsArgs) -> i32 {
         PermissionsCommand::Check {
             request,
             tool,
+            permission_mode,
+            sandbox,
             json,
-        } => check(&place, &request, &tool, json),
+        } => check(
+            &place,
+            &request,
+            &tool,
+            (permission_mode.as_deref(), sandbox.as_deref()),
+            json,
+        ),
     });
     finish("kaji permissions", result)
 }
@@ -280,6 +297,11 @@ fn list(place: &Place, json: bool) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+use kaji_core::PermissionMode;
+use kaji_core::permissions::{Decision as CoreDecision, SessionApprovals};
+use kaji_sandbox::SandboxMode;
+use kaji_tools::ToolAccess;
+
 fn request_for(tool: &str, request: &str) -> PermissionRequest {
     let path = |tool| PermissionRequest::Path {
         tool,
@@ -301,16 +323,108 @@ fn request_for(tool: &str, request: &str) -> PermissionRequest {
     }
 }
 
-fn check(place: &Place, request: &str, tool: &str, json: bool) -> anyhow::Result<i32> {
+/// The access a call of `tool` on `request` has, as the session sees it.
+fn access_for(place: &Place, tool: &str, request: &str) -> (ToolAccess, Vec<PathBuf>) {
+    let abs = || place.cwd.join(request);
+    match tool {
+        "Bash" => (
+            ToolAccess::Execute {
+                command: request.to_string(),
+            },
+            Vec::new(),
+        ),
+        "Edit" | "Write" => (ToolAccess::Edit { paths: vec![abs()] }, Vec::new()),
+        "Read" => (ToolAccess::ReadOnly, vec![abs()]),
+        "WebFetch" => (
+            ToolAccess::Network {
+                url: request.to_string(),
+                domain: String::new(),
+            },
+            Vec::new(),
+        ),
+        _ => (ToolAccess::External, Vec::new()),
+    }
+}
+
+/// What a session here would do with the call: the rules, then the
+/// permission mode and the sandbox, as `kaji_core::permissions::decide`
+/// decides in a session.
+fn session_decision(
+    place: &Place,
+    rules: RuleSet,
+    tool: &str,
+    request: &str,
+    (mode, sandbox): (Option<&str>, Option<&str>),
+) -> anyhow::Result<(CoreDecision, PermissionMode, SandboxMode)> {
+    let config = KajiConfig::load(&place.kaji_home, &place.cwd)?;
+    let mode = match mode {
+        Some(m) => m
+            .parse::<PermissionMode>()
+            .map_err(|e| anyhow::anyhow!("--permission-mode: {e}"))?,
+        None => config
+            .permission_mode
+            .filter(|_| place.trusted)
+            .unwrap_or_default(),
+    };
+    let explicit = match sandbox {
+        Some(s) => Some(
+            s.parse::<SandboxMode>()
+                .map_err(|e| anyhow::anyhow!("--sandbox: {e}"))?,
+        ),
+        None => config.sandbox,
+    };
+    let mut approvals = SessionApprovals::with_rules(rules);
+    approvals.trusted = place.trusted;
+    approvals.protected_paths = config.protected_paths.clone();
+    approvals.sandbox.explicit = explicit;
+    approvals.sandbox.available =
+        explicit == Some(SandboxMode::Off) || kaji_sandbox::probe().is_complete();
+    approvals.sandbox.kaji_home = place.kaji_home.clone();
+    let mut ctx = place.context();
+    ctx.protected_paths.extend(config.protected_paths);
+    let (access, reads) = access_for(place, tool, request);
+    let decision = kaji_core::permissions::decide(mode, tool, &access, &reads, &ctx, &approvals);
+    Ok((decision, mode, approvals.sandbox.mode_for(mode)))
+}
+
+fn check(
+    place: &Place,
+    request: &str,
+    tool: &str,
+    session: (Option<&str>, Option<&str>),
+    json: bool,
+) -> anyhow::Result<i32> {
     let rules = place.rules()?;
     let ctx = place.context();
     let decision = kaji_policy::decide(&rules, &request_for(tool, request), &ctx);
+    let (what, mode, sandbox) = session_decision(place, rules, tool, request, session)?;
+    let answer = match &what {
+        CoreDecision::Allow => "allow",
+        CoreDecision::AllowSandboxed => "allow (sandboxed)",
+        CoreDecision::Ask(_) => "ask",
+        CoreDecision::Deny(_) => "deny",
+    };
     let mut out = std::io::stdout().lock();
     if json {
-        writeln!(out, "{}", check_json(&decision, place.trusted))?;
+        let mut value = check_json(&decision, place.trusted);
+        value["decision"] = json!(answer.split(' ').next().unwrap_or(answer));
+        value["sandboxed"] = json!(matches!(what, CoreDecision::AllowSandboxed));
+        value["rules_decision"] = json!(decision.decision.as_str());
+        value["permission_mode"] = json!(mode.as_str());
+        value["sandbox"] = json!(sandbox.as_str());
+        writeln!(out, "{value}")?;
         return Ok(0);
     }
-    writeln!(out, "{}", decision.decision)?;
+    writeln!(out, "{answer}")?;
+    writeln!(
+        out,
+        "mode:   {} · {}",
+        mode.as_str(),
+        crate::policy_text::sandbox_line(mode, sandbox)
+    )?;
+    if let CoreDecision::Deny(why) = &what {
+        writeln!(out, "why:    {why}")?;
+    }
     match &decision.rule {
         Some((rule, source)) => writeln!(out, "rule:   {rule} (from {source})")?,
         None => writeln!(out, "rule:   none")?,

@@ -251,7 +251,7 @@ fn show(store: &SessionStore, prefix: &str, json: bool) -> Result<()> {
 /// The events `kaji exec` would have shown for the session's records, in
 /// order. `last` is the replayed history's last message: when replay had
 /// to answer open tool calls, that answer is shown too.
-fn transcript_events(loaded: &LoadedSession, last: Option<&Message>) -> Vec<TaskEvent> {
+pub(crate) fn transcript_events(loaded: &LoadedSession, last: Option<&Message>) -> Vec<TaskEvent> {
     let mut events = Vec::new();
     let mut names: HashMap<String, String> = HashMap::new();
     let mut open_calls = false;

@@ -323,9 +323,17 @@ fn run_files(
         }
         TasksCommand::List(filter) => {
             let filter = filter.filter()?;
-            let store = existing()?;
-            let snapshot = store.list()?;
-            out.snapshot(&store, &snapshot, &filter)?;
+            match existing() {
+                Ok(store) => {
+                    let snapshot = store.list()?;
+                    out.snapshot(store.list_id(), &snapshot, &filter)?;
+                }
+                // A list nobody wrote to yet is an empty list.
+                Err(TaskListError::ListNotFound { list_id, .. }) => {
+                    out.snapshot(&list_id, &ListSnapshot::default(), &filter)?;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         TasksCommand::Lists => lists::run(&home, json)?,
         TasksCommand::Show { id } => {
@@ -467,13 +475,13 @@ impl Printer {
     /// under `errors` with `--json`).
     fn snapshot(
         &self,
-        store: &TaskListStore,
+        list_id: &str,
         snapshot: &ListSnapshot,
         filter: &TaskFilter,
     ) -> Result<(), Failure> {
         warn_corrupt(snapshot);
         if self.json {
-            print_json(&snapshot_json(store, snapshot, filter))
+            print_json(&snapshot_json(list_id, snapshot, filter))
         } else {
             emit(&table(snapshot, filter))
         }
@@ -493,9 +501,9 @@ fn with_wait_notice(store: TaskListStore) -> TaskListStore {
     }))
 }
 
-fn snapshot_json(store: &TaskListStore, snapshot: &ListSnapshot, filter: &TaskFilter) -> Value {
+fn snapshot_json(list_id: &str, snapshot: &ListSnapshot, filter: &TaskFilter) -> Value {
     json!({
-        "listId": store.list_id(),
+        "listId": list_id,
         "highwatermark": snapshot.highwatermark,
         "tasks": snapshot.filtered(filter),
         "errors": snapshot.errors.iter().map(|e| json!({
@@ -636,7 +644,7 @@ fn watch(store: &TaskListStore, json: bool) -> Result<(), Failure> {
             let text = if json {
                 format!(
                     "{}\n",
-                    snapshot_json(store, &snapshot, &TaskFilter::default())
+                    snapshot_json(store.list_id(), &snapshot, &TaskFilter::default())
                 )
             } else {
                 let header = format!(

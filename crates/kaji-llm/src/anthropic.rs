@@ -48,6 +48,7 @@ pub struct AnthropicProvider {
     headers: HeaderMap,
     policy: RetryPolicy,
     reasoning: crate::Reasoning,
+    key_source: &'static str,
 }
 
 /// The beta that lets Claude think between tool calls.
@@ -94,6 +95,13 @@ impl AnthropicProvider {
             headers,
             policy,
             reasoning: cfg.reasoning,
+            key_source: if cfg.auth_token.is_some() {
+                "ANTHROPIC_AUTH_TOKEN"
+            } else if cfg.api_key.is_some() {
+                "ANTHROPIC_API_KEY"
+            } else {
+                "nowhere: set ANTHROPIC_API_KEY"
+            },
         })
     }
 
@@ -113,6 +121,7 @@ impl ModelProvider for AnthropicProvider {
         apply_reasoning(&mut body, self.reasoning);
         let call = HttpCall {
             provider: "anthropic",
+            key_source: self.key_source,
             client: self.client.clone(),
             url: self.url.clone(),
             headers: self.headers.clone(),

@@ -23,7 +23,9 @@ pub enum LlmError {
     },
 
     /// No connection could be made, or the request could not be sent.
-    #[error("{provider}: could not connect to {url}: {message}")]
+    #[error(
+        "{provider}: cannot connect to {url} ({message}): is the server running? check --base-url"
+    )]
     Connect {
         /// Provider name.
         provider: &'static str,
@@ -162,7 +164,7 @@ pub enum LlmError {
     },
 
     /// Every allowed attempt failed with a retryable error.
-    #[error("{provider}: gave up on {url} after {attempts} attempts; last error: {last}")]
+    #[error("{last} (gave up after {attempts} attempts)")]
     RetriesExhausted {
         /// Provider name.
         provider: &'static str,
@@ -210,6 +212,22 @@ impl LlmError {
             }
             LlmError::RetriesExhausted { last, .. } => last.status(),
             _ => None,
+        }
+    }
+
+    /// Whether asking the same request again may succeed: a connection
+    /// or stream that broke, a timeout, an overloaded or failing server.
+    /// A rejected key, a bad request or a reply kaji cannot read fail the
+    /// same way every time.
+    pub fn retry_may_help(&self) -> bool {
+        match self {
+            LlmError::Http { status, .. } => matches!(status, 408 | 409 | 429 | 500..=599),
+            LlmError::Connect { .. }
+            | LlmError::IdleTimeout { .. }
+            | LlmError::StreamBroken { .. }
+            | LlmError::ServerError { .. } => true,
+            LlmError::RetriesExhausted { last, .. } => last.retry_may_help(),
+            _ => false,
         }
     }
 

@@ -46,6 +46,8 @@ pub struct OpenAiProvider {
     /// `max_completion_tokens` (api.openai.com) or `max_tokens` (others).
     max_tokens_field: &'static str,
     reasoning: crate::Reasoning,
+    /// An API key was configured (OPENAI_API_KEY).
+    keyed: bool,
 }
 
 impl OpenAiProvider {
@@ -80,6 +82,7 @@ impl OpenAiProvider {
             policy,
             max_tokens_field,
             reasoning: cfg.reasoning,
+            keyed: cfg.api_key.as_ref().is_some_and(|k| !k.is_empty()),
         })
     }
 
@@ -101,6 +104,7 @@ impl ModelProvider for OpenAiProvider {
         }
         let call = HttpCall {
             provider: "openai",
+            key_source: crate::openai::key_source(self.keyed),
             client: self.client.clone(),
             url: self.url.clone(),
             headers: self.headers.clone(),
@@ -108,6 +112,15 @@ impl ModelProvider for OpenAiProvider {
             policy: self.policy,
         };
         stream_reply(call, OpenAiDecoder::default)
+    }
+}
+
+/// Where an OpenAI-format provider's key came from, for a 401 or 403.
+pub(crate) fn key_source(keyed: bool) -> &'static str {
+    if keyed {
+        "OPENAI_API_KEY"
+    } else {
+        "nowhere: set OPENAI_API_KEY"
     }
 }
 

@@ -50,6 +50,8 @@ pub struct ResponsesProvider {
     headers: HeaderMap,
     policy: RetryPolicy,
     reasoning: Reasoning,
+    /// An API key was configured (OPENAI_API_KEY).
+    keyed: bool,
 }
 
 impl ResponsesProvider {
@@ -77,6 +79,7 @@ impl ResponsesProvider {
             headers,
             policy,
             reasoning: cfg.reasoning,
+            keyed: cfg.api_key.as_ref().is_some_and(|k| !k.is_empty()),
         })
     }
 
@@ -96,6 +99,7 @@ impl ModelProvider for ResponsesProvider {
         apply_reasoning(&mut body, self.reasoning);
         let call = HttpCall {
             provider: PROVIDER,
+            key_source: crate::openai::key_source(self.keyed),
             client: self.client.clone(),
             url: self.url.clone(),
             headers: self.headers.clone(),

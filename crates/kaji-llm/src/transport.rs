@@ -102,6 +102,9 @@ impl RetryPolicy {
 /// One prepared request.
 pub(crate) struct HttpCall {
     pub provider: &'static str,
+    /// Where the key came from, named when the server rejects it (401,
+    /// 403): `ANTHROPIC_API_KEY`, …
+    pub key_source: &'static str,
     pub client: reqwest::Client,
     pub url: String,
     pub headers: HeaderMap,
@@ -141,7 +144,7 @@ where
     F: Fn() -> D + Send + 'static,
 {
     Box::pin(async_stream::stream! {
-        let HttpCall { provider, client, url, headers, body, policy } = call;
+        let HttpCall { provider, key_source, client, url, headers, body, policy } = call;
         let max_attempts = policy.max_attempts.max(1);
         let idle = policy.idle_timeout;
         let mut attempt: u32 = 1;
@@ -159,7 +162,7 @@ where
                     Ok(Err(e)) => break 'attempt Failure::retryable(LlmError::Connect {
                         provider,
                         url: url.clone(),
-                        message: error_chain(&e),
+                        message: root_cause(&e),
                     }),
                     Ok(Ok(response)) => response,
                 };
@@ -181,6 +184,11 @@ where
                     if overflow {
                         break 'attempt Failure::fatal(LlmError::ContextOverflow { provider, url: url.clone(), status: code, message });
                     }
+                    let message = if matches!(code, 401 | 403) {
+                        format!("{message} (the key came from {key_source}; check it)")
+                    } else {
+                        message
+                    };
                     break 'attempt Failure {
                         error: LlmError::Http { provider, url: url.clone(), status: code, message },
                         retryable,
@@ -460,6 +468,16 @@ pub(crate) fn json_error_message(value: &serde_json::Value) -> Option<String> {
 }
 
 /// An error with all its causes, e.g. `error sending request: connection refused`.
+/// The innermost cause of an error (`Connection refused (os error 111)`),
+/// without the outer layers that repeat the URL.
+fn root_cause(error: &dyn std::error::Error) -> String {
+    let mut last = error;
+    while let Some(cause) = last.source() {
+        last = cause;
+    }
+    last.to_string()
+}
+
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

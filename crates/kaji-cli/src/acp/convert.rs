@@ -36,8 +36,12 @@ pub struct Converter {
     sent: HashMap<u64, (Stream, usize)>,
     /// Tool calls already announced with `tool_call`.
     announced: HashSet<String>,
-    /// The last tool call announced, for the permission request that follows.
-    last_tool: Option<(String, String, Value)>,
+    /// The last tool call announced (id, tool, its view), for the
+    /// permission request that follows.
+    last_tool: Option<(String, String, Option<ToolView>)>,
+    /// Agent text was sent already: the next message starts a new
+    /// paragraph rather than run on from the last one.
+    agent_spoke: bool,
 }
 
 impl Converter {
@@ -48,16 +52,22 @@ impl Converter {
             sent: HashMap::new(),
             announced: HashSet::new(),
             last_tool: None,
+            agent_spoke: false,
         }
     }
 
-    /// The id of the tool call an approval for `tool` is about, if it was
-    /// the last one announced.
-    pub fn pending_call(&self, tool: &str) -> Option<String> {
+    /// The id and view of the tool call an approval for `tool` is about,
+    /// if it was the last one announced.
+    pub fn pending_call(&self, tool: &str) -> Option<(String, Option<ToolView>)> {
         self.last_tool
             .as_ref()
             .filter(|(_, name, _)| name == tool)
-            .map(|(id, _, _)| id.clone())
+            .map(|(id, _, view)| (id.clone(), view.clone()))
+    }
+
+    /// Where relative tool paths are resolved.
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
     }
 
     /// The updates one event makes (often none).
@@ -84,12 +94,10 @@ impl Converter {
                 view,
                 ..
             } => {
-                let mut out = self.announce(id, name, input, view.as_ref());
-                out.push(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                    id.clone(),
-                    ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
-                )));
-                out
+                // Pending until it runs: a call that needs permission is
+                // marked in progress once it is given (the front end's
+                // answer), one that does not ends with its result.
+                self.announce(id, name, input, view.as_ref())
             }
             TaskEvent::ToolResult {
                 id,
@@ -138,6 +146,7 @@ impl Converter {
             }
             _ => return Vec::new(),
         };
+        let first = !self.sent.contains_key(&id);
         let (_, n) = self.sent.entry(id).or_insert((stream, 0));
         // A repeat of the whole text so far: send only what is new.
         let new = text.get(*n..).unwrap_or("");
@@ -145,7 +154,15 @@ impl Converter {
             return Vec::new();
         }
         *n = text.len();
-        vec![chunk(stream, new)]
+        if stream != Stream::Agent {
+            return vec![chunk(stream, new)];
+        }
+        let separate = first && std::mem::replace(&mut self.agent_spoke, true);
+        if separate {
+            vec![chunk(stream, &format!("\n\n{new}"))]
+        } else {
+            vec![chunk(stream, new)]
+        }
     }
 
     /// The `tool_call` for a call, the first time it is seen.
@@ -159,7 +176,7 @@ impl Converter {
         if !self.announced.insert(id.to_string()) {
             return Vec::new();
         }
-        self.last_tool = Some((id.to_string(), tool.to_string(), input.clone()));
+        self.last_tool = Some((id.to_string(), tool.to_string(), view.cloned()));
         vec![SessionUpdate::ToolCall(tool_call(
             &self.cwd, id, tool, input, view,
         ))]
@@ -325,8 +342,12 @@ mod tests {
         assert_eq!(out[0]["content"][0]["type"], "diff");
         assert_eq!(out[0]["content"][0]["oldText"], "x");
         assert_eq!(out[0]["content"][0]["newText"], "y");
-        assert_eq!(c.pending_call("Edit").as_deref(), Some("t1"));
-        // The ToolUse that follows only moves it to in_progress.
+        assert_eq!(
+            c.pending_call("Edit").map(|(id, _)| id).as_deref(),
+            Some("t1")
+        );
+        // The ToolUse of an announced call adds nothing: it is in progress
+        // only once permission is given (the front end's answer).
         let out = to_json(&c.convert(&TaskEvent::ToolUse {
             id: "t1".into(),
             name: "Edit".into(),
@@ -334,8 +355,7 @@ mod tests {
             view: None,
             preview: None,
         }));
-        assert_eq!(out.len(), 1);
-        assert_eq!(out[0]["status"], "in_progress");
+        assert!(out.is_empty(), "{out:?}");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, PermissionOption, PermissionOptionKind, ReadTextFileRequest,
     RequestPermissionOutcome, RequestPermissionRequest, SessionNotification, SessionUpdate,
-    TextContent, ToolCallContent, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    TextContent, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
     WriteTextFileRequest,
 };
 use async_trait::async_trait;
@@ -156,50 +156,95 @@ impl AcpFrontend {
         }
     }
 
-    /// The permission request for a tool approval.
-    fn permission_request(&self, session_id: &str, ask: &AskRequest) -> RequestPermissionRequest {
-        let (tool, input) = match &ask.payload {
-            Some(AskPayload::ToolApproval { tool, input, .. }) => (tool.clone(), input.clone()),
-            _ => (String::new(), serde_json::Value::Null),
+    /// The permission request for a tool approval: the call's title,
+    /// kind, locations and diff (or whole command), and options that each
+    /// say what they store. Returns the call's id too.
+    fn permission_request(
+        &self,
+        session_id: &str,
+        ask: &AskRequest,
+    ) -> (RequestPermissionRequest, String) {
+        let (tool, input, preview, always) = match &ask.payload {
+            Some(AskPayload::ToolApproval {
+                tool,
+                input,
+                preview,
+                always,
+            }) => (tool.clone(), input.clone(), preview.clone(), always.clone()),
+            _ => (String::new(), serde_json::Value::Null, None, Vec::new()),
         };
-        let pending = self
-            .converter
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pending_call(&tool);
-        let tool_call = match pending {
-            Some(id) => ToolCallUpdate::new(id, ToolCallUpdateFields::new()),
-            None => {
-                let cwd = std::path::PathBuf::new();
-                let call =
-                    convert::tool_call(&cwd, &format!("ask-{}", ask.id), &tool, &input, None);
-                let mut update = ToolCallUpdate::from(call);
-                update.fields.title = Some(ask.text.clone());
-                update
-            }
+        let (id, view, cwd) = {
+            let c = self.converter.lock().unwrap_or_else(|e| e.into_inner());
+            let (id, view) = c
+                .pending_call(&tool)
+                .unwrap_or_else(|| (format!("ask-{}", ask.id), None));
+            (id, view, c.cwd().to_path_buf())
         };
-        let options = vec![
-            PermissionOption::new(ALLOW_ONCE, "Allow", PermissionOptionKind::AllowOnce),
-            PermissionOption::new(
+        let titled = view.is_some();
+        let call = convert::tool_call(&cwd, &id, &tool, &input, view.as_ref());
+        let mut update = ToolCallUpdate::from(call);
+        if !titled {
+            update.fields.title = Some(ask.text.clone());
+        }
+        let has_diff = update
+            .fields
+            .content
+            .as_ref()
+            .is_some_and(|c| !c.is_empty());
+        if let (false, Some(preview)) = (has_diff, preview) {
+            update.fields.content = Some(vec![ToolCallContent::from(ContentBlock::Text(
+                TextContent::new(preview),
+            ))]);
+        }
+        let mut options = vec![PermissionOption::new(
+            ALLOW_ONCE,
+            "Allow once (nothing is remembered)",
+            PermissionOptionKind::AllowOnce,
+        )];
+        // "Always" only where there is a rule to remember.
+        if !always.is_empty() {
+            options.push(PermissionOption::new(
                 ALLOW_ALWAYS,
-                "Always allow",
+                format!("Always allow {} in this session", always.join(", ")),
                 PermissionOptionKind::AllowAlways,
-            ),
-            PermissionOption::new(REJECT_ONCE, "Reject", PermissionOptionKind::RejectOnce),
-        ];
-        RequestPermissionRequest::new(session_id.to_string(), tool_call, options)
+            ));
+        }
+        options.push(PermissionOption::new(
+            REJECT_ONCE,
+            "Reject (nothing is remembered)",
+            PermissionOptionKind::RejectOnce,
+        ));
+        (
+            RequestPermissionRequest::new(session_id.to_string(), update, options),
+            id,
+        )
     }
 
     async fn ask_permission(&self, ask: &AskRequest) -> AskResponse {
         let Some(session_id) = self.session_id.get() else {
             return deny("the session is not ready yet");
         };
-        let request = self.permission_request(session_id, ask);
+        let (request, call_id) = self.permission_request(session_id, ask);
+        let running = || {
+            self.send(
+                session_id,
+                SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    call_id.clone(),
+                    ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+                )),
+            )
+        };
         match self.cx.send_request(request).block_task().await {
             Ok(r) => match r.outcome {
                 RequestPermissionOutcome::Selected(s) => match &*s.option_id.0 {
-                    ALLOW_ONCE => AskResponse::Approve,
-                    ALLOW_ALWAYS => AskResponse::ApproveAlways,
+                    ALLOW_ONCE => {
+                        running();
+                        AskResponse::Approve
+                    }
+                    ALLOW_ALWAYS => {
+                        running();
+                        AskResponse::ApproveAlways
+                    }
                     _ => AskResponse::Deny { feedback: None },
                 },
                 // Cancelled: the prompt is being cancelled too.

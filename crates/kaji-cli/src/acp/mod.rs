@@ -23,9 +23,10 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
-    PromptRequest, PromptResponse, SessionMode, SessionModeState, SetSessionModeRequest,
+    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
+    LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, SessionCapabilities,
+    SessionInfo, SessionListCapabilities, SessionMode, SessionModeState, SetSessionModeRequest,
     SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::{Agent, Client, Error, ErrorCode, Lines, Responder, V1};
@@ -99,7 +100,8 @@ where
     O: futures::Sink<String, Error = std::io::Error> + Send + 'static,
     I: futures::Stream<Item = std::io::Result<String>> + Send + 'static,
 {
-    let (a0, a1, a2, a3, a4, a5) = (
+    let (a0, a1, a2, a3, a4, a5, a6) = (
+        Arc::clone(&acp),
         Arc::clone(&acp),
         Arc::clone(&acp),
         Arc::clone(&acp),
@@ -125,6 +127,13 @@ where
         .on_receive_request(
             async move |req: LoadSessionRequest, responder, cx| {
                 a2.load_session(req, responder, cx).await
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: ListSessionsRequest, responder, _cx| match a6.list_sessions(&req) {
+                Ok(r) => responder.respond(r),
+                Err(e) => responder.respond_with_error(e),
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -163,10 +172,38 @@ impl Acp {
             .agent_capabilities(
                 AgentCapabilities::new()
                     .load_session(true)
+                    .session_capabilities(
+                        SessionCapabilities::new().list(SessionListCapabilities::new()),
+                    )
                     .prompt_capabilities(prompt)
                     .mcp_capabilities(McpCapabilities::new().http(true)),
             )
             .agent_info(Implementation::new("kaji", env!("CARGO_PKG_VERSION")))
+    }
+
+    /// `session/list`: the saved main sessions and forks (of `cwd` when
+    /// given), newest first, with their first prompt as title. One page.
+    fn list_sessions(&self, req: &ListSessionsRequest) -> Result<ListSessionsResponse, Error> {
+        let store = kaji_core::session::store::SessionStore::new(&crate::paths::kaji_home());
+        let listing = store
+            .list()
+            .map_err(|e| Error::internal_error().data(e.to_string()))?;
+        let mut entries: Vec<_> = listing
+            .entries
+            .into_iter()
+            .filter(|e| !e.removed && e.kind != kaji_core::session::record::SessionKind::Subagent)
+            .filter(|e| req.cwd.as_ref().is_none_or(|c| *c == e.cwd))
+            .collect();
+        entries.sort_by_key(|e| std::cmp::Reverse(e.updated));
+        let sessions = entries
+            .into_iter()
+            .map(|e| {
+                SessionInfo::new(e.id, e.cwd)
+                    .title(Some(e.title).filter(|t| !t.is_empty()))
+                    .updated_at(iso_time(e.updated))
+            })
+            .collect();
+        Ok(ListSessionsResponse::new(sessions))
     }
 
     fn session(&self, id: &str) -> Option<Open> {
@@ -295,8 +332,7 @@ impl Acp {
             .await
         {
             Ok(open) => responder.respond(
-                NewSessionResponse::new(open.session.id().to_string())
-                    .modes(modes(open.session.permission_mode())),
+                NewSessionResponse::new(open.session.id().to_string()).modes(modes(&open.session)),
             ),
             Err(e) => responder.respond_with_error(e),
         }
@@ -331,7 +367,7 @@ impl Acp {
         for event in kaji_core::session::transcript::history_events(&history) {
             open.frontend.send_event(open.session.id(), &event);
         }
-        responder.respond(LoadSessionResponse::new().modes(modes(open.session.permission_mode())))
+        responder.respond(LoadSessionResponse::new().modes(modes(&open.session)))
     }
 
     /// Starts the prompt's turn in its own task (permission requests wait
@@ -424,18 +460,28 @@ impl Acp {
     }
 }
 
-/// The session modes: kaji's permission modes.
-fn modes(current: PermissionMode) -> SessionModeState {
+/// Milliseconds since the epoch as ISO 8601 (RFC 3339), UTC.
+fn iso_time(millis: u64) -> Option<String> {
+    let nanos = i128::from(millis) * 1_000_000;
+    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()?
+        .format(&time::format_description::well_known::Rfc3339)
+        .ok()
+}
+
+/// The session modes: kaji's permission modes, each described as this
+/// session runs it (the sandbox included).
+fn modes(session: &kaji_core::Session) -> SessionModeState {
     let all = [
         (
             PermissionMode::Default,
             "Default",
-            "Read-only tools run; edits and commands ask",
+            "Read-only tools run; edits ask",
         ),
         (
             PermissionMode::AcceptEdits,
             "Accept edits",
-            "Edits in the project run; commands ask",
+            "Read-only tools and edits in the project run",
         ),
         (PermissionMode::Plan, "Plan", "Only read-only tools run"),
         (
@@ -446,9 +492,18 @@ fn modes(current: PermissionMode) -> SessionModeState {
     ];
     let modes = all
         .iter()
-        .map(|(m, name, what)| SessionMode::new(m.as_str(), *name).description(what.to_string()))
+        .map(|(m, name, what)| {
+            let what = match m {
+                PermissionMode::Default | PermissionMode::AcceptEdits => format!(
+                    "{what}; {}",
+                    crate::policy_text::sandbox_line(*m, session.sandbox_mode_for(*m))
+                ),
+                _ => what.to_string(),
+            };
+            SessionMode::new(m.as_str(), *name).description(what)
+        })
         .collect();
-    SessionModeState::new(current.as_str(), modes)
+    SessionModeState::new(session.permission_mode().as_str(), modes)
 }
 
 /// The image types the providers take.

@@ -157,6 +157,12 @@ pub struct StatusInfo {
     pub model: String,
     /// The permission mode.
     pub permission_mode: String,
+    /// The sandbox commands run in (`sandbox: workspace-write`,
+    /// `sandbox off`).
+    pub sandbox: String,
+    /// What that means, for `/status` (`sandbox: workspace-write —
+    /// commands run without asking`).
+    pub sandbox_long: String,
     /// The working directory.
     pub cwd: String,
 }
@@ -239,6 +245,14 @@ pub struct App {
     pub pasted_images: Vec<std::path::PathBuf>,
     /// Whether the user has been told that no clipboard program is there.
     pub clipboard_warned: bool,
+    /// What a call does in full (its tool's preview: the whole command),
+    /// by call id, until its `tool` say folds it under its line.
+    previews: HashMap<String, String>,
+    /// Sub-agents by the id of the `Agent` call that started them: their
+    /// folded entry and what it shows.
+    subagents: HashMap<String, (usize, super::nesting::SubagentView)>,
+    /// Sub-agents of this session that finished, newest last (`/agents`).
+    pub finished_agents: Vec<String>,
 }
 
 impl App {
@@ -282,6 +296,20 @@ impl App {
             return Action::None;
         }
         Action::Submit(prompt)
+    }
+
+    /// Esc aborts the task, not what was queued behind it: queued prompts
+    /// go back into the input box, unsent.
+    fn unqueue(&mut self) {
+        if self.queued.is_empty() {
+            return;
+        }
+        let mut texts: Vec<String> = self.queued.drain(..).collect();
+        if !self.input.text().is_empty() {
+            texts.push(self.input.text().to_string());
+        }
+        self.input.set(&texts.join("\n"));
+        self.note("  the queued prompt is back in the input box, unsent (Enter sends it)".into());
     }
 
     /// The next queued prompt, once no task runs.
@@ -373,6 +401,7 @@ impl App {
             "/exit" | "/quit" => return Action::Quit,
             "/help" => self.note(commands::help(&self.custom)),
             "/cost" => self.note(self.cost_text()),
+            "/status" => self.note(self.status_text()),
             "/todo" => self.note(self.todo_text()),
             "/tasks" => self.note(self.tasks_text()),
             "/mode" => match args.parse::<PermissionMode>() {
@@ -492,6 +521,18 @@ impl App {
     }
 
     /// `/cost`.
+    /// `/status`: model, permission mode, sandbox, directory, usage.
+    fn status_text(&self) -> String {
+        format!(
+            "  model: {}\n  permission mode: {}\n  {}\n  directory: {}\n{}",
+            self.status.model,
+            self.status.permission_mode,
+            self.status.sandbox_long,
+            self.status.cwd,
+            self.cost_text()
+        )
+    }
+
     fn cost_text(&self) -> String {
         let cost = match self.cost_usd {
             Some(c) => format!("${c:.4}"),
@@ -548,6 +589,27 @@ impl App {
         true
     }
 
+    /// A call whose preview says more than its one-line title (a
+    /// multi-line command): folded under its `⏺` line, whole with Ctrl-O.
+    /// Calls with a diff show the diff instead.
+    fn fold_preview(&mut self, say_id: u64, preview: Option<&str>) {
+        let Some(preview) = preview else {
+            return;
+        };
+        let more = preview.lines().count().saturating_sub(1);
+        let Some(&i) = self.by_id.get(&say_id) else {
+            return;
+        };
+        if more == 0 {
+            return;
+        }
+        let entry = &mut self.entries[i];
+        let first = entry.text.lines().next().unwrap_or("").to_string();
+        entry.text = format!("{first} (+{more} lines, Ctrl-O)");
+        let body = kaji_protocol::terminal::sanitize_terminal(preview, false);
+        entry.detail = Some(format!("{first}\n{body}"));
+    }
+
     /// Seeds the counters from a resumed session's totals.
     pub fn seed_usage(&mut self, usage: &kaji_protocol::Usage) {
         self.input_tokens = usage.input_tokens;
@@ -573,6 +635,28 @@ impl App {
         for event in kaji_core::session::transcript::history_events(history) {
             self.on_event(event);
         }
+    }
+
+    /// Shows, dimmed, what a resumed session said before its conversation
+    /// was compacted (from its session file); the compacted history
+    /// follows ([`App::show_history`]).
+    pub fn show_earlier(&mut self, events: Vec<TaskEvent>) {
+        if events.is_empty() {
+            return;
+        }
+        let from = self.entries.len();
+        self.note("── earlier conversation, before it was compacted ──".into());
+        for event in events {
+            self.on_event(event);
+        }
+        for entry in &mut self.entries[from..] {
+            entry.style = EntryStyle::Note;
+        }
+        // The history's events number their messages from 1 again.
+        self.by_id.clear();
+        self.previews.clear();
+        self.running = false;
+        self.bell = false;
     }
 
     /// Shows a conversation loaded from disk, as it was shown live.
@@ -626,6 +710,43 @@ impl App {
         }
     }
 
+    /// Handles one event of the session: the main agent's go into the
+    /// transcript, a sub-agent's fold under its `Agent` call.
+    pub fn on_session_event(&mut self, event: kaji_protocol::SessionEvent) {
+        if event.agent == "main" {
+            return self.on_event(event.event);
+        }
+        if let TaskEvent::Usage(report) = &event.event {
+            // The session's totals include its sub-agents'.
+            self.input_tokens += report.usage.input_tokens;
+            self.output_tokens += report.usage.output_tokens;
+            if let Some(c) = report.cost_usd {
+                self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
+            }
+        }
+        let key = event
+            .parent_tool_use_id
+            .clone()
+            .unwrap_or_else(|| event.agent.clone());
+        let (i, view) = match self.subagents.remove(&key) {
+            Some(entry) => entry,
+            None => {
+                let i = self.push(EntryStyle::Note, String::new());
+                (i, super::nesting::SubagentView::new(&event.agent))
+            }
+        };
+        let mut view = view;
+        view.on_event(&event.event);
+        if matches!(event.event, TaskEvent::Finished { .. }) {
+            self.finished_agents.push(view.summary());
+        }
+        if let Some(entry) = self.entries.get_mut(i) {
+            entry.text = view.line();
+            entry.detail = Some(view.detail());
+        }
+        self.subagents.insert(key, (i, view));
+    }
+
     /// Handles one event of the running task.
     pub fn on_event(&mut self, event: TaskEvent) {
         match event {
@@ -640,7 +761,7 @@ impl App {
                     return;
                 }
                 let (style, text) = match kind {
-                    SayKind::UserFeedback => (EntryStyle::User, prefix_lines("> ", &text)),
+                    SayKind::UserFeedback => (EntryStyle::User, user_prompt_text(&text)),
                     SayKind::Text => (EntryStyle::Text, text),
                     SayKind::Reasoning => (EntryStyle::Reasoning, text),
                     SayKind::Tool => (EntryStyle::Tool, format!("⏺ {text}")),
@@ -659,12 +780,20 @@ impl App {
                 // A call shown while it streamed gets its diff now.
                 let streamed = self.streaming_calls.remove(&id).is_some();
                 let new = streamed || !self.by_id.contains_key(&id);
+                let preview = match &payload {
+                    Some(SayPayload::Tool { id: call, .. }) => self.previews.remove(call),
+                    _ => None,
+                };
                 self.upsert(id, style, text);
-                if new
-                    && let Some(SayPayload::Tool { view, .. }) = payload
-                    && let Some(diff) = super::diff::of_call(view.as_ref(), None)
-                {
-                    self.push(EntryStyle::Diff, diff);
+                // One diff per edit, with context and line numbers, asked
+                // or not; a long command folded under its line.
+                if new && let Some(SayPayload::Tool { view, .. }) = payload {
+                    match super::diff::of_call(view.as_ref(), preview.as_deref()) {
+                        Some(diff) => {
+                            self.push(EntryStyle::Diff, diff);
+                        }
+                        None => self.fold_preview(id, preview.as_deref()),
+                    }
                 }
             }
             TaskEvent::Delta { id, text } => {
@@ -701,12 +830,20 @@ impl App {
                             preview: Some(preview),
                             ..
                         }) = &payload
+                            && !super::diff::looks_like_diff(preview)
                         {
                             self.upsert(id, EntryStyle::Note, prefix_lines("  │ ", preview));
                         }
                     }
                     _ => {}
                 }
+            }
+            TaskEvent::ToolUse {
+                id,
+                preview: Some(preview),
+                ..
+            } => {
+                self.previews.insert(id, preview);
             }
             TaskEvent::ToolUse { .. } => {}
             TaskEvent::ToolResult {
@@ -901,6 +1038,7 @@ impl App {
                     return Action::None;
                 }
                 if self.running {
+                    self.unqueue();
                     return Action::Abort;
                 }
                 if self.search.take().is_some() {
@@ -1006,12 +1144,12 @@ impl App {
             AskStage::Choose => match key.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') => self.answer(AskResponse::Approve),
                 KeyCode::Char('a') | KeyCode::Char('A')
-                    if matches!(kind, AskKind::Tool | AskKind::Command) =>
+                    if matches!(kind, AskKind::Tool | AskKind::Command) && self.can_remember() =>
                 {
                     self.answer(AskResponse::ApproveAlways)
                 }
                 KeyCode::Char('p') | KeyCode::Char('P')
-                    if matches!(kind, AskKind::Tool | AskKind::Command) =>
+                    if matches!(kind, AskKind::Tool | AskKind::Command) && self.can_remember() =>
                 {
                     self.answer(AskResponse::ApproveAlwaysProject)
                 }
@@ -1076,6 +1214,14 @@ impl App {
         self.input.insert_str(text);
     }
 
+    /// Whether the pending approval has a rule an "always" answer stores.
+    fn can_remember(&self) -> bool {
+        matches!(
+            self.pending.as_ref().and_then(|p| p.request.payload.as_ref()),
+            Some(AskPayload::ToolApproval { always, .. }) if !always.is_empty()
+        )
+    }
+
     /// The prompt shown in the ask area, if an ask is pending.
     pub fn ask_prompt(&self) -> Option<(String, &'static str)> {
         let p = self.pending.as_ref()?;
@@ -1092,9 +1238,12 @@ impl App {
                 "type your answer, or an option's number, + Enter"
             }
             (AskStage::Text, _) => "type your answer + Enter",
-            (AskStage::Choose, AskKind::Tool | AskKind::Command) => {
+            (AskStage::Choose, AskKind::Tool | AskKind::Command) if self.can_remember() => {
                 "y approve · a always (this session) · p always (this project) · n deny"
             }
+            // Nothing narrow enough to remember (a sandbox retry, say):
+            // "always" would store nothing, so it is not offered.
+            (AskStage::Choose, AskKind::Tool | AskKind::Command) => "y approve this once · n deny",
             (AskStage::Choose, AskKind::Plan) => "y approve the plan · n give feedback",
             (AskStage::Choose, _) => "y yes · n no",
         };
@@ -1127,7 +1276,7 @@ impl App {
 /// rules, or that nothing narrow enough exists.
 fn always_line(always: &[String]) -> String {
     if always.is_empty() {
-        "always: nothing narrow enough to remember; a and p approve this call once".to_string()
+        "nothing here can be remembered: this answer is for this call only".to_string()
     } else {
         format!(
             "always stores {} — a: for this session · p: for this project, in .kaji/config.local.toml",
@@ -1185,6 +1334,17 @@ fn followup_options(payload: Option<&AskPayload>) -> Vec<String> {
         Some(AskPayload::Followup { options }) => options.clone(),
         _ => Vec::new(),
     }
+}
+
+/// A user's prompt as typed (`> …`), its attached files one line each
+/// (`⎿ Read src/a.rs (12 lines)`) rather than their contents.
+fn user_prompt_text(text: &str) -> String {
+    let (typed, files) = super::mentions::split_attachments(text);
+    let mut out = prefix_lines("> ", typed);
+    for (path, lines) in files {
+        out.push_str(&format!("\n  ⎿ Read {path} ({lines} lines)"));
+    }
+    out
 }
 
 fn prefix_lines(prefix: &str, text: &str) -> String {
@@ -1816,6 +1976,20 @@ mod tests {
         assert_eq!(app.next_queued().as_deref(), Some("next one"));
         assert_eq!(app.next_queued().as_deref(), Some("and then"));
         assert_eq!(app.next_queued(), None);
+    }
+
+    #[test]
+    fn esc_leaves_a_queued_prompt_in_the_input_box() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        enter(&mut app, "run the tests next");
+        assert_eq!(app.queued.len(), 1);
+        let esc = app.on_key(code(KeyCode::Esc));
+        assert_eq!(esc, Action::Abort);
+        assert!(app.queued.is_empty());
+        assert_eq!(app.input.text(), "run the tests next");
+        app.task_ended();
+        assert_eq!(app.next_queued(), None, "nothing is sent by itself");
     }
 
     #[test]

@@ -21,6 +21,10 @@ pub const BUILTINS: &[(&str, &str)] = &[
         "/reasoning",
         "LEVEL: how hard the model thinks (off, low, medium, high)",
     ),
+    (
+        "/status",
+        "model, permission mode, sandbox (what runs without asking), directory, usage",
+    ),
     ("/cost", "tokens and cost of this session so far"),
     (
         "/compact",
@@ -121,8 +125,24 @@ pub fn help(custom: &[CustomCommand]) -> String {
         }
     }
     out.push_str(
-        "\n  Keys: Shift-Enter/Alt-Enter/Ctrl-J newline · Tab completes · Ctrl-O opens tool results · Esc aborts",
+        "\n  Keys: Shift-Enter/Alt-Enter/Ctrl-J newline · Tab completes · Ctrl-O opens tool results and folded commands · Esc aborts the task · Esc Esc rewinds to an earlier prompt · Ctrl-R searches past prompts · Ctrl-D quits",
     );
+    out.push_str(
+        "\n  In a prompt: @path attaches a file · !command runs a shell command yourself · /command runs one of the commands above",
+    );
+    out
+}
+
+/// The first screen's hint: what can be typed, and the rule files loaded.
+pub fn first_screen_hint(rule_files: &[String]) -> String {
+    let mut out = String::from(
+        "  / commands (/help) · @ attaches a file · ! runs a command · Esc Esc rewinds · Ctrl-O opens folds",
+    );
+    if rule_files.is_empty() {
+        out.push_str("\n  No rule files loaded (AGENTS.md, CLAUDE.md; /init writes one).");
+    } else {
+        out.push_str(&format!("\n  Rules loaded: {}", rule_files.join(", ")));
+    }
     out
 }
 

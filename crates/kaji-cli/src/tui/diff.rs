@@ -16,9 +16,45 @@ const MAX_LINES: usize = 60;
 /// the change the tool says the call makes.
 pub fn of_call(view: Option<&ToolView>, preview: Option<&str>) -> Option<String> {
     if let Some(p) = preview.filter(|p| looks_like_diff(p)) {
-        return Some(cap(p));
+        return Some(cap(&numbered(p)));
     }
     view?.change.as_ref().map(of_change)
+}
+
+/// A unified diff with each line's number in front (the new file's for
+/// added and unchanged lines, the old file's for removed ones), without
+/// `\ No newline at end of file` markers.
+pub fn numbered(diff: &str) -> String {
+    let (mut old, mut new) = (0u64, 0u64);
+    let mut out = Vec::new();
+    for line in diff.lines() {
+        if line.starts_with("--- ") || line.starts_with("+++ ") {
+            out.push(line.to_string());
+        } else if let Some(rest) = line.strip_prefix("@@ ") {
+            let mut parts = rest.split_whitespace();
+            let start = |p: Option<&str>| {
+                p.and_then(|p| p[1..].split(',').next()?.parse::<u64>().ok())
+                    .unwrap_or(1)
+            };
+            old = start(parts.next());
+            new = start(parts.next());
+            out.push(line.to_string());
+        } else if line.starts_with('\\') {
+            continue;
+        } else if let Some(text) = line.strip_prefix('+') {
+            out.push(format!("+{new:>5} {text}"));
+            new += 1;
+        } else if let Some(text) = line.strip_prefix('-') {
+            out.push(format!("-{old:>5} {text}"));
+            old += 1;
+        } else {
+            let text = line.strip_prefix(' ').unwrap_or(line);
+            out.push(format!(" {new:>5} {text}"));
+            old += 1;
+            new += 1;
+        }
+    }
+    out.join("\n")
 }
 
 /// A change as diff text: the replaced text against its replacement, or
@@ -51,7 +87,8 @@ fn pair(old: &str, new: &str) -> String {
     out
 }
 
-fn looks_like_diff(text: &str) -> bool {
+/// Whether `text` is a unified diff (a preview of an edit).
+pub fn looks_like_diff(text: &str) -> bool {
     text.lines()
         .any(|l| l.starts_with("@@") || l.starts_with("+++") || l.starts_with("--- "))
 }
@@ -109,7 +146,14 @@ mod tests {
         let w = of_call(Some(&change("n.txt", None, "x\ny")), None).unwrap();
         assert!(w.contains("+x\n+y"), "{w}");
         let p = of_call(None, Some("--- f\n+++ f\n@@ -1 +1 @@\n-o\n+n")).unwrap();
-        assert!(p.ends_with("+n"), "{p}");
+        assert!(p.ends_with("+    1 n"), "{p}");
+        let n = numbered(
+            "--- f\n+++ f\n@@ -10,3 +10,3 @@\n a\n-b\n+c\n d\n\\ No newline at end of file",
+        );
+        assert_eq!(
+            n,
+            "--- f\n+++ f\n@@ -10,3 +10,3 @@\n    10 a\n-   11 b\n+   11 c\n    12 d"
+        );
         // A call without a change (a command) and a preview that is no
         // diff show nothing here.
         assert!(of_call(Some(&ToolView::default()), Some("ls")).is_none());

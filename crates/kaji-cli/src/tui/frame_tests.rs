@@ -24,6 +24,7 @@ fn status() -> StatusInfo {
         model: "claude-sonnet-4-5".into(),
         permission_mode: "default".into(),
         cwd: "/home/dev/projects/kaji".into(),
+        ..StatusInfo::default()
     }
 }
 

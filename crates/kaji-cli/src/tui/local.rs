@@ -18,7 +18,11 @@ pub const INIT_PROMPT: &str = "Please look at this repository and write an AGENT
 
 /// `/agents`: the session's sub-agents and background agents, with their
 /// status and what they are doing, and the tokens sub-agents used.
-pub fn agents_text(tasks: &[RuntimeTaskInfo], subagent_usage: &Usage) -> String {
+pub fn agents_text(
+    tasks: &[RuntimeTaskInfo],
+    finished: &[String],
+    subagent_usage: &Usage,
+) -> String {
     let mut lines: Vec<String> = tasks
         .iter()
         .filter(|t| t.task_type.is_agent())
@@ -39,6 +43,9 @@ pub fn agents_text(tasks: &[RuntimeTaskInfo], subagent_usage: &Usage) -> String 
             line
         })
         .collect();
+    // Sub-agents that ran in the foreground and ended (the runtime
+    // registry holds only background ones).
+    lines.extend(finished.iter().map(|f| format!("  ✓ {f}")));
     if lines.is_empty() {
         lines.push("  no sub-agents or background agents in this session".into());
     }
@@ -426,6 +433,7 @@ mod tests {
         };
         let text = agents_text(
             &[info("a12345678", Some("explore")), info("b12345678", None)],
+            &[],
             &usage,
         );
         assert!(
@@ -434,6 +442,8 @@ mod tests {
         );
         assert!(!text.contains("b12345678"), "{text}");
         assert!(text.contains("12 input / 3 output tokens"), "{text}");
-        assert!(agents_text(&[], &usage).contains("no sub-agents"));
+        assert!(agents_text(&[], &[], &usage).contains("no sub-agents"));
+        let done = ["agent helper-1 · 1 tool use(s) · completed after 2 turn(s)".to_string()];
+        assert!(agents_text(&[], &done, &usage).contains("✓ agent helper-1"));
     }
 }

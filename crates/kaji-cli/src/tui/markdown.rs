@@ -24,6 +24,9 @@ struct Builder {
     /// The open fenced block: its language and the code so far.
     code: Option<(String, String)>,
     link: Option<String>,
+    /// The open table: its rows of cell texts so far, and the cell being
+    /// read.
+    table: Option<(Vec<Vec<String>>, String)>,
 }
 
 impl Builder {
@@ -50,6 +53,10 @@ impl Builder {
     }
 
     fn text(&mut self, text: &str) {
+        if let Some((_, cell)) = &mut self.table {
+            cell.push_str(text);
+            return;
+        }
         if let Some((_, code)) = &mut self.code {
             code.push_str(text);
             return;
@@ -87,13 +94,16 @@ pub fn render(text: &str) -> Vec<Line<'static>> {
         in_code: false,
         code: None,
         link: None,
+        table: None,
     };
-    let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+    let options =
+        Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS | Options::ENABLE_TABLES;
     for event in Parser::new_ext(text, options) {
         match event {
             Event::Start(tag) => start(&mut b, tag),
             Event::End(tag) => end(&mut b, tag),
             Event::Text(t) => b.text(&t),
+            Event::Code(t) if b.table.is_some() => b.text(&t),
             Event::Code(t) => b
                 .current
                 .push(Span::styled(t.to_string(), b.style().fg(CODE))),
@@ -129,6 +139,20 @@ pub fn render(text: &str) -> Vec<Line<'static>> {
 
 fn start(b: &mut Builder, tag: Tag<'_>) {
     match tag {
+        Tag::Table(_) => {
+            b.blank();
+            b.table = Some((Vec::new(), String::new()));
+        }
+        Tag::TableHead | Tag::TableRow => {
+            if let Some((rows, _)) = &mut b.table {
+                rows.push(Vec::new());
+            }
+        }
+        Tag::TableCell => {
+            if let Some((_, cell)) = &mut b.table {
+                cell.clear();
+            }
+        }
         Tag::Heading { level, .. } => {
             b.blank();
             b.push_style(|s| {
@@ -202,6 +226,19 @@ fn start(b: &mut Builder, tag: Tag<'_>) {
 
 fn end(b: &mut Builder, tag: TagEnd) {
     match tag {
+        TagEnd::TableHead | TagEnd::TableRow => {}
+        TagEnd::TableCell => {
+            if let Some((rows, cell)) = &mut b.table
+                && let Some(row) = rows.last_mut()
+            {
+                row.push(std::mem::take(cell).trim().to_string());
+            }
+        }
+        TagEnd::Table => {
+            if let Some((rows, _)) = b.table.take() {
+                table_lines(b, &rows);
+            }
+        }
         TagEnd::Heading(_) | TagEnd::Emphasis | TagEnd::Strong | TagEnd::Strikethrough => {
             b.styles.pop();
             if matches!(tag, TagEnd::Heading(_)) {
@@ -236,6 +273,45 @@ fn end(b: &mut Builder, tag: TagEnd) {
         }
         _ => {
             b.styles.pop();
+        }
+    }
+}
+
+/// A table as aligned columns, its header bold and ruled off.
+fn table_lines(b: &mut Builder, rows: &[Vec<String>]) {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width = |c: usize| {
+        rows.iter()
+            .filter_map(|r| r.get(c))
+            .map(|t| t.chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..columns).map(width).collect();
+    let prefix = b.prefix();
+    for (i, row) in rows.iter().enumerate() {
+        let cells: Vec<String> = (0..columns)
+            .map(|c| {
+                let text = row.get(c).map(String::as_str).unwrap_or("");
+                let pad = widths[c].saturating_sub(text.chars().count());
+                format!("{text}{}", " ".repeat(pad))
+            })
+            .collect();
+        let style = if i == 0 {
+            Style::default().add_modifier(Modifier::BOLD)
+        } else {
+            Style::default()
+        };
+        b.lines.push(Line::from(vec![
+            Span::raw(prefix.clone()),
+            Span::styled(cells.join(" │ ").trim_end().to_string(), style),
+        ]));
+        if i == 0 {
+            let rule: Vec<String> = widths.iter().map(|w| "─".repeat(*w)).collect();
+            b.lines.push(Line::styled(
+                format!("{prefix}{}", rule.join("─┼─")),
+                Style::default().add_modifier(Modifier::DIM),
+            ));
         }
     }
 }
@@ -334,6 +410,28 @@ impl Incremental {
         } else {
             &self.tail[i - self.stable.len()]
         }
+    }
+}
+
+#[cfg(test)]
+mod table_tests {
+    use super::*;
+
+    fn plain(lines: &[Line<'_>]) -> Vec<String> {
+        lines.iter().map(|l| l.to_string()).collect()
+    }
+
+    #[test]
+    fn a_table_is_aligned_columns_not_pipes() {
+        let text =
+            "Before.\n\n| name | size |\n|---|---:|\n| a.rs | 12 |\n| longer.rs | 3 |\n\nAfter.";
+        let lines = plain(&render(text));
+        assert!(lines.contains(&"name      │ size".to_string()), "{lines:?}");
+        assert!(lines.contains(&"──────────┼─────".to_string()), "{lines:?}");
+        assert!(lines.contains(&"a.rs      │ 12".to_string()), "{lines:?}");
+        assert!(lines.contains(&"longer.rs │ 3".to_string()), "{lines:?}");
+        assert!(lines.iter().all(|l| !l.contains("|---")), "{lines:?}");
+        assert_eq!(lines.last().map(String::as_str), Some("After."));
     }
 }
 

@@ -142,9 +142,48 @@ pub async fn attach(
     (out, images, notes)
 }
 
+/// A prompt as the user typed it, and the files [`attach`] added to it
+/// (path, number of lines): what the transcript shows and what a rewind
+/// puts back into the input box.
+pub fn split_attachments(prompt: &str) -> (&str, Vec<(String, usize)>) {
+    const OPEN: &str = "\n\n<file path=\"";
+    let Some(start) = prompt.find(OPEN) else {
+        return (prompt, Vec::new());
+    };
+    let mut files = Vec::new();
+    let mut rest = &prompt[start..];
+    while let Some(after) = rest.strip_prefix(OPEN) {
+        let Some((path, body)) = after.split_once("\">\n") else {
+            return (prompt, Vec::new());
+        };
+        let Some((content, tail)) = body.split_once("\n</file>") else {
+            return (prompt, Vec::new());
+        };
+        files.push((path.to_string(), content.lines().count()));
+        rest = tail;
+    }
+    if !rest.trim().is_empty() {
+        // Not only attachments after the typed text: show it all.
+        return (prompt, Vec::new());
+    }
+    (&prompt[..start], files)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attachments_split_off_the_typed_prompt() {
+        let typed = "explain @src/a.rs please";
+        let full =
+            format!("{typed}\n\n<file path=\"src/a.rs\">\n1\tfn a() {{}}\n2\tfn b() {{}}\n</file>");
+        assert_eq!(
+            split_attachments(&full),
+            (typed, vec![("src/a.rs".to_string(), 2)])
+        );
+        assert_eq!(split_attachments(typed), (typed, Vec::new()));
+    }
 
     #[test]
     fn scans_without_ignored_files_and_matches_fuzzily() {

@@ -14,14 +14,16 @@
 mod app;
 mod clipboard;
 pub(crate) mod commands;
-mod diff;
+pub(crate) mod diff;
 #[cfg(test)]
 mod frame_tests;
 mod highlight;
 mod input;
 mod local;
+pub(crate) use local::INIT_PROMPT;
 mod markdown;
 mod mentions;
+mod nesting;
 mod render;
 mod rewind;
 
@@ -108,8 +110,8 @@ impl TuiArgs {
 
 /// What the task side sends to the UI loop.
 enum UiMessage {
-    /// An event of the running task.
-    Event(TaskEvent),
+    /// An event of the running task (or of one of its sub-agents).
+    Event(SessionEvent),
     /// An ask, with where its answer goes.
     Ask(AskRequest, oneshot::Sender<AskResponse>),
     /// The task's `run` returned (or its tokio task died).
@@ -131,7 +133,7 @@ struct TuiFrontend {
 #[async_trait]
 impl TaskFrontend for TuiFrontend {
     fn emit(&self, event: SessionEvent) {
-        let _ = self.tx.send(UiMessage::Event(event.event));
+        let _ = self.tx.send(UiMessage::Event(event));
     }
 
     async fn answer(&self, ask: &AskRequest) -> AskResponse {
@@ -325,9 +327,13 @@ fn restore_terminal() {
 }
 
 fn status_info(session: &Session) -> StatusInfo {
+    let mode = session.permission_mode();
+    let sandbox = session.sandbox_mode_for(mode);
     StatusInfo {
         model: session.provider_config().model.clone(),
-        permission_mode: session.permission_mode().as_str().to_string(),
+        permission_mode: mode.as_str().to_string(),
+        sandbox: crate::policy_text::sandbox_short(sandbox),
+        sandbox_long: crate::policy_text::sandbox_line(mode, sandbox),
         cwd: session.cwd().display().to_string(),
     }
 }
@@ -506,6 +512,24 @@ async fn start_review(
     });
 }
 
+/// What the session file holds before its last compaction, as events
+/// (empty when it was never compacted or cannot be read).
+fn earlier_transcript(session: &Session) -> Vec<TaskEvent> {
+    use kaji_core::session::record::SessionRecord;
+    let store = kaji_core::session::store::SessionStore::new(&crate::paths::kaji_home());
+    let Ok(mut loaded) = store.load(session.id()) else {
+        return Vec::new();
+    };
+    let cut = loaded.records.iter().rposition(
+        |r| matches!(r, SessionRecord::HistoryReplaced { reason, .. } if reason == "compaction"),
+    );
+    let Some(cut) = cut else {
+        return Vec::new();
+    };
+    loaded.records.truncate(cut);
+    crate::sessions_cmd::transcript_events(&loaded, None)
+}
+
 /// Runs a custom command's prompt (with its model and allowed tools) in
 /// the background; its end comes back as [`UiMessage::Done`].
 fn start_command(
@@ -581,6 +605,15 @@ async fn event_loop(
         || kaji_core::trust::is_trusted(&crate::paths::kaji_home(), session.project_dir())
             .unwrap_or(false);
     app.seed_usage(&session.usage());
+    if session.is_resuming() {
+        // Continued: the status line keeps the cost and the context.
+        let info = session.model_info();
+        app.cost_usd = info
+            .prices
+            .map(|p| kaji_llm::pricing::cost_usd(&session.usage(), &p));
+        app.context_window = Some(info.context_window).filter(|w| *w > 0);
+        app.context_tokens = kaji_core::compaction::estimate_tokens(&session.history());
+    }
     {
         let root = session.cwd();
         let tx = tx.clone();
@@ -596,7 +629,27 @@ async fn event_loop(
         app.error(w);
     }
     if session.is_resuming() {
+        app.show_earlier(earlier_transcript(session));
         app.show_history(&session.history());
+    } else {
+        let cwd = session.cwd();
+        let rules = kaji_core::rules::RuleFiles::discover_with_home(
+            &crate::paths::kaji_home(),
+            &cwd,
+            home.as_deref(),
+        );
+        let names: Vec<String> = rules
+            .files
+            .iter()
+            .map(|f| {
+                f.path
+                    .strip_prefix(&cwd)
+                    .unwrap_or(&f.path)
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        app.note(commands::first_screen_hint(&names));
     }
     if let Some(prompt) = first_prompt.filter(|p| !p.trim().is_empty()) {
         let prompt = with_mentions(&mut app, session, prompt).await;
@@ -671,8 +724,12 @@ async fn event_loop(
                     }
                     Action::Mode(mode) => {
                         session.set_permission_mode(mode);
-                        app.status.permission_mode = mode.as_str().to_string();
-                        app.note(format!("  permission mode: {}", mode.as_str()));
+                        app.status = status_info(session);
+                        app.note(format!(
+                            "  permission mode: {} · {}",
+                            mode.as_str(),
+                            app.status.sandbox_long
+                        ));
                     }
                     Action::Reasoning(level) => match session.set_reasoning(level) {
                         Ok(()) => {
@@ -695,6 +752,7 @@ async fn event_loop(
                     }
                     Action::Agents(local::AgentsCommand::List) => app.note(local::agents_text(
                         &session.runtime().list(),
+                        &app.finished_agents,
                         &session.subagent_usage(),
                     )),
                     Action::Agents(command) => {
@@ -785,7 +843,7 @@ async fn event_loop(
                 let mut next = message;
                 while let Some(message) = next {
                     match message {
-                        UiMessage::Event(event) => app.on_event(event),
+                        UiMessage::Event(event) => app.on_session_event(event),
                         UiMessage::Ask(request, reply) => {
                             app.on_ask(request, reply);
                         }

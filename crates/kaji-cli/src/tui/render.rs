@@ -408,6 +408,9 @@ pub fn status_line(app: &App, width: u16) -> Line<'static> {
             dim,
         ),
     ];
+    if !app.status.sandbox.is_empty() {
+        parts.insert(2, (2, app.status.sandbox.clone(), Style::default()));
+    }
     if let Some(window) = app.context_window.filter(|w| *w > 0) {
         let pct = app.context_tokens.saturating_mul(100) / window;
         parts.push((4, format!("context {pct}%"), dim));
@@ -541,7 +544,12 @@ mod tests {
                 id: 1,
                 kind: kaji_protocol::AskKind::Command,
                 text: format!("Bash: {}", "x ".repeat(800)),
-                payload: None,
+                payload: Some(kaji_protocol::AskPayload::ToolApproval {
+                    tool: "Bash".into(),
+                    input: serde_json::json!({}),
+                    preview: None,
+                    always: vec!["Bash(x:*)".into()],
+                }),
                 agent: "main".into(),
             },
             tx,
@@ -553,11 +561,45 @@ mod tests {
     }
 
     #[test]
+    fn an_ask_with_nothing_to_remember_offers_no_always() {
+        // A retry outside the sandbox stores no rule: only yes or no.
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        let (tx, _rx) = tokio::sync::oneshot::channel();
+        app.on_ask(
+            kaji_core::AskRequest {
+                id: 1,
+                kind: kaji_protocol::AskKind::Command,
+                text: "Bash: make failed in the sandbox (write denied). Run it again outside the sandbox?".into(),
+                payload: Some(kaji_protocol::AskPayload::ToolApproval {
+                    tool: "Bash".into(),
+                    input: serde_json::json!({}),
+                    preview: None,
+                    always: Vec::new(),
+                }),
+                agent: "main".into(),
+            },
+            tx,
+        );
+        let s = screen(&mut app, 100, 16);
+        assert!(s.contains("y approve this once · n deny"), "{s}");
+        assert!(!s.contains("always"), "{s}");
+        app.on_key(crossterm::event::KeyEvent::from(
+            crossterm::event::KeyCode::Char('a'),
+        ));
+        assert!(
+            app.pending.is_some(),
+            "`a` stores nothing here and answers nothing"
+        );
+    }
+
+    #[test]
     fn shows_transcript_status_and_follows_the_end() {
         let mut app = App::new(StatusInfo {
             model: "scripted".into(),
             permission_mode: "default".into(),
             cwd: "/w".into(),
+            ..StatusInfo::default()
         });
         app.task_started();
         for i in 0..50 {
@@ -626,7 +668,7 @@ mod tests {
         for cell in cells_of(&b, "-old line") {
             assert_eq!(cell.fg, Color::Red, "{cell:?}");
         }
-        // The ask shows the preview's diff, coloured too.
+        // The ask shows the preview's diff, numbered and coloured too.
         let (tx, _rx) = tokio::sync::oneshot::channel();
         app.on_ask(
             kaji_core::AskRequest {
@@ -644,7 +686,7 @@ mod tests {
             tx,
         );
         let b = buffer(&mut app, 60, 30);
-        for cell in cells_of(&b, "+after") {
+        for cell in cells_of(&b, "+    1 after") {
             assert_eq!(cell.fg, Color::Green, "{cell:?}");
         }
     }
@@ -655,6 +697,7 @@ mod tests {
             model: "claude-sonnet-4-5".into(),
             permission_mode: "accept-edits".into(),
             cwd: "/home/someone/projects/a-long-project-name".into(),
+            ..StatusInfo::default()
         });
         app.task_started();
         app.input_tokens = 123_456;

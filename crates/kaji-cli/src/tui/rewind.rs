@@ -59,7 +59,9 @@ impl App {
     /// The session was rewound to before `prompt`: its text goes into the
     /// input; the files' checkpoint is offered when known.
     pub fn rewound(&mut self, prompt: UserPrompt) {
-        self.input.set(&prompt.text);
+        // What was typed, not the files attached to it.
+        let (typed, _) = super::mentions::split_attachments(&prompt.text);
+        self.input.set(typed);
         self.note(format!(
             "  — rewound to before: {} — edit it and Enter to send it again",
             first_line(&prompt.text)
@@ -121,7 +123,8 @@ impl App {
                     .take(8)
                     .map(|(i, p)| {
                         let mark = if i == *selected { "›" } else { " " };
-                        (format!("{mark} {}.", i + 1), first_line(&p.text))
+                        let (typed, _) = super::mentions::split_attachments(&p.text);
+                        (format!("{mark} {}.", i + 1), first_line(typed))
                     })
                     .collect(),
             ),

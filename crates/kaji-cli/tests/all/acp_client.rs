@@ -1021,3 +1021,146 @@ async fn bad_prompt_images_are_refused_before_they_enter_the_history() {
     assert_eq!(v["result"]["stopReason"], "end_turn", "{v}");
     assert_eq!(server.requests().len(), 1);
 }
+
+/// #32: a permission request shows what it is about (title, kind, the
+/// diff or the whole command), each option says what it stores, and the
+/// call is not in progress before the answer.
+#[tokio::test]
+async fn a_permission_request_says_what_runs_and_what_each_answer_stores() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
+    let command = "printf 'one\\n'\nprintf 'two\\n'\nrm -rf build-output";
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call(
+            "Edit",
+            json!({"file_path": "a.txt", "old_string": "alpha", "new_string": "omega"}),
+        ),
+        Turn::tool_call("Bash", json!({"command": command})),
+        Turn::text("Done."),
+    ]))
+    .await;
+    let log = client_with(
+        "prompt",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_ANSWERS", "allow_once,reject_once")],
+        &["--sandbox", "off"],
+    )
+    .await;
+    let perms = log["permissions"].as_array().unwrap();
+    assert_eq!(perms.len(), 2, "{perms:?}");
+    let edit = &perms[0]["request"]["toolCall"];
+    assert!(
+        edit["title"].as_str().is_some_and(|t| t.contains("a.txt")),
+        "{edit}"
+    );
+    assert_eq!(edit["kind"], "edit");
+    assert_eq!(edit["content"][0]["type"], "diff", "{edit}");
+    assert_eq!(edit["content"][0]["newText"], "omega");
+    let bash = &perms[1]["request"]["toolCall"];
+    assert_eq!(bash["kind"], "execute", "{bash}");
+    assert_eq!(bash["content"][0]["content"]["text"], command, "{bash}");
+    for p in perms {
+        for o in p["request"]["options"].as_array().unwrap() {
+            let name = o["name"].as_str().unwrap();
+            match o["optionId"].as_str().unwrap() {
+                "allow_always" => assert!(
+                    name.contains("in this session") && name.contains('('),
+                    "{name}"
+                ),
+                _ => assert!(name.contains("nothing is remembered"), "{name}"),
+            }
+        }
+        // Nothing about the call said "in progress" before the answer.
+        let id = &p["request"]["toolCall"]["toolCallId"];
+        let before = p["updatesBefore"].as_u64().unwrap() as usize;
+        let early = log["updates"].as_array().unwrap()[..before]
+            .iter()
+            .map(|n| &n["update"])
+            .any(|u| u["toolCallId"] == *id && u["status"] == "in_progress");
+        assert!(!early, "in_progress before permission: {log}");
+    }
+    let ran = updates(&log, "tool_call_update")
+        .into_iter()
+        .any(|u| u["toolCallId"] == edit["toolCallId"] && u["status"] == "in_progress");
+    assert!(ran, "the allowed call goes in progress after the answer");
+}
+
+/// #32: the modes say what runs without asking, sandbox included.
+#[tokio::test]
+async fn mode_descriptions_say_the_truth_about_commands() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([Turn::text("Hi.")])).await;
+    let log = client("prompt", home.path(), work.path(), &server, &[]).await;
+    let modes = log["responses"]["new"]["modes"]["availableModes"]
+        .as_array()
+        .unwrap();
+    let default = modes.iter().find(|m| m["id"] == "default").unwrap();
+    let what = default["description"].as_str().unwrap();
+    if kaji_sandbox::probe().is_complete() {
+        assert!(
+            what.contains("sandbox: workspace-write — commands run without asking"),
+            "{what}"
+        );
+    } else {
+        assert!(what.contains("sandbox off — commands ask"), "{what}");
+    }
+}
+
+/// #32: agent text of separate turns does not run together, and
+/// `session/list` answers with the session.
+#[tokio::test]
+async fn turns_are_separated_and_sessions_are_listed() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::text("First answer."),
+        Turn::text("Second answer."),
+    ]))
+    .await;
+    let log = client(
+        "twoTurns",
+        home.path(),
+        work.path(),
+        &server,
+        &[("ACP_PROMPT", "the first question")],
+    )
+    .await;
+    let text = text_of(&log, "agent_message_chunk");
+    assert!(text.contains("First answer.\n\nSecond answer."), "{text:?}");
+
+    let log = client(
+        "list",
+        home.path(),
+        work.path(),
+        &server_for_list().await,
+        &[("ACP_PROMPT", "list me")],
+    )
+    .await;
+    assert!(
+        log["responses"]["initialize"]["agentCapabilities"]["sessionCapabilities"]["list"]
+            .is_object(),
+        "{log}"
+    );
+    let id = &log["responses"]["new"]["sessionId"];
+    for key in ["list", "listAll"] {
+        let sessions = log["responses"][key]["sessions"].as_array().unwrap();
+        let me = sessions
+            .iter()
+            .find(|s| s["sessionId"] == *id)
+            .unwrap_or_else(|| panic!("{key}: {sessions:?}"));
+        assert_eq!(me["cwd"], canonical(work.path()).to_str().unwrap());
+        assert!(
+            me["title"].as_str().is_some_and(|t| t.contains("list me")),
+            "{me}"
+        );
+        assert!(me["updatedAt"].is_string(), "{me}");
+    }
+}
+
+async fn server_for_list() -> ScriptedModelServer {
+    ScriptedModelServer::start(Script::new([Turn::text("Listed.")])).await
+}

@@ -30,11 +30,14 @@ fn doctor_json_reports_the_sandbox_settings_and_key_names_only() {
         support.user_namespaces
     );
     assert_eq!(report["sandbox"]["seccomp"], support.seccomp);
-    assert_eq!(report["ok"], support.is_complete());
-    assert_eq!(
-        out.status.code(),
-        Some(if support.is_complete() { 0 } else { 1 })
+    assert_eq!(report["sandbox"]["complete"], support.is_complete());
+    // No provider is configured here: doctor says so and exits 1.
+    assert_eq!(report["ok"], false);
+    assert!(
+        report["broken"].to_string().contains("no provider"),
+        "{report}"
     );
+    assert_eq!(out.status.code(), Some(1));
 
     let keys = report["provider_keys"].as_array().expect("provider_keys");
     assert!(

@@ -36,5 +36,6 @@ mod trust_cli;
 mod tui;
 mod tui_cli;
 mod web_search_cli;
+mod what_runs;
 mod worker_cli;
 mod worker_pg_cli;

@@ -113,7 +113,7 @@ fn a_malformed_config_is_an_error_naming_file_line_and_key() {
         "[mcp_servers.x]\ncommand = \"a\"\nurll = \"http://h\"\n",
     );
     let output = kaji_mcp_list(&home, &project, false);
-    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains(".kaji/config.toml"), "{stderr}");
     assert!(stderr.contains("config.toml:3:"), "{stderr}");

@@ -82,10 +82,12 @@ fn add_list_check_rm_with_the_file_each_rule_came_from() {
 
     // Untrusted: the local allow rule is reported but ignored.
     let d = e.check_json("cargo test --all");
-    assert_eq!(d["decision"], "ask", "{d}");
+    assert_eq!(d["rules_decision"], "ask", "{d}");
     assert_eq!(d["rule"], Value::Null);
     assert_eq!(d["ignored"][0]["rule"], "Bash(cargo test:*)", "{d}");
-    let (_, text, _) = e.kaji(&["permissions", "check", "cargo test"]);
+    // Without the sandbox the session asks (with it, the command would
+    // run confined: `allow (sandboxed)`).
+    let (_, text, _) = e.kaji(&["permissions", "check", "cargo test", "--sandbox", "off"]);
     assert!(text.starts_with("ask\n"), "{text}");
     assert!(text.contains("ignored: Bash(cargo test:*)"), "{text}");
     assert!(text.contains("config.local.toml"), "{text}");
@@ -95,7 +97,7 @@ fn add_list_check_rm_with_the_file_each_rule_came_from() {
 
     // Deny rules count either way, and beat allow rules anywhere in the line.
     let d = e.check_json("cargo test; rm -rf target");
-    assert_eq!(d["decision"], "deny", "{d}");
+    assert_eq!(d["rules_decision"], "deny", "{d}");
     assert_eq!(d["rule"], "Bash(rm:*)");
     assert!(
         d["source"].as_str().unwrap_or("").ends_with("config.toml"),
@@ -106,7 +108,7 @@ fn add_list_check_rm_with_the_file_each_rule_came_from() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains(&e.repo.display().to_string()), "{stdout}");
     let d = e.check_json("cargo test --all");
-    assert_eq!(d["decision"], "allow", "{d}");
+    assert_eq!(d["rules_decision"], "allow", "{d}");
     assert_eq!(d["rule"], "Bash(cargo test:*)");
     assert_eq!(d["scope"], "local");
     assert!(
@@ -116,14 +118,20 @@ fn add_list_check_rm_with_the_file_each_rule_came_from() {
             .ends_with(".kaji/config.local.toml"),
         "{d}"
     );
-    assert_eq!(e.check_json("cargo test && touch X")["decision"], "ask");
-    assert_eq!(e.check_json("cargo test > /tmp/outside")["decision"], "ask");
-    assert_eq!(e.check_json("git status && ls")["decision"], "allow");
+    assert_eq!(
+        e.check_json("cargo test && touch X")["rules_decision"],
+        "ask"
+    );
+    assert_eq!(
+        e.check_json("cargo test > /tmp/outside")["rules_decision"],
+        "ask"
+    );
+    assert_eq!(e.check_json("git status && ls")["rules_decision"], "allow");
 
     let (code, stdout, _) = e.kaji(&["permissions", "rm", "Bash(cargo test:*)"]);
     assert_eq!(code, 0);
     assert!(stdout.contains("Removed"), "{stdout}");
-    assert_eq!(e.check_json("cargo test")["decision"], "ask");
+    assert_eq!(e.check_json("cargo test")["rules_decision"], "ask");
     let (code, _, stderr) = e.kaji(&["permissions", "rm", "Bash(cargo test:*)"]);
     assert_eq!(code, 1, "{stderr}");
 }
@@ -185,13 +193,16 @@ fn protected_paths_ask_and_always_is_narrow() {
     assert!(stdout.starts_with("allow\n"), "{stdout}");
 
     e.kaji(&["permissions", "add", "Bash(python3 -m unittest -v)"]);
-    assert_eq!(e.check_json("python3 -m unittest -v")["decision"], "allow");
     assert_eq!(
-        e.check_json("python3 -m unittest -v; touch INJECTED")["decision"],
+        e.check_json("python3 -m unittest -v")["rules_decision"],
+        "allow"
+    );
+    assert_eq!(
+        e.check_json("python3 -m unittest -v; touch INJECTED")["rules_decision"],
         "ask"
     );
     assert_eq!(
-        e.check_json("python3 -c 'import os; os.system(\"x\")'")["decision"],
+        e.check_json("python3 -c 'import os; os.system(\"x\")'")["rules_decision"],
         "ask"
     );
 }
@@ -209,7 +220,7 @@ fn trust_and_revoke_record_the_project_directory() {
     );
     assert!(file.contains("trusted = true"), "{file}");
     assert!(file.contains("at = \""), "{file}");
-    assert_eq!(e.check_json("git status")["decision"], "allow");
+    assert_eq!(e.check_json("git status")["rules_decision"], "allow");
 
     let (code, _, _) = e.kaji(&["trust", "--revoke"]);
     assert_eq!(code, 0);
@@ -217,7 +228,7 @@ fn trust_and_revoke_record_the_project_directory() {
     assert!(file.contains("trusted = false"), "{file}");
     assert_eq!(file.matches("[[project]]").count(), 1, "{file}");
     let d = e.check_json("git status");
-    assert_eq!(d["decision"], "ask", "{d}");
+    assert_eq!(d["rules_decision"], "ask", "{d}");
     assert!(
         d["reason"].as_str().unwrap_or("").contains("trusted"),
         "{d}"

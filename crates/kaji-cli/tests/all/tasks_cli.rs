@@ -122,7 +122,12 @@ fn create_list_show_update_claim_release_delete() {
 #[test]
 fn exit_codes_for_missing_lists_tasks_and_bad_usage() {
     let home = Home::new();
-    let (code, _, err) = home.run(&["list"]);
+    // A list nobody wrote to is listed empty (#32); other commands say
+    // it is missing.
+    let (code, out, err) = home.run(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("no tasks"), "{out}");
+    let (code, _, err) = home.run(&["show", "1"]);
     assert_eq!(code, 2);
     assert!(
         err.contains("task list \"default\" does not exist"),

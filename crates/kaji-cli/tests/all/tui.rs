@@ -566,6 +566,8 @@ async fn the_summary_on_quit_and_kaji_c_continuing_the_conversation() {
     let screen = tmux.wait_for("Enter sends").await;
     assert!(screen.contains("> remember the word kiwi"), "{screen}");
     assert!(screen.contains("resumed"), "{screen}");
+    // The status line keeps the context it had (#32).
+    assert!(screen.contains(" · context "), "{screen}");
     submit(&tmux, "what was the word").await;
     tmux.wait_for("✓ it was kiwi").await;
     server.wait_for_requests(2).await;
@@ -602,12 +604,35 @@ async fn at_mentions_complete_and_attach_the_file() {
     tmux.send_key("Enter");
     let screen = tmux.wait_for("✓ summarised").await;
     assert!(screen.contains("attached @docs/notes.txt"), "{screen}");
+    // The transcript shows what was typed and the attachment as one line
+    // (#32), not the file's content.
+    assert!(screen.contains("> summarise @docs/notes.txt"), "{screen}");
+    assert!(
+        screen.contains("⎿ Read docs/notes.txt (1 lines)"),
+        "{screen}"
+    );
+    assert!(!screen.contains("the-content-of-notes"), "{screen}");
     server.wait_for_requests(1).await;
     let body = server.requests()[0].body.to_string();
     assert!(body.contains("the-content-of-notes"), "{body}");
     assert!(!body.contains("not this one"), "{body}");
     tmux.send_key("Enter");
     tmux.wait_for("[completed]").await;
+    // Esc Esc puts back what was typed, not the attached file.
+    tmux.send_key("Escape");
+    tmux.wait_for("Esc again").await;
+    tmux.send_key("Escape");
+    tmux.wait_until("the picker", |s| s.lines().any(|l| l.contains("› 1.")))
+        .await;
+    tmux.send_key("Enter");
+    let screen = tmux.wait_for("rewound to before").await;
+    if screen.contains("restore files?") {
+        tmux.send_key("n");
+    }
+    let screen = tmux.wait_for("› summarise @docs/notes.txt").await;
+    assert!(!screen.contains("<file"), "{screen}");
+    assert!(!screen.contains("the-content-of-notes"), "{screen}");
+    tmux.send_key("C-c"); // clears the input
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }
 
@@ -1022,5 +1047,157 @@ async fn slash_review_reviews_the_diff_read_only() {
         std::fs::read_to_string(work.path().join("lib.rs")).unwrap(),
         "fn f(x: &[i32]) -> i32 { x[x.len() - 1] }\n"
     );
+/// #32: a long command that ran without an ask is folded under its line
+/// and shown whole with Ctrl-O, its last line included; the status line
+/// and `/status` say which sandbox commands run in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_command_that_ran_unasked_is_visible_whole() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut command = String::from("cat > notes.txt <<'EOF'\n");
+    for i in 1..=38 {
+        command.push_str(&format!("note {i}\n"));
+    }
+    command.push_str("EOF\nrm -f the-destructive-last-line.txt");
+    assert_eq!(command.lines().count(), 41);
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("Bash", json!({"command": command})),
+        Turn::text("Wrote the notes."),
+    ]))
+    .await;
+    let sandboxed = kaji_sandbox::probe().is_complete();
+    // Unasked: in the sandbox where the kernel has one, else in yolo.
+    let extra = if sandboxed { "" } else { "--yolo" };
+    let tmux = launch_with("longcmd", home.path(), work.path(), &server, "tui", extra);
+    let screen = tmux.wait_for("Enter sends").await;
+    if sandboxed {
+        assert!(
+            screen.contains("default · sandbox: workspace-write"),
+            "{screen}"
+        );
+    } else {
+        assert!(screen.contains("yolo · sandbox off"), "{screen}");
+    }
+    submit(&tmux, "write notes").await;
+    let screen = tmux.wait_for("[completed]").await;
+    assert!(!screen.contains("Run this command?"), "{screen}");
+    assert!(screen.contains("(+40 lines, Ctrl-O)"), "{screen}");
+    assert!(!screen.contains("the-destructive-last-line"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("notes.txt"))
+            .unwrap()
+            .lines()
+            .count(),
+        38
+    );
+    tmux.send_key("C-o");
+    let screen = tmux.wait_for("rm -f the-destructive-last-line.txt").await;
+    assert!(screen.contains("note 38"), "{screen}");
+    tmux.send_key("C-o");
+
+    tmux.send_text("/status");
+    tmux.send_key("Enter");
+    let screen = tmux.wait_for("permission mode:").await;
+    if sandboxed {
+        assert!(
+            screen.contains("sandbox: workspace-write — commands run without asking"),
+            "{screen}"
+        );
+    } else {
+        assert!(screen.contains("sandbox off"), "{screen}");
+    }
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+/// #32: a sub-agent's run folds under its `Agent` call (its prompt is not
+/// shown as the user's, its end is not the task's), opens with Ctrl-O, and
+/// `/agents` lists it once it has finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_agent_is_folded_under_its_agent_call() {
+    const HELPER: &str = "TUI-HELPER-AGENT-MARKER";
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let agents = work.path().join(".kaji/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("helper.md"),
+        format!("---\nname: helper\ndescription: Helps\ntools: Read, Bash\n---\n{HELPER}\n"),
+    )
+    .unwrap();
+    let helper = Script::new([
+        Turn::tool_call("Bash", json!({"command": "echo from-the-helper"})),
+        Turn::text("The helper found it."),
+    ]);
+    let server = ScriptedModelServer::start(
+        Script::new([
+            Turn::tool_call(
+                "Agent",
+                json!({"description": "look", "prompt": "sub-agent-prompt-text", "subagent_type": "helper"}),
+            ),
+            Turn::text("All done here."),
+        ])
+        .with_agent(HELPER, helper),
+    )
+    .await;
+    let tmux = launch_with("nest", home.path(), work.path(), &server, "tui", "--yolo");
+    tmux.wait_for("Enter sends").await;
+    submit(&tmux, "use the helper").await;
+    let screen = tmux.wait_for("All done here.").await;
+    assert!(screen.contains("agent helper-"), "{screen}");
+    assert!(screen.contains("1 tool use(s)"), "{screen}");
+    assert!(screen.contains("completed after 2 turn(s)"), "{screen}");
+    assert!(!screen.contains("sub-agent-prompt-text"), "{screen}");
+    assert!(!screen.contains("from-the-helper"), "{screen}");
+    let screen = tmux.wait_for("[completed]").await;
+    assert_eq!(screen.matches("[completed]").count(), 1, "{screen}");
+
+    tmux.send_key("C-o");
+    let screen = tmux.wait_for("prompt: sub-agent-prompt-text").await;
+    assert!(screen.contains("Bash: echo from-the-helper"), "{screen}");
+    tmux.send_key("C-o");
+
+    tmux.send_text("/agents");
+    tmux.send_key("Enter");
+    tmux.wait_for("✓ agent helper-").await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
+/// #32: a session continued after `/compact` shows its earlier
+/// conversation (dimmed) and the summary, not an empty screen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_session_continued_shows_the_summary_and_what_came_before() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = ScriptedModelServer::start(
+        Script::new([
+            // Long enough that its summary is shorter (compaction only
+            // shrinks).
+            Turn::text(format!("the-first-answer {}", "padding ".repeat(200))),
+            Turn::text("SUMMARY-OF-IT-ALL: a question was answered."),
+        ])
+        .with_route("[COMPACTION]", 1),
+    )
+    .await;
+    let tmux = launch("compacted", home.path(), work.path(), &server);
+    tmux.wait_for("Enter sends").await;
+    submit(&tmux, "the first question").await;
+    tmux.wait_for("[completed]").await;
+    submit(&tmux, "/compact").await;
+    server.wait_for_requests(2).await;
+    tmux.wait_until("compaction done", |s| !s.contains("working…"))
+        .await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+    drop(tmux);
+
+    std::fs::remove_file(home.path().join("exit-code")).unwrap();
+    let tmux = launch_with("compacted2", home.path(), work.path(), &server, "", "-c");
+    let screen = tmux.wait_for("Enter sends").await;
+    assert!(
+        screen.contains("earlier conversation, before it was compacted"),
+        "{screen}"
+    );
+    assert!(screen.contains("the first question"), "{screen}");
+    assert!(screen.contains("the-first-answer"), "{screen}");
+    assert!(screen.contains("SUMMARY-OF-IT-ALL"), "{screen}");
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }

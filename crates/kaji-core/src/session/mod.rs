@@ -201,6 +201,12 @@ impl Session {
         &self.services.provider_config
     }
 
+    /// The main model's context window and prices (`[models]` settings,
+    /// else kaji's table).
+    pub fn model_info(&self) -> kaji_llm::pricing::ModelInfo {
+        kaji_llm::pricing::model_info(&self.services.provider_config.model, &self.services.models)
+    }
+
     /// How hard the model is asked to think now (`reasoning`,
     /// `--reasoning`, `/reasoning`).
     pub fn reasoning(&self) -> kaji_llm::Reasoning {
@@ -297,6 +303,17 @@ impl Session {
     /// The permission mode now.
     pub fn permission_mode(&self) -> PermissionMode {
         self.lock().mode
+    }
+
+    /// The sandbox a command of the main agent runs in under `mode`: the
+    /// one that mode gets, `Off` where the kernel cannot confine it.
+    pub fn sandbox_mode_for(&self, mode: PermissionMode) -> kaji_sandbox::SandboxMode {
+        self.services
+            .approvals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .sandbox
+            .mode_for(mode)
     }
 
     /// The conversation so far.

@@ -21,6 +21,17 @@ pub fn history_events(history: &[Message]) -> Vec<TaskEvent> {
     for message in history {
         for block in &message.content {
             match (message.role, block) {
+                // A compacted conversation shows its summary, not nothing.
+                (Role::User, ContentBlock::Text { text }) if text.starts_with(SUMMARY_MARK) => {
+                    events.push(say(
+                        next(),
+                        SayKind::ContextCompacted,
+                        "earlier conversation compacted; its summary",
+                        None,
+                    ));
+                    let summary = text.trim_start_matches(SUMMARY_MARK).trim();
+                    events.push(say(next(), SayKind::Info, summary, None));
+                }
                 (Role::User, ContentBlock::Text { text }) if !is_notice(text) => {
                     events.push(say(next(), SayKind::UserFeedback, text, None));
                 }
@@ -95,6 +106,10 @@ pub fn user_texts(history: &[Message]) -> Vec<(usize, usize, &str)> {
     }
     out
 }
+
+/// How a compacted history's summary message starts
+/// ([`crate::compaction::compacted_history`]).
+const SUMMARY_MARK: &str = "[CONVERSATION SUMMARY]";
 
 /// Texts kaji itself put into a user message: results in the xml protocol,
 /// hook context, reminders, notices.

@@ -26,8 +26,9 @@ impl Task {
         let timeout = crate::checkpoints::initial_checkpoint_timeout();
         let slot = self.config.start_checkpoint.clone();
         let first = store.with_preimages(gate.preimages().clone());
+        let label = start_label(&self.lock().prompt);
         tokio::spawn(async move {
-            match first.commit_within("task start", timeout).await {
+            match first.commit_within(&label, timeout).await {
                 Ok(taken) => {
                     // Nothing changed since the latest checkpoint: that
                     // one holds the files as they are.
@@ -117,4 +118,18 @@ impl Task {
             }
         }
     }
+}
+
+/// The label of a task's first checkpoint: `task start: PROMPT` (its
+/// first line, cut to 60 characters), so a listing names the prompt.
+fn start_label(prompt: &str) -> String {
+    let first = prompt.trim().lines().next().unwrap_or("").trim();
+    if first.is_empty() {
+        return "task start".into();
+    }
+    let mut cut: String = first.chars().take(60).collect();
+    if first.chars().count() > 60 {
+        cut.push('…');
+    }
+    format!("task start: {cut}")
 }

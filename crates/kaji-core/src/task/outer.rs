@@ -249,8 +249,14 @@ impl Task {
         err: RoundError,
         user_content: &[ContentBlock],
     ) -> Next {
+        let retry_may_help = err.retry_may_help();
         let err = err.to_string();
         self.emitter.say(SayKind::Error, err.clone(), None);
+        // A rejected key or a bad request fails the same way every time:
+        // no retry is offered (#32).
+        if !retry_may_help {
+            return Next::End(TaskStatus::Failed, Some(err));
+        }
         let ask = format!("The model request failed: {err}\nRetry?");
         match self.ask_or_abort(AskKind::ApiReqFailed, ask, None).await {
             Some(

@@ -88,13 +88,14 @@ impl Task {
 
     /// Takes the finished reply out of the lock and counts its usage: a
     /// server that reports none gets an estimate; a reply kaji cut short
-    /// itself (a rejection, an abort) may just not have reached its usage
-    /// yet, and gets none.
+    /// after a rejection may just not have reached its usage yet, and gets
+    /// none. An aborted reply gets an estimate: its request was paid for,
+    /// and the task reports it (#32).
     fn take_finished(&self, presented: &Presented, size: RequestSize) -> Option<Finished> {
         let mut st = self.lock();
         let a = st.assembler.take();
         let reported = a.as_ref().map(|a| a.usage()).unwrap_or_default();
-        let cut_by_us = presented.interrupted || self.cancel.is_cancelled();
+        let cut_by_us = presented.interrupted;
         let (usage, estimated) = match a.as_ref() {
             Some(a) if reported == Usage::default() && st.stream_had_content && !cut_by_us => {
                 let broken = matches!(st.stream_end, Some(Err(_)));

@@ -158,3 +158,13 @@ pub(super) enum RoundError {
     #[error("internal error: the reply was lost")]
     ReplyLost,
 }
+
+impl RoundError {
+    /// Whether asking again may succeed ([`LlmError::retry_may_help`]).
+    pub(super) fn retry_may_help(&self) -> bool {
+        match self {
+            RoundError::Request(e) | RoundError::Broken(e) => e.retry_may_help(),
+            RoundError::ReplyLost => true,
+        }
+    }
+}

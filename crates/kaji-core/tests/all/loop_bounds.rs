@@ -144,7 +144,12 @@ async fn a_typed_answer_to_a_failed_request_reaches_the_model() {
         "AttemptCompletion",
         json!({"result": "ok"}),
     )
-    .with_fault(Fault::status(401))]))
+    // A proxy's error page: a retry may help, so the user is asked (a
+    // refused key is not: no retry fixes it).
+    .with_fault(Fault::status_with_body(
+        200,
+        "<html><body>502 Bad Gateway</body></html>",
+    ))]))
     .await;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     frontend.push_answer(AskResponse::Reply {

@@ -509,7 +509,8 @@ async fn checkpoints_at_start_and_after_each_change_restore_the_start() {
     assert_eq!(outcome.status, TaskStatus::Completed);
     let list = store.list().await.unwrap();
     let labels: Vec<&str> = list.iter().map(|c| c.label.as_str()).collect();
-    assert!(labels.contains(&"task start"), "{labels:?}");
+    // The first checkpoint names the prompt (#32).
+    assert!(labels.contains(&"task start: go"), "{labels:?}");
     assert!(labels.contains(&"turn 1: Write"), "{labels:?}");
     assert!(labels.contains(&"turn 2: Edit"), "{labels:?}");
     assert!(
@@ -518,7 +519,7 @@ async fn checkpoints_at_start_and_after_each_change_restore_the_start() {
     );
     let start = list
         .iter()
-        .find(|c| c.label == "task start")
+        .find(|c| c.label == "task start: go")
         .unwrap()
         .id
         .clone();
