@@ -214,6 +214,7 @@ fn main() -> ExitCode {
             prompt: vec![tui::INIT_PROMPT.to_string()],
             continue_: false,
             resume: None,
+            images: Vec::new(),
         })),
         Some(Command::Login(args)) => login_cmd::run(args),
         Some(Command::Completions(args)) => {

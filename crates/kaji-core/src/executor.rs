@@ -492,7 +492,7 @@ impl ToolExecutor {
         let requests = requests_for(&call.name, access, &reads_of(tool, input));
         let always = always_rules(&requests, &pctx);
         if let Some(answer) = self.permission_request_hooks(call, input, env).await {
-            return answer;
+            return answer.map(|()| None);
         }
         let payload = AskPayload::ToolApproval {
             tool: call.name.clone(),

@@ -143,6 +143,7 @@ impl ModelProvider for AnthropicProvider {
         let body = web_search_body(&request, &self.model, search);
         let call = HttpCall {
             provider: "anthropic",
+            key_source: self.key_source,
             client: self.client.clone(),
             url: self.url.clone(),
             headers: self.headers.clone(),

@@ -121,6 +121,7 @@ impl ModelProvider for ResponsesProvider {
         let body = web_search_body(&request, &self.model, search);
         let call = HttpCall {
             provider: PROVIDER,
+            key_source: crate::openai::key_source(self.keyed),
             client: self.client.clone(),
             url: self.url.clone(),
             headers: self.headers.clone(),

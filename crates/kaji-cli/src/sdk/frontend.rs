@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -141,6 +141,8 @@ pub struct SdkFrontend {
     partial: bool,
     session_id: OnceLock<String>,
     model: OnceLock<String>,
+    /// The session, once built: a program's deny with `interrupt` stops it.
+    session: OnceLock<Weak<Session>>,
     counter: AtomicU64,
     messages: AtomicU64,
     salt: u64,
@@ -175,6 +177,7 @@ impl SdkFrontend {
             partial,
             session_id: OnceLock::new(),
             model: OnceLock::new(),
+            session: OnceLock::new(),
             counter: AtomicU64::new(0),
             messages: AtomicU64::new(0),
             salt,
@@ -247,10 +250,11 @@ impl SdkFrontend {
         }
     }
 
-    /// The session, once built (its id and model).
+    /// The session, once built (its id and model; an interrupting deny).
     pub fn attach(&self, session: &Arc<Session>) {
         let _ = self.session_id.set(session.id().to_string());
         let _ = self.model.set(session.provider_config().model.clone());
+        let _ = self.session.set(Arc::downgrade(session));
     }
 
     /// A new message uuid.

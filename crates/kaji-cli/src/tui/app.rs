@@ -1821,16 +1821,13 @@ mod tests {
             ..StatusInfo::default()
         });
         app.custom = vec![commands::parse(
-            "review",
+            "audit",
             "---\ndescription: Review\n---\nReview $1 please\n!`git diff`",
             Default::default(),
         )];
         assert_eq!(enter(&mut app, "/help"), Action::None);
         let help = app.entries.last().unwrap().text.clone();
-        assert!(
-            help.contains("/model") && help.contains("/review"),
-            "{help}"
-        );
+        assert!(help.contains("/model") && help.contains("/audit"), "{help}");
         // Enter in the menu runs its first match.
         assert_eq!(enter(&mut app, "/he"), Action::None);
         assert!(app.entries.last().unwrap().text.contains("/model"));
@@ -1884,7 +1881,7 @@ mod tests {
         // A custom command's expansion is the prompt; its !`…` commands do
         // not run in an untrusted project.
         assert_eq!(
-            enter(&mut app, "/review a.rs"),
+            enter(&mut app, "/audit a.rs"),
             Action::Submit("Review a.rs please\n`git diff`".into())
         );
         assert!(
@@ -1900,7 +1897,7 @@ mod tests {
         // The typed command is recalled with Up, not its expansion.
         app.on_key(code(KeyCode::Up));
         app.on_key(code(KeyCode::Up));
-        assert_eq!(app.input.text(), "/review a.rs");
+        assert_eq!(app.input.text(), "/audit a.rs");
     }
 
     #[test]

@@ -32,7 +32,7 @@ fn lists_every_agent_type_and_its_source() {
     );
     write(
         &repo.join(".claude/agents/web/researcher.md"),
-        "---\nname: researcher\ndescription: >\n  Searches\n  the web\ntools: [Read, WebSearch]\n---\nR.\n",
+        "---\nname: researcher\ndescription: >\n  Searches\n  the web\ntools: [Read, WebSearch, BrowseTheWeb]\n---\nR.\n",
     );
     write(
         &repo.join(".kaji/agents/rev.md"),
@@ -81,7 +81,8 @@ fn lists_every_agent_type_and_its_source() {
     // `color` is Claude Code's display colour: read and unused, no warning.
     assert!(stderr.contains("unknown key `memory`"), "{stderr}");
     assert!(!stderr.contains("`color`"), "{stderr}");
-    assert!(stderr.contains("WebSearch (researcher)"), "{stderr}");
+    assert!(stderr.contains("BrowseTheWeb (researcher)"), "{stderr}");
+    assert!(!stderr.contains("WebSearch (researcher)"), "{stderr}");
     let researcher = agents
         .iter()
         .find(|a| a["name"] == "researcher")

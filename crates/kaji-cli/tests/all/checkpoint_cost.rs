@@ -126,7 +126,7 @@ async fn an_edit_checkpoint_stages_only_the_file_it_wrote() {
     let labels: Vec<&str> = list.iter().map(|c| c.label.as_str()).collect();
     assert_eq!(
         labels,
-        ["task start", "turn 1: Bash", "turn 2: Edit"],
+        ["task start: go", "turn 1: Bash", "turn 2: Edit"],
         "{list:?}"
     );
     let diff = store.diff(&list[1].id, Some(&list[2].id)).await.unwrap();
@@ -156,7 +156,7 @@ async fn a_read_only_command_takes_no_checkpoint_and_others_do() {
     // hook rewrote b.txt.
     assert_eq!(
         labels,
-        ["task start", "turn 1: Bash", "turn 3: Bash"],
+        ["task start: go", "turn 1: Bash", "turn 3: Bash"],
         "{list:?}"
     );
     let diff = store.diff(&list[1].id, Some(&list[2].id)).await.unwrap();
@@ -246,7 +246,7 @@ async fn a_write_does_not_wait_for_a_slow_initial_checkpoint() {
 
     let list = checkpoints(&store).await;
     let labels: Vec<&str> = list.iter().map(|c| c.label.as_str()).collect();
-    assert_eq!(labels, ["task start", "turn 1: Edit"], "{list:?}");
+    assert_eq!(labels, ["task start: go", "turn 1: Edit"], "{list:?}");
     let diff = store.diff(&list[0].id, Some(&list[1].id)).await.unwrap();
     assert!(diff.contains("-alpha") && diff.contains("+ALPHA"), "{diff}");
     store.restore(&list[0].id).await.unwrap();

@@ -79,16 +79,20 @@ async fn the_first_request_lists_every_custom_agent_and_a_tools_list_agent_finis
     ] {
         assert!(first.contains(line), "{line} missing from {first}");
     }
-    // The unknown tool is named once.
-    assert_eq!(err.matches("WebSearch (code-reviewer)").count(), 1, "{err}");
-    // The sub-agent has only Read, and the finishing tool.
+    // WebSearch is a kaji tool now: no warning names it.
+    assert_eq!(err.matches("WebSearch (code-reviewer)").count(), 0, "{err}");
+    // The sub-agent has only its tools (Read, WebSearch), and the finishing tool.
     let sub_tools: Vec<String> = requests[1].body["tools"]
         .as_array()
         .expect("tools")
         .iter()
         .map(|t| t["name"].as_str().unwrap_or("").to_string())
         .collect();
-    assert_eq!(sub_tools, ["Read", "AttemptCompletion"], "{sub_tools:?}");
+    assert_eq!(
+        sub_tools,
+        ["Read", "WebSearch", "AttemptCompletion"],
+        "{sub_tools:?}"
+    );
     let report = lines
         .iter()
         .filter(|l| l["type"] == "tool_result")

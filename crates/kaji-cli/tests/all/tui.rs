@@ -1047,6 +1047,9 @@ async fn slash_review_reviews_the_diff_read_only() {
         std::fs::read_to_string(work.path().join("lib.rs")).unwrap(),
         "fn f(x: &[i32]) -> i32 { x[x.len() - 1] }\n"
     );
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}
+
 /// #32: a long command that ran without an ask is folded under its line
 /// and shown whole with Ctrl-O, its last line included; the status line
 /// and `/status` say which sandbox commands run in.

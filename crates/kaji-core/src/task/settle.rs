@@ -96,8 +96,11 @@ impl Task {
         let a = st.assembler.take();
         let reported = a.as_ref().map(|a| a.usage()).unwrap_or_default();
         let cut_by_us = presented.interrupted;
+        // An aborted request was paid for even if its first words had not
+        // reached kaji yet.
+        let sent = st.stream_had_content || self.cancel.is_cancelled();
         let (usage, estimated) = match a.as_ref() {
-            Some(a) if reported == Usage::default() && st.stream_had_content && !cut_by_us => {
+            Some(a) if reported == Usage::default() && sent && !cut_by_us => {
                 let broken = matches!(st.stream_end, Some(Err(_)));
                 (estimate_usage(size.bytes(), a, broken), true)
             }

@@ -277,9 +277,9 @@ impl GrepSearch {
             || searcher.build(),
             |searcher, entry| {
                 // A file a `Read` deny rule covers is left out, as if absent.
-                let hidden = entry.as_ref().is_ok_and(|e| {
-                    self.hidden.as_ref().is_some_and(|h| h.hides(e.path()))
-                });
+                let hidden = entry
+                    .as_ref()
+                    .is_ok_and(|e| self.hidden.as_ref().is_some_and(|h| h.hides(e.path())));
                 (!hidden).then(|| self.search_file(searcher, entry))
             },
         )?;

@@ -332,7 +332,11 @@ fn edited_cell(old: &Value, source: &str, kind: Option<CellType>) -> Value {
         }
     }
     cell.entry("metadata").or_insert_with(|| json!({}));
-    Value::Object(cell)
+    // Keys in nbformat's order (sorted), whatever order the map keeps
+    // (serde_json's `preserve_order` is on when the workspace is built
+    // together: the ACP crates ask for it).
+    let sorted: std::collections::BTreeMap<String, Value> = cell.into_iter().collect();
+    Value::Object(sorted.into_iter().collect())
 }
 
 fn new_cell(nb: &Value, cells: &[Value], source: &str, kind: CellType) -> Value {
