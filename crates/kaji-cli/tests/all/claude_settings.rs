@@ -9,6 +9,7 @@
 use std::path::Path;
 use std::process::Stdio;
 
+use kaji_tasks::process::is_gone;
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -371,16 +372,6 @@ async fn a_broken_settings_file_is_a_warning_naming_file_and_line() {
             err.contains(&format!("{}:", local.display())) && err.contains(key),
             "{key}: {err}"
         );
-    }
-}
-
-/// Whether process `pid` is gone (or a zombie waiting for its reaper).
-fn is_gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
     }
 }
 

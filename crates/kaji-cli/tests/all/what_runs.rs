@@ -8,23 +8,11 @@
 use std::path::Path;
 use std::process::Stdio;
 
+use crate::common::kaji;
 use kaji_test_support::{Fault, Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
-
-fn kaji(home: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
 
 /// `kaji FLAGS -C WORK --provider anthropic … ` (the prompt added by the
 /// caller).
