@@ -6,10 +6,8 @@ use std::time::Duration;
 
 use kaji_core::{SessionBuilder, SessionOptions, TaskFrontend};
 use kaji_llm::{ProviderConfig, ProviderKind};
-use kaji_test_support::Turn;
+use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
-
-use crate::common::{done, serve};
 
 /// Rounds of the task.
 pub const ROUNDS: usize = 50;
@@ -25,8 +23,11 @@ pub async fn fifty_rounds(kind: ProviderKind, frontend: Arc<dyn TaskFrontend>) -
             Turn::text(format!("Step {i}: reading again."))
                 .and_tool_call("Read", json!({"file_path": "a.txt", "offset": i % 5 + 1}))
         })
-        .chain([done("done")]);
-    let server = serve(turns).await;
+        .chain([Turn::tool_call(
+            "AttemptCompletion",
+            json!({"result": "done"}),
+        )]);
+    let server = ScriptedModelServer::start(Script::new(turns)).await;
     let base = match kind {
         ProviderKind::Anthropic => server.anthropic_base_url(),
         ProviderKind::OpenAi | ProviderKind::OpenAiResponses => server.openai_base_url(),
