@@ -417,7 +417,7 @@ async fn kill_dash_nine_mid_tool_then_resume_never_runs_the_call_again() {
     let started = work.path().join("started.fifo");
     let hold = work.path().join("hold.fifo");
     for fifo in [&started, &hold] {
-        kaji_test_support::fixtures::mkfifo(&fifo);
+        kaji_test_support::fixtures::mkfifo(fifo);
     }
     // Read-write: opening never blocks, and the tool's `cat` reads until
     // the test lets go of it.

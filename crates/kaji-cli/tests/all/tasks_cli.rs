@@ -31,7 +31,7 @@ impl Home {
 
     /// Runs and returns (exit code, stdout, stderr).
     fn run(&self, args: &[&str]) -> (i32, String, String) {
-        output(&mut kaji_at(self.dir.path()).arg("tasks").args(args))
+        output(kaji_at(self.dir.path()).arg("tasks").args(args))
     }
 
     fn json(&self, args: &[&str]) -> Value {
