@@ -1,5 +1,5 @@
 //! Small helpers that tests across the workspace share: a `git` that never
-//! reads the user's configuration, and the npm-installed MCP servers.
+//! reads the user's configuration, the npm-installed MCP servers, and FIFOs.
 //!
 //! Like the rest of this crate they are for tests: they panic with a clear
 //! message instead of returning errors.
@@ -46,4 +46,16 @@ pub fn mcp_server_bin(name: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// Makes a FIFO (mode 0600) at `path`: a file whose reader blocks until a
+/// writer comes, which tests use to hold a command or a task at a known
+/// point instead of sleeping. Panics when it cannot be made.
+pub fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo")
+        .args(["-m", "600"])
+        .arg(path)
+        .status()
+        .unwrap_or_else(|e| panic!("mkfifo cannot be started: {e}"));
+    assert!(status.success(), "mkfifo {}: {status}", path.display());
 }

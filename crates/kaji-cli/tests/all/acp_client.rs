@@ -4,111 +4,13 @@
 //! and a client that goes away mid-turn.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::{ScriptedModelServer, Turn};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::Command;
 
-fn client_script() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/acp-client");
-    assert!(
-        dir.join("node_modules/@agentclientprotocol/sdk").is_dir(),
-        "the ACP test client is not installed: run `npm ci --prefix tests/acp-client` in the repository root first"
-    );
-    dir.join("client.mjs")
-}
+use crate::common::acp::{Raw, client, client_with, text_of, updates};
 
-/// The flags that point `kaji acp` at `server`.
-fn model_flags(server: &ScriptedModelServer) -> Vec<String> {
-    vec![
-        "--provider".into(),
-        "anthropic".into(),
-        "--base-url".into(),
-        server.anthropic_base_url(),
-        "--model".into(),
-        "scripted".into(),
-    ]
-}
-
-fn env(cmd: &mut Command, home: &Path) {
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .kill_on_drop(true);
-}
-
-/// Runs one scenario of the node client; returns what it logged.
-async fn client(
-    scenario: &str,
-    home: &Path,
-    work: &Path,
-    server: &ScriptedModelServer,
-    vars: &[(&str, &str)],
-) -> Value {
-    client_with(scenario, home, work, server, vars, &[]).await
-}
-
-/// [`client`], with more flags for `kaji acp`.
-async fn client_with(
-    scenario: &str,
-    home: &Path,
-    work: &Path,
-    server: &ScriptedModelServer,
-    vars: &[(&str, &str)],
-    flags: &[&str],
-) -> Value {
-    let mut cmd = Command::new("node");
-    env(&mut cmd, home);
-    cmd.arg(client_script())
-        .arg(scenario)
-        .arg("--")
-        .args(model_flags(server))
-        .args(flags)
-        .env("KAJI_BIN", env!("CARGO_BIN_EXE_kaji"))
-        .env("ACP_CWD", work)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in vars {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().await.expect("node runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let log: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "the client printed no JSON ({e}): {}\nstderr: {stderr}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    });
-    assert!(
-        log.get("error").is_none(),
-        "client failed: {log}\nstderr: {stderr}"
-    );
-    assert_eq!(log["agentExit"], 0, "kaji acp exit; stderr: {stderr}");
-    log
-}
-
-/// The updates of one kind.
-fn updates<'a>(log: &'a Value, kind: &str) -> Vec<&'a Value> {
-    log["updates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| &n["update"])
-        .filter(|u| u["sessionUpdate"] == kind)
-        .collect()
-}
-
-fn text_of(log: &Value, kind: &str) -> String {
-    updates(log, kind)
-        .iter()
-        .filter_map(|u| u["content"]["text"].as_str())
-        .collect()
-}
+use crate::common::{done, serve};
 
 fn canonical(p: &Path) -> PathBuf {
     p.canonicalize().unwrap()
@@ -119,7 +21,7 @@ async fn a_prompt_asks_permission_and_an_edit_arrives_as_a_diff() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::reasoning("The file says alpha.")
             .and_text("Changing it.")
             .and_tool_call(
@@ -127,8 +29,8 @@ async fn a_prompt_asks_permission_and_an_edit_arrives_as_a_diff() {
                 json!({"file_path": "a.txt", "old_string": "alpha", "new_string": "omega"}),
             ),
         Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
-    ]))
+        done("Done"),
+    ])
     .await;
     let log = client(
         "prompt",
@@ -194,13 +96,13 @@ async fn a_prompt_asks_permission_and_an_edit_arrives_as_a_diff() {
 async fn allow_always_is_remembered_for_the_session() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Write", json!({"file_path": "a.txt", "content": "1\n"})),
         // "Always" on an edit remembers that path (issue 11: a path
         // pattern inside the project), so the second write of it runs.
         Turn::tool_call("Write", json!({"file_path": "a.txt", "content": "2\n"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
-    ]))
+        done("Done"),
+    ])
     .await;
     let log = client(
         "prompt",
@@ -224,8 +126,7 @@ async fn allow_always_is_remembered_for_the_session() {
 async fn cancel_mid_stream_stops_the_turn() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server =
-        ScriptedModelServer::start(Script::new([Turn::text("Thinking hard").and_hold()])).await;
+    let server = serve([Turn::text("Thinking hard").and_hold()]).await;
     let log = client("cancel", home.path(), work.path(), &server, &[]).await;
     assert_eq!(log["responses"]["prompt"]["stopReason"], "cancelled");
     server.wait_for_aborted_streams(1).await;
@@ -235,9 +136,9 @@ async fn cancel_mid_stream_stops_the_turn() {
 async fn a_loaded_session_replays_its_conversation_first() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::text("Noted: kiwi.").and_tool_call("AttemptCompletion", json!({"result": "ok"}))
-    ]))
+    ])
     .await;
     let first = client(
         "prompt",
@@ -309,7 +210,7 @@ async fn file_tools_read_and_write_the_clients_buffers() {
     let a = root.join("a.txt");
     let b = root.join("b.txt");
     let buffers = json!({ a.to_str().unwrap(): "unsaved buffer\n" }).to_string();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Read", json!({"file_path": "a.txt"})),
         // "unsaved" is only in the editor's buffer: the edit works on it.
         Turn::tool_call(
@@ -317,8 +218,8 @@ async fn file_tools_read_and_write_the_clients_buffers() {
             json!({"file_path": "a.txt", "old_string": "unsaved", "new_string": "edited"}),
         ),
         Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
-    ]))
+        done("Done"),
+    ])
     .await;
     let log = client(
         "prompt",
@@ -360,10 +261,10 @@ async fn without_the_fs_capability_the_disk_is_used() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let root = canonical(work.path());
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
-    ]))
+        done("Done"),
+    ])
     .await;
     let log = client(
         "prompt",
@@ -394,10 +295,10 @@ async fn mcp_servers_the_client_passes_join_the_session() {
     let mcp =
         json!([{"name": "everything", "command": everything(), "args": ["stdio"], "env": []}])
             .to_string();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("mcp__everything__echo", json!({"message": "hi over MCP"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "echoed"})),
-    ]))
+        done("echoed"),
+    ])
     .await;
     let log = client(
         "prompt",
@@ -428,11 +329,7 @@ async fn mcp_servers_the_client_passes_join_the_session() {
 async fn an_image_in_the_prompt_reaches_the_model() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "a red dot"}),
-    )]))
-    .await;
+    let server = serve([done("a red dot")]).await;
     let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
     let log = client(
         "prompt",
@@ -488,10 +385,10 @@ fn gated_project() -> tempfile::TempDir {
 async fn an_untrusted_project_is_put_to_the_client_once_and_trusted_on_allow() {
     let home = tempfile::tempdir().unwrap();
     let work = gated_project();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("mcp__everything__echo", json!({"message": "trusted"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
-    ]))
+        done("ok"),
+    ])
     .await;
     let log = client(
         "prompt",
@@ -532,11 +429,7 @@ async fn an_untrusted_project_is_put_to_the_client_once_and_trusted_on_allow() {
 async fn an_untrusted_project_rejected_by_the_client_keeps_its_settings_ignored() {
     let home = tempfile::tempdir().unwrap();
     let work = gated_project();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "ok"}),
-    )]))
-    .await;
+    let server = serve([done("ok")]).await;
     let log = client(
         "prompt",
         home.path(),
@@ -559,11 +452,7 @@ async fn an_untrusted_project_rejected_by_the_client_keeps_its_settings_ignored(
 async fn with_trust_the_client_is_not_asked() {
     let home = tempfile::tempdir().unwrap();
     let work = gated_project();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "ok"}),
-    )]))
-    .await;
+    let server = serve([done("ok")]).await;
     let log = client_with(
         "prompt",
         home.path(),
@@ -586,11 +475,11 @@ async fn the_todo_arrives_as_a_plan_and_set_mode_switches_the_permission_mode() 
         {"content": "Write b.txt", "activeForm": "Writing b.txt", "status": "in_progress"},
         {"content": "Check it", "activeForm": "Checking it", "status": "pending"},
     ]});
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("TodoWrite", todos),
         Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "Done"})),
-    ]))
+        done("Done"),
+    ])
     .await;
     let log = client(
         "prompt",
@@ -617,101 +506,11 @@ async fn the_todo_arrives_as_a_plan_and_set_mode_switches_the_permission_mode() 
     );
 }
 
-/// A raw JSON-RPC peer of `kaji acp`.
-struct Raw {
-    child: tokio::process::Child,
-    stdin: Option<tokio::process::ChildStdin>,
-    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-}
-
-impl Raw {
-    fn start(home: &Path, server: &ScriptedModelServer) -> Self {
-        Self::start_with(home, server, &[])
-    }
-
-    /// [`Raw::start`], with more variables in `kaji acp`'s environment.
-    fn start_with(home: &Path, server: &ScriptedModelServer, vars: &[(&str, &str)]) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-        env(&mut cmd, home);
-        cmd.envs(vars.iter().copied());
-        cmd.arg("acp")
-            .args(model_flags(server))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        let stdin = child.stdin.take();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        Self {
-            child,
-            stdin,
-            lines,
-        }
-    }
-
-    async fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(line.as_bytes()).await.unwrap();
-        stdin.write_all(b"\n").await.unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    /// The next line on stdout, which must be JSON-RPC.
-    async fn recv(&mut self) -> Value {
-        let line = self
-            .lines
-            .next_line()
-            .await
-            .unwrap()
-            .expect("kaji acp closed stdout");
-        let v: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {line}"));
-        assert_eq!(v["jsonrpc"], "2.0", "{line}");
-        v
-    }
-
-    /// The response to request `id` (notifications before it are skipped).
-    async fn response(&mut self, id: u64) -> Value {
-        loop {
-            let v = self.recv().await;
-            if v["id"] == id && v.get("method").is_none() {
-                return v;
-            }
-        }
-    }
-
-    async fn init_and_session(&mut self, work: &Path) -> String {
-        self.send(
-            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#,
-        )
-        .await;
-        assert!(self.response(1).await["result"].is_object());
-        self.new_session(2, work).await
-    }
-
-    /// Opens another session in `work` with request id `id`.
-    async fn new_session(&mut self, id: u64, work: &Path) -> String {
-        let new = json!({"jsonrpc":"2.0","id":id,"method":"session/new","params":{"cwd": work, "mcpServers": []}});
-        self.send(&new.to_string()).await;
-        let r = self.response(id).await;
-        r["result"]["sessionId"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no session: {r}"))
-            .to_string()
-    }
-
-    async fn send_bytes(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(bytes).await.unwrap();
-        stdin.flush().await.unwrap();
-    }
-}
-
 #[tokio::test]
 async fn protocol_errors_are_answered_and_the_connection_survives() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("hi")])).await;
+    let server = serve([Turn::text("hi")]).await;
     let mut raw = Raw::start(home.path(), &server);
     let id = raw.init_and_session(work.path()).await;
 
@@ -746,7 +545,7 @@ async fn protocol_errors_are_answered_and_the_connection_survives() {
 async fn a_client_gone_mid_turn_aborts_it_and_the_session_is_saved() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("Working").and_hold()])).await;
+    let server = serve([Turn::text("Working").and_hold()]).await;
     let mut raw = Raw::start(home.path(), &server);
     let id = raw.init_and_session(work.path()).await;
     let prompt = json!({"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId": id, "prompt":[{"type":"text","text":"go"}]}});
@@ -793,12 +592,12 @@ async fn two_sessions_in_one_process_each_keep_their_own_secret_env() {
         .unwrap();
     }
     let probe = json!({"command": "echo \"alpha=[$KAJI_TEST_ALPHA] beta=[$KAJI_TEST_BETA]\""});
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Bash", probe.clone()),
         Turn::text("done"),
         Turn::tool_call("Bash", probe),
         Turn::text("done"),
-    ]))
+    ])
     .await;
     let vars = [
         ("KAJI_TEST_ALPHA", "a-value"),
@@ -861,7 +660,7 @@ async fn fifty_edit_turns_in_a_row_all_end() {
             Turn::text(format!("Edit {k} done."))
         });
     }
-    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    let server = serve(turns).await;
     let mut raw = Raw::start(home.path(), &server);
     let id = raw.init_and_session(work.path()).await;
     for k in 0..ROUNDS {
@@ -906,7 +705,7 @@ async fn fifty_edit_turns_in_a_row_all_end() {
 async fn bad_lines_are_answered_and_the_session_goes_on() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("hi")])).await;
+    let server = serve([Turn::text("hi")]).await;
     let mut raw = Raw::start(home.path(), &server);
     let id = raw.init_and_session(work.path()).await;
     let mut next = 10u64;
@@ -992,7 +791,7 @@ fn png_b64(w: u32, h: u32) -> String {
 async fn bad_prompt_images_are_refused_before_they_enter_the_history() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("fine")])).await;
+    let server = serve([Turn::text("fine")]).await;
     let mut raw = Raw::start(home.path(), &server);
     let id = raw.init_and_session(work.path()).await;
     let cases = [
@@ -1031,14 +830,14 @@ async fn a_permission_request_says_what_runs_and_what_each_answer_stores() {
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
     let command = "printf 'one\\n'\nprintf 'two\\n'\nrm -rf build-output";
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "Edit",
             json!({"file_path": "a.txt", "old_string": "alpha", "new_string": "omega"}),
         ),
         Turn::tool_call("Bash", json!({"command": command})),
         Turn::text("Done."),
-    ]))
+    ])
     .await;
     let log = client_with(
         "prompt",
@@ -1093,7 +892,7 @@ async fn a_permission_request_says_what_runs_and_what_each_answer_stores() {
 async fn mode_descriptions_say_the_truth_about_commands() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("Hi.")])).await;
+    let server = serve([Turn::text("Hi.")]).await;
     let log = client("prompt", home.path(), work.path(), &server, &[]).await;
     let modes = log["responses"]["new"]["modes"]["availableModes"]
         .as_array()
@@ -1116,11 +915,7 @@ async fn mode_descriptions_say_the_truth_about_commands() {
 async fn turns_are_separated_and_sessions_are_listed() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::text("First answer."),
-        Turn::text("Second answer."),
-    ]))
-    .await;
+    let server = serve([Turn::text("First answer."), Turn::text("Second answer.")]).await;
     let log = client(
         "twoTurns",
         home.path(),
@@ -1162,5 +957,5 @@ async fn turns_are_separated_and_sessions_are_listed() {
 }
 
 async fn server_for_list() -> ScriptedModelServer {
-    ScriptedModelServer::start(Script::new([Turn::text("Listed.")])).await
+    serve([Turn::text("Listed.")]).await
 }

@@ -12,158 +12,22 @@ use std::path::{Path, PathBuf};
 
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
-use tokio::process::Command;
 
-pub(crate) fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use crate::common::{TEST_KEY, done, kaji, serve};
 
-/// Fails with how to install the SDK when it is missing.
-fn require_sdk() {
-    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let ok = *FOUND.get_or_init(|| {
-        std::process::Command::new("python3")
-            .args([
-                "-c",
-                "import importlib.util, sys; sys.exit(importlib.util.find_spec('claude_agent_sdk') is None)",
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    assert!(
-        ok,
-        "the Claude Agent SDK for Python is not installed: run the pip line of .ci/run \
-         (pip install --no-binary claude-agent-sdk claude-agent-sdk==VERSION)"
-    );
-}
-
-/// One SDK run's directories.
-pub(crate) struct Sdk {
-    pub(crate) home: tempfile::TempDir,
-    pub(crate) work: tempfile::TempDir,
-}
-
-impl Sdk {
-    pub(crate) fn new() -> Self {
-        require_sdk();
-        let sdk = Self {
-            home: tempfile::tempdir().unwrap(),
-            work: tempfile::tempdir().unwrap(),
-        };
-        std::fs::create_dir_all(sdk.kaji_home()).unwrap();
-        sdk
-    }
-
-    pub(crate) fn kaji_home(&self) -> PathBuf {
-        self.home.path().join("kaji-home")
-    }
-
-    /// Prices for the scripted model: $1 per million tokens each way.
-    fn with_prices(self) -> Self {
-        std::fs::write(
-            self.kaji_home().join("config.toml"),
-            "[models.\"scripted\"]\ninput_price = 1.0\noutput_price = 1.0\n",
-        )
-        .unwrap();
-        self
-    }
-
-    /// Runs `query(prompt, ClaudeAgentOptions(cli_path=kaji, **options))`;
-    /// returns the messages and the driver's exit code.
-    async fn query(
-        &self,
-        server: &ScriptedModelServer,
-        prompt: &str,
-        options: Value,
-    ) -> (Vec<Value>, i32) {
-        let mut driver = Command::new("python3");
-        driver.arg(repo_root().join("tests/agent-sdk/drive.py"));
-        self.drive(driver, server, prompt, options).await
-    }
-
-    /// Runs a driver program (see tests/agent-sdk/) with the SDK's
-    /// environment; returns the JSON lines it printed and its exit code.
-    pub(crate) async fn drive(
-        &self,
-        mut driver: Command,
-        server: &ScriptedModelServer,
-        prompt: &str,
-        options: Value,
-    ) -> (Vec<Value>, i32) {
-        let mut options = options;
-        options["model"] = json!("scripted");
-        let out = driver
-            .env("HOME", self.home.path())
-            .env("KAJI_HOME", self.kaji_home())
-            .env("ANTHROPIC_API_KEY", "test-key")
-            .env("ANTHROPIC_BASE_URL", server.anthropic_base_url())
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("KAJI_MODEL")
-            .env("CLAUDE_AGENT_SDK_SKIP_VERSION_CHECK", "1")
-            .env("KAJI_BIN", env!("CARGO_BIN_EXE_kaji"))
-            .env("KAJI_WORK", self.work.path())
-            .env("KAJI_PROMPT", prompt)
-            .env("KAJI_SDK_OPTIONS", options.to_string())
-            .kill_on_drop(true)
-            .output()
-            .await
-            .expect("python3 runs");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let messages: Vec<Value> = stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-            .collect();
-        assert!(
-            !messages.is_empty(),
-            "the SDK received nothing; stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (messages, out.status.code().unwrap_or(-1))
-    }
-}
-
-/// Only kaji answered: every request reached the scripted server from
-/// kaji's client, and `init` is kaji's.
-pub(crate) fn only_kaji_answered(
-    server: &ScriptedModelServer,
-    messages: &[Value],
-    requests: usize,
-) {
-    let seen = server.requests();
-    assert_eq!(seen.len(), requests, "requests the scripted server saw");
-    for r in &seen {
-        let agent = r.header("user-agent").unwrap_or("");
-        assert!(
-            agent.starts_with("kaji/"),
-            "a request not from kaji: {agent}"
-        );
-    }
-    let init = &messages[0];
-    assert_eq!(init["class"], "SystemMessage", "{init}");
-    assert_eq!(init["subtype"], "init");
-    assert_eq!(init["data"]["kaji_version"], env!("CARGO_PKG_VERSION"));
-}
-
-pub(crate) fn of_class<'a>(messages: &'a [Value], class: &str) -> Vec<&'a Value> {
-    messages.iter().filter(|m| m["class"] == class).collect()
-}
-
-pub(crate) fn result(messages: &[Value]) -> &Value {
-    messages
-        .iter()
-        .find(|m| m["class"] == "ResultMessage")
-        .unwrap_or_else(|| panic!("no ResultMessage: {messages:?}"))
-}
+// Other modules have imported these from here since before `common::sdk`.
+pub(crate) use crate::common::sdk::{
+    Sdk, of_class, only_kaji_answered, repo_root, require_sdk, result,
+};
 
 #[tokio::test]
 async fn a_one_shot_query_edits_a_file() {
     let sdk = Sdk::new().with_prices();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::text("Editing.")
             .and_tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
         Turn::text("Wrote b.txt."),
-    ]))
+    ])
     .await;
     let (messages, code) = sdk
         .query(
@@ -218,7 +82,7 @@ async fn a_sub_agents_messages_carry_parent_tool_use_id() {
     let sdk = Sdk::new();
     let explore = Script::new([
         Turn::text("Looking.").and_tool_call("Glob", json!({"pattern": "*"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "nothing here"})),
+        done("nothing here"),
     ]);
     let server = ScriptedModelServer::start(
         Script::new([
@@ -264,10 +128,10 @@ async fn a_sub_agents_messages_carry_parent_tool_use_id() {
 #[tokio::test]
 async fn json_schema_returns_structured_output() {
     let sdk = Sdk::new();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::text("The answer is four."),
         Turn::text("{\"answer\": 4}"),
-    ]))
+    ])
     .await;
     let schema = json!({"type": "object", "required": ["answer"],
         "properties": {"answer": {"type": "integer"}}});
@@ -292,8 +156,7 @@ async fn json_schema_returns_structured_output() {
 async fn max_budget_usd_stops_a_run() {
     let sdk = Sdk::new().with_prices();
     let call = || Turn::tool_call("Glob", json!({"pattern": "*"}));
-    let server =
-        ScriptedModelServer::start(Script::new([call(), call(), call(), Turn::text("done")])).await;
+    let server = serve([call(), call(), call(), Turn::text("done")]).await;
     // One request costs about a cent (≈10k input tokens at $1/M).
     let (messages, code) = sdk
         .query(&server, "look around", json!({"max_budget_usd": 0.001}))
@@ -313,11 +176,11 @@ async fn max_budget_usd_stops_a_run() {
 #[tokio::test]
 async fn resume_continues_a_session() {
     let sdk = Sdk::new();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::text("The secret word is noted."),
         Turn::text("It was marmalade."),
         Turn::text("Still marmalade."),
-    ]))
+    ])
     .await;
     let (first, code) = sdk
         .query(&server, "remember the word marmalade", json!({}))
@@ -353,7 +216,7 @@ async fn resume_continues_a_session() {
 async fn max_turns_ends_with_error_max_turns() {
     let sdk = Sdk::new();
     let call = || Turn::tool_call("Glob", json!({"pattern": "*"}));
-    let server = ScriptedModelServer::start(Script::new([call(), call(), call()])).await;
+    let server = serve([call(), call(), call()]).await;
     let options = json!({"max_turns": 1, "fallback_model": "other", "settings": "{\"a\": 1}"});
     let (messages, _) = sdk.query(&server, "look around", options).await;
     // Flags kaji does not act on are named in `init`, never dropped.
@@ -369,11 +232,11 @@ async fn max_turns_ends_with_error_max_turns() {
 #[tokio::test]
 async fn allowed_and_disallowed_tools_are_rules() {
     let sdk = Sdk::new();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Write", json!({"file_path": "a.txt", "content": "a\n"}))
             .and_tool_call("Glob", json!({"pattern": "*"})),
         Turn::text("done"),
-    ]))
+    ])
     .await;
     let options = json!({"allowed_tools": ["Read", "Write"], "disallowed_tools": ["Glob"]});
     let (messages, code) = sdk.query(&server, "write a", options).await;
@@ -460,17 +323,13 @@ async fn stream_json_golden() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::text("Reading.").and_tool_call("Read", json!({"file_path": "a.txt"})),
         Turn::text("It says alpha."),
-    ]))
+    ])
     .await;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kaji"))
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("KAJI_HOME", home.path().join("kaji-home"))
-        .env("ANTHROPIC_API_KEY", "test-key")
+    let mut child = kaji(home.path())
+        .env("ANTHROPIC_API_KEY", TEST_KEY)
         .env("ANTHROPIC_BASE_URL", server.anthropic_base_url())
         .current_dir(work.path())
         .args([

@@ -4,8 +4,9 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::Value;
+
+use crate::common::{kaji_at, kaji_sync};
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
@@ -39,9 +40,8 @@ fn lists_every_agent_type_and_its_source() {
         "---\nname: reviewer\ndescription: kaji version\ntools: Read, Grep\nmaxTurns: 4\n---\nK.\n",
     );
     let run = |json: bool| {
-        let mut cmd = Command::cargo_bin("kaji").expect("kaji binary");
+        let mut cmd = kaji_sync(&user_home);
         cmd.env("KAJI_HOME", &home)
-            .env("HOME", &user_home)
             .args(["agents", "list", "-C"])
             .arg(&repo);
         if json {
@@ -102,9 +102,7 @@ fn lists_every_agent_type_and_its_source() {
 #[test]
 fn a_missing_directory_is_exit_code_2() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let out = Command::cargo_bin("kaji")
-        .expect("kaji binary")
-        .env("KAJI_HOME", tmp.path())
+    let out = kaji_at(tmp.path())
         .args(["agents", "list", "-C"])
         .arg(tmp.path().join("nope"))
         .output()

@@ -8,12 +8,12 @@
 //! shows in its contents, never in its timing.
 
 use std::path::Path;
-use std::process::Stdio;
 
 use kaji_core::checkpoints::{Checkpoint, CheckpointStore};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::{ScriptedModelServer, Turn};
 use serde_json::json;
-use tokio::process::Command;
+
+use crate::common::{Wire, done, kaji, model, serve};
 
 /// A hook that rewrites `b.txt` when the call's input holds `MARK`.
 fn write_hook(home: &Path, work: &Path) {
@@ -41,38 +41,18 @@ async fn exec(home: &Path, work: &Path, server: &ScriptedModelServer) {
 }
 
 async fn exec_url(home: &Path, work: &Path, base_url: &str) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kaji"))
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .env("ANTHROPIC_API_KEY", "test-key")
-        // A held-back initial checkpoint must not hit its time limit.
-        .env("KAJI_CHECKPOINT_TIMEOUT_MS", "600000")
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .args([
-            "exec",
-            "--json",
-            "--permission-mode",
-            "yolo",
-            "--sandbox",
-            "off",
-        ])
-        .args([
-            "--provider",
-            "anthropic",
-            "--model",
-            "scripted",
-            "--base-url",
-        ])
-        .arg(base_url)
-        .arg("-C")
-        .arg(work)
-        .arg("go")
-        .output()
-        .await
-        .unwrap();
+    let mut cmd = kaji(home);
+    // A held-back initial checkpoint must not hit its time limit.
+    cmd.env("KAJI_CHECKPOINT_TIMEOUT_MS", "600000").args([
+        "exec",
+        "--json",
+        "--permission-mode",
+        "yolo",
+        "--sandbox",
+        "off",
+    ]);
+    model(&mut cmd, Wire::Anthropic, base_url);
+    let out = cmd.arg("-C").arg(work).arg("go").output().await.unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -108,7 +88,7 @@ fn changed_paths(diff: &str) -> Vec<&str> {
 #[tokio::test]
 async fn an_edit_checkpoint_stages_only_the_file_it_wrote() {
     let (home, work) = setup();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         // A write waits for the initial checkpoint: after it, the hook's
         // change is one the task-start checkpoint does not hold.
         Turn::tool_call("Bash", json!({"command": "touch c.txt"})),
@@ -116,8 +96,8 @@ async fn an_edit_checkpoint_stages_only_the_file_it_wrote() {
             "Edit",
             json!({"file_path": "a.txt", "old_string": "alpha", "new_string": "ALPHA MARK"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+        done("done"),
+    ])
     .await;
     exec(home.path(), work.path(), &server).await;
 
@@ -140,12 +120,12 @@ async fn an_edit_checkpoint_stages_only_the_file_it_wrote() {
 #[tokio::test]
 async fn a_read_only_command_takes_no_checkpoint_and_others_do() {
     let (home, work) = setup();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Bash", json!({"command": "touch c.txt"})),
         Turn::tool_call("Bash", json!({"command": "echo MARK"})),
         Turn::tool_call("Bash", json!({"command": "rm a.txt && mv c.txt d.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+        done("done"),
+    ])
     .await;
     exec(home.path(), work.path(), &server).await;
 
@@ -192,11 +172,7 @@ async fn a_read_only_command_takes_no_checkpoint_and_others_do() {
 async fn a_write_does_not_wait_for_a_slow_initial_checkpoint() {
     let (home, work) = setup();
     let fifo = home.path().join("edited.fifo");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    kaji_test_support::fixtures::mkfifo(&fifo);
     std::fs::write(
         home.path().join("kaji-home/config.toml"),
         format!(
@@ -215,13 +191,13 @@ async fn a_write_does_not_wait_for_a_slow_initial_checkpoint() {
         .unwrap();
     lock.lock().unwrap();
 
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "Edit",
             json!({"file_path": "a.txt", "old_string": "alpha", "new_string": "ALPHA"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+        done("done"),
+    ])
     .await;
     let run = tokio::spawn({
         let (home, work) = (home.path().to_path_buf(), work.path().to_path_buf());

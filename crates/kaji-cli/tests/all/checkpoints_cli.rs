@@ -4,26 +4,17 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
 use kaji_core::checkpoints::CheckpointStore;
 use serde_json::Value;
 
+use crate::common::{kaji_at, kaji_sync, stderr, stdout};
+
 fn kaji(home: &Path, args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("kaji")
-        .expect("kaji binary")
-        .env("KAJI_HOME", home)
+    kaji_at(home)
         .arg("checkpoints")
         .args(args)
         .output()
         .expect("kaji runs")
-}
-
-fn stdout(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[tokio::test]
@@ -183,8 +174,7 @@ async fn a_relative_kaji_home_works_with_dash_c() {
     std::fs::write(work.join("a.txt"), "second\n").expect("write");
 
     let relative = |args: &[&str]| {
-        Command::cargo_bin("kaji")
-            .expect("kaji binary")
+        kaji_sync(base.path())
             .env("KAJI_HOME", "home")
             .current_dir(base.path())
             .arg("checkpoints")
@@ -223,11 +213,7 @@ async fn a_restore_that_would_lose_a_file_is_refused() {
         .expect("commit")
         .expect("checkpoint");
     std::fs::remove_file(work.path().join("pipe")).expect("rm");
-    let status = std::process::Command::new("mkfifo")
-        .arg(work.path().join("pipe"))
-        .status()
-        .expect("mkfifo");
-    assert!(status.success());
+    kaji_test_support::fixtures::mkfifo(&work.path().join("pipe"));
     std::fs::write(work.path().join("a.txt"), "second\n").expect("write");
     let second = store
         .commit("turn 1")

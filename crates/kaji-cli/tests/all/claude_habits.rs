@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::common::{Wire, exec_json, run};
+use crate::common::{self, Wire, done, exec_json, home_and_work, run, serve, tool_results};
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -18,28 +18,12 @@ fn kaji(home: &Path, work: &Path, server: &ScriptedModelServer, wire: Wire) -> C
     cmd
 }
 
-fn tool_results(lines: &[Value]) -> Vec<Value> {
-    lines
-        .iter()
-        .filter(|l| l["type"] == "tool_result")
-        .cloned()
-        .collect()
-}
-
-fn home_and_work() -> (tempfile::TempDir, tempfile::TempDir) {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("kaji-home")).unwrap();
-    let work = tempfile::tempdir().unwrap();
-    std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
-    (home, work)
-}
-
 fn thinking_script() -> Script {
     Script::new([
         Turn::reasoning("I should read a.txt.")
             .and_tool_call("Read", json!({"file_path": "a.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "alpha"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "still alpha"})),
+        done("alpha"),
+        done("still alpha"),
     ])
 }
 
@@ -161,7 +145,8 @@ async fn a_bad_reasoning_level_is_a_usage_error_naming_the_flag() {
 
 #[tokio::test]
 async fn provider_help_lists_openai_responses() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kaji"))
+    let home = tempfile::tempdir().unwrap();
+    let out = common::kaji(home.path())
         .args(["exec", "--help"])
         .output()
         .await
@@ -183,7 +168,7 @@ fn echo_script() -> Script {
             "mcp__everything__echo",
             json!({"message": "hello over .mcp.json"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "echoed"})),
+        done("echoed"),
     ])
 }
 
@@ -246,10 +231,10 @@ async fn a_skill_is_listed_in_the_system_prompt_and_loaded_on_demand() {
         "name: notes\ndescription: \"Write release notes\"",
         "Notes body.\n",
     );
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Skill", json!({"skill": "release"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "released"})),
-    ]))
+        done("released"),
+    ])
     .await;
     let mut cmd = kaji(home.path(), work.path(), &server, Wire::Anthropic);
     cmd.arg("cut a release");
@@ -311,14 +296,14 @@ async fn claude_code_json_hooks_allow_deny_ask_and_add_context() {
     std::fs::write(work.path().join("secret.txt"), "s3cret\n").unwrap();
     let log = write_guard(home.path());
     let bash = |command: &str| Turn::tool_call("Bash", json!({"command": command}));
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         bash("touch allowed.txt"),
         bash("rm -f rm-me.txt"),
         bash("touch blocked.txt"),
         Turn::tool_call("Read", json!({"file_path": "secret.txt"})),
         bash("true exit-two"),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+        done("done"),
+    ])
     .await;
     // Default mode, headless: every ask is denied, so only the hook's
     // allow lets the first command run.

@@ -7,58 +7,18 @@
 //! on.
 
 use std::path::Path;
-use std::process::Stdio;
 
 use kaji_tasks::process::is_gone;
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
+use crate::common::{Wire, done, exec_json, kaji_sync, run, serve, tool_results};
+
 fn kaji(home: &Path, work: &Path, server: &ScriptedModelServer) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .args([
-            "exec",
-            "--json",
-            "--no-checkpoints",
-            "--sandbox",
-            "off",
-            "-C",
-        ])
-        .arg(work)
-        .args(["--provider", "anthropic", "--base-url"])
-        .arg(server.anthropic_base_url())
-        .args(["--model", "scripted"]);
+    let mut cmd = exec_json(home, work, server, Wire::Anthropic);
+    cmd.args(["--no-checkpoints", "--sandbox", "off"]);
     cmd
-}
-
-async fn run(mut cmd: Command) -> (i32, Vec<Value>, String) {
-    let out = cmd.output().await.unwrap();
-    let lines = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
-    (
-        out.status.code().unwrap_or(-1),
-        lines,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn tool_results(lines: &[Value]) -> Vec<Value> {
-    lines
-        .iter()
-        .filter(|l| l["type"] == "tool_result")
-        .cloned()
-        .collect()
 }
 
 fn home_and_work() -> (tempfile::TempDir, tempfile::TempDir) {
@@ -137,11 +97,11 @@ async fn a_settings_json_hook_gets_claude_codes_input_fields() {
         serde_json::to_string_pretty(&user).unwrap(),
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Bash", json!({"command": "echo HELLO-OUT"})),
         Turn::tool_call("Read", json!({"file_path": "missing.txt"})),
         Turn::text("All checked.").and_tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+    ])
     .await;
     let mut cmd = kaji(home.path(), work.path(), &server);
     cmd.args(["--permission-mode", "bypassPermissions", "check it"]);
@@ -209,11 +169,7 @@ async fn a_settings_json_hook_gets_claude_codes_input_fields() {
     assert_eq!(entries[0].1["source"], "startup");
 
     // A second run says nothing more about them.
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "done"}),
-    )]))
-    .await;
+    let server = serve([done("done")]).await;
     let mut cmd = kaji(home.path(), work.path(), &server);
     cmd.args(["--yolo", "again"]);
     let (code, _, err) = run(cmd).await;
@@ -232,7 +188,7 @@ async fn a_settings_json_allow_rule_counts_only_once_the_project_is_trusted() {
     let script = || {
         Script::new([
             Turn::tool_call("Bash", json!({"command": "touch made-by-rule.txt"})),
-            Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+            done("done"),
         ])
     };
     // Untrusted: the allow rule is inert, the headless ask is denied.
@@ -257,10 +213,7 @@ async fn a_settings_json_allow_rule_counts_only_once_the_project_is_trusted() {
     assert!(work.path().join("made-by-rule.txt").exists());
 
     // `kaji permissions list` names the file of each rule.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kaji"))
-        .env_clear()
-        .env("HOME", home.path())
-        .env("KAJI_HOME", home.path().join("kaji-home"))
+    let out = kaji_sync(home.path())
         .args(["permissions", "-C"])
         .arg(work.path())
         .args(["list", "--json"])
@@ -298,7 +251,7 @@ async fn a_read_deny_hides_the_file_from_grep_and_glob() {
         r#"{"permissions": {"deny": ["Read(./secrets/**)"]}}"#,
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "Grep",
             json!({"pattern": "NEEDLE", "output_mode": "content"}),
@@ -309,8 +262,8 @@ async fn a_read_deny_hides_the_file_from_grep_and_glob() {
             json!({"pattern": "NEEDLE", "path": "secrets/key.txt"}),
         ),
         Turn::tool_call("Read", json!({"file_path": "secrets/key.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+        done("done"),
+    ])
     .await;
     let mut cmd = kaji(home.path(), work.path(), &server);
     cmd.args(["--max-mistakes", "9", "--yolo", "look"]);
@@ -346,11 +299,7 @@ async fn a_broken_settings_file_is_a_warning_naming_file_and_line() {
         "[permissions]\nallow = [\"Bash(ls:*)\"]\n",
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "done"}),
-    )]))
-    .await;
+    let server = serve([done("done")]).await;
     let mut cmd = kaji(home.path(), work.path(), &server);
     cmd.args(["--trust", "go"]);
     let (code, _, err) = run(cmd).await;
@@ -396,11 +345,7 @@ async fn a_hook_that_detaches_a_child_holding_its_output_ends_at_its_timeout() {
         settings.to_string(),
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "done"}),
-    )]))
-    .await;
+    let server = serve([done("done")]).await;
     let mut cmd = kaji(home.path(), work.path(), &server);
     cmd.args(["--yolo", "go"]);
     let (code, lines, err) = run(cmd).await;
@@ -429,11 +374,11 @@ async fn a_hooks_continue_false_stops_the_task_with_its_stop_reason() {
         )
         .unwrap();
         let _ = std::fs::remove_file(work.path().join("made.txt"));
-        let server = ScriptedModelServer::start(Script::new([
+        let server = serve([
             Turn::tool_call("Bash", json!({"command": "touch made.txt"}))
                 .and_tool_call("Bash", json!({"command": "touch second.txt"})),
-            Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-        ]))
+            done("done"),
+        ])
         .await;
         let mut cmd = kaji(home.path(), work.path(), &server);
         cmd.args(["--yolo", "go"]);

@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
-use crate::common::{Wire, exec_json, run};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use crate::common::{Wire, exec_json, run, serve};
+use kaji_test_support::{ScriptedModelServer, Turn};
 use serde_json::json;
 use tokio::process::Command;
 
@@ -55,14 +55,14 @@ async fn the_first_request_lists_every_custom_agent_and_a_tools_list_agent_finis
         ".claude/agents/personal.md",
         "---\nname: personal-helper\ndescription: The user's own helper\n---\nHelp.\n",
     );
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "Agent",
             json!({"description": "review", "prompt": "review a.rs", "subagent_type": "code-reviewer"}),
         ),
         Turn::tool_call("AttemptCompletion", json!({"result": "SUB-AGENT-REPORT"})),
         done(),
-    ]))
+    ])
     .await;
     let mut cmd = kaji(home.path(), work.path(), &server);
     cmd.arg("review my code");
@@ -108,7 +108,7 @@ async fn a_command_runs_only_backtick_shell_and_its_arguments_reach_the_model() 
         ".claude/commands/git/ship.md",
         "---\ndescription: Ship it\nallowed-tools:\n  - Bash(touch:*)\n---\nShip the change.\n!touch NOT-RUN\nContext: !`touch RAN`\n",
     );
-    let server = ScriptedModelServer::start(Script::new([done(), done()])).await;
+    let server = serve([done(), done()]).await;
     let mut cmd = kaji(home.path(), work.path(), &server);
     cmd.args(["--trust", "/ship fast please"]);
     let (code, _, err) = run(cmd).await;
@@ -143,7 +143,7 @@ async fn a_claude_md_import_reaches_the_system_prompt() {
         ".claude/CLAUDE.md",
         "USER-MARKER @../../outside.md\n",
     );
-    let server = ScriptedModelServer::start(Script::new([done()])).await;
+    let server = serve([done()]).await;
     let mut cmd = kaji(home.path(), work.path(), &server);
     cmd.arg("hello");
     let (code, _, err) = run(cmd).await;
@@ -163,7 +163,7 @@ async fn a_bad_mcp_json_entry_is_skipped_and_the_session_goes_on() {
         "odd": {"type": "carrier-pigeon", "url": "x"},
     }});
     std::fs::write(work.path().join(".mcp.json"), config.to_string()).expect("write");
-    let server = ScriptedModelServer::start(Script::new([done()])).await;
+    let server = serve([done()]).await;
     let mut cmd = kaji(home.path(), work.path(), &server);
     cmd.args(["--trust", "hello"]);
     let (code, _, err) = run(cmd).await;

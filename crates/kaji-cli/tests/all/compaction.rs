@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::common::{Wire, exec_json, run};
+use crate::common::{Wire, done, exec_json, run, serve};
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -38,11 +38,7 @@ fn workspace() -> (tempfile::TempDir, tempfile::TempDir) {
 /// The size of this setup's first request (system prompt, tools, prompt)
 /// and of its tool list, measured on a probe run.
 async fn baseline(home: &Path, work: &Path) -> (usize, usize) {
-    let probe = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "probe"}),
-    )]))
-    .await;
+    let probe = serve([done("probe")]).await;
     let mut cmd = kaji(home, work, &probe);
     cmd.args(["--no-session-persistence", PROMPT]);
     let (code, _, err) = run(cmd).await;
@@ -64,7 +60,7 @@ fn script(limit: usize) -> Script {
             .and_tool_call("Read", json!({"file_path": "a.txt"})),
         Turn::tool_call("Read", json!({"file_path": "b.txt"})),
         Turn::text("SUMMARY-OF-THE-WORK: both files were read."),
-        Turn::tool_call("AttemptCompletion", json!({"result": "compared"})),
+        done("compared"),
     ])
     .with_max_request_bytes(limit)
     .with_route("[COMPACTION]", 2)
@@ -226,7 +222,7 @@ async fn a_summary_larger_than_the_history_is_rejected_and_rounds_dropped() {
         Turn::tool_call("Read", json!({"file_path": "a.txt"})),
         Turn::tool_call("Read", json!({"file_path": "b.txt"})),
         Turn::text(huge),
-        Turn::tool_call("AttemptCompletion", json!({"result": "compared"})),
+        done("compared"),
     ])
     .with_max_request_bytes(limit)
     .with_route("[COMPACTION]", 2)

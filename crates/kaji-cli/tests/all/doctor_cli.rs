@@ -3,18 +3,17 @@
 //! settings files it found are listed, and the exit code follows the
 //! sandbox's support.
 
-use assert_cmd::Command;
 use serde_json::Value;
+
+use crate::common::kaji_at;
 
 #[test]
 fn doctor_json_reports_the_sandbox_settings_and_key_names_only() {
     let home = tempfile::tempdir().expect("tempdir");
     std::fs::write(home.path().join("config.toml"), "").expect("user settings");
     let work = tempfile::tempdir().expect("tempdir");
-    let out = Command::cargo_bin("kaji")
-        .expect("kaji binary")
+    let out = kaji_at(home.path())
         .current_dir(work.path())
-        .env("KAJI_HOME", home.path())
         .env("KAJI_DOCTOR_TEST_API_KEY", "sk-doctor-secret-value")
         .args(["doctor", "--json"])
         .output()
@@ -67,12 +66,8 @@ fn doctor_json_reports_the_sandbox_settings_and_key_names_only() {
 /// `kaji doctor --json` with these settings and environment.
 fn doctor_json(home: &std::path::Path, work: &std::path::Path, settings: &str) -> (Value, String) {
     std::fs::write(home.join("config.toml"), settings).expect("user settings");
-    let out = Command::cargo_bin("kaji")
-        .expect("kaji binary")
+    let out = kaji_at(home)
         .current_dir(work)
-        .env("KAJI_HOME", home)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
         .env("ANTHROPIC_API_KEY", "sk-ant-doctor-secret")
         .env("TERM", "xterm-doctor")
         .env("KAJI_DOCTOR_MCP_WAIT_MS", "5000")
@@ -169,10 +164,8 @@ fn doctor_lists_the_language_servers_and_their_state() {
         r#"{"evil": {"command": "/bin/sh", "extensionToLanguage": {".x": "x"}}}"#,
     )
     .expect(".lsp.json");
-    let out = Command::cargo_bin("kaji")
-        .expect("kaji binary")
+    let out = kaji_at(home.path())
         .current_dir(work.path())
-        .env("KAJI_HOME", home.path())
         .args(["doctor", "--json"])
         .output()
         .expect("kaji doctor runs");

@@ -9,25 +9,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
-fn kaji(home: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
-
-fn anthropic(cmd: &mut Command, server: &ScriptedModelServer) {
-    cmd.env("ANTHROPIC_API_KEY", "test-key")
-        .args(["--provider", "anthropic", "--base-url"])
-        .arg(server.anthropic_base_url())
-        .args(["--model", "scripted"]);
-}
+use crate::common::{Wire, done, json_lines, kaji, kaji_sync, scripted, serve};
 
 /// `kaji exec FLAGS -C WORK PROMPT` against `server` (Anthropic format).
 fn exec_in(
@@ -39,16 +21,9 @@ fn exec_in(
 ) -> Command {
     let mut cmd = kaji(home);
     cmd.arg("exec").args(flags).arg("-C").arg(work);
-    anthropic(&mut cmd, server);
+    scripted(&mut cmd, server, Wire::Anthropic);
     cmd.arg(prompt);
     cmd
-}
-
-fn lines(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
 }
 
 #[tokio::test]
@@ -56,11 +31,11 @@ async fn json_lines_schema_and_exit_zero() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::text("Reading.").and_tool_call("Read", json!({"file_path": "a.txt"})),
         Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "Wrote b.txt"})),
-    ]))
+        done("Wrote b.txt"),
+    ])
     .await;
     let mut cmd = kaji(home.path());
     cmd.arg("exec")
@@ -69,7 +44,7 @@ async fn json_lines_schema_and_exit_zero() {
         .arg("accept-edits")
         .arg("-C")
         .arg(work.path());
-    anthropic(&mut cmd, &server);
+    scripted(&mut cmd, &server, Wire::Anthropic);
     cmd.arg("copy alpha");
     let out = cmd.output().await.unwrap();
     assert_eq!(
@@ -78,7 +53,7 @@ async fn json_lines_schema_and_exit_zero() {
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     let first = &lines[0];
     assert_eq!(first["type"], "task_started");
     assert_eq!(first["schema_version"], 1);
@@ -123,12 +98,12 @@ async fn json_lines_schema_and_exit_zero() {
 async fn prompt_from_stdin_and_transcript() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("Hello from the model.")
-        .and_tool_call("AttemptCompletion", json!({"result": "greeted"}))]))
+    let server = serve([Turn::text("Hello from the model.")
+        .and_tool_call("AttemptCompletion", json!({"result": "greeted"}))])
     .await;
     let mut cmd = kaji(home.path());
     cmd.arg("exec").arg("-C").arg(work.path());
-    anthropic(&mut cmd, &server);
+    scripted(&mut cmd, &server, Wire::Anthropic);
     cmd.arg("-").stdin(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     child
@@ -207,11 +182,7 @@ async fn mistake_limit_and_failure_exit_1() {
         "on_text_reply = \"nudge\"\n",
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::text("no tools"),
-        Turn::text("still none"),
-    ]))
-    .await;
+    let server = serve([Turn::text("no tools"), Turn::text("still none")]).await;
     let mut cmd = exec_in(
         home.path(),
         work.path(),
@@ -222,18 +193,15 @@ async fn mistake_limit_and_failure_exit_1() {
     let out = cmd.output().await.unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
-        lines(&out.stdout).last().unwrap()["status"],
+        json_lines(&out.stdout).last().unwrap()["status"],
         "mistake_limit"
     );
 
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::text("x").with_faults([Fault::status(401)])
-    ]))
-    .await;
+    let server = serve([Turn::text("x").with_faults([Fault::status(401)])]).await;
     let mut cmd = exec_in(home.path(), work.path(), &server, &["--json"], "hi");
     let out = cmd.output().await.unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let last = lines(&out.stdout).last().unwrap().clone();
+    let last = json_lines(&out.stdout).last().unwrap().clone();
     assert_eq!(last["status"], "failed");
     assert!(last["result"].as_str().unwrap().contains("401"), "{last}");
     assert_eq!(server.requests().len(), 1, "401 is not retried");
@@ -244,11 +212,11 @@ async fn sigterm_mid_command_exits_130_and_kills_the_command() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let fifo = work.path().join("started.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+    kaji_test_support::fixtures::mkfifo(&fifo);
+    let server = serve([Turn::tool_call(
         "Bash",
         json!({"command": "sleep 1000 & echo $! > started.fifo; wait"}),
-    )]))
+    )])
     .await;
     let mut cmd = exec_in(
         home.path(),
@@ -283,7 +251,7 @@ async fn sigterm_mid_command_exits_130_and_kills_the_command() {
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let last = lines(&out.stdout).last().unwrap().clone();
+    let last = json_lines(&out.stdout).last().unwrap().clone();
     assert_eq!(last["status"], "aborted");
     assert!(
         kaji_tasks::process::is_gone(sleeper),
@@ -295,7 +263,7 @@ async fn sigterm_mid_command_exits_130_and_kills_the_command() {
 async fn background_shell_does_not_outlive_exec() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "Bash",
             json!({"command": "echo $$ > bg.pid; exec sleep 1000", "run_in_background": true}),
@@ -306,8 +274,8 @@ async fn background_shell_does_not_outlive_exec() {
             "Bash",
             json!({"command": "while [ ! -s bg.pid ]; do sleep 0.01; done; cat bg.pid"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "left it running"})),
-    ]))
+        done("left it running"),
+    ])
     .await;
     let mut cmd = exec_in(
         home.path(),
@@ -372,10 +340,10 @@ async fn rules_land_in_the_system_prompt_and_kajiignore_refuses() {
     std::fs::write(work.path().join(".kajiignore"), "secrets/\n").unwrap();
     std::fs::create_dir(work.path().join("secrets")).unwrap();
     std::fs::write(work.path().join("secrets/key.txt"), "s3cr3t\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Read", json!({"file_path": "secrets/key.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+        done("done"),
+    ])
     .await;
     let mut cmd = exec_in(
         home.path(),
@@ -401,7 +369,7 @@ async fn rules_land_in_the_system_prompt_and_kajiignore_refuses() {
         "each rule under its path: {system}"
     );
     assert!(system.contains("Prefer small commits."));
-    let result = lines(&out.stdout)
+    let result = json_lines(&out.stdout)
         .into_iter()
         .find(|l| l["type"] == "tool_result")
         .unwrap();
@@ -444,13 +412,13 @@ async fn malformed_settings_exit_2_naming_file_and_line() {
 async fn task_list_is_shared_with_kaji_tasks() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "TaskCreate",
             json!({"subject": "Write the parser", "description": "incremental"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "planned"})),
-    ]))
+        done("planned"),
+    ])
     .await;
     let mut cmd = exec_in(
         home.path(),
@@ -490,13 +458,13 @@ async fn mcp_tool_called_end_to_end_through_a_scripted_task() {
         ),
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "mcp__everything__echo",
             json!({"message": "hello over MCP"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "echoed"})),
-    ]))
+        done("echoed"),
+    ])
     .await;
     let mut cmd = exec_in(
         home.path(),
@@ -516,7 +484,7 @@ async fn mcp_tool_called_end_to_end_through_a_scripted_task() {
     // The server's tools were offered with their schemas.
     let tools = server.requests()[0].body["tools"].to_string();
     assert!(tools.contains("mcp__everything__echo"), "{tools}");
-    let result = lines(&out.stdout)
+    let result = json_lines(&out.stdout)
         .into_iter()
         .find(|l| l["type"] == "tool_result")
         .unwrap();
@@ -545,10 +513,10 @@ async fn mcp_tool_asks_like_a_command_and_exec_denies_it() {
         ),
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("mcp__everything__echo", json!({"message": "hi"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "denied"})),
-    ]))
+        done("denied"),
+    ])
     .await;
     let mut cmd = exec_in(
         home.path(),
@@ -559,7 +527,7 @@ async fn mcp_tool_asks_like_a_command_and_exec_denies_it() {
     );
     let out = cmd.output().await.unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let result = lines(&out.stdout)
+    let result = json_lines(&out.stdout)
         .into_iter()
         .find(|l| l["type"] == "tool_result")
         .unwrap();
@@ -575,13 +543,13 @@ async fn exec_in_a_worktree_leaves_the_checkout_alone_and_checkpoints_it() {
     std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
     kaji_test_support::fixtures::git(work.path(), &["add", "."]);
     kaji_test_support::fixtures::git(work.path(), &["commit", "-q", "-m", "init"]);
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "Write",
             json!({"file_path": "a.txt", "content": "changed\n"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+        done("done"),
+    ])
     .await;
     let mut cmd = exec_in(
         home.path(),
@@ -634,7 +602,7 @@ async fn plan_mode_in_exec_ends_with_the_plan_unless_approved() {
         Script::new([
             Turn::tool_call("ExitPlanMode", json!({"plan": "# Plan\n1. write x.txt"})),
             Turn::tool_call("Write", json!({"file_path": "x.txt", "content": "x"})),
-            Turn::tool_call("AttemptCompletion", json!({"result": "wrote x"})),
+            done("wrote x"),
         ])
     };
     let server = ScriptedModelServer::start(script()).await;
@@ -647,7 +615,7 @@ async fn plan_mode_in_exec_ends_with_the_plan_unless_approved() {
     );
     let out = cmd.output().await.unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let last = lines(&out.stdout).last().unwrap().clone();
+    let last = json_lines(&out.stdout).last().unwrap().clone();
     assert_eq!(last["status"], "completed");
     assert_eq!(last["result"], "# Plan\n1. write x.txt");
     assert!(!work.path().join("x.txt").exists());
@@ -663,11 +631,11 @@ async fn plan_mode_in_exec_ends_with_the_plan_unless_approved() {
         "-C",
     ])
     .arg(work.path());
-    anthropic(&mut cmd, &server);
+    scripted(&mut cmd, &server, Wire::Anthropic);
     cmd.arg("plan it");
     let out = cmd.output().await.unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let last = lines(&out.stdout).last().unwrap().clone();
+    let last = json_lines(&out.stdout).last().unwrap().clone();
     assert_eq!(last["result"], "wrote x");
     // A task that started in plan mode carries the approved plan out with
     // edits accepted.
@@ -700,11 +668,11 @@ async fn sigterm_exits_130_even_when_a_cancel_hook_hangs() {
     )
     .unwrap();
     let fifo = work.path().join("started.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+    kaji_test_support::fixtures::mkfifo(&fifo);
+    let server = serve([Turn::tool_call(
         "Bash",
         json!({"command": "echo go > started.fifo; sleep 1000"}),
-    )]))
+    )])
     .await;
     let mut cmd = exec_in(
         home.path(),
@@ -734,7 +702,7 @@ async fn sigterm_exits_130_even_when_a_cancel_hook_hangs() {
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let last = lines(&out.stdout).pop().unwrap();
+    let last = json_lines(&out.stdout).pop().unwrap();
     assert_eq!(last["type"], "result");
     assert_eq!(last["status"], "aborted");
 }
@@ -745,15 +713,15 @@ async fn sigterm_exits_130_even_when_a_cancel_hook_hangs() {
 async fn usage_lines_every_round_and_an_estimate_without_server_usage() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Read", json!({"file_path": "missing.txt"})).without_usage(),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+        done("done"),
+    ])
     .await;
     let mut cmd = exec_in(home.path(), work.path(), &server, &["--json"], "look");
     let out = cmd.output().await.unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     let usage: Vec<&Value> = lines.iter().filter(|l| l["type"] == "usage").collect();
     assert_eq!(usage.len(), 2, "{lines:?}");
     assert_eq!(usage[0]["turn"], 1);
@@ -780,13 +748,13 @@ async fn background_work_stopped_at_exit_is_reported() {
     for json in [true, false] {
         let home = tempfile::tempdir().unwrap();
         let work = tempfile::tempdir().unwrap();
-        let server = ScriptedModelServer::start(Script::new([
+        let server = serve([
             Turn::tool_call(
                 "Bash",
                 json!({"command": "sleep 300", "run_in_background": true, "description": "a long sleep"}),
             ),
-            Turn::tool_call("AttemptCompletion", json!({"result": "started"})),
-        ]))
+            done("started"),
+        ])
         .await;
         let flags: &[&str] = if json {
             &["--json", "--yolo"]
@@ -799,7 +767,7 @@ async fn background_work_stopped_at_exit_is_reported() {
         assert_eq!(out.status.code(), Some(0));
         let stdout = String::from_utf8_lossy(&out.stdout);
         if json {
-            let stopped: Vec<Value> = lines(&out.stdout)
+            let stopped: Vec<Value> = json_lines(&out.stdout)
                 .into_iter()
                 .filter(|l| l["type"] == "background_stopped")
                 .collect();
@@ -824,16 +792,12 @@ async fn an_mcp_server_that_cannot_start_is_warned_about() {
         "[mcp_servers.ghost]\ncommand = \"/nonexistent/mcp-server-ghost\"\n",
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "ok"}),
-    )]))
-    .await;
+    let server = serve([done("ok")]).await;
     let mut cmd = exec_in(home.path(), work.path(), &server, &["--json"], "hi");
     cmd.env("KAJI_MCP_CONNECT_WAIT_MS", "5000");
     let out = cmd.output().await.unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let warned = lines(&out.stdout).into_iter().any(|l| {
+    let warned = json_lines(&out.stdout).into_iter().any(|l| {
         l["type"] == "say"
             && l["kind"] == "error"
             && l["text"]
@@ -875,11 +839,7 @@ async fn tasks_latest_uses_the_list_of_this_directorys_last_session() {
     let kaji_home = home.path().join("kaji-home");
     // A run that never touches its task list leaves no empty list or run
     // directory behind.
-    let server = ScriptedModelServer::start(Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "nothing to do"}),
-    ))
-    .await;
+    let server = ScriptedModelServer::start(done("nothing to do")).await;
     let out = exec_in(home.path(), work.path(), &server, &["--json"], "idle")
         .output()
         .await
@@ -902,10 +862,10 @@ async fn tasks_latest_uses_the_list_of_this_directorys_last_session() {
         (other.path(), "elsewhere"),
         (work.path(), "newest"),
     ] {
-        let server = ScriptedModelServer::start(Script::new([
+        let server = serve([
             Turn::tool_call("TaskCreate", json!({"subject": subject})),
-            Turn::tool_call("AttemptCompletion", json!({"result": "planned"})),
-        ]))
+            done("planned"),
+        ])
         .await;
         let out = exec_in(home.path(), dir, &server, &["--json"], "plan")
             .output()
@@ -918,18 +878,15 @@ async fn tasks_latest_uses_the_list_of_this_directorys_last_session() {
             String::from_utf8_lossy(&out.stderr)
         );
         sessions.push(
-            lines(&out.stdout)[0]["session_id"]
+            json_lines(&out.stdout)[0]["session_id"]
                 .as_str()
                 .unwrap()
                 .to_string(),
         );
     }
     let tasks = |args: &[&str], cwd: &Path| {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kaji"));
-        cmd.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", home.path())
-            .env("KAJI_HOME", &kaji_home)
+        let mut cmd = kaji_sync(home.path());
+        cmd.env("KAJI_HOME", &kaji_home)
             .current_dir(cwd)
             .arg("tasks")
             .args(args);
@@ -992,13 +949,13 @@ async fn exec_worktree_prints_its_path_and_branch_and_is_entered_again() {
         .unwrap()
         .join(".kaji/worktrees/fix-2");
     // First run, text mode: created, path and branch on stderr.
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "Write",
             json!({"file_path": "a.txt", "content": "changed\n"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+        done("done"),
+    ])
     .await;
     let out = exec_in(
         home.path(),
@@ -1021,10 +978,10 @@ async fn exec_worktree_prints_its_path_and_branch_and_is_entered_again() {
     );
     // Second run, --json: the same worktree is entered again (its change
     // is there), and task_started names it.
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Read", json!({"file_path": "a.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "read"})),
-    ]))
+        done("read"),
+    ])
     .await;
     let out = exec_in(
         home.path(),
@@ -1042,7 +999,7 @@ async fn exec_worktree_prints_its_path_and_branch_and_is_entered_again() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     assert_eq!(
         lines[0]["worktree"],
         json!({"name": "fix-2", "path": wt.to_string_lossy(), "branch": "kaji/fix-2"})
@@ -1090,11 +1047,7 @@ async fn an_mcp_server_that_never_initializes_does_not_hold_the_task() {
         "[mcp_servers.mute]\ncommand = \"sleep\"\nargs = [\"1000\"]\n",
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "ok"}),
-    )]))
-    .await;
+    let server = serve([done("ok")]).await;
     let mut cmd = exec_in(home.path(), work.path(), &server, &["--json"], "hi");
     cmd.env("KAJI_MCP_CONNECT_WAIT_MS", "300");
     // The hang guard: without the timeout the task would wait for the
@@ -1109,7 +1062,7 @@ async fn an_mcp_server_that_never_initializes_does_not_hold_the_task() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     let said = lines.iter().any(|l| {
         l["type"] == "say"
             && l["kind"] == "info"
@@ -1143,11 +1096,7 @@ async fn the_first_request_waits_for_an_mcp_server_that_is_slow_to_start() {
         ),
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "ok"}),
-    )]))
-    .await;
+    let server = serve([done("ok")]).await;
     let mut cmd = exec_in(home.path(), work.path(), &server, &["--json"], "hi");
     // Long enough that only a broken wait can miss the server.
     cmd.env("KAJI_MCP_CONNECT_WAIT_MS", "120000");
@@ -1177,8 +1126,8 @@ async fn an_abort_names_the_background_work_still_running() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let fifo = work.path().join("started.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    kaji_test_support::fixtures::mkfifo(&fifo);
+    let server = serve([
         Turn::tool_call(
             "Bash",
             json!({"command": "sleep 300", "run_in_background": true, "description": "a long sleep"}),
@@ -1188,7 +1137,7 @@ async fn an_abort_names_the_background_work_still_running() {
             json!({"command": "echo started > started.fifo; sleep 1000"}),
         )
         .without_usage(),
-    ]))
+    ])
     .await;
     let mut cmd = exec_in(
         home.path(),
@@ -1209,7 +1158,7 @@ async fn an_abort_names_the_background_work_still_running() {
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     let out = child.wait_with_output().await.unwrap();
     assert_eq!(out.status.code(), Some(130));
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     let still: Vec<&Value> = lines
         .iter()
         .filter(|l| l["type"] == "say" && l["kind"] == "info" && l["data"].is_array())
@@ -1242,11 +1191,7 @@ async fn many_concurrent_tool_results_are_each_recorded_once_in_order() {
         .unwrap();
         turn = turn.and_tool_call("Read", json!({"file_path": format!("f{i}.txt")}));
     }
-    let server = ScriptedModelServer::start(Script::new([
-        turn.with_chunk_size(5),
-        Turn::tool_call("AttemptCompletion", json!({"result": "read them"})),
-    ]))
-    .await;
+    let server = serve([turn.with_chunk_size(5), done("read them")]).await;
     let out = exec_in(home.path(), work.path(), &server, &["--json"], "read all")
         .output()
         .await
@@ -1306,12 +1251,12 @@ async fn colonless_sse_lines_are_ignored_and_only_the_first_choice_is_used() {
         ("openai", Fault::ColonlessLines),
         ("openai", Fault::ExtraChoices),
     ] {
-        let server = ScriptedModelServer::start(Script::new([
+        let server = serve([
             Turn::text("Writing it.")
                 .and_tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"}))
                 .with_fault(fault.clone()),
-            Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-        ]))
+            done("done"),
+        ])
         .await;
         let mut cmd = kaji(home.path());
         cmd.args(["exec", "--json", "--yolo", "-C"])
@@ -1361,7 +1306,7 @@ async fn max_requests_bounds_the_whole_run_with_its_sub_agents() {
             json!({"description": "delegate", "prompt": "Delegate it again.", "subagent_type": "general-purpose"}),
         )
     };
-    let server = ScriptedModelServer::start(Script::new((0..40).map(|_| delegate()))).await;
+    let server = serve((0..40).map(|_| delegate())).await;
     let mut cmd = exec_in(
         home.path(),
         work.path(),
@@ -1378,7 +1323,7 @@ async fn max_requests_bounds_the_whole_run_with_its_sub_agents() {
     );
     let out = cmd.output().await.unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    let last = lines(&out.stdout).last().unwrap().clone();
+    let last = json_lines(&out.stdout).last().unwrap().clone();
     assert_eq!(last["type"], "result", "{last}\n{err}");
     assert_eq!(last["status"], "max_turns", "{last}");
     assert_eq!(last["stop_reason"], "max_requests", "{last}");
@@ -1403,7 +1348,7 @@ async fn max_budget_usd_stops_a_priced_run_and_warns_on_an_unpriced_one() {
     let turns = || {
         Script::new([
             Turn::tool_call("Read", json!({"file_path": "a.txt"})),
-            Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+            done("done"),
         ])
     };
     // Unpriced: a warning, and the run goes to its end.
@@ -1439,7 +1384,7 @@ async fn max_budget_usd_stops_a_priced_run_and_warns_on_an_unpriced_one() {
     );
     let out = cmd.output().await.unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    let last = lines(&out.stdout).last().unwrap().clone();
+    let last = json_lines(&out.stdout).last().unwrap().clone();
     assert_eq!(last["status"], "max_turns", "{last}\n{err}");
     assert_eq!(last["stop_reason"], "max_budget_usd", "{last}");
     assert_eq!(server.requests().len(), 1);
@@ -1459,11 +1404,7 @@ async fn a_reply_cut_at_the_cap_does_not_inflate_the_usage_estimate() {
         "[models.\"scripted\"]\ncontext_window = 200000\n",
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::text("x").with_fault(Fault::Endless),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
-    .await;
+    let server = serve([Turn::text("x").with_fault(Fault::Endless), done("done")]).await;
     let mut cmd = kaji(home.path());
     cmd.env("KAJI_MAX_REPLY_BYTES", "2000000")
         .env("OPENAI_API_KEY", "k")
@@ -1475,7 +1416,7 @@ async fn a_reply_cut_at_the_cap_does_not_inflate_the_usage_estimate() {
     let out = cmd.output().await.unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    let all = lines(&out.stdout);
+    let all = json_lines(&out.stdout);
     assert!(
         !all.iter().any(|l| l["kind"] == "context_compacted"),
         "a compaction was forced"
@@ -1502,10 +1443,10 @@ async fn a_tool_of_a_server_still_connecting_is_not_unknown() {
         "[mcp_servers.mute]\ncommand = \"sleep\"\nargs = [\"1000\"]\n",
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("mcp__mute__echo", json!({"text": "hi"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
-    ]))
+        done("ok"),
+    ])
     .await;
     let mut cmd = exec_in(
         home.path(),
@@ -1535,11 +1476,7 @@ async fn resuming_a_session_whose_worktree_was_deleted_says_so() {
     std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
     kaji_test_support::fixtures::git(work.path(), &["add", "."]);
     kaji_test_support::fixtures::git(work.path(), &["commit", "-q", "-m", "init"]);
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::tool_call("AttemptCompletion", json!({"result": "one"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "two"})),
-    ]))
-    .await;
+    let server = serve([done("one"), done("two")]).await;
     let out = exec_in(
         home.path(),
         work.path(),
@@ -1551,7 +1488,7 @@ async fn resuming_a_session_whose_worktree_was_deleted_says_so() {
     .await
     .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let id = lines(&out.stdout)[0]["session_id"]
+    let id = json_lines(&out.stdout)[0]["session_id"]
         .as_str()
         .unwrap()
         .to_string();

@@ -11,23 +11,15 @@
 //! never talk to anything but the scripted server on 127.0.0.1.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use kaji_protocol::Usage;
 use kaji_test_support::{Fault, Script, ScriptedModelServer, Turn};
 use regex::Regex;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::process::Command;
 
-/// Which wire format the run uses.
-#[derive(Clone, Copy)]
-enum Provider {
-    Anthropic,
-    OpenAi,
-}
+use crate::common::{Wire, done, json_lines, kaji, scripted};
 
-/// One recorded run: a fresh `$HOME` (with `$KAJI_HOME` in it) and a fresh
-/// working directory.
 struct Run {
     home: tempfile::TempDir,
     work: tempfile::TempDir,
@@ -53,7 +45,7 @@ impl Run {
     async fn check(
         &self,
         name: &str,
-        provider: Provider,
+        wire: Wire,
         script: Script,
         flags: &[&str],
         prompt: &str,
@@ -61,7 +53,7 @@ impl Run {
     ) {
         let server = ScriptedModelServer::start(script).await;
         let out = self
-            .command(&server, provider, flags, prompt)
+            .command(&server, wire, flags, prompt)
             .output()
             .await
             .unwrap();
@@ -79,10 +71,10 @@ impl Run {
         fifo: &str,
     ) {
         let fifo = self.work.path().join(fifo);
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        kaji_test_support::fixtures::mkfifo(&fifo);
         let server = ScriptedModelServer::start(script).await;
         let child = self
-            .command(&server, Provider::Anthropic, flags, prompt)
+            .command(&server, Wire::Anthropic, flags, prompt)
             .spawn()
             .unwrap();
         let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
@@ -108,34 +100,16 @@ impl Run {
     fn command(
         &self,
         server: &ScriptedModelServer,
-        provider: Provider,
+        wire: Wire,
         flags: &[&str],
         prompt: &str,
     ) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-        cmd.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("KAJI_HOME", self.home.path().join("kaji-home"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .args(["exec", "--json"])
+        let mut cmd = kaji(self.home.path());
+        cmd.args(["exec", "--json"])
             .args(flags)
             .arg("-C")
             .arg(self.work.path());
-        match provider {
-            Provider::Anthropic => cmd
-                .env("ANTHROPIC_API_KEY", "test-key")
-                .args(["--provider", "anthropic", "--base-url"])
-                .arg(server.anthropic_base_url()),
-            Provider::OpenAi => cmd
-                .env("OPENAI_API_KEY", "test-key")
-                .args(["--provider", "openai", "--base-url"])
-                .arg(server.openai_base_url()),
-        };
-        cmd.args(["--model", "scripted"]).arg(prompt);
+        scripted(&mut cmd, server, wire).arg(prompt);
         cmd
     }
 
@@ -189,10 +163,7 @@ fn script(turns: impl IntoIterator<Item = Turn>) -> Script {
 ///   Bash result (`[exit code 0, 0.01 s]`) by `<SECS>`.
 fn normalise(stdout: &str, paths: &[&Path], port: u16) -> String {
     let mut replacements: Vec<(String, String)> = Vec::new();
-    let lines: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    let lines = json_lines(stdout.as_bytes());
     if let Some(first) = lines.first().filter(|l| l["type"] == "task_started") {
         for (key, tag) in [("task_id", "<TASK_ID>"), ("session_id", "<SESSION_ID>")] {
             if let Some(id) = first[key].as_str() {
@@ -302,10 +273,7 @@ fn say_kinds_script() -> Script {
             "TaskCreate",
             json!({"subject": "Review the copy", "description": "by hand"}),
         ),
-        Turn::tool_call(
-            "AttemptCompletion",
-            json!({"result": "Copied a.txt to b.txt"}),
-        ),
+        done("Copied a.txt to b.txt"),
     ])
 }
 
@@ -315,7 +283,7 @@ async fn say_kinds_anthropic() {
     run.write("a.txt", "alpha\n");
     run.check(
         "say_kinds_anthropic",
-        Provider::Anthropic,
+        Wire::Anthropic,
         say_kinds_script(),
         &["--yolo"],
         "copy a.txt to b.txt",
@@ -330,7 +298,7 @@ async fn say_kinds_openai() {
     run.write("a.txt", "alpha\n");
     run.check(
         "say_kinds_openai",
-        Provider::OpenAi,
+        Wire::OpenAi,
         say_kinds_script(),
         &["--yolo"],
         "copy a.txt to b.txt",
@@ -355,7 +323,7 @@ async fn asks_denied() {
     std::fs::write(&settings, "[permissions]\nask = [\"Bash(echo:*)\"]\n").unwrap();
     run.check(
         "asks_denied",
-        Provider::Anthropic,
+        Wire::Anthropic,
         script([
             Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta\n"}))
                 .without_usage(),
@@ -364,10 +332,7 @@ async fn asks_denied() {
                 "AskUser",
                 json!({"question": "Which file?", "options": ["a.txt", "b.txt"]}),
             ),
-            Turn::tool_call(
-                "AttemptCompletion",
-                json!({"result": "nothing was allowed"}),
-            ),
+            done("nothing was allowed"),
         ]),
         &[],
         "write b.txt",
@@ -385,7 +350,7 @@ async fn ask_mistake_limit_reached() {
     run.write(".kaji/config.toml", "on_text_reply = \"nudge\"\n");
     run.check(
         "ask_mistake_limit_reached",
-        Provider::Anthropic,
+        Wire::Anthropic,
         script([Turn::text("I will not use a tool.")]),
         &["--max-mistakes", "1"],
         "do something",
@@ -402,7 +367,7 @@ async fn ask_api_req_failed() {
     let run = Run::new();
     run.check(
         "ask_api_req_failed",
-        Provider::Anthropic,
+        Wire::Anthropic,
         script(
             [Turn::text("never sent").with_fault(Fault::status_with_body(
                 200,
@@ -423,7 +388,7 @@ async fn ask_plan() {
     let run = Run::new();
     run.check(
         "ask_plan",
-        Provider::Anthropic,
+        Wire::Anthropic,
         script([Turn::tool_call(
             "ExitPlanMode",
             json!({"plan": "# Plan\n1. write x.txt"}),
@@ -449,7 +414,7 @@ async fn hook_info_and_max_turns() {
     run.write("a.txt", "alpha\n");
     run.check(
         "hook_info_and_max_turns",
-        Provider::Anthropic,
+        Wire::Anthropic,
         script([
             Turn::tool_call("Read", json!({"file_path": "a.txt"})),
             Turn::tool_call("Read", json!({"file_path": "a.txt"})),
@@ -470,7 +435,7 @@ async fn xml_tool_protocol() {
     run.write("a.txt", "alpha\n");
     run.check(
         "xml_tool_protocol",
-        Provider::OpenAi,
+        Wire::OpenAi,
         script([
             Turn::text("Reading it.\n<Read>\n<file_path>a.txt</file_path>\n</Read>"),
             Turn::text(
@@ -495,7 +460,7 @@ async fn hook_blocks_task_start() {
     );
     run.check(
         "hook_blocks_task_start",
-        Provider::Anthropic,
+        Wire::Anthropic,
         script([Turn::text("never asked")]),
         // The hook is the project's: it runs only in a trusted one.
         &["--trust"],

@@ -3,25 +3,17 @@
 //! like every image (a bad one is refused before anything is sent).
 
 use std::path::Path;
-use std::process::Stdio;
 
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
-use serde_json::json;
+use kaji_test_support::{ScriptedModelServer, Turn};
 use tokio::process::Command;
+
+use crate::common::{self, Wire, done, scripted, serve};
 
 /// A 1x1 PNG.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
 /// A 1x1 GIF.
 const GIF: &str = "R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7";
 
-#[derive(Clone, Copy, Debug)]
-enum Wire {
-    Anthropic,
-    OpenAi,
-    Responses,
-}
-
-/// `kaji FIRST… --provider … REST…` against `server`.
 fn kaji(
     home: &Path,
     server: &ScriptedModelServer,
@@ -29,36 +21,12 @@ fn kaji(
     first: &[&str],
     rest: &[&str],
 ) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("OPENAI_API_KEY", "test-key")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .args(first);
-    let (provider, base) = match wire {
-        Wire::Anthropic => ("anthropic", server.anthropic_base_url()),
-        Wire::OpenAi => ("openai", server.openai_base_url()),
-        Wire::Responses => ("openai-responses", server.responses_base_url()),
-    };
-    cmd.args([
-        "--provider",
-        provider,
-        "--base-url",
-        &base,
-        "--model",
-        "scripted",
-    ])
-    .args(rest);
+    let mut cmd = common::kaji(home);
+    cmd.args(first);
+    scripted(&mut cmd, server, wire).args(rest);
     cmd
 }
 
-/// [`PNG`]'s bytes.
 const PNG_BYTES: &[u8] = &[
     137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0,
     0, 0, 31, 21, 196, 137, 0, 0, 0, 13, 73, 68, 65, 84, 120, 218, 99, 100, 96, 248, 95, 15, 0, 2,
@@ -110,11 +78,7 @@ async fn exec_attaches_images_on_every_wire_format() {
         let home = tempfile::tempdir().unwrap();
         let work = tempfile::tempdir().unwrap();
         write_images(work.path());
-        let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-            "AttemptCompletion",
-            json!({"result": "A red dot."}),
-        )]))
-        .await;
+        let server = serve([done("A red dot.")]).await;
         let mut cmd = kaji(
             home.path(),
             &server,
@@ -143,11 +107,7 @@ async fn print_mode_takes_images_too() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     write_images(work.path());
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "A dot."}),
-    )]))
-    .await;
+    let server = serve([done("A dot.")]).await;
     let mut cmd = kaji(
         home.path(),
         &server,
@@ -178,7 +138,7 @@ async fn bad_images_are_refused_before_anything_is_sent() {
     huge.extend_from_slice(&1u32.to_be_bytes());
     huge.extend_from_slice(&[8, 2, 0, 0, 0, 0, 0, 0, 0]);
     std::fs::write(work.path().join("wide.png"), huge).unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("never")])).await;
+    let server = serve([Turn::text("never")]).await;
     for (file, why) in [
         ("notes.png", "not a PNG, JPEG, GIF or WebP image"),
         ("wide.png", "pixels a side"),

@@ -5,11 +5,11 @@
 //! flood, none of which may cost the edit.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::Turn;
 use serde_json::{Value, json};
-use tokio::process::Command;
+
+use crate::common::{Wire, done, json_lines, kaji, scripted, serve, tool_results};
 
 /// `tests/lsp-servers/node_modules/.bin` of the repository.
 fn servers_bin() -> PathBuf {
@@ -34,25 +34,15 @@ async fn run(work: &Path, config: &str, turns: Vec<Turn>) -> Vec<Value> {
     std::fs::create_dir_all(&kaji_home).unwrap();
     std::fs::write(kaji_home.join("config.toml"), config).unwrap();
     let mut turns = turns;
-    turns.push(Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "done"}),
-    ));
-    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    turns.push(done("done"));
+    let server = serve(turns).await;
     let path = std::env::join_paths(std::iter::once(servers_bin()).chain(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
     )))
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kaji"))
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", home.path())
+    let mut cmd = kaji(home.path());
+    cmd.env("PATH", path)
         .env("KAJI_HOME", &kaji_home)
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .args([
             "exec",
             "--json",
@@ -62,26 +52,12 @@ async fn run(work: &Path, config: &str, turns: Vec<Turn>) -> Vec<Value> {
             "--yolo",
             "-C",
         ])
-        .arg(work)
-        .args([
-            "--provider",
-            "anthropic",
-            "--base-url",
-            &server.anthropic_base_url(),
-            "--model",
-            "scripted",
-        ])
-        .arg("go")
-        .output()
-        .await
-        .unwrap();
+        .arg(work);
+    scripted(&mut cmd, &server, Wire::Anthropic).arg("go");
+    let out = cmd.output().await.unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|l| l["type"] == "tool_result")
-        .collect()
+    tool_results(&json_lines(&out.stdout))
 }
 
 fn output(result: &Value) -> &str {

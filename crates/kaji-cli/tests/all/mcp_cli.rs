@@ -6,8 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
+
+use crate::common::kaji_at;
 
 /// A `$KAJI_HOME` and a project directory with the given config files.
 fn setup(user_config: &str, project_config: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
@@ -23,10 +24,8 @@ fn setup(user_config: &str, project_config: &str) -> (tempfile::TempDir, PathBuf
 }
 
 fn kaji_mcp_list(home: &Path, project: &Path, json: bool) -> std::process::Output {
-    let mut cmd = Command::cargo_bin("kaji").expect("kaji binary");
-    cmd.env("KAJI_HOME", home)
-        .current_dir(project)
-        .args(["mcp", "list"]);
+    let mut cmd = kaji_at(home);
+    cmd.current_dir(project).args(["mcp", "list"]);
     if json {
         cmd.arg("--json");
     }

@@ -5,8 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
+
+use crate::common::{kaji_sync, output};
 
 struct Env {
     _tmp: tempfile::TempDir,
@@ -34,16 +35,11 @@ fn env() -> Env {
 
 impl Env {
     fn kaji(&self, args: &[&str]) -> (i32, String, String) {
-        let mut cmd = Command::cargo_bin("kaji").expect("kaji binary");
-        cmd.env("KAJI_HOME", &self.kaji_home)
-            .env("HOME", &self.home)
-            .current_dir(self.repo.join("src"))
-            .args(args);
-        let out = cmd.output().expect("kaji runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        output(
+            kaji_sync(&self.home)
+                .env("KAJI_HOME", &self.kaji_home)
+                .current_dir(self.repo.join("src"))
+                .args(args),
         )
     }
 

@@ -5,14 +5,15 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use assert_cmd::Command;
 use kaji_tasks::RuntimeTaskRegistry;
 use kaji_tasks::runtime::{MAIN_CALLER, RuntimeConfig};
 use serde_json::Value;
 
+use crate::common::{Wire, kaji_at};
+
 fn kaji_ps(home: &std::path::Path, json: bool) -> std::process::Output {
-    let mut cmd = Command::cargo_bin("kaji").expect("kaji binary");
-    cmd.env("KAJI_HOME", home).arg("ps");
+    let mut cmd = kaji_at(home);
+    cmd.arg("ps");
     if json {
         cmd.arg("--json");
     }
@@ -155,9 +156,7 @@ fn orphans_of_dead_sessions_are_listed_as_orphaned_and_killed_on_request() {
     assert_eq!(items[0]["session_alive"], false);
     assert_eq!(items[0]["live_pids"], serde_json::json!([pgid]));
 
-    let mut cmd = Command::cargo_bin("kaji").expect("kaji binary");
-    let out = cmd
-        .env("KAJI_HOME", home.path())
+    let out = kaji_at(home.path())
         .env("KAJI_KILL_GRACE_MS", "200")
         .args(["ps", "--kill-orphans", "--json"])
         .output()
@@ -213,27 +212,12 @@ async fn exec_with_grandchildren(
     watchdog: bool,
 ) -> (tokio::process::Child, Vec<i32>) {
     let fifo = work.join("ready.fifo");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .expect("mkfifo");
-    assert!(made.success());
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .env("KAJI_KILL_GRACE_MS", "200")
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .args(["exec", "--json", "--yolo", "-C"])
-        .arg(work)
-        .args(["--provider", "anthropic", "--base-url"])
-        .arg(server.anthropic_base_url())
-        .args(["--model", "scripted", "start things"])
-        .stdin(Stdio::null())
+    kaji_test_support::fixtures::mkfifo(&fifo);
+    let mut cmd = crate::common::exec_json(home, work, server, Wire::Anthropic);
+    cmd.env("KAJI_KILL_GRACE_MS", "200")
+        .args(["--yolo", "start things"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
+        .stderr(Stdio::null());
     if !watchdog {
         cmd.env("KAJI_WATCHDOG", "off");
     }
@@ -364,9 +348,7 @@ async fn without_the_watchdog_kaji_ps_lists_what_a_killed_exec_left_and_kills_it
         "{items:?}"
     );
 
-    let mut cmd = Command::cargo_bin("kaji").expect("kaji binary");
-    let out = cmd
-        .env("KAJI_HOME", &kaji_home)
+    let out = kaji_at(&kaji_home)
         .env("KAJI_KILL_GRACE_MS", "200")
         .args(["ps", "--kill-orphans"])
         .output()

@@ -4,21 +4,13 @@
 //! `--fail-on` turns into the exit code.
 
 use std::path::Path;
-use std::process::Stdio;
 
+use kaji_test_support::fixtures::git;
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-}
+use crate::common::{Wire, done, kaji, scripted, serve};
 
 const GOOD: &str = "pub fn last(xs: &[i32]) -> Option<i32> {\n    xs.last().copied()\n}\n";
 const PLANTED: &str = "pub fn last(xs: &[i32]) -> Option<i32> {\n    Some(xs[xs.len() - 1])\n}\n";
@@ -39,23 +31,9 @@ fn repo(planted: bool) -> tempfile::TempDir {
 }
 
 fn review(home: &Path, work: &Path, server: &ScriptedModelServer, flags: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .arg("review")
-        .args(flags)
-        .arg("-C")
-        .arg(work)
-        .args(["--provider", "anthropic", "--base-url"])
-        .arg(server.anthropic_base_url())
-        .args(["--model", "scripted", "--no-checkpoints"]);
+    let mut cmd = kaji(home);
+    cmd.arg("review").args(flags).arg("-C").arg(work);
+    scripted(&mut cmd, server, Wire::Anthropic).arg("--no-checkpoints");
     cmd
 }
 
@@ -179,11 +157,7 @@ async fn nothing_to_review_and_unreadable_answers() {
     assert!(server.requests().is_empty());
 
     let work = repo(true);
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "Looks fine to me!"}),
-    )]))
-    .await;
+    let server = serve([done("Looks fine to me!")]).await;
     let out = review(home.path(), work.path(), &server, &["--json"])
         .output()
         .await

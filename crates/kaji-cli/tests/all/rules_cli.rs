@@ -3,8 +3,9 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::Value;
+
+use crate::common::kaji_at;
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
@@ -12,9 +13,11 @@ fn write(path: &Path, text: &str) {
 }
 
 fn kaji_rules(home: &Path, args: &[&str]) -> std::process::Output {
-    let mut cmd = Command::cargo_bin("kaji").expect("kaji binary");
-    cmd.env("KAJI_HOME", home).arg("rules").args(args);
-    cmd.output().expect("kaji rules runs")
+    kaji_at(home)
+        .arg("rules")
+        .args(args)
+        .output()
+        .expect("kaji rules runs")
 }
 
 #[test]

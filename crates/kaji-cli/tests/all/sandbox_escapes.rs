@@ -8,11 +8,11 @@
 //! lacks a layer they fail naming it unless `KAJI_SANDBOX_TESTS_OPTIONAL=1`.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::Turn;
 use serde_json::json;
-use tokio::process::Command;
+
+use crate::common::{Wire, done, kaji, scripted, serve};
 
 const KEY: &str = "sk-test-key-that-must-stay-private";
 
@@ -61,26 +61,14 @@ async fn run_bash(d: &Dirs, extra: &[&str], commands: &[String]) -> String {
         .iter()
         .map(|c| Turn::tool_call("Bash", json!({"command": c})))
         .collect();
-    turns.push(Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "done"}),
-    ));
-    let server = ScriptedModelServer::start(Script::new(turns)).await;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", &d.home)
-        .env("KAJI_HOME", &d.kaji_home)
-        .env("ANTHROPIC_API_KEY", KEY)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
+    turns.push(done("done"));
+    let server = serve(turns).await;
+    let mut cmd = kaji(&d.home);
+    cmd.env("KAJI_HOME", &d.kaji_home)
         .args(["exec", "--json", "--no-checkpoints", "-C"])
-        .arg(&d.work)
-        .args(["--provider", "anthropic", "--base-url"])
-        .arg(server.anthropic_base_url())
-        .args(["--model", "scripted"])
+        .arg(&d.work);
+    scripted(&mut cmd, &server, Wire::Anthropic)
+        .env("ANTHROPIC_API_KEY", KEY)
         .args(extra)
         .arg("go");
     let out = cmd.output().await.expect("run kaji");

@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command as TestCommand;
 use kaji_core::session::index::IndexEntry;
 use kaji_core::session::record::{
     SESSION_FORMAT_VERSION, SessionHeader, SessionKind, SessionRecord,
@@ -11,6 +10,8 @@ use kaji_core::session::record::{
 use kaji_core::session::store::{SessionStore, SessionWriter};
 use kaji_protocol::{ContentBlock, Message, Role, Usage};
 use serde_json::{Value, json};
+
+use crate::common::{kaji_at, output};
 
 struct Home {
     dir: tempfile::TempDir,
@@ -42,18 +43,11 @@ impl Home {
 
     /// Runs `kaji sessions ARGS` in `cwd`; returns (exit code, stdout, stderr).
     fn run_in(&self, cwd: &Path, args: &[&str]) -> (i32, String, String) {
-        let out = TestCommand::cargo_bin("kaji")
-            .expect("kaji binary")
-            .env("KAJI_HOME", self.dir.path())
-            .current_dir(cwd)
-            .arg("sessions")
-            .args(args)
-            .output()
-            .expect("run kaji");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        output(
+            kaji_at(self.dir.path())
+                .current_dir(cwd)
+                .arg("sessions")
+                .args(args),
         )
     }
 

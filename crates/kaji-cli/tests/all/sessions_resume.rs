@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{Wire, exec_json, run};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use crate::common::{self, Wire, done, exec_json, run, serve};
+use kaji_test_support::{ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -43,11 +43,11 @@ async fn round_trip(wire: Wire) {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::text("Reading.").and_tool_call("Read", json!({"file_path": "a.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "It says alpha."})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "Still alpha."})),
-    ]))
+        done("It says alpha."),
+        done("Still alpha."),
+    ])
     .await;
     let mut first = kaji(home.path(), work.path(), &server, wire);
     first.arg("what does a.txt say?");
@@ -114,11 +114,7 @@ async fn continue_takes_the_latest_session_of_this_directory() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::tool_call("AttemptCompletion", json!({"result": "one"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "two"})),
-    ]))
-    .await;
+    let server = serve([done("one"), done("two")]).await;
     let mut first = kaji(home.path(), work.path(), &server, Wire::Anthropic);
     first.arg("first");
     let (code, out, err) = run(first).await;
@@ -143,7 +139,7 @@ async fn continue_takes_the_latest_session_of_this_directory() {
 async fn unknown_session_is_a_clear_error() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("x")])).await;
+    let server = serve([Turn::text("x")]).await;
     let mut cmd = kaji(home.path(), work.path(), &server, Wire::Anthropic);
     cmd.args(["--resume", "nosuchid", "x"]);
     let (code, out, err) = run(cmd).await;
@@ -158,11 +154,7 @@ async fn unknown_session_is_a_clear_error() {
 async fn no_session_persistence_writes_nothing() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "ok"}),
-    )]))
-    .await;
+    let server = serve([done("ok")]).await;
     let mut cmd = kaji(home.path(), work.path(), &server, Wire::Anthropic);
     cmd.args(["--no-session-persistence", "hi"]);
     let (code, _, err) = run(cmd).await;
@@ -187,14 +179,14 @@ async fn a_second_process_cannot_open_a_session_in_use() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let fifo = work.path().join("go.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::tool_call("AttemptCompletion", json!({"result": "one"})),
+    kaji_test_support::fixtures::mkfifo(&fifo);
+    let server = serve([
+        done("one"),
         Turn::tool_call(
             "Bash",
             json!({"command": "echo held > go.fifo; sleep 1000"}),
         ),
-    ]))
+    ])
     .await;
     let mut first = kaji(home.path(), work.path(), &server, Wire::Anthropic);
     first.arg("first");
@@ -249,15 +241,12 @@ async fn kill_and_resume(seed: u64) {
     // A kill after the completion call was recorded but before it was
     // answered leaves it interrupted: the model completes again.
     for _ in 0..8 {
-        turns.push(Turn::tool_call(
-            "AttemptCompletion",
-            json!({"result": "all steps done"}),
-        ));
+        turns.push(done("all steps done"));
     }
     // The resume prompt adds no turn of its own: the server counts the
     // assistant messages of the history, so a resumed run asks for the
     // next step.
-    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    let server = serve(turns).await;
 
     let mut rng = seed;
     let mut next_random = move |n: u64| {
@@ -377,11 +366,7 @@ async fn the_task_resume_hook_runs_on_resume() {
         ),
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::tool_call("AttemptCompletion", json!({"result": "one"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "two"})),
-    ]))
-    .await;
+    let server = serve([done("one"), done("two")]).await;
     let mut first = kaji(home.path(), work.path(), &server, Wire::Anthropic);
     first.arg("first");
     let (code, out, err) = run(first).await;
@@ -402,22 +387,14 @@ async fn a_session_whose_directory_is_gone_is_refused_clearly() {
     let work = tempfile::tempdir().unwrap();
     let gone = work.path().join("project");
     std::fs::create_dir(&gone).unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "one"}),
-    )]))
-    .await;
+    let server = serve([done("one")]).await;
     let mut first = kaji(home.path(), &gone, &server, Wire::Anthropic);
     first.arg("first");
     let (code, out, err) = run(first).await;
     assert_eq!(code, 0, "{err}");
     std::fs::remove_dir_all(&gone).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("KAJI_HOME", home.path().join("kaji-home"))
-        .env("ANTHROPIC_API_KEY", "k")
+    let mut cmd = common::kaji(home.path());
+    cmd.env("ANTHROPIC_API_KEY", "k")
         .current_dir(work.path())
         .args(["exec", "--provider", "anthropic", "--base-url"])
         .arg(server.anthropic_base_url())
@@ -440,7 +417,7 @@ async fn kill_dash_nine_mid_tool_then_resume_never_runs_the_call_again() {
     let started = work.path().join("started.fifo");
     let hold = work.path().join("hold.fifo");
     for fifo in [&started, &hold] {
-        nix::unistd::mkfifo(fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        kaji_test_support::fixtures::mkfifo(fifo);
     }
     // Read-write: opening never blocks, and the tool's `cat` reads until
     // the test lets go of it.
@@ -449,13 +426,13 @@ async fn kill_dash_nine_mid_tool_then_resume_never_runs_the_call_again() {
         .write(true)
         .open(&hold)
         .unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::text("Migrating.").and_tool_call(
             "Bash",
             json!({"command": "echo ran >> ran.txt; echo started > started.fifo; cat hold.fifo"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "checked"})),
-    ]))
+        done("checked"),
+    ])
     .await;
     let mut cmd = kaji(home.path(), work.path(), &server, Wire::Anthropic);
     cmd.args(["--yolo", "migrate"]);
@@ -500,11 +477,7 @@ async fn kill_dash_nine_mid_tool_then_resume_never_runs_the_call_again() {
 async fn resuming_a_session_whose_file_is_a_fifo_is_refused() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "one"}),
-    )]))
-    .await;
+    let server = serve([done("one")]).await;
     let mut first = kaji(home.path(), work.path(), &server, Wire::Anthropic);
     first.arg("first");
     let (code, out, err) = run(first).await;
@@ -515,7 +488,7 @@ async fn resuming_a_session_whose_file_is_a_fifo_is_refused() {
         .join("kaji-home/sessions")
         .join(format!("{id}.jsonl"));
     std::fs::remove_file(&file).unwrap();
-    nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    kaji_test_support::fixtures::mkfifo(&file);
     let mut again = kaji(home.path(), work.path(), &server, Wire::Anthropic);
     again.args(["--resume", &id, "again"]);
     let (code, _, err) = tokio::time::timeout(std::time::Duration::from_secs(60), run(again))

@@ -8,11 +8,11 @@
 //! outside the project.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::Turn;
 use serde_json::{Value, json};
-use tokio::process::Command;
+
+use crate::common::{Wire, done, json_lines, kaji, scripted, serve, tool_results};
 
 /// A home, a project and a directory outside it, with links from the
 /// project leading out.
@@ -55,30 +55,13 @@ impl World {
     /// default mode, running `turns` then finishing.
     async fn exec(&self, turns: Vec<Turn>, extra: &[&str]) -> Vec<Value> {
         let mut turns = turns;
-        turns.push(Turn::tool_call(
-            "AttemptCompletion",
-            json!({"result": "done"}),
-        ));
-        let server = ScriptedModelServer::start(Script::new(turns)).await;
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-        cmd.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("KAJI_HOME", self.home.join("kaji-home"))
-            .env("ANTHROPIC_API_KEY", "test-key")
-            .env("EVIL", "a[$(touch env-marker)]")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
+        turns.push(done("done"));
+        let server = serve(turns).await;
+        let mut cmd = kaji(&self.home);
+        cmd.env("EVIL", "a[$(touch env-marker)]")
             .args(["exec", "--json", "--no-checkpoints", "--sandbox", "off"])
-            .args(["--max-mistakes", "100", "--provider", "anthropic"])
-            .args([
-                "--base-url",
-                &server.anthropic_base_url(),
-                "--model",
-                "scripted",
-            ])
+            .args(["--max-mistakes", "100"]);
+        scripted(&mut cmd, &server, Wire::Anthropic)
             .arg("-C")
             .arg(&self.work)
             .args(extra)
@@ -86,11 +69,7 @@ impl World {
         let out = cmd.output().await.unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{stderr}");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-            .filter(|l: &Value| l["type"] == "tool_result")
-            .collect()
+        tool_results(&json_lines(&out.stdout))
     }
 
     /// Every marker file that appeared, in the project or outside it.

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::common::{Wire, exec_json};
+use crate::common::{Wire, done, exec_json, json_lines, kaji_sync};
 use kaji_protocol::Usage;
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
@@ -65,7 +65,7 @@ fn main_script(writer: Script, more: Vec<Turn>) -> Script {
             json!({"description": "write out.txt", "prompt": "Write out.txt and read big.txt", "subagent_type": "writer"}),
         )
         .with_usage(usage(10, 1)),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})).with_usage(usage(10, 1)),
+        done("done").with_usage(usage(10, 1)),
     ];
     turns.extend(more);
     Script::new(turns).with_agent(WRITER, writer)
@@ -77,10 +77,7 @@ async fn run(home: &Path, work: &Path, server: &ScriptedModelServer) -> Vec<Valu
     let out = cmd.output().await.unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    json_lines(&out.stdout)
 }
 
 /// The text of every tool result in a request.
@@ -114,9 +111,7 @@ fn subagent_records(home: &Path) -> Vec<Value> {
 }
 
 fn checkpoints(home: &Path, work: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_kaji"))
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .env("HOME", home)
+    kaji_sync(home)
         .arg("checkpoints")
         .arg("-C")
         .arg(work)

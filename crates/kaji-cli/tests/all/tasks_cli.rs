@@ -1,12 +1,16 @@
 //! `kaji tasks` through the real binary, on a temporary `$KAJI_HOME`.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use assert_cmd::Command as TestCommand;
 use serde_json::Value;
+
+use crate::common::{kaji_at, output};
+
+use kaji_test_support::fixtures::mkfifo;
 
 struct Home {
     dir: tempfile::TempDir,
@@ -20,22 +24,14 @@ impl Home {
     }
 
     fn kaji(&self, args: &[&str]) -> TestCommand {
-        let mut cmd = TestCommand::cargo_bin("kaji").expect("kaji binary");
-        cmd.env("KAJI_HOME", self.dir.path())
-            .env_remove("KAJI_TASK_LIST_ID")
-            .arg("tasks")
-            .args(args);
+        let mut cmd = TestCommand::from_std(kaji_at(self.dir.path()));
+        cmd.arg("tasks").args(args);
         cmd
     }
 
     /// Runs and returns (exit code, stdout, stderr).
     fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let out = self.kaji(args).output().expect("run kaji");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        output(kaji_at(self.dir.path()).arg("tasks").args(args))
     }
 
     fn json(&self, args: &[&str]) -> Value {
@@ -187,10 +183,7 @@ fn a_corrupt_file_is_named_and_the_rest_still_works() {
 fn watch_redraws_when_a_task_changes() {
     let home = Home::new();
     home.json(&["create", "first", "--json"]);
-    let bin = assert_cmd::cargo::cargo_bin("kaji");
-    let mut child = Command::new(bin)
-        .env("KAJI_HOME", home.dir.path())
-        .env_remove("KAJI_TASK_LIST_ID")
+    let mut child = kaji_at(home.dir.path())
         .args(["tasks", "watch", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -228,11 +221,6 @@ fn watch_redraws_when_a_task_changes() {
     }
     child.kill().expect("kill watch");
     child.wait().expect("reap watch");
-}
-
-fn mkfifo(path: &std::path::Path) {
-    let status = Command::new("mkfifo").arg(path).status().expect("mkfifo");
-    assert!(status.success());
 }
 
 #[test]
@@ -314,9 +302,7 @@ fn repair_rebuilds_the_mark_and_exits_by_soundness() {
 
 /// Runs `kaji <args>` with stdout connected to `stdout`.
 fn run_with_stdout(home: &Home, args: &[&str], stdout: Stdio) -> std::process::Output {
-    Command::new(assert_cmd::cargo::cargo_bin("kaji"))
-        .env("KAJI_HOME", home.dir.path())
-        .env_remove("KAJI_TASK_LIST_ID")
+    kaji_at(home.dir.path())
         .args(args)
         .stdout(stdout)
         .stderr(Stdio::piped())

@@ -3,9 +3,10 @@
 //! errors, migrate, export/import between backends, and passwords that
 //! never show.
 
-use assert_cmd::Command as TestCommand;
 use kaji_test_support::pg::{PG_PASSWORD, PgServer};
 use serde_json::Value;
+
+use crate::common::{kaji_at, output};
 
 fn server() -> &'static PgServer {
     match PgServer::shared() {
@@ -15,22 +16,12 @@ fn server() -> &'static PgServer {
 }
 
 fn kaji(home: &std::path::Path, env_url: Option<&str>, args: &[&str]) -> (i32, String, String) {
-    let mut cmd = TestCommand::cargo_bin("kaji").expect("kaji binary");
-    cmd.env("KAJI_HOME", home)
-        .env_remove("KAJI_TASK_LIST_ID")
-        .env_remove("KAJI_TASK_LIST_URL")
-        .arg("tasks")
-        .args(args);
+    let mut cmd = kaji_at(home);
+    cmd.arg("tasks").args(args);
     if let Some(url) = env_url {
         cmd.env("KAJI_TASK_LIST_URL", url);
     }
-    let out = cmd.output().expect("run kaji");
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (
-        out.status.code().unwrap_or(-1),
-        text(&out.stdout),
-        text(&out.stderr),
-    )
+    output(&mut cmd)
 }
 
 #[test]
@@ -104,11 +95,7 @@ fn a_url_without_a_list_is_a_usage_error_and_hides_the_password() {
         "postgres://kaji:{PG_PASSWORD}@127.0.0.1:{}/postgres?sslmode=disable",
         server().port()
     );
-    let mut cmd = TestCommand::cargo_bin("kaji").expect("kaji binary");
-    let out = cmd
-        .env("KAJI_HOME", home.path())
-        .env_remove("KAJI_TASK_LIST_ID")
-        .env_remove("KAJI_TASK_LIST_URL")
+    let out = kaji_at(home.path())
         .args(["tasks", "--list", &url, "list"])
         .output()
         .unwrap();

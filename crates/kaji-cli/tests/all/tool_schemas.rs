@@ -9,37 +9,27 @@
 //! and review the diff.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
-use serde_json::{Value, json};
-use tokio::process::Command;
+use serde_json::Value;
+
+use crate::common::{Wire, done, kaji, scripted, serve};
 
 /// The `tools` of the first request `kaji exec` sends with `provider`.
 async fn tools_sent(provider: &str) -> Value {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "done"}),
-    )]))
-    .await;
-    let base = match provider {
-        "anthropic" => server.anthropic_base_url(),
-        _ => server.openai_base_url(),
-    };
-    let out = Command::new(env!("CARGO_BIN_EXE_kaji"))
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("KAJI_HOME", home.path().join("kaji-home"))
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("OPENAI_API_KEY", "test-key")
-        .args(["exec", "--provider", provider, "--base-url", &base])
-        .args(["--model", "scripted", "-C"])
+    let server = serve([done("done")]).await;
+    let wire = *Wire::ALL
+        .iter()
+        .find(|w| w.provider() == provider)
+        .expect("a provider the scripted server speaks");
+    let mut cmd = kaji(home.path());
+    cmd.arg("exec");
+    scripted(&mut cmd, &server, wire);
+    let out = cmd
+        .arg("-C")
         .arg(work.path())
         .arg("hello")
-        .stdin(Stdio::null())
         .output()
         .await
         .unwrap();

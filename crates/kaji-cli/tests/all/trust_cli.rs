@@ -5,7 +5,6 @@
 //! passwords nor terminal escapes reach the output or `$KAJI_HOME`.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -14,49 +13,25 @@ use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
+use crate::common::{Wire, done, json_lines, kaji, model, serve, worker};
+
+/// The key kaji is given, which no output may show.
+const LEAK_KEY: &str = "test-key-123456";
+
 /// `kaji exec --json FLAGS -C WORK PROMPT` against `server`.
 fn exec(home: &Path, work: &Path, base_url: &str, flags: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .env("ANTHROPIC_API_KEY", "test-key-123456")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .arg("exec")
-        .args(flags)
-        .arg("-C")
-        .arg(work)
-        .args([
-            "--provider",
-            "anthropic",
-            "--model",
-            "scripted",
-            "--base-url",
-        ])
-        .arg(base_url)
+    let mut cmd = kaji(home);
+    cmd.arg("exec").args(flags).arg("-C").arg(work);
+    model(&mut cmd, Wire::Anthropic, base_url);
+    cmd.env("ANTHROPIC_API_KEY", LEAK_KEY)
         .arg("just look around");
     cmd
-}
-
-fn lines(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
 }
 
 fn repo() -> tempfile::TempDir {
     let work = tempfile::tempdir().unwrap();
     git(work.path(), &["init", "-q"]);
     work
-}
-
-fn done(result: &str) -> Turn {
-    Turn::tool_call("AttemptCompletion", json!({"result": result}))
 }
 
 #[tokio::test]
@@ -112,7 +87,7 @@ allow = ["Bash"]
     for f in ["HOOK_RAN", "MCP_RAN", "PWNED"] {
         assert!(!work.path().join(f).exists(), "{f} exists");
     }
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     assert_eq!(lines[0]["permission_mode"], "default");
     let result = lines.last().unwrap();
     assert_eq!(result["permission_denials"][0]["tool"], "Bash");
@@ -142,7 +117,7 @@ async fn protected_paths_ask_in_accept_edits_so_exec_denies_them() {
     let home = tempfile::tempdir().unwrap();
     let work = repo();
     let config_before = std::fs::read_to_string(work.path().join(".git/config")).unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "Edit",
             json!({"file_path": ".git/config", "old_string": "[core]", "new_string": "[core]\n\tfsmonitor = touch PWN"}),
@@ -154,7 +129,7 @@ async fn protected_paths_ask_in_accept_edits_so_exec_denies_them() {
         Turn::tool_call("Write", json!({"file_path": "ok.txt", "content": "fine\n"})),
         Turn::tool_call("Bash", json!({"command": "git status"})),
         done("tried"),
-    ]))
+    ])
     .await;
     let out = exec(
         home.path(),
@@ -183,7 +158,7 @@ async fn protected_paths_ask_in_accept_edits_so_exec_denies_them() {
         std::fs::read_to_string(work.path().join("ok.txt")).unwrap(),
         "fine\n"
     );
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     let denied: Vec<&Value> = lines.last().unwrap()["permission_denials"]
         .as_array()
         .unwrap()
@@ -210,7 +185,7 @@ async fn protected_paths_ask_in_accept_edits_so_exec_denies_them() {
 async fn an_allow_rule_allows_exactly_its_command() {
     let home = tempfile::tempdir().unwrap();
     let work = repo();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "Bash",
             json!({"command": "python3 -m unittest -v; touch INJECTED"}),
@@ -221,7 +196,7 @@ async fn an_allow_rule_allows_exactly_its_command() {
         ),
         Turn::tool_call("Bash", json!({"command": "python3 -m unittest -v"})),
         done("ran"),
-    ]))
+    ])
     .await;
     let out = exec(
         home.path(),
@@ -241,7 +216,7 @@ async fn an_allow_rule_allows_exactly_its_command() {
     assert_eq!(out.status.code(), Some(0));
     assert!(!work.path().join("INJECTED").exists());
     assert!(!work.path().join("INJECTED2").exists());
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     let denied = lines.last().unwrap()["permission_denials"]
         .as_array()
         .unwrap()
@@ -267,7 +242,7 @@ async fn headless_denials_are_listed_and_end_a_model_that_keeps_trying() {
     let home = tempfile::tempdir().unwrap();
     let work = repo();
     let turns = (0..8).map(|_| Turn::tool_call("Bash", json!({"command": "touch a"})));
-    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    let server = serve(turns).await;
     let out = exec(
         home.path(),
         work.path(),
@@ -298,11 +273,11 @@ async fn the_workspace_sandbox_runs_commands_unasked_and_keeps_git_config() {
     let home = tempfile::tempdir().unwrap();
     let work = repo();
     let config_before = std::fs::read_to_string(work.path().join(".git/config")).unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Bash", json!({"command": "touch made-here"})),
         Turn::tool_call("Bash", json!({"command": "echo x >> .git/config"})),
         done("ran"),
-    ]))
+    ])
     .await;
     let out = exec(
         home.path(),
@@ -319,7 +294,7 @@ async fn the_workspace_sandbox_runs_commands_unasked_and_keeps_git_config() {
         std::fs::read_to_string(work.path().join(".git/config")).unwrap(),
         config_before
     );
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     assert!(
         lines
             .iter()
@@ -349,12 +324,12 @@ fn all_text(dir: &Path) -> String {
 async fn no_password_or_terminal_escape_leaks() {
     let home = tempfile::tempdir().unwrap();
     let work = repo();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         // One chunk: a sequence split across streamed chunks loses its ESC
         // too, but its printable rest would show.
         Turn::text("Hello \u{1b}]0;PWNED\u{7}there \u{1b}[2Jcleared").with_chunk_size(4096),
         done("\u{1b}]52;c;Y2xpcA==\u{7}done"),
-    ]))
+    ])
     .await;
     let url = server
         .anthropic_base_url()
@@ -416,7 +391,7 @@ async fn the_main_agent_taking_over_a_teammates_task_asks_so_exec_denies_it() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     let denials = lines.last().unwrap()["permission_denials"].clone();
     assert_eq!(denials.as_array().map(Vec::len), Some(2), "{denials}");
     assert_eq!(denials[0]["tool"], "TaskUpdate");
@@ -456,38 +431,13 @@ async fn worker_in_untrusted_project(trust: bool) -> (bool, String) {
             ..Default::default()
         })
         .unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Bash", json!({"command": "touch RAN"})),
         done("touched"),
-    ]))
+    ])
     .await;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("KAJI_HOME", home.path().join("kaji-home"))
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .args([
-            "worker",
-            "--task-list",
-            "team",
-            "--name",
-            "w1",
-            "--sandbox",
-            "off",
-        ])
-        .args([
-            "--provider",
-            "anthropic",
-            "--model",
-            "scripted",
-            "--base-url",
-        ])
-        .arg(server.anthropic_base_url())
-        .arg("-C")
-        .arg(work.path())
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
+    let mut cmd = worker(home.path(), &server, "team", "w1");
+    cmd.args(["--sandbox", "off", "-C"]).arg(work.path());
     if trust {
         cmd.arg("--trust");
     }
@@ -523,7 +473,7 @@ async fn plan_mode_changes_only_the_planners_own_tasks() {
     let mine = store.create(new("the planner's")).unwrap();
     store.claim(mine.id, "planner").unwrap();
     let id = |t: &kaji_tasks::list::Task| t.id.to_string();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "TaskUpdate",
             json!({"taskId": id(&bobs), "status": "deleted"}),
@@ -543,7 +493,7 @@ async fn plan_mode_changes_only_the_planners_own_tasks() {
             json!({"taskId": id(&mine), "description": "refined in plan mode"}),
         ),
         Turn::tool_call("ExitPlanMode", json!({"plan": "1. Planned step"})),
-    ]))
+    ])
     .await;
     let out = exec(
         home.path(),
@@ -557,7 +507,7 @@ async fn plan_mode_changes_only_the_planners_own_tasks() {
     .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     let refused: Vec<&str> = lines
         .iter()
         .filter(|l| l["type"] == "tool_result" && l["is_error"] == true)
@@ -598,10 +548,10 @@ async fn read_big_file(
     project: &str,
     trust: bool,
 ) -> (Option<i32>, String, Vec<kaji_test_support::RecordedRequest>) {
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Read", json!({"file_path": "big.txt"})),
         done("read"),
-    ]))
+    ])
     .await;
     let kaji_home = home.join("kaji-home");
     std::fs::create_dir_all(&kaji_home).unwrap();
@@ -612,14 +562,9 @@ async fn read_big_file(
     std::fs::write(kaji_home.join("config.toml"), user).unwrap();
     std::fs::create_dir_all(work.join(".kaji")).unwrap();
     std::fs::write(work.join(".kaji/config.toml"), project).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kaji"))
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", &kaji_home)
-        .env("ANTHROPIC_API_KEY", "test-key-123456")
-        .env("OPENAI_API_KEY", "test-key-123456")
-        .stdin(Stdio::null())
+    let out = kaji(home)
+        .env("ANTHROPIC_API_KEY", LEAK_KEY)
+        .env("OPENAI_API_KEY", LEAK_KEY)
         .args(["exec", "--json", "-C"])
         .arg(work)
         .args(trust.then_some("--trust"))
@@ -688,7 +633,7 @@ async fn rule_files_linking_outside_the_project_are_skipped() {
     )
     .unwrap();
     std::fs::write(work.path().join(".clinerules"), "PROJECT-RULE-OK\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([done("looked")])).await;
+    let server = serve([done("looked")]).await;
     let out = exec(
         home.path(),
         work.path(),
@@ -801,7 +746,7 @@ async fn kajis_own_git_runs_no_program_of_the_repository() {
 /// `kaji exec --json --yolo --sandbox off` in `work` with `turns`: its
 /// lines, once it exited 0.
 async fn exec_lines(home: &Path, work: &Path, turns: Vec<Turn>) -> Vec<Value> {
-    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    let server = serve(turns).await;
     let out = exec(
         home,
         work,
@@ -813,7 +758,7 @@ async fn exec_lines(home: &Path, work: &Path, turns: Vec<Turn>) -> Vec<Value> {
     .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
-    lines(&out.stdout)
+    json_lines(&out.stdout)
 }
 
 /// A one-route HTTP server on 127.0.0.1 answering every request with
@@ -859,7 +804,7 @@ async fn webfetch_checks_every_hop_and_every_spelling() {
     let run = |turns: Vec<Turn>, flags: Vec<&'static str>| {
         let (home, work) = (home.path().to_path_buf(), work.path().to_path_buf());
         async move {
-            let server = ScriptedModelServer::start(Script::new(turns)).await;
+            let server = serve(turns).await;
             let out = exec(&home, &work, &server.anthropic_base_url(), &flags)
                 .output()
                 .await
@@ -883,7 +828,7 @@ async fn webfetch_checks_every_hop_and_every_spelling() {
     )
     .await;
     assert!(out.contains("redirects to"), "the redirect is named: {out}");
-    let denials = lines(out.as_bytes()).last().unwrap()["permission_denials"].clone();
+    let denials = json_lines(out.as_bytes()).last().unwrap()["permission_denials"].clone();
     assert_eq!(denials[0]["tool"], "WebFetch", "{denials}");
     let out2 = run(
         vec![

@@ -7,190 +7,25 @@
 //! deadline only guards against a hang and fails the test.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::json;
 
-const DEADLINE: Duration = Duration::from_secs(20);
-
-/// A private tmux server, killed when the test ends (also on failure).
-struct Tmux {
-    socket: String,
-    home: std::path::PathBuf,
-}
-
-impl Tmux {
-    fn start(home: &Path, name: &str) -> Option<Self> {
-        let tmux = Self {
-            socket: format!("kaji-test-{}-{name}", std::process::id()),
-            home: home.to_path_buf(),
-        };
-        // A placeholder pane that waits; the real command is respawned in
-        // it once remain-on-exit is on, so the pane stays for inspection.
-        let out = tmux.run(&[
-            "new-session",
-            "-d",
-            "-s",
-            "main",
-            "-x",
-            "120",
-            "-y",
-            "40",
-            "sh -c 'read line'",
-        ])?;
-        assert!(out.status.success(), "tmux new-session: {out:?}");
-        let out = tmux.run(&["set-option", "-t", "main", "remain-on-exit", "on"])?;
-        assert!(out.status.success(), "tmux set-option: {out:?}");
-        Some(tmux)
-    }
-
-    fn run(&self, args: &[&str]) -> Option<Output> {
-        Command::new("tmux")
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("KAJI_HOME", self.home.join("kaji-home"))
-            .env("ANTHROPIC_API_KEY", "test-key")
-            .env("TERM", "xterm-256color")
-            .args(["-L", &self.socket, "-f", "/dev/null"])
-            .args(args)
-            .output()
-            .ok()
-    }
-
-    fn capture(&self) -> String {
-        let out = self
-            .run(&["capture-pane", "-p", "-t", "main"])
-            .expect("tmux capture-pane");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// The pane with its scrollback.
-    fn capture_all(&self) -> String {
-        let out = self
-            .run(&["capture-pane", "-p", "-S", "-200", "-t", "main"])
-            .expect("tmux capture-pane");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn send_text(&self, text: &str) {
-        let out = self
-            .run(&["send-keys", "-t", "main", "-l", text])
-            .expect("tmux send-keys");
-        assert!(out.status.success());
-    }
-
-    fn send_key(&self, key: &str) {
-        let out = self
-            .run(&["send-keys", "-t", "main", key])
-            .expect("tmux send-keys");
-        assert!(out.status.success());
-    }
-
-    /// Polls the pane until it shows `needle`; fails at the deadline.
-    async fn wait_for(&self, needle: &str) -> String {
-        self.wait_until(needle, |s| s.contains(needle)).await
-    }
-
-    /// Polls the pane until `ready` holds for its text; fails at the
-    /// deadline, saying what it waited for.
-    async fn wait_until(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.capture();
-            if ready(&screen) {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "the pane never showed {what:?}; it shows:\n{screen}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-    }
-}
-
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-/// Starts `kaji tui` in a private tmux server; the shell around it
-/// writes kaji's exit status to `<home>/exit-code` (tmux's own
-/// `pane_dead_status` is filled in racily).
-/// Commands ask (the sandbox, which would run them unasked, is off).
-fn launch(name: &str, home: &Path, work: &Path, server: &ScriptedModelServer) -> Tmux {
-    launch_with(name, home, work, server, "tui", "--sandbox off")
-}
-
-/// [`launch`] with another subcommand (`""`: plain `kaji`) and extra
-/// (already quoted) arguments.
-fn launch_with(
-    name: &str,
-    home: &Path,
-    work: &Path,
-    server: &ScriptedModelServer,
-    subcommand: &str,
-    extra: &str,
-) -> Tmux {
-    let Some(tmux) = Tmux::start(home, name) else {
-        panic!("tmux is needed for this test and could not be run");
-    };
-    let command = format!(
-        "{} {subcommand} --provider anthropic --base-url {} --model scripted -C {} {extra}; echo $? > {}",
-        quote(env!("CARGO_BIN_EXE_kaji")),
-        quote(&server.anthropic_base_url()),
-        quote(work.to_str().unwrap()),
-        quote(home.join("exit-code").to_str().unwrap()),
-    );
-    let out = tmux
-        .run(&["respawn-pane", "-k", "-t", "main", &command])
-        .unwrap();
-    assert!(out.status.success(), "respawn-pane: {out:?}");
-    tmux
-}
-
-/// Types a prompt and sends it.
-async fn submit(tmux: &Tmux, prompt: &str) {
-    tmux.send_text(prompt);
-    tmux.wait_for(&format!("› {prompt}")).await;
-    tmux.send_key("Enter");
-}
-
-/// Quits with Ctrl-D and returns kaji's exit status.
-async fn quit(tmux: &Tmux, home: &Path) -> String {
-    tmux.send_key("C-d");
-    let start = Instant::now();
-    loop {
-        let status = std::fs::read_to_string(home.join("exit-code")).unwrap_or_default();
-        if status.ends_with('\n') {
-            return status.trim().to_string();
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "kaji tui did not quit on Ctrl-D:\n{}",
-            tmux.capture()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use crate::common::files::Helper;
+use crate::common::tmux::{DEADLINE, launch, launch_env, launch_with, quit, quote, submit};
+use crate::common::{done, kaji_sync, serve};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompt_approve_accept_and_quit_in_a_real_terminal() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::text("I will write the file.")
             .and_tool_call("Bash", json!({"command": "echo made-by-kaji > out.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "Wrote out.txt"})),
-    ]))
+        done("Wrote out.txt"),
+    ])
     .await;
     let tmux = launch("approve", home.path(), work.path(), &server);
 
@@ -244,12 +79,12 @@ async fn deny_with_feedback_abort_and_always_allow_across_prompts() {
     let work = tempfile::tempdir().unwrap();
     // The server picks the turn from the history; the second prompt
     // continues the conversation, so it gets turns 2 and 3.
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Bash", json!({"command": "sh -c 'echo hi >> log.txt'"})),
         Turn::tool_call("Bash", json!({"command": "sh -c 'sleep 30'"})),
         Turn::tool_call("Bash", json!({"command": "sh -c 'echo hi >> log.txt'"})),
         Turn::tool_call("Bash", json!({"command": "sh -c 'sleep 30'"})),
-    ]))
+    ])
     .await;
     let tmux = launch("deny", home.path(), work.path(), &server);
     tmux.wait_for("Enter sends").await;
@@ -321,10 +156,10 @@ async fn closing_the_terminal_kills_the_running_command() {
     // A sleep only this test runs (the shell may exec it, so the marker
     // must be in its own arguments), to find it among the processes.
     let marker = format!("sleep 29.{}", std::process::id());
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+    let server = serve([Turn::tool_call(
         "Bash",
         json!({"command": format!("echo started > started.txt; {marker}")}),
-    )]))
+    )])
     .await;
     let tmux = launch("hangup", home.path(), work.path(), &server);
     tmux.wait_for("Enter sends").await;
@@ -359,15 +194,7 @@ async fn closing_the_terminal_kills_the_running_command() {
 #[test]
 fn without_a_terminal_it_says_so_and_exits_2() {
     let home = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kaji"))
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("KAJI_HOME", home.path().join("kaji-home"))
-        .arg("tui")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+    let out = kaji_sync(home.path()).arg("tui").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("must be a terminal"), "{stderr}");
@@ -378,11 +205,7 @@ fn without_a_terminal_it_says_so_and_exits_2() {
 async fn plain_kaji_with_a_prompt_opens_the_tui_and_runs_it_at_once() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "Nothing to do"}),
-    )]))
-    .await;
+    let server = serve([done("Nothing to do")]).await;
     let tmux = launch_with(
         "plain",
         home.path(),
@@ -406,14 +229,14 @@ async fn plain_kaji_with_a_prompt_opens_the_tui_and_runs_it_at_once() {
 async fn after_an_abort_the_next_prompt_can_start_background_work() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Bash", json!({"command": "sleep 30"})),
         Turn::tool_call(
             "Bash",
             json!({"command": "echo bg-ok > bg.txt", "run_in_background": true}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "started it"})),
-    ]))
+        done("started it"),
+    ])
     .await;
     let tmux = launch_with("bg", home.path(), work.path(), &server, "tui", "--yolo");
     tmux.wait_for("Enter sends").await;
@@ -452,11 +275,7 @@ async fn slash_commands_stay_local_and_the_input_takes_several_lines() {
         "---\ndescription: Say hello to someone\n---\nSay hello to $ARGUMENTS.\n",
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "said it"}),
-    )]))
-    .await;
+    let server = serve([done("said it")]).await;
     let tmux = launch("slash", home.path(), work.path(), &server);
     tmux.wait_for("Enter sends").await;
     tmux.send_text("/he");
@@ -496,14 +315,14 @@ async fn slash_commands_stay_local_and_the_input_takes_several_lines() {
 async fn a_prompt_typed_while_a_task_runs_is_sent_when_it_ends() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "Bash",
             json!({"command": "while [ ! -f go ]; do sleep 0.05; done; echo went"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "first done"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "second done"})),
-    ]))
+        done("first done"),
+        done("second done"),
+    ])
     .await;
     let tmux = launch_with("queue", home.path(), work.path(), &server, "tui", "--yolo");
     tmux.wait_for("Enter sends").await;
@@ -542,11 +361,7 @@ async fn a_prompt_typed_while_a_task_runs_is_sent_when_it_ends() {
 async fn the_summary_on_quit_and_kaji_c_continuing_the_conversation() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::tool_call("AttemptCompletion", json!({"result": "noted the kiwi"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "it was kiwi"})),
-    ]))
-    .await;
+    let server = serve([done("noted the kiwi"), done("it was kiwi")]).await;
     let tmux = launch("summary", home.path(), work.path(), &server);
     tmux.wait_for("Enter sends").await;
     submit(&tmux, "remember the word kiwi").await;
@@ -590,11 +405,7 @@ async fn at_mentions_complete_and_attach_the_file() {
     std::fs::create_dir_all(work.path().join("docs")).unwrap();
     std::fs::write(work.path().join("docs/notes.txt"), "the-content-of-notes\n").unwrap();
     std::fs::write(work.path().join("other.txt"), "not this one\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "summarised"}),
-    )]))
-    .await;
+    let server = serve([done("summarised")]).await;
     let tmux = launch("mention", home.path(), work.path(), &server);
     tmux.wait_for("Enter sends").await;
     tmux.send_text("summarise @nots");
@@ -652,7 +463,7 @@ fn untrusted_project() -> tempfile::TempDir {
 async fn an_untrusted_project_asks_do_you_trust_this_folder_and_yes_applies_its_settings() {
     let home = tempfile::tempdir().unwrap();
     let work = untrusted_project();
-    let server = ScriptedModelServer::start(Script::new([])).await;
+    let server = serve([]).await;
     let tmux = launch("trust-yes", home.path(), work.path(), &server);
     let screen = tmux.wait_for("Trust this folder? [y/N]").await;
     assert!(screen.contains("Do you trust this folder?"), "{screen}");
@@ -677,7 +488,7 @@ async fn an_untrusted_project_asks_do_you_trust_this_folder_and_yes_applies_its_
 async fn no_to_do_you_trust_this_folder_goes_on_without_its_settings() {
     let home = tempfile::tempdir().unwrap();
     let work = untrusted_project();
-    let server = ScriptedModelServer::start(Script::new([])).await;
+    let server = serve([]).await;
     let tmux = launch("trust-no", home.path(), work.path(), &server);
     tmux.wait_for("Trust this folder? [y/N]").await;
     tmux.send_text("n");
@@ -694,10 +505,10 @@ async fn no_to_do_you_trust_this_folder_goes_on_without_its_settings() {
 async fn always_for_this_project_writes_the_exact_rule_to_config_local_toml() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Bash", json!({"command": "cargo test -q"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "tested"})),
-    ]))
+        done("tested"),
+    ])
     .await;
     let tmux = launch("always-project", home.path(), work.path(), &server);
     tmux.wait_for("Enter sends").await;
@@ -730,11 +541,7 @@ async fn bang_commands_and_esc_esc_rewind() {
     // The script answers by the number of assistant messages in the
     // request: after the rewind the conversation has none again, so the
     // same turn answers.
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "result-one-xyz"}),
-    )]))
-    .await;
+    let server = serve([done("result-one-xyz")]).await;
     let tmux = launch("rewind", home.path(), work.path(), &server);
     tmux.wait_for("Enter sends").await;
     submit(&tmux, "!echo bang-output-77 > bang.txt; cat bang.txt").await;
@@ -789,9 +596,7 @@ async fn bang_commands_and_esc_esc_rewind() {
 async fn a_text_only_reply_ends_the_turn() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server =
-        ScriptedModelServer::start(Script::new([Turn::text("Just a plain answer, no tool.")]))
-            .await;
+    let server = serve([Turn::text("Just a plain answer, no tool.")]).await;
     let tmux = launch("textreply", home.path(), work.path(), &server);
     tmux.wait_for("Enter sends").await;
     submit(&tmux, "what is this project?").await;
@@ -816,7 +621,7 @@ async fn agents_lists_shows_and_stops_a_background_agent() {
                 "Agent",
                 json!({"description": "scan", "prompt": "Scan it", "subagent_type": "Explore", "run_in_background": true}),
             ),
-            Turn::tool_call("AttemptCompletion", json!({"result": "started it"})),
+            done("started it"),
         ])
         .with_agent("You are the Explore sub-agent", explore),
     )
@@ -843,32 +648,6 @@ async fn agents_lists_shows_and_stops_a_background_agent() {
         .await;
     server.release();
     assert_eq!(quit(&tmux, home.path()).await, "0");
-}
-
-/// [`launch`] with `env` (already quoted `NAME=value` words) put before
-/// kaji on its command line.
-fn launch_env(
-    name: &str,
-    home: &Path,
-    work: &Path,
-    server: &ScriptedModelServer,
-    env: &str,
-) -> Tmux {
-    let Some(tmux) = Tmux::start(home, name) else {
-        panic!("tmux is needed for this test and could not be run");
-    };
-    let command = format!(
-        "env {env} {} tui --provider anthropic --base-url {} --model scripted -C {} --sandbox off; echo $? > {}",
-        quote(env!("CARGO_BIN_EXE_kaji")),
-        quote(&server.anthropic_base_url()),
-        quote(work.to_str().unwrap()),
-        quote(home.join("exit-code").to_str().unwrap()),
-    );
-    let out = tmux
-        .run(&["respawn-pane", "-k", "-t", "main", &command])
-        .unwrap();
-    assert!(out.status.success(), "respawn-pane: {out:?}");
-    tmux
 }
 
 /// A 1x1 PNG.
@@ -913,11 +692,7 @@ async fn ctrl_v_pastes_an_image_and_alt_v_text_from_the_clipboard() {
     let work = tempfile::tempdir().unwrap();
     let clip = tempfile::tempdir().unwrap();
     let env = fake_xclip(clip.path(), "TARGETS\nUTF8_STRING\nimage/png\n", "unused");
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::tool_call("AttemptCompletion", json!({"result": "a red dot"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "got the text"})),
-    ]))
-    .await;
+    let server = serve([done("a red dot"), done("got the text")]).await;
     let tmux = launch_env("clip", home.path(), work.path(), &server, &env);
     tmux.wait_for("Enter sends").await;
     tmux.send_text("what is ");
@@ -963,7 +738,7 @@ async fn a_missing_clipboard_program_is_said_once() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let empty = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("unused")])).await;
+    let server = serve([Turn::text("unused")]).await;
     // A display, and a PATH without xclip (sh and env are found by path).
     let env = format!(
         "DISPLAY=:99 {}",
@@ -1001,13 +776,7 @@ async fn slash_review_reviews_the_diff_read_only() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-            .args(args)
-            .current_dir(work.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
+        kaji_test_support::fixtures::git(work.path(), args);
     };
     std::fs::write(
         work.path().join("lib.rs"),
@@ -1022,10 +791,10 @@ async fn slash_review_reviews_the_diff_read_only() {
         "fn f(x: &[i32]) -> i32 { x[x.len() - 1] }\n",
     )
     .unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Write", json!({"file_path": "lib.rs", "content": "oops"})),
         Turn::text("lib.rs:1 [high] panics on an empty slice"),
-    ]))
+    ])
     .await;
     let tmux = launch("review", home.path(), work.path(), &server);
     tmux.wait_for("scripted · default").await;
@@ -1063,10 +832,10 @@ async fn a_long_command_that_ran_unasked_is_visible_whole() {
     }
     command.push_str("EOF\nrm -f the-destructive-last-line.txt");
     assert_eq!(command.lines().count(), 41);
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Bash", json!({"command": command})),
         Turn::text("Wrote the notes."),
-    ]))
+    ])
     .await;
     let sandboxed = kaji_sandbox::probe().is_complete();
     // Unasked: in the sandbox where the kernel has one, else in yolo.
@@ -1120,28 +889,15 @@ async fn a_sub_agent_is_folded_under_its_agent_call() {
     const HELPER: &str = "TUI-HELPER-AGENT-MARKER";
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let agents = work.path().join(".kaji/agents");
-    std::fs::create_dir_all(&agents).unwrap();
-    std::fs::write(
-        agents.join("helper.md"),
-        format!("---\nname: helper\ndescription: Helps\ntools: Read, Bash\n---\n{HELPER}\n"),
-    )
-    .unwrap();
-    let helper = Script::new([
-        Turn::tool_call("Bash", json!({"command": "echo from-the-helper"})),
-        Turn::text("The helper found it."),
-    ]);
-    let server = ScriptedModelServer::start(
-        Script::new([
-            Turn::tool_call(
-                "Agent",
-                json!({"description": "look", "prompt": "sub-agent-prompt-text", "subagent_type": "helper"}),
-            ),
-            Turn::text("All done here."),
-        ])
-        .with_agent(HELPER, helper),
-    )
-    .await;
+    let script = Helper {
+        marker: HELPER,
+        description: "look",
+        prompt: "sub-agent-prompt-text",
+        says: "The helper found it.",
+        then: "All done here.",
+    }
+    .install(work.path());
+    let server = ScriptedModelServer::start(script).await;
     let tmux = launch_with("nest", home.path(), work.path(), &server, "tui", "--yolo");
     tmux.wait_for("Enter sends").await;
     submit(&tmux, "use the helper").await;

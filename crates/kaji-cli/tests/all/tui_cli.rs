@@ -4,26 +4,16 @@
 //! `kaji completions`.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
-use serde_json::json;
+use crate::common::{TEST_KEY, done, kaji_sync, serve, stderr};
 
 fn kaji(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kaji"))
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .env("ANTHROPIC_API_KEY", "test-key")
+    kaji_sync(home)
+        .env("ANTHROPIC_API_KEY", TEST_KEY)
         .args(args)
-        .stdin(Stdio::null())
         .output()
         .unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -78,11 +68,7 @@ fn completions_for_bash_zsh_and_fish() {
 async fn print_mode_is_exec_and_dash_c_continues() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::tool_call("AttemptCompletion", json!({"result": "first answer"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "second answer"})),
-    ]))
-    .await;
+    let server = serve([done("first answer"), done("second answer")]).await;
     let base = server.anthropic_base_url();
     let dir = work.path().to_str().unwrap().to_string();
     let common = [

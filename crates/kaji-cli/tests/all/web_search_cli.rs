@@ -4,7 +4,6 @@
 //! one that is down), no search at all, and a deny rule.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use kaji_test_support::{AgentScript, Script, ScriptedModelServer, Turn};
@@ -12,56 +11,28 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-#[derive(Clone, Copy)]
-enum Wire {
-    Anthropic,
-    OpenAi,
-    Responses,
-}
+use crate::common::{self, Wire, done, exec_json, serve, tool_results};
 
 fn exec(home: &Path, work: &Path, server: &ScriptedModelServer, wire: Wire) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .args(["exec", "--json", "--no-checkpoints", "--yolo", "-C"])
-        .arg(work);
-    let (provider, base) = match wire {
-        Wire::Anthropic => ("anthropic", server.anthropic_base_url()),
-        Wire::OpenAi => ("openai", server.openai_base_url()),
-        Wire::Responses => ("openai-responses", server.responses_base_url()),
-    };
-    cmd.env("ANTHROPIC_API_KEY", "test-key")
-        .env("OPENAI_API_KEY", "test-key")
-        .args(["--provider", provider, "--base-url", &base])
-        .args(["--model", "scripted", "search the web"]);
+    let mut cmd = exec_json(home, work, server, wire);
+    cmd.args(["--no-checkpoints", "--yolo", "search the web"]);
     cmd
 }
 
 /// Runs `cmd`; the exit code and the `tool_result` lines of `WebSearch`.
-async fn run(mut cmd: Command) -> (i32, Vec<Value>, String) {
-    let out = cmd.output().await.unwrap();
-    let results = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|l| l["type"] == "tool_result" && l["name"] == "WebSearch")
+async fn run(cmd: Command) -> (i32, Vec<Value>, String) {
+    let (code, lines, stderr) = common::run(cmd).await;
+    let results = tool_results(&lines)
+        .into_iter()
+        .filter(|l| l["name"] == "WebSearch")
         .collect();
-    (
-        out.status.code().unwrap_or(-1),
-        results,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (code, results, stderr)
 }
 
 fn search_turns() -> Script {
     let mut script = Script::new([
         Turn::tool_call("WebSearch", json!({"query": "kaji release notes"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "Done."})),
+        done("Done."),
     ]);
     // The provider's search request (its own system prompt): it searches,
     // then writes.
@@ -136,10 +107,10 @@ async fn responses_hosted_search() {
 async fn no_search_says_how_to_enable_it() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("WebSearch", json!({"query": "kaji release notes"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "Done."})),
-    ]))
+        done("Done."),
+    ])
     .await;
     let (code, results, stderr) = run(exec(home.path(), work.path(), &server, Wire::OpenAi)).await;
     assert_eq!(code, 0, "{stderr}");
@@ -204,13 +175,13 @@ async fn searxng_backend_with_domain_filters() {
     ]}))
     .await;
     configure(home.path(), &url);
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "WebSearch",
             json!({"query": "tokio runtime", "allowed_domains": ["docs.rs"], "blocked_domains": ["blog.docs.rs"]}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "Done."})),
-    ]))
+        done("Done."),
+    ])
     .await;
     // Anthropic has a search of its own; the configured backend wins.
     let (code, results, stderr) =
@@ -242,10 +213,10 @@ async fn a_backend_that_is_down_is_a_clear_tool_error() {
         format!("http://{}", l.local_addr().unwrap())
     };
     configure(home.path(), &url);
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("WebSearch", json!({"query": "tokio runtime"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "Done."})),
-    ]))
+        done("Done."),
+    ])
     .await;
     let (code, results, stderr) = run(exec(home.path(), work.path(), &server, Wire::OpenAi)).await;
     assert_eq!(code, 0, "{stderr}");
@@ -266,10 +237,10 @@ async fn a_deny_rule_refuses_the_search() {
     let mut text = std::fs::read_to_string(&config).unwrap();
     text.push_str("\n[permissions]\ndeny = [\"WebSearch\"]\n");
     std::fs::write(&config, text).unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("WebSearch", json!({"query": "tokio runtime"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "Done."})),
-    ]))
+        done("Done."),
+    ])
     .await;
     let (code, results, stderr) = run(exec(home.path(), work.path(), &server, Wire::OpenAi)).await;
     assert_eq!(code, 0, "{stderr}");

@@ -8,8 +8,9 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use crate::common::kaji;
-use kaji_test_support::{Fault, Script, ScriptedModelServer, Turn};
+use crate::common::files::Helper;
+use crate::common::{Wire, json_lines, kaji, model, serve};
+use kaji_test_support::{Fault, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
@@ -18,21 +19,9 @@ use tokio::process::Command;
 /// caller).
 fn against(home: &Path, work: &Path, base_url: &str, flags: &[&str]) -> Command {
     let mut cmd = kaji(home);
-    cmd.current_dir(work)
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .args(flags)
-        .arg("-C")
-        .arg(work)
-        .args(["--provider", "anthropic", "--base-url", base_url])
-        .args(["--model", "scripted"]);
+    cmd.current_dir(work).args(flags).arg("-C").arg(work);
+    model(&mut cmd, Wire::Anthropic, base_url);
     cmd
-}
-
-fn lines(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -61,10 +50,10 @@ async fn print_mode_answers_a_question_in_one_request_printed_once() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let answer = "add() returns the sum of its two arguments.";
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::text(answer),
         Turn::text("a second request should never come"),
-    ]))
+    ])
     .await;
     let mut cmd = against(
         home.path(),
@@ -81,11 +70,7 @@ async fn print_mode_answers_a_question_in_one_request_printed_once() {
 
     // `kaji exec` does the same; `on_text_reply = "nudge"` brings back the
     // seed's loop.
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::text("no tools"),
-        Turn::text("still none"),
-    ]))
-    .await;
+    let server = serve([Turn::text("no tools"), Turn::text("still none")]).await;
     std::fs::create_dir_all(home.path().join("kaji-home")).unwrap();
     std::fs::write(
         home.path().join("kaji-home/config.toml"),
@@ -101,7 +86,7 @@ async fn print_mode_answers_a_question_in_one_request_printed_once() {
     let out = cmd.arg("hi").output().await.unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
-        lines(&out.stdout).last().unwrap()["status"],
+        json_lines(&out.stdout).last().unwrap()["status"],
         "mistake_limit"
     );
     assert_eq!(server.requests().len(), 2);
@@ -111,7 +96,7 @@ async fn print_mode_answers_a_question_in_one_request_printed_once() {
 async fn piped_input_is_added_to_the_print_mode_prompt() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("It is a panic.")])).await;
+    let server = serve([Turn::text("It is a panic.")]).await;
     let mut cmd = against(
         home.path(),
         work.path(),
@@ -140,7 +125,7 @@ async fn piped_input_is_added_to_the_print_mode_prompt() {
 async fn print_mode_json_is_exec_json() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("hello")])).await;
+    let server = serve([Turn::text("hello")]).await;
     let mut cmd = against(
         home.path(),
         work.path(),
@@ -149,7 +134,7 @@ async fn print_mode_json_is_exec_json() {
     );
     let out = cmd.arg("say hello").output().await.unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     assert_eq!(lines[0]["type"], "task_started");
     assert_eq!(lines[0]["schema_version"], 1);
     let last = lines.last().unwrap();
@@ -193,10 +178,7 @@ async fn a_dead_base_url_is_one_line_that_says_what_to_do() {
 async fn a_refused_key_names_its_variable_and_is_not_offered_a_retry() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::text("x").with_faults([Fault::status(401)])
-    ]))
-    .await;
+    let server = serve([Turn::text("x").with_faults([Fault::status(401)])]).await;
     let mut cmd = against(
         home.path(),
         work.path(),
@@ -205,7 +187,7 @@ async fn a_refused_key_names_its_variable_and_is_not_offered_a_retry() {
     );
     let out = cmd.arg("hi").output().await.unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     let last = lines.last().unwrap();
     assert_eq!(last["status"], "failed");
     let result = last["result"].as_str().unwrap();
@@ -243,7 +225,7 @@ async fn tasks_list_on_a_fresh_install_is_an_empty_list() {
 #[tokio::test]
 async fn login_explains_keys_and_calls_no_model() {
     let home = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("paid")])).await;
+    let server = serve([Turn::text("paid")]).await;
     let out = kaji(home.path())
         .env("ANTHROPIC_API_KEY", "sk-secret-value")
         .env("ANTHROPIC_BASE_URL", server.anthropic_base_url())
@@ -265,7 +247,7 @@ async fn init_runs_what_slash_init_does_instead_of_sending_the_word() {
     // start, and the word "init" never reaches the model as a prompt.
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("paid")])).await;
+    let server = serve([Turn::text("paid")]).await;
     let mut cmd = against(
         home.path(),
         work.path(),
@@ -369,28 +351,15 @@ const HELPER: &str = "HELPER-AGENT-MARKER";
 async fn every_json_line_of_a_sub_agent_names_it_and_its_agent_call() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let agents = work.path().join(".kaji/agents");
-    std::fs::create_dir_all(&agents).unwrap();
-    std::fs::write(
-        agents.join("helper.md"),
-        format!("---\nname: helper\ndescription: Helps\ntools: Read, Bash\n---\n{HELPER}\n"),
-    )
-    .unwrap();
-    let helper = Script::new([
-        Turn::tool_call("Bash", json!({"command": "echo from-the-helper"})),
-        Turn::text("The helper is done."),
-    ]);
-    let server = ScriptedModelServer::start(
-        Script::new([
-            Turn::tool_call(
-                "Agent",
-                json!({"description": "help", "prompt": "echo something", "subagent_type": "helper"}),
-            ),
-            Turn::text("All done."),
-        ])
-        .with_agent(HELPER, helper),
-    )
-    .await;
+    let script = Helper {
+        marker: HELPER,
+        description: "help",
+        prompt: "echo something",
+        says: "The helper is done.",
+        then: "All done.",
+    }
+    .install(work.path());
+    let server = ScriptedModelServer::start(script).await;
     let mut cmd = against(
         home.path(),
         work.path(),
@@ -399,7 +368,7 @@ async fn every_json_line_of_a_sub_agent_names_it_and_its_agent_call() {
     );
     let out = cmd.arg("use the helper").output().await.unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     let agent_call = lines
         .iter()
         .find(|l| l["type"] == "tool_use" && l["name"] == "Agent")
@@ -494,11 +463,9 @@ async fn checkpoints_restore_dry_run_shows_what_would_change_and_changes_nothing
 async fn an_aborted_task_reports_the_tokens_it_used() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text(
-        "a long answer that is still streaming",
-    )
-    .and_hold()
-    .without_usage()]))
+    let server = serve([Turn::text("a long answer that is still streaming")
+        .and_hold()
+        .without_usage()])
     .await;
     let mut cmd = against(
         home.path(),
@@ -512,7 +479,7 @@ async fn an_aborted_task_reports_the_tokens_it_used() {
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     let out = child.wait_with_output().await.unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
-    let lines = lines(&out.stdout);
+    let lines = json_lines(&out.stdout);
     let last = lines.last().unwrap();
     assert_eq!(last["status"], "aborted", "{last}");
     assert!(
@@ -526,10 +493,10 @@ async fn an_aborted_task_reports_the_tokens_it_used() {
 async fn a_checkpoint_label_names_its_prompt() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Write", json!({"file_path": "a.txt", "content": "a\n"})),
         Turn::text("Wrote it."),
-    ]))
+    ])
     .await;
     let mut cmd = against(
         home.path(),
@@ -558,7 +525,7 @@ async fn the_exec_transcript_shows_each_edit_as_a_numbered_diff_and_the_task_lis
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("a.txt"), "one\ntwo\nthree\nfour\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "Edit",
             json!({"file_path": "a.txt", "old_string": "three", "new_string": "THREE"}),
@@ -572,7 +539,7 @@ async fn the_exec_transcript_shows_each_edit_as_a_numbered_diff_and_the_task_lis
             json!({"command": "echo first\necho the-last-line-of-the-command"}),
         ),
         Turn::text("Done."),
-    ]))
+    ])
     .await;
     let mut cmd = against(
         home.path(),
@@ -602,28 +569,15 @@ async fn the_exec_transcript_shows_each_edit_as_a_numbered_diff_and_the_task_lis
 async fn the_exec_transcript_indents_a_sub_agent_under_its_call() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let agents = work.path().join(".kaji/agents");
-    std::fs::create_dir_all(&agents).unwrap();
-    std::fs::write(
-        agents.join("helper.md"),
-        format!("---\nname: helper\ndescription: Helps\ntools: Read, Bash\n---\n{HELPER}\n"),
-    )
-    .unwrap();
-    let helper = Script::new([
-        Turn::tool_call("Bash", json!({"command": "echo from-the-helper"})),
-        Turn::text("The helper is done."),
-    ]);
-    let server = ScriptedModelServer::start(
-        Script::new([
-            Turn::tool_call(
-                "Agent",
-                json!({"description": "help", "prompt": "the-sub-agent-prompt", "subagent_type": "helper"}),
-            ),
-            Turn::text("All done."),
-        ])
-        .with_agent(HELPER, helper),
-    )
-    .await;
+    let script = Helper {
+        marker: HELPER,
+        description: "help",
+        prompt: "the-sub-agent-prompt",
+        says: "The helper is done.",
+        then: "All done.",
+    }
+    .install(work.path());
+    let server = ScriptedModelServer::start(script).await;
     let mut cmd = against(
         home.path(),
         work.path(),

@@ -5,37 +5,22 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
 
 use kaji_tasks::TaskListStore;
 use kaji_tasks::list::{NewTask, TaskStatus};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::{ScriptedModelServer, Turn};
 use serde_json::json;
 use tokio::process::Command;
 
+use crate::common;
+
+use crate::common::{done, serve};
+
 fn worker(home: &Path, work: &Path, server: &ScriptedModelServer, name: &str) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .env("KAJI_WORKER_POLL_MS", "20")
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .args(["worker", "--task-list", "team", "--name", name])
-        .args(["--provider", "anthropic", "--base-url"])
-        .arg(server.anthropic_base_url())
-        .args([
-            "--model",
-            "scripted",
-            "--no-checkpoints",
-            "--no-session-persistence",
-            "-C",
-        ])
-        .arg(work)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    let mut cmd = common::worker(home, server, "team", name);
+    cmd.env("KAJI_WORKER_POLL_MS", "20")
+        .args(["--no-checkpoints", "--no-session-persistence", "-C"])
+        .arg(work);
     cmd
 }
 
@@ -54,9 +39,9 @@ async fn three_workers_one_killed_complete_every_task_exactly_once() {
         ids.push(store.create(task).expect("create").id);
     }
     // Every task's one request holds until the test releases it.
-    let server = ScriptedModelServer::start(Script::new([Turn::text("working on it")
+    let server = serve([Turn::text("working on it")
         .and_hold()
-        .and_tool_call("AttemptCompletion", json!({"result": "done"}))]))
+        .and_tool_call("AttemptCompletion", json!({"result": "done"}))])
     .await;
     let mut children: Vec<_> = ["w0", "w1", "w2"]
         .iter()
@@ -129,9 +114,9 @@ async fn a_worker_stopped_by_a_signal_releases_its_task_and_leaves() {
         let work = tempfile::tempdir().expect("tempdir");
         let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
         let id = store.create(NewTask::new("the task")).expect("create").id;
-        let server = ScriptedModelServer::start(Script::new([Turn::text("working on it")
+        let server = serve([Turn::text("working on it")
             .and_hold()
-            .and_tool_call("AttemptCompletion", json!({"result": "done"}))]))
+            .and_tool_call("AttemptCompletion", json!({"result": "done"}))])
         .await;
         let child = worker(home.path(), work.path(), &server, "w0")
             .spawn()
@@ -178,9 +163,9 @@ async fn a_worker_restarted_under_its_name_takes_back_what_it_held() {
     let work = tempfile::tempdir().expect("tempdir");
     let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
     let id = store.create(NewTask::new("the task")).expect("create").id;
-    let server = ScriptedModelServer::start(Script::new([Turn::text("working on it")
+    let server = serve([Turn::text("working on it")
         .and_hold()
-        .and_tool_call("AttemptCompletion", json!({"result": "done"}))]))
+        .and_tool_call("AttemptCompletion", json!({"result": "done"}))])
     .await;
     let mut child = worker(home.path(), work.path(), &server, "w0")
         .spawn()
@@ -219,11 +204,7 @@ async fn a_worker_is_not_told_of_its_own_completions() {
             .create(NewTask::new(format!("task {i}")))
             .expect("create");
     }
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "done"}),
-    )]))
-    .await;
+    let server = serve([done("done")]).await;
     let out = worker(home.path(), work.path(), &server, "w0")
         .output()
         .await

@@ -8,15 +8,18 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use kaji_tasks::list::pg::{PgTaskList, PgUrl};
 use kaji_tasks::list::{NewTask, TaskStatus};
 use kaji_test_support::pg::{PG_PASSWORD, PgServer};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::{ScriptedModelServer, Turn};
 use serde_json::json;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
+
+use crate::common;
+
+use crate::common::serve;
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
@@ -37,30 +40,12 @@ fn server_url(list: &str) -> String {
 
 /// A worker on "machine" `home` (its own `KAJI_HOME`).
 fn worker(home: &Path, work: &Path, model: &ScriptedModelServer, list: &str, name: &str) -> Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .env("KAJI_WORKER_POLL_MS", "20")
+    let mut cmd = common::worker(home, model, list, name);
+    cmd.env("KAJI_WORKER_POLL_MS", "20")
         .env("KAJI_LEASE_MS", "1500")
         .env("KAJI_TASK_LIST_URL", server_url(list))
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .args(["worker", "--task-list", list, "--name", name])
-        .args(["--provider", "anthropic", "--base-url"])
-        .arg(model.anthropic_base_url())
-        .args([
-            "--model",
-            "scripted",
-            "--no-checkpoints",
-            "--no-session-persistence",
-            "-C",
-        ])
-        .arg(work)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .args(["--no-checkpoints", "--no-session-persistence", "-C"])
+        .arg(work);
     cmd.spawn().expect("spawn kaji worker")
 }
 
@@ -95,9 +80,9 @@ async fn two_machines_finish_a_list_once_though_one_worker_is_killed() {
         }
         ids.push(list.create(task).await.expect("create").id);
     }
-    let model = ScriptedModelServer::start(Script::new([Turn::text("working on it")
+    let model = serve([Turn::text("working on it")
         .and_hold()
-        .and_tool_call("AttemptCompletion", json!({"result": "done"}))]))
+        .and_tool_call("AttemptCompletion", json!({"result": "done"}))])
     .await;
     let (a, b, work) = (
         tempfile::tempdir().expect("tempdir"),
@@ -156,9 +141,9 @@ async fn a_worker_whose_lease_lapsed_cannot_complete_the_task_it_lost() {
         .create(NewTask::new("the one task"))
         .await
         .expect("create");
-    let model = ScriptedModelServer::start(Script::new([Turn::text("working on it")
+    let model = serve([Turn::text("working on it")
         .and_hold()
-        .and_tool_call("AttemptCompletion", json!({"result": "done"}))]))
+        .and_tool_call("AttemptCompletion", json!({"result": "done"}))])
     .await;
     let (a, b, work) = (
         tempfile::tempdir().expect("tempdir"),
@@ -229,15 +214,10 @@ async fn a_task_list_url_without_a_list_is_a_usage_error_for_worker_and_exec() {
     ];
     for (command, tail) in [("worker", vec!["--name", "w1"]), ("exec", vec!["hello"])] {
         let args: Vec<&str> = [command].into_iter().chain(common).chain(tail).collect();
-        let out = Command::new(env!("CARGO_BIN_EXE_kaji"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", home.path())
-            .env("KAJI_HOME", home.path().join("kaji-home"))
-            .env("ANTHROPIC_API_KEY", "test-key")
+        let out = common::kaji(home.path())
+            .env("ANTHROPIC_API_KEY", common::TEST_KEY)
             .current_dir(home.path())
             .args(&args)
-            .stdin(Stdio::null())
             .output()
             .await
             .expect("run kaji");

@@ -672,7 +672,7 @@ async fn restore_refuses_to_replace_what_it_cannot_save() {
         .await
         .expect("commit")
         .expect("checkpoint");
-    mkfifo(&root.join("pipe"));
+    kaji_test_support::fixtures::mkfifo(&root.join("pipe"));
 
     let err = f
         .store
@@ -700,12 +700,6 @@ async fn restore_refuses_to_replace_what_it_cannot_save() {
             .file_type()
             .is_fifo()
     );
-}
-
-#[cfg(unix)]
-fn mkfifo(path: &Path) {
-    let status = Command::new("mkfifo").arg(path).status().expect("mkfifo");
-    assert!(status.success());
 }
 
 /// Waits until `path` exists (a condition, not a time): at most `limit`
@@ -808,7 +802,7 @@ async fn unreadable_files_are_skipped_with_a_note() {
         .expect("checkpoint");
     assert!(first.skipped.is_empty());
     std::fs::remove_file(root.join("data")).expect("rm");
-    mkfifo(&root.join("data"));
+    kaji_test_support::fixtures::mkfifo(&root.join("data"));
     write(root, "a.txt", "changed\n");
     let second = f
         .store

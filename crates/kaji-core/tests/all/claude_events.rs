@@ -17,6 +17,8 @@ use kaji_protocol::{AskResponse, TaskStatus};
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 
+use crate::common::{done, serve};
+
 const GENERAL: &str = "You are the general-purpose sub-agent";
 
 /// `$KAJI_HOME/config.toml` with one hook per event that appends its
@@ -86,10 +88,7 @@ async fn each_claude_code_event_fires_once_at_its_moment() {
     let work_dir = work.path().canonicalize().unwrap();
     let log = home.path().join("events.jsonl");
     write_hooks(home.path(), &log, "");
-    let sub = Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "sub done"}),
-    )]);
+    let sub = Script::new([done("sub done")]);
     let server = ScriptedModelServer::start(
         Script::new([
             Turn::tool_call(
@@ -97,9 +96,9 @@ async fn each_claude_code_event_fires_once_at_its_moment() {
                 json!({"description": "look", "prompt": "look around", "subagent_type": "general-purpose"}),
             ),
             Turn::tool_call("Bash", json!({"command": "touch made-by-bash.txt"})),
-            Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+            done("done"),
             Turn::text("SUMMARY of the work."),
-            Turn::tool_call("AttemptCompletion", json!({"result": "resumed"})),
+            done("resumed"),
         ])
         .with_agent(GENERAL, sub),
     )
@@ -202,11 +201,7 @@ async fn a_blocking_stop_hook_keeps_the_agent_working_once() {
     .unwrap();
     let guard = format!("[[hooks.Stop]]\ncommand = \"sh '{}'\"\n", script.display());
     write_hooks(home.path(), &log, &guard);
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::tool_call("AttemptCompletion", json!({"result": "first"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "second"})),
-    ]))
-    .await;
+    let server = serve([done("first"), done("second")]).await;
     let (session, _frontend) = build(home.path(), work.path(), &server, None).await;
     let outcome = session.submit("go".into()).await.unwrap();
     assert_eq!(outcome.status, TaskStatus::Completed);

@@ -1,40 +1,12 @@
 //! Loading and merging the settings files, and the errors for bad ones.
 
-use std::path::Path;
 use std::time::Duration;
 
 use kaji_core::PermissionMode;
 use kaji_core::config::{ConfigError, KajiConfig};
 use kaji_core::hooks::HookEvent;
 
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-    std::fs::write(path, text).expect("write");
-}
-
-/// A `$KAJI_HOME` and a repository with a subdirectory to work in.
-struct Layout {
-    _tmp: tempfile::TempDir,
-    home: std::path::PathBuf,
-    repo: std::path::PathBuf,
-    sub: std::path::PathBuf,
-}
-
-fn layout() -> Layout {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let home = tmp.path().join("home");
-    let repo = tmp.path().join("repo");
-    let sub = repo.join("crates").join("app");
-    std::fs::create_dir_all(&home).expect("mkdir");
-    std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
-    std::fs::create_dir_all(&sub).expect("mkdir");
-    Layout {
-        _tmp: tmp,
-        home,
-        repo,
-        sub,
-    }
-}
+use crate::common::{Layout, write};
 
 fn invalid(err: ConfigError) -> (std::path::PathBuf, usize, String, String) {
     match err {
@@ -51,7 +23,7 @@ fn invalid(err: ConfigError) -> (std::path::PathBuf, usize, String, String) {
 
 #[test]
 fn no_files_means_defaults() {
-    let l = layout();
+    let l = Layout::new();
     let config = KajiConfig::load(&l.home, &l.sub).expect("load");
     assert!(config.sources().is_empty());
     assert!(config.hooks.is_empty());
@@ -60,7 +32,7 @@ fn no_files_means_defaults() {
 
 #[test]
 fn project_settings_add_to_user_settings() {
-    let l = layout();
+    let l = Layout::new();
     let user = l.home.join("config.toml");
     write(
         &user,
@@ -142,7 +114,7 @@ url = "http://localhost:1/mcp"
 
 #[test]
 fn the_nearest_project_file_up_to_the_repository_root_wins() {
-    let l = layout();
+    let l = Layout::new();
     write(&l.repo.join(".kaji/config.toml"), "model = \"root\"\n");
     let config = KajiConfig::load(&l.home, &l.sub).expect("load");
     assert_eq!(config.model.as_deref(), Some("root"));
@@ -156,7 +128,7 @@ fn the_nearest_project_file_up_to_the_repository_root_wins() {
 
 #[test]
 fn files_above_the_repository_root_are_not_project_settings() {
-    let l = layout();
+    let l = Layout::new();
     let above = l.repo.parent().expect("parent").join(".kaji/config.toml");
     write(&above, "model = \"outside\"\n");
     let config = KajiConfig::load(&l.home, &l.sub).expect("load");
@@ -165,7 +137,7 @@ fn files_above_the_repository_root_are_not_project_settings() {
 
 #[test]
 fn syntax_errors_name_file_and_line() {
-    let l = layout();
+    let l = Layout::new();
     let user = l.home.join("config.toml");
     write(&user, "provider = \"anthropic\"\nmodel = \"unterminated\n");
     let err = KajiConfig::load(&l.home, &l.sub).expect_err("malformed");
@@ -182,7 +154,7 @@ fn syntax_errors_name_file_and_line() {
 
 #[test]
 fn wrong_types_name_the_key() {
-    let l = layout();
+    let l = Layout::new();
     let project = l.repo.join(".kaji/config.toml");
     write(
         &project,
@@ -207,7 +179,7 @@ fn wrong_types_name_the_key() {
 
 #[test]
 fn unknown_keys_are_errors_naming_the_key() {
-    let l = layout();
+    let l = Layout::new();
     let user = l.home.join("config.toml");
     write(&user, "model = \"m\"\nmodle = \"typo\"\n");
     let err = KajiConfig::load(&l.home, &l.sub).expect_err("unknown key");
@@ -234,7 +206,7 @@ fn unknown_keys_are_errors_naming_the_key() {
 
 #[test]
 fn invalid_matchers_name_file_and_event() {
-    let l = layout();
+    let l = Layout::new();
     let user = l.home.join("config.toml");
     write(
         &user,
@@ -269,7 +241,7 @@ fn invalid_matchers_name_file_and_event() {
 
 #[test]
 fn bad_values_are_errors() {
-    let l = layout();
+    let l = Layout::new();
     let user = l.home.join("config.toml");
     write(&user, "permission_mode = \"reckless\"\n");
     let (_, line, key, message) = invalid(KajiConfig::load(&l.home, &l.sub).expect_err("bad mode"));
@@ -300,7 +272,7 @@ fn bad_values_are_errors() {
 
 #[test]
 fn unreadable_settings_are_an_error_naming_the_file() {
-    let l = layout();
+    let l = Layout::new();
     // A directory where the file should be cannot be read as a file.
     std::fs::create_dir_all(l.home.join("config.toml")).expect("mkdir");
     let err = KajiConfig::load(&l.home, &l.sub).expect_err("unreadable");
@@ -310,7 +282,7 @@ fn unreadable_settings_are_an_error_naming_the_file() {
 
 #[test]
 fn kaji_home_inside_the_project_is_read_once() {
-    let l = layout();
+    let l = Layout::new();
     // $KAJI_HOME is the project's .kaji directory itself.
     let home = l.repo.join(".kaji");
     write(
@@ -324,7 +296,7 @@ fn kaji_home_inside_the_project_is_read_once() {
 
 #[test]
 fn reasoning_is_read_and_a_bad_level_names_file_line_and_key() {
-    let l = layout();
+    let l = Layout::new();
     std::fs::write(l.home.join("config.toml"), "reasoning = \"high\"\n").expect("write");
     let config = KajiConfig::load(&l.home, &l.sub).expect("load");
     assert_eq!(config.reasoning, Some(kaji_llm::Reasoning::High));
@@ -342,7 +314,7 @@ fn reasoning_is_read_and_a_bad_level_names_file_line_and_key() {
 
 #[test]
 fn a_mcp_json_at_the_repository_root_counts_only_when_trusted() {
-    let l = layout();
+    let l = Layout::new();
     std::fs::write(
         l.repo.join(".mcp.json"),
         r#"{"mcpServers": {"files": {"command": "srv", "args": ["-x"]}, "mine": {"type": "http", "url": "http://127.0.0.1:1/mcp"}}}"#,
@@ -383,7 +355,7 @@ fn a_mcp_json_at_the_repository_root_counts_only_when_trusted() {
 
 #[test]
 fn an_untrusted_project_may_only_narrow_limits_and_never_choose_models() {
-    let l = layout();
+    let l = Layout::new();
     std::fs::write(l.home.join("config.toml"), "tool_result_max_chars = 1000\n").expect("write");
     std::fs::create_dir_all(l.repo.join(".kaji")).expect("mkdir");
     std::fs::write(
@@ -419,7 +391,7 @@ fn an_untrusted_project_may_only_narrow_limits_and_never_choose_models() {
 
 #[test]
 fn project_language_servers_count_only_when_trusted() {
-    let l = layout();
+    let l = Layout::new();
     std::fs::write(
         l.home.join("config.toml"),
         "[lsp.mine]\ncommand = \"my-ls\"\nextensions = [\"m\"]\n",

@@ -12,8 +12,10 @@ use common::{RecordingFrontend, deny, task};
 use kaji_core::{PermissionMode, ToolProtocol};
 use kaji_llm::ProviderKind;
 use kaji_protocol::{TaskEvent, TaskStatus};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::Turn;
 use serde_json::json;
+
+use crate::common::{done, serve};
 
 async fn first_result_arrives_while_held(kind: ProviderKind, calls: usize) {
     let dir = tempfile::tempdir().unwrap();
@@ -22,11 +24,7 @@ async fn first_result_arrives_while_held(kind: ProviderKind, calls: usize) {
     for _ in 0..calls {
         turn = turn.and_tool_call("Read", json!({"file_path": "a.txt"}));
     }
-    let server = ScriptedModelServer::start(Script::new([
-        turn.and_hold(),
-        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
-    ]))
-    .await;
+    let server = serve([turn.and_hold(), done("ok")]).await;
     let (frontend, mut rx) = RecordingFrontend::new(deny());
     let t = task(
         &server,

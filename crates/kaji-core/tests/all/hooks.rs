@@ -287,11 +287,7 @@ async fn a_hook_past_its_timeout_is_killed_with_its_group() {
 async fn cancelling_kills_the_running_hook_and_skips_the_rest() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fifo = dir.path().join("started");
-    let status = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .expect("mkfifo");
-    assert!(status.success());
+    kaji_test_support::fixtures::mkfifo(&fifo);
     let marker = dir.path().join("second-ran");
     let r = runner(
         HookEvent::TaskCancel,

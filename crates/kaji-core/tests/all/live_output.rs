@@ -8,20 +8,22 @@ use common::{RecordingFrontend, provider_config};
 use kaji_core::{SessionBuilder, SessionOptions};
 use kaji_llm::ProviderKind;
 use kaji_protocol::{AskResponse, SayKind, TaskEvent};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::Turn;
 use serde_json::json;
+
+use crate::common::{done, serve};
 
 /// The live output the front end saw: the say's text and its deltas.
 async fn live_output(live: bool) -> Option<String> {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "Bash",
             json!({"command": "printf 'one\\ntwo\\n'; echo three-é"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+        done("done"),
+    ])
     .await;
     let (frontend, _rx) = RecordingFrontend::new(AskResponse::Approve);
     let (session, _) = SessionBuilder::new(

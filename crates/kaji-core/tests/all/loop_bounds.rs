@@ -15,6 +15,8 @@ use kaji_protocol::{AskKind, AskResponse, TaskStatus};
 use kaji_test_support::{Fault, Script, ScriptedModelServer, Turn};
 use serde_json::json;
 
+use crate::common::{done, serve};
+
 const WIRES: [ProviderKind; 2] = [ProviderKind::Anthropic, ProviderKind::OpenAi];
 
 #[tokio::test]
@@ -48,10 +50,7 @@ async fn a_stream_that_always_breaks_is_bounded_by_the_mistake_limit() {
 async fn a_refusal_ends_the_task_at_once_with_its_explanation() {
     for kind in WIRES {
         let dir = tempfile::tempdir().unwrap();
-        let server = ScriptedModelServer::start(Script::new([Turn::refusal(
-            "I can't help with that request.",
-        )]))
-        .await;
+        let server = serve([Turn::refusal("I can't help with that request.")]).await;
         let (frontend, _rx) = RecordingFrontend::new(deny());
         let t = task(
             &server,
@@ -85,10 +84,10 @@ async fn a_refusal_ends_the_task_at_once_with_its_explanation() {
 async fn a_call_cut_off_by_the_output_limit_is_explained_to_the_model() {
     for kind in WIRES {
         let dir = tempfile::tempdir().unwrap();
-        let server = ScriptedModelServer::start(Script::new([
+        let server = serve([
             Turn::cut_off_in_tool_call("Write", r#"{"file_path": "big.txt", "content": "aaaa"#),
-            Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
-        ]))
+            done("ok"),
+        ])
         .await;
         let (frontend, _rx) = RecordingFrontend::new(deny());
         let t = task(
@@ -115,7 +114,7 @@ async fn the_same_call_with_the_same_result_five_times_reaches_the_mistake_limit
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "same\n").unwrap();
     let turns = (0..8).map(|_| Turn::tool_call("Read", json!({"file_path": "a.txt"})));
-    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    let server = serve(turns).await;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     let t = task(
         &server,
@@ -140,16 +139,13 @@ async fn the_same_call_with_the_same_result_five_times_reaches_the_mistake_limit
 #[tokio::test]
 async fn a_typed_answer_to_a_failed_request_reaches_the_model() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "ok"}),
-    )
-    // A proxy's error page: a retry may help, so the user is asked (a
-    // refused key is not: no retry fixes it).
-    .with_fault(Fault::status_with_body(
-        200,
-        "<html><body>502 Bad Gateway</body></html>",
-    ))]))
+    let server = serve([done("ok")
+        // A proxy's error page: a retry may help, so the user is asked (a
+        // refused key is not: no retry fixes it).
+        .with_fault(Fault::status_with_body(
+            200,
+            "<html><body>502 Bad Gateway</body></html>",
+        ))])
     .await;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     frontend.push_answer(AskResponse::Reply {
@@ -179,11 +175,8 @@ async fn the_same_call_with_a_different_result_each_time_is_no_loop() {
     let mut turns: Vec<Turn> = (0..6)
         .map(|_| Turn::tool_call("Bash", count.clone()))
         .collect();
-    turns.push(Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "counted"}),
-    ));
-    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    turns.push(done("counted"));
+    let server = serve(turns).await;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     let t = task(
         &server,
@@ -209,11 +202,8 @@ async fn a_typed_answer_to_the_mistake_limit_reaches_the_model() {
     let mut turns: Vec<Turn> = (0..3)
         .map(|_| Turn::tool_call("NoSuchTool", json!({})))
         .collect();
-    turns.push(Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "ok"}),
-    ));
-    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    turns.push(done("ok"));
+    let server = serve(turns).await;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     frontend.push_answer(AskResponse::Reply {
         text: "the tool is called Read".into(),

@@ -5,29 +5,17 @@
 
 use crate::common;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use common::*;
 use kaji_core::config::TextReply;
 use kaji_core::hooks::{HookEvent, HookRunner, HookSpec, HooksConfig};
 use kaji_core::{PermissionMode, Task, TaskConfig, ToolExecutor};
-use kaji_llm::ProviderKind;
 use kaji_protocol::{AskKind, TaskStatus};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::Turn;
 use serde_json::json;
 
-fn config(server: &ScriptedModelServer, dir: &Path, mode: PermissionMode) -> TaskConfig {
-    let cfg = provider_config(server, ProviderKind::Anthropic);
-    let mut config = TaskConfig::new(
-        dir.to_path_buf(),
-        kaji_llm::build_provider(&cfg).unwrap(),
-        "scripted".into(),
-    );
-    config.permission_mode = mode;
-    config.kaji_home = dir.join(".kaji-home");
-    config
-}
+use crate::common::{done, serve};
 
 fn task(config: TaskConfig, frontend: Arc<RecordingFrontend>) -> Task {
     Task::new(
@@ -49,12 +37,8 @@ fn last_user_text(body: &serde_json::Value) -> String {
 #[tokio::test]
 async fn a_reply_without_a_tool_is_answered_with_the_nudge() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::text("I think it is fine now."),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
-    .await;
-    let mut cfg = config(&server, dir.path(), PermissionMode::Default);
+    let server = serve([Turn::text("I think it is fine now."), done("done")]).await;
+    let mut cfg = task_config(&server, dir.path(), PermissionMode::Default);
     cfg.on_text_reply = TextReply::Nudge;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     let outcome = task(cfg, frontend).run("fix it".into()).await;
@@ -74,12 +58,8 @@ async fn a_reply_without_a_tool_is_answered_with_the_nudge() {
 #[tokio::test]
 async fn a_task_cancel_hook_that_is_not_due_does_not_run() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "done"}),
-    )]))
-    .await;
-    let mut cfg = config(&server, dir.path(), PermissionMode::Default);
+    let server = serve([done("done")]).await;
+    let mut cfg = task_config(&server, dir.path(), PermissionMode::Default);
     let mut hooks = HooksConfig::new();
     hooks.push(
         HookEvent::TaskCancel,
@@ -105,7 +85,7 @@ async fn a_task_cancel_hook_that_is_not_due_does_not_run() {
     );
 
     // Aborted before it started: nothing to cancel, so not due either.
-    let mut cfg = config(&server, dir.path(), PermissionMode::Default);
+    let mut cfg = task_config(&server, dir.path(), PermissionMode::Default);
     let mut hooks = HooksConfig::new();
     hooks.push(
         HookEvent::TaskCancel,
@@ -127,7 +107,7 @@ async fn a_task_cancel_hook_that_is_not_due_does_not_run() {
 async fn plan_mode_records_the_plan_and_runs_read_only_commands() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("TaskCreate", json!({"subject": "Write b", "description": "then c"})),
         Turn::tool_call("TaskUpdate", json!({"taskId": "1", "status": "in_progress"})),
         Turn::tool_call(
@@ -136,10 +116,10 @@ async fn plan_mode_records_the_plan_and_runs_read_only_commands() {
         ),
         Turn::tool_call("Bash", json!({"command": "ls -la && cat a.txt | grep alpha"})),
         Turn::tool_call("Bash", json!({"command": "touch c"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "planned"})),
-    ]))
+        done("planned"),
+    ])
     .await;
-    let mut cfg = config(&server, dir.path(), PermissionMode::Plan);
+    let mut cfg = task_config(&server, dir.path(), PermissionMode::Plan);
     let store = kaji_tasks::TaskListStore::open(&dir.path().join(".kaji-home"), "plan").unwrap();
     cfg.task_list = Some(kaji_tasks::list::TaskList::Files(store.clone()));
     // Nobody approves anything: what runs, runs without asking.
@@ -196,12 +176,9 @@ async fn polling_task_output_six_times_with_the_same_answer_is_no_loop() {
     let mut turns: Vec<Turn> = (0..6)
         .map(|_| Turn::tool_call("TaskOutput", poll.clone()))
         .collect();
-    turns.push(Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "waited"}),
-    ));
-    let server = ScriptedModelServer::start(Script::new(turns)).await;
-    let mut cfg = config(&server, dir.path(), PermissionMode::Yolo);
+    turns.push(done("waited"));
+    let server = serve(turns).await;
+    let mut cfg = task_config(&server, dir.path(), PermissionMode::Yolo);
     cfg.runtime = Some(Arc::clone(&runtime));
     cfg.session_id = "poll".into();
     let (frontend, _rx) = RecordingFrontend::new(deny());

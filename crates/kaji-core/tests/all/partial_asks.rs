@@ -12,8 +12,10 @@ use common::{RecordingFrontend, deny, task};
 use kaji_core::{PermissionMode, ToolProtocol};
 use kaji_llm::ProviderKind;
 use kaji_protocol::{AskKind, AskPayload, SayKind, TaskEvent, TaskStatus};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::Turn;
 use serde_json::json;
+
+use crate::common::{done, serve};
 
 const CONTENT: &str = "line 1\nline 2 with \"quotes\"\nline 3\nline 4\nline 5\nline 6\n";
 
@@ -25,11 +27,7 @@ async fn write_held(
     protocol: ToolProtocol,
 ) -> (Vec<TaskEvent>, String) {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
-        first,
-        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
-    ]))
-    .await;
+    let server = serve([first, done("ok")]).await;
     let (frontend, mut rx) = RecordingFrontend::new(deny());
     let t = task(
         &server,
@@ -174,10 +172,10 @@ async fn one_request_in_flight_while_a_held_reply_runs_its_tools() {
     // still open; the next request must wait until that reply has ended.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Read", json!({"file_path": "a.txt"})).and_hold(),
-        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
-    ]))
+        done("ok"),
+    ])
     .await;
     let (frontend, mut rx) = RecordingFrontend::new(deny());
     let t = task(

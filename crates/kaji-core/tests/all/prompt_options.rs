@@ -8,16 +8,18 @@ use common::{RecordingFrontend, provider_config};
 use kaji_core::{PromptOptions, SessionBuilder, SessionOptions};
 use kaji_llm::ProviderKind;
 use kaji_protocol::{AskKind, AskResponse};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::Turn;
 use serde_json::json;
+
+use crate::common::{done, serve};
 
 #[tokio::test]
 async fn allowed_tools_and_model_apply_to_the_commands_prompt_only() {
     let home = tempfile::tempdir().expect("home");
     let work = tempfile::tempdir().expect("work");
     let bash = || Turn::tool_call("Bash", json!({"command": "echo ran >> log.txt"}));
-    let done = || Turn::tool_call("AttemptCompletion", json!({"result": "ok"}));
-    let server = ScriptedModelServer::start(Script::new([bash(), done(), bash(), done()])).await;
+    let done = || done("ok");
+    let server = serve([bash(), done(), bash(), done()]).await;
     let options = SessionOptions {
         cwd: Some(work.path().to_path_buf()),
         no_checkpoints: true,
@@ -68,7 +70,7 @@ async fn allowed_tools_and_model_apply_to_the_commands_prompt_only() {
 async fn a_bad_allowed_tools_rule_is_a_usage_error_and_nothing_runs() {
     let home = tempfile::tempdir().expect("home");
     let work = tempfile::tempdir().expect("work");
-    let server = ScriptedModelServer::start(Script::new([])).await;
+    let server = serve([]).await;
     let options = SessionOptions {
         cwd: Some(work.path().to_path_buf()),
         no_checkpoints: true,

@@ -9,8 +9,10 @@ use common::*;
 use kaji_core::{PermissionMode, ToolProtocol};
 use kaji_llm::{ProviderKind, Reasoning};
 use kaji_protocol::{AskResponse, Message, TaskStatus};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::Turn;
 use serde_json::{Value, json};
+
+use crate::common::{done, serve};
 
 /// Runs a task whose first round thinks and reads a file, then a second
 /// task continuing from the first one's saved (JSON round-tripped)
@@ -18,13 +20,13 @@ use serde_json::{Value, json};
 async fn two_tasks(kind: ProviderKind) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::reasoning("I should read a.txt.")
             .and_redacted_reasoning("opaque-blob")
             .and_tool_call("Read", json!({"file_path": "a.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "alpha"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "still alpha"})),
-    ]))
+        done("alpha"),
+        done("still alpha"),
+    ])
     .await;
     let (frontend, _rx) = RecordingFrontend::new(AskResponse::Approve);
     let mut cfg = provider_config(&server, kind);

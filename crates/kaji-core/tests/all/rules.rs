@@ -1,37 +1,11 @@
 //! Rule file discovery: order, `.clinerules` folders, global rules, caps
 //! and bad files.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use kaji_core::rules::{RULE_FILE_CAP_BYTES, RuleFiles, RuleScope};
 
-fn write(path: &Path, text: impl AsRef<[u8]>) {
-    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-    std::fs::write(path, text).expect("write");
-}
-
-struct Layout {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-    repo: PathBuf,
-    sub: PathBuf,
-}
-
-fn layout() -> Layout {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let home = tmp.path().join("home");
-    let repo = tmp.path().join("repo");
-    let sub = repo.join("crates").join("app");
-    std::fs::create_dir_all(&home).expect("mkdir");
-    std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
-    std::fs::create_dir_all(&sub).expect("mkdir");
-    Layout {
-        _tmp: tmp,
-        home,
-        repo,
-        sub,
-    }
-}
+use crate::common::{Layout, write};
 
 fn paths(rules: &RuleFiles) -> Vec<PathBuf> {
     rules.files.iter().map(|f| f.path.clone()).collect()
@@ -39,7 +13,7 @@ fn paths(rules: &RuleFiles) -> Vec<PathBuf> {
 
 #[test]
 fn nothing_found_means_no_section() {
-    let l = layout();
+    let l = Layout::new();
     let rules = RuleFiles::discover(&l.home, &l.sub);
     assert!(rules.is_empty());
     assert!(rules.warnings.is_empty());
@@ -48,7 +22,7 @@ fn nothing_found_means_no_section() {
 
 #[test]
 fn global_first_then_root_down_to_cwd_and_fixed_names_within_a_directory() {
-    let l = layout();
+    let l = Layout::new();
     write(&l.home.join("rules/b-style.md"), "global b");
     write(&l.home.join("rules/a-safety.md"), "global a");
     write(&l.home.join("rules/notes.txt"), "not markdown");
@@ -109,7 +83,7 @@ fn global_first_then_root_down_to_cwd_and_fixed_names_within_a_directory() {
 
 #[test]
 fn a_clinerules_folder_contributes_its_markdown_files_sorted() {
-    let l = layout();
+    let l = Layout::new();
     write(&l.repo.join(".clinerules/02-tests.md"), "second");
     write(&l.repo.join(".clinerules/01-style.md"), "first");
     write(&l.repo.join(".clinerules/draft.txt"), "ignored");
@@ -138,7 +112,7 @@ fn outside_a_repository_only_the_working_directory_counts() {
 
 #[test]
 fn long_files_are_capped_with_a_note() {
-    let l = layout();
+    let l = Layout::new();
     let mut text = "a".repeat(RULE_FILE_CAP_BYTES - 1);
     text.push('é'); // two bytes straddling the cap
     text.push_str(&"b".repeat(1000));
@@ -165,7 +139,7 @@ fn long_files_are_capped_with_a_note() {
 
 #[test]
 fn invalid_utf8_and_unreadable_files_are_skipped_with_a_warning() {
-    let l = layout();
+    let l = Layout::new();
     write(&l.repo.join("AGENTS.md"), b"ok so far \xff\xfe bad");
     write(&l.repo.join("CLAUDE.md"), "fine");
     // A .clinerules that is neither a readable file nor a directory of
@@ -185,7 +159,7 @@ fn invalid_utf8_and_unreadable_files_are_skipped_with_a_warning() {
 
 #[test]
 fn a_file_reached_twice_is_read_once_and_empty_files_are_skipped() {
-    let l = layout();
+    let l = Layout::new();
     write(&l.repo.join("AGENTS.md"), "shared rules");
     std::os::unix::fs::symlink("AGENTS.md", l.repo.join("CLAUDE.md")).expect("symlink");
     write(&l.sub.join("AGENTS.md"), "  \n");
@@ -195,7 +169,7 @@ fn a_file_reached_twice_is_read_once_and_empty_files_are_skipped() {
 
 #[test]
 fn claude_code_memory_files_and_imports_follow_their_importer() {
-    let l = layout();
+    let l = Layout::new();
     let user_home = l.home.join("user");
     write(&user_home.join(".claude/CLAUDE.md"), "user memory");
     write(
@@ -251,7 +225,7 @@ fn claude_code_memory_files_and_imports_follow_their_importer() {
 
 #[test]
 fn imports_stop_at_five_hops_and_binary_files_are_refused() {
-    let l = layout();
+    let l = Layout::new();
     write(&l.repo.join("AGENTS.md"), "@i1.md");
     for n in 1..=7 {
         write(
@@ -275,7 +249,7 @@ fn imports_stop_at_five_hops_and_binary_files_are_refused() {
 
 #[test]
 fn a_project_rule_symlinked_outside_the_repository_or_into_kaji_home_is_skipped() {
-    let l = layout();
+    let l = Layout::new();
     let secret = l
         .repo
         .parent()

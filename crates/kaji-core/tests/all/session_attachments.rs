@@ -7,18 +7,14 @@ use common::{RecordingFrontend, provider_config};
 use kaji_core::{SessionBuilder, SessionOptions};
 use kaji_llm::ProviderKind;
 use kaji_protocol::{AskResponse, ContentBlock};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
-use serde_json::json;
+
+use crate::common::{done, serve};
 
 #[tokio::test]
 async fn an_attached_image_follows_the_prompt_to_the_model() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "a dot"}),
-    )]))
-    .await;
+    let server = serve([done("a dot")]).await;
     let (frontend, _rx) = RecordingFrontend::new(AskResponse::Approve);
     let (session, _) = SessionBuilder::new(
         home.path(),

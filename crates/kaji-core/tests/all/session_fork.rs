@@ -10,18 +10,14 @@ use kaji_core::session::record::SessionKind;
 use kaji_core::{SessionBuilder, SessionOptions};
 use kaji_llm::ProviderKind;
 use kaji_protocol::AskResponse;
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
-use serde_json::json;
+
+use crate::common::{done, serve};
 
 #[tokio::test]
 async fn a_fork_leaves_the_original_unchanged() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::tool_call("AttemptCompletion", json!({"result": "one"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "two"})),
-    ]))
-    .await;
+    let server = serve([done("one"), done("two")]).await;
     let options = || SessionOptions {
         cwd: Some(work.path().to_path_buf()),
         no_checkpoints: true,
@@ -89,11 +85,7 @@ async fn an_edited_agents_md_applies_from_the_next_prompt() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("AGENTS.md"), "RULE-VERSION-ONE\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::tool_call("AttemptCompletion", json!({"result": "one"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "two"})),
-    ]))
-    .await;
+    let server = serve([done("one"), done("two")]).await;
     let (frontend, _rx) = RecordingFrontend::new(AskResponse::Approve);
     let options = SessionOptions {
         cwd: Some(work.path().to_path_buf()),

@@ -13,8 +13,10 @@ use kaji_core::checkpoints::CheckpointStore;
 use kaji_core::{SessionBuilder, SessionOptions};
 use kaji_llm::ProviderKind;
 use kaji_protocol::{AskKind, AskResponse};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::Turn;
 use serde_json::json;
+
+use crate::common::{done, serve};
 
 fn write_then_done(path: &std::path::Path, content: &str, result: &str) -> Vec<Turn> {
     vec![
@@ -34,11 +36,8 @@ async fn rewind_cuts_the_history_before_a_prompt_and_offers_its_checkpoint() {
     std::fs::write(&file, "v0\n").unwrap();
     let mut turns = write_then_done(&file, "v1\n", "one");
     turns.extend(write_then_done(&file, "v2\n", "two"));
-    turns.push(Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "three"}),
-    ));
-    let server = ScriptedModelServer::start(Script::new(turns)).await;
+    turns.push(done("three"));
+    let server = serve(turns).await;
     let options = || SessionOptions {
         cwd: Some(work.path().to_path_buf()),
         ..SessionOptions::default()
@@ -115,11 +114,7 @@ async fn rewind_cuts_the_history_before_a_prompt_and_offers_its_checkpoint() {
 async fn a_shell_command_is_asked_about_and_its_output_reaches_the_model() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "seen"}),
-    )]))
-    .await;
+    let server = serve([done("seen")]).await;
     let (frontend, _rx) = RecordingFrontend::new(AskResponse::Approve);
     let (session, _) = SessionBuilder::new(
         home.path(),

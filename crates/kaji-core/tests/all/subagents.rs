@@ -16,6 +16,8 @@ use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use kaji_tools::{ToolContext, builtin_tools};
 use serde_json::{Value, json};
 
+use crate::common::done;
+
 const EXPLORE: &str = "You are the Explore sub-agent";
 const GENERAL: &str = "You are the general-purpose sub-agent";
 
@@ -86,18 +88,14 @@ fn subagent_headers(home: &Path) -> Vec<Value> {
 async fn a_foreground_sub_agent_returns_its_result_and_usage_to_the_parent() {
     let home = tempfile::tempdir().expect("tempdir");
     let work = tempfile::tempdir().expect("tempdir");
-    let explore = Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "the parser is in src/parse.rs"}),
-    )
-    .with_usage(usage(100, 7))]);
+    let explore = Script::new([done("the parser is in src/parse.rs").with_usage(usage(100, 7))]);
     let main = Script::new([
         Turn::tool_call(
             "Agent",
             json!({"description": "find the parser", "prompt": "Where is the parser?", "subagent_type": "explore"}),
         )
         .with_usage(usage(10, 1)),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})).with_usage(usage(10, 1)),
+        done("done").with_usage(usage(10, 1)),
     ])
     .with_agent(EXPLORE, explore);
     let server = ScriptedModelServer::start(main).await;
@@ -160,14 +158,14 @@ async fn a_sub_agent_at_its_turn_budget_returns_a_partial_result() {
     let limited = Script::new([
         Turn::text("I read notes.txt; next I must check the tests")
             .and_tool_call("Read", json!({"file_path": "notes.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "never reached"})),
+        done("never reached"),
     ]);
     let main = Script::new([
         Turn::tool_call(
             "Agent",
             json!({"description": "check", "prompt": "Check the notes and the tests", "subagent_type": "Limited"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+        done("done"),
     ])
     .with_agent("LIMITED-AGENT-MARKER", limited);
     let server = ScriptedModelServer::start(main).await;
@@ -193,17 +191,14 @@ async fn the_depth_limit_refuses_a_sub_agent_of_a_sub_agent() {
             "Agent",
             json!({"description": "deeper", "prompt": "go deeper", "subagent_type": "general-purpose"}),
         ),
-        Turn::tool_call(
-            "AttemptCompletion",
-            json!({"result": "could not go deeper"}),
-        ),
+        done("could not go deeper"),
     ]);
     let main = Script::new([
         Turn::tool_call(
             "Agent",
             json!({"description": "nest", "prompt": "nest please", "subagent_type": "GENERAL-PURPOSE"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+        done("done"),
     ])
     .with_agent(GENERAL, general);
     let server = ScriptedModelServer::start(main).await;
@@ -246,7 +241,7 @@ async fn a_background_sub_agent_is_read_with_task_output_and_stopped_with_task_s
             "Agent",
             json!({"description": "scan", "prompt": "Scan the files", "subagent_type": "Explore", "run_in_background": true}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "started"})),
+        done("started"),
     ])
     .with_agent(EXPLORE, explore);
     let server = ScriptedModelServer::start(main).await;
@@ -323,17 +318,14 @@ async fn model_aliases_and_the_depth_limit_come_from_the_settings() {
             "Agent",
             json!({"description": "deeper", "prompt": "go deeper", "subagent_type": "Explore"}),
         ),
-        Turn::tool_call(
-            "AttemptCompletion",
-            json!({"result": "refused, as it should"}),
-        ),
+        done("refused, as it should"),
     ]);
     let main = Script::new([
         Turn::tool_call(
             "Agent",
             json!({"description": "look", "prompt": "Look around", "subagent_type": "general-purpose", "model": "haiku"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
+        done("done"),
     ])
     .with_agent(GENERAL, general);
     let server = ScriptedModelServer::start(main).await;

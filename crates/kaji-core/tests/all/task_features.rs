@@ -12,20 +12,10 @@ use kaji_core::hooks::{HookEvent, HookRunner, HookSpec, HooksConfig, ToolMatcher
 use kaji_core::{PermissionMode, Task, TaskConfig, ToolExecutor, ToolProtocol};
 use kaji_llm::ProviderKind;
 use kaji_protocol::{AskKind, AskResponse, SayKind, TaskEvent, TaskStatus};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
+use kaji_test_support::Turn;
 use serde_json::{Value, json};
 
-fn config(server: &ScriptedModelServer, dir: &Path, mode: PermissionMode) -> TaskConfig {
-    let cfg = provider_config(server, ProviderKind::Anthropic);
-    let mut config = TaskConfig::new(
-        dir.to_path_buf(),
-        kaji_llm::build_provider(&cfg).unwrap(),
-        "scripted".into(),
-    );
-    config.permission_mode = mode;
-    config.kaji_home = dir.join(".kaji-home");
-    config
-}
+use crate::common::{done, serve};
 
 fn hooks(list: &[(HookEvent, &str, Option<&str>)]) -> HookRunner {
     let mut cfg = HooksConfig::new();
@@ -52,12 +42,12 @@ fn read_json(path: &Path) -> Value {
 #[tokio::test]
 async fn pre_tool_use_exit_2_refuses_the_tool_with_stderr() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Write", json!({"file_path": "x.txt", "content": "x"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
-    ]))
+        done("ok"),
+    ])
     .await;
-    let mut config = config(&server, dir.path(), PermissionMode::Yolo);
+    let mut config = task_config(&server, dir.path(), PermissionMode::Yolo);
     config.hooks = Some(hooks(&[(
         HookEvent::PreToolUse,
         "cat > pre.json; echo 'writes are frozen' >&2; exit 2",
@@ -88,12 +78,12 @@ async fn pre_tool_use_exit_2_refuses_the_tool_with_stderr() {
 async fn pre_and_post_tool_use_exit_0_add_context_other_codes_warn() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Read", json!({"file_path": "a.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
-    ]))
+        done("ok"),
+    ])
     .await;
-    let mut config = config(&server, dir.path(), PermissionMode::Default);
+    let mut config = task_config(&server, dir.path(), PermissionMode::Default);
     config.hooks = Some(hooks(&[
         (HookEvent::PreToolUse, "echo 'pre says hi'", Some("Read")),
         (HookEvent::PreToolUse, "exit 7", Some("Read")),
@@ -127,8 +117,8 @@ async fn pre_and_post_tool_use_exit_0_add_context_other_codes_warn() {
 #[tokio::test]
 async fn user_prompt_submit_exit_2_refuses_the_prompt() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("never")])).await;
-    let mut config = config(&server, dir.path(), PermissionMode::Yolo);
+    let server = serve([Turn::text("never")]).await;
+    let mut config = task_config(&server, dir.path(), PermissionMode::Yolo);
     config.hooks = Some(hooks(&[(
         HookEvent::UserPromptSubmit,
         "cat > prompt.json; echo 'no secrets in prompts' >&2; exit 2",
@@ -150,8 +140,8 @@ async fn user_prompt_submit_exit_2_refuses_the_prompt() {
 #[tokio::test]
 async fn task_start_exit_2_stops_before_the_first_request_exit_0_adds_context() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("never")])).await;
-    let mut cfg = config(&server, dir.path(), PermissionMode::Yolo);
+    let server = serve([Turn::text("never")]).await;
+    let mut cfg = task_config(&server, dir.path(), PermissionMode::Yolo);
     cfg.hooks = Some(hooks(&[(
         HookEvent::TaskStart,
         "echo 'not today' >&2; exit 2",
@@ -163,12 +153,8 @@ async fn task_start_exit_2_stops_before_the_first_request_exit_0_adds_context() 
     assert!(outcome.result.unwrap().contains("not today"));
     assert!(server.requests().is_empty());
 
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "ok"}),
-    )]))
-    .await;
-    let mut cfg = config(&server, dir.path(), PermissionMode::Yolo);
+    let server = serve([done("ok")]).await;
+    let mut cfg = task_config(&server, dir.path(), PermissionMode::Yolo);
     cfg.hooks = Some(hooks(&[
         (
             HookEvent::TaskStart,
@@ -196,13 +182,13 @@ async fn task_start_exit_2_stops_before_the_first_request_exit_0_adds_context() 
 async fn task_cancel_runs_after_the_running_command_is_killed() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("started.fifo");
-    nix_mkfifo(&fifo);
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
+    kaji_test_support::fixtures::mkfifo(&fifo);
+    let server = serve([Turn::tool_call(
         "Bash",
         json!({"command": "echo $$ > sleeper.pid; echo go > started.fifo; exec sleep 1000"}),
-    )]))
+    )])
     .await;
-    let mut cfg = config(&server, dir.path(), PermissionMode::Yolo);
+    let mut cfg = task_config(&server, dir.path(), PermissionMode::Yolo);
     cfg.hooks = Some(hooks(&[(
         HookEvent::TaskCancel,
         "s=$(cut -d' ' -f3 /proc/$(cat sleeper.pid)/stat 2>/dev/null); if [ -z \"$s\" ] || [ \"$s\" = Z ]; then echo dead; else echo alive; fi > cancel.txt",
@@ -235,18 +221,10 @@ async fn task_cancel_runs_after_the_running_command_is_killed() {
     );
 }
 
-fn nix_mkfifo(path: &Path) {
-    let status = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 #[tokio::test]
 async fn exit_plan_mode_approve_saves_the_plan_and_leaves_plan_mode() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Write", json!({"file_path": "early.txt", "content": "no"})),
         Turn::tool_call(
             "ExitPlanMode",
@@ -256,10 +234,10 @@ async fn exit_plan_mode_approve_saves_the_plan_and_leaves_plan_mode() {
             "Write",
             json!({"file_path": "hello.txt", "content": "hello"}),
         ),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+        done("done"),
+    ])
     .await;
-    let cfg = config(&server, dir.path(), PermissionMode::Plan);
+    let cfg = task_config(&server, dir.path(), PermissionMode::Plan);
     let (frontend, _rx) = RecordingFrontend::new(AskResponse::Approve);
     let outcome = run_task(cfg, frontend.clone()).run("plan it".into()).await;
     assert_eq!(outcome.status, TaskStatus::Completed);
@@ -290,14 +268,14 @@ async fn exit_plan_mode_approve_saves_the_plan_and_leaves_plan_mode() {
 #[tokio::test]
 async fn exit_plan_mode_reject_with_feedback_stays_in_plan_mode() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("EnterPlanMode", json!({})),
         Turn::tool_call("ExitPlanMode", json!({"plan": "delete everything"})),
         Turn::tool_call("Bash", json!({"command": "touch ran"})),
         Turn::tool_call("ExitPlanMode", json!({"plan": "something else"})),
-    ]))
+    ])
     .await;
-    let cfg = config(&server, dir.path(), PermissionMode::AcceptEdits);
+    let cfg = task_config(&server, dir.path(), PermissionMode::AcceptEdits);
     let (frontend, _rx) = RecordingFrontend::new(deny());
     frontend.push_answer(AskResponse::Deny {
         feedback: Some("too risky".into()),
@@ -320,17 +298,17 @@ async fn exit_plan_mode_reject_with_feedback_stays_in_plan_mode() {
 async fn todo_reminder_after_turns_without_touching_the_checklist() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "TodoWrite",
             json!({"todos": [{"content": "Fix the parser", "status": "in_progress", "activeForm": "Fixing the parser"}]}),
         ),
         Turn::tool_call("Read", json!({"file_path": "a.txt"})),
         Turn::tool_call("Read", json!({"file_path": "a.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+        done("done"),
+    ])
     .await;
-    let mut cfg = config(&server, dir.path(), PermissionMode::Yolo);
+    let mut cfg = task_config(&server, dir.path(), PermissionMode::Yolo);
     let todo = kaji_tools::todo::TodoState::new();
     cfg.todo = Some(todo.clone());
     cfg.todo_reminder_turns = 1;
@@ -369,16 +347,16 @@ async fn todo_reminder_after_turns_without_touching_the_checklist() {
 #[tokio::test]
 async fn finished_background_task_is_announced_in_the_next_request() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call(
             "Bash",
             json!({"command": "echo building; exit 3", "run_in_background": true, "description": "build"}),
         ),
         Turn::tool_call("AskUser", json!({"question": "wait for it?"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+        done("done"),
+    ])
     .await;
-    let mut cfg = config(&server, dir.path(), PermissionMode::Yolo);
+    let mut cfg = task_config(&server, dir.path(), PermissionMode::Yolo);
     let registry = Arc::new(
         kaji_tasks::RuntimeTaskRegistry::new(&cfg.kaji_home, "notice-session", Default::default())
             .unwrap(),
@@ -420,10 +398,10 @@ async fn finished_background_task_is_announced_in_the_next_request() {
 #[tokio::test]
 async fn xml_protocol_with_openai_rejects_unknown_tags_as_text() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::text("<Frobnicate><x>1</x></Frobnicate>"),
         Turn::text("<AttemptCompletion><result>ok</result></AttemptCompletion>"),
-    ]))
+    ])
     .await;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     let t = task(
@@ -449,17 +427,17 @@ async fn xml_protocol_with_openai_rejects_unknown_tags_as_text() {
 async fn initial_checkpoint_gate_delays_writes_not_reads() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         // A command cannot say which files it changes, so it waits for
         // the initial checkpoint however long it takes (an Edit or Write
         // saves its file's pre-image after a while and goes ahead: see
         // kaji-cli's checkpoint_cost tests).
         Turn::tool_call("Read", json!({"file_path": "a.txt"}))
             .and_tool_call("Bash", json!({"command": "printf beta > b.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
-    ]))
+        done("ok"),
+    ])
     .await;
-    let cfg = config(&server, dir.path(), PermissionMode::Yolo);
+    let cfg = task_config(&server, dir.path(), PermissionMode::Yolo);
     let gate = kaji_core::CheckpointGate::new();
     let mut executor = ToolExecutor::new(kaji_tools::builtin_tools());
     executor.set_checkpoint_gate(gate.clone());
@@ -491,17 +469,17 @@ async fn checkpoints_at_start_and_after_each_change_restore_the_start() {
     let dir = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "beta"})),
         Turn::tool_call(
             "Edit",
             json!({"file_path": "a.txt", "old_string": "alpha", "new_string": "ALPHA"}),
         ),
         Turn::tool_call("Read", json!({"file_path": "a.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
-    ]))
+        done("ok"),
+    ])
     .await;
-    let mut cfg = config(&server, dir.path(), PermissionMode::Yolo);
+    let mut cfg = task_config(&server, dir.path(), PermissionMode::Yolo);
     let store = kaji_core::checkpoints::CheckpointStore::open(home.path(), dir.path()).unwrap();
     cfg.checkpoints = Some(store.clone());
     let (frontend, _rx) = RecordingFrontend::new(deny());
@@ -539,7 +517,7 @@ async fn worktree_round_trip_moves_tools_and_checkpoints() {
     std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
     kaji_test_support::fixtures::git(dir.path(), &["add", "."]);
     kaji_test_support::fixtures::git(dir.path(), &["commit", "-q", "-m", "init"]);
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("EnterWorktree", json!({"name": "try-1"})),
         Turn::tool_call(
             "Write",
@@ -548,10 +526,10 @@ async fn worktree_round_trip_moves_tools_and_checkpoints() {
         Turn::tool_call("Bash", json!({"command": "pwd"})),
         Turn::tool_call("ExitWorktree", json!({"action": "keep"})),
         Turn::tool_call("Read", json!({"file_path": "a.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
-    ]))
+        done("ok"),
+    ])
     .await;
-    let mut cfg = config(&server, dir.path(), PermissionMode::Yolo);
+    let mut cfg = task_config(&server, dir.path(), PermissionMode::Yolo);
     cfg.checkpoints =
         Some(kaji_core::checkpoints::CheckpointStore::open(home.path(), dir.path()).unwrap());
     cfg.kaji_home = home.path().to_path_buf();

@@ -12,6 +12,8 @@ use kaji_test_support::{Fault, Script, ScriptedModelServer, Turn};
 use serde_json::json;
 use std::time::Duration;
 
+use crate::common::{done, serve};
+
 fn fix_script(protocol: ToolProtocol) -> Script {
     match protocol {
         ToolProtocol::Native => Script::new([
@@ -23,10 +25,7 @@ fn fix_script(protocol: ToolProtocol) -> Script {
                 json!({"file_path": "greet.sh", "old_string": "Helo", "new_string": "Hello"}),
             ),
             Turn::tool_call("Bash", json!({"command": "sh greet.sh world"})),
-            Turn::tool_call(
-                "AttemptCompletion",
-                json!({"result": "Fixed the greeting."}),
-            ),
+            done("Fixed the greeting."),
         ]),
         ToolProtocol::Xml => Script::new([
             Turn::text(
@@ -157,11 +156,11 @@ async fn text_streams_as_partial_say_then_deltas() {
     // The stream holds in the middle of the text: what was sent before the
     // hold must reach the front end as a partial say while it is held, and
     // the rest as deltas after it.
-    let server = ScriptedModelServer::start(Script::new([Turn::text("Hello there, ")
+    let server = serve([Turn::text("Hello there, ")
         .with_chunk_size(4)
         .and_hold()
         .and_text("this is a long streamed text.")
-        .and_tool_call("AttemptCompletion", json!({"result": "ok"}))]))
+        .and_tool_call("AttemptCompletion", json!({"result": "ok"}))])
     .await;
     let (frontend, mut rx) = RecordingFrontend::new(deny());
     let t = task(
@@ -245,11 +244,9 @@ async fn text_streams_as_partial_say_then_deltas() {
 #[tokio::test]
 async fn abort_mid_stream_keeps_a_resumable_history() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text(
-        "Hello there, this text stalls half way.",
-    )
-    .with_chunk_size(4)
-    .with_fault(Fault::Stall { after_bytes: 1200 })]))
+    let server = serve([Turn::text("Hello there, this text stalls half way.")
+        .with_chunk_size(4)
+        .with_fault(Fault::Stall { after_bytes: 1200 })])
     .await;
     let (frontend, mut rx) = RecordingFrontend::new(deny());
     let t = task(
@@ -293,12 +290,12 @@ async fn abort_mid_stream_keeps_a_resumable_history() {
 #[tokio::test]
 async fn no_tool_reply_is_nudged_and_counts_as_mistake_yolo_stops() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::text("I think it is fine."),
         Turn::text("Still fine."),
         Turn::text("Really."),
         Turn::text("never reached"),
-    ]))
+    ])
     .await;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     let t = task(
@@ -321,13 +318,13 @@ async fn no_tool_reply_is_nudged_and_counts_as_mistake_yolo_stops() {
 #[tokio::test]
 async fn mistake_limit_asks_outside_yolo_and_continue_resets() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::text("a"),
         Turn::text("b"),
         Turn::text("c"),
         Turn::text("d"),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
+        done("done"),
+    ])
     .await;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     // Go on after the first limit, stop at the second.
@@ -364,12 +361,12 @@ async fn mistake_limit_asks_outside_yolo_and_continue_resets() {
 #[tokio::test]
 async fn unknown_tool_and_bad_arguments_are_error_results_and_mistakes() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("NoSuchTool", json!({})),
         Turn::new().and_raw_tool_call("c-bad", "Read", "{not json"),
         Turn::tool_call("Read", json!({"wrong_param": 1})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "never"})),
-    ]))
+        done("never"),
+    ])
     .await;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     let t = task(
@@ -409,12 +406,12 @@ async fn unknown_tool_and_bad_arguments_are_error_results_and_mistakes() {
 async fn rejected_tool_skips_the_rest_of_the_reply() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::text("Writing then reading.")
             .and_tool_call_with_id("w1", "Write", json!({"file_path": "b.txt", "content": "b"}))
             .and_tool_call_with_id("r1", "Read", json!({"file_path": "a.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
-    ]))
+        done("ok"),
+    ])
     .await;
     let (frontend, _rx) = RecordingFrontend::new(AskResponse::Deny {
         feedback: Some("do not create files".into()),
@@ -462,12 +459,12 @@ async fn rejected_tool_skips_the_rest_of_the_reply() {
 #[tokio::test]
 async fn empty_replies_are_retried_then_fail_when_nobody_answers() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("never").with_faults([
+    let server = serve([Turn::text("never").with_faults([
         Fault::Empty,
         Fault::Empty,
         Fault::Empty,
         Fault::Empty,
-    ])]))
+    ])])
     .await;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     let t = task(
@@ -491,12 +488,7 @@ async fn empty_replies_are_retried_then_fail_when_nobody_answers() {
 #[tokio::test]
 async fn empty_reply_then_success() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "fine"}),
-    )
-    .with_faults([Fault::Empty, Fault::Empty])]))
-    .await;
+    let server = serve([done("fine").with_faults([Fault::Empty, Fault::Empty])]).await;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     let t = task(
         &server,
@@ -516,10 +508,8 @@ async fn empty_reply_then_success() {
 async fn max_turns_stops_the_task() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new(
-        (0..5).map(|_| Turn::tool_call("Read", json!({"file_path": "a.txt"}))),
-    ))
-    .await;
+    let server =
+        serve((0..5).map(|_| Turn::tool_call("Read", json!({"file_path": "a.txt"})))).await;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     let cfg = provider_config(&server, ProviderKind::Anthropic);
     let mut config = kaji_core::TaskConfig::new(
@@ -542,12 +532,12 @@ async fn max_turns_stops_the_task() {
 #[tokio::test]
 async fn server_garbage_fails_the_task_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("x").with_faults([
+    let server = serve([Turn::text("x").with_faults([
         Fault::HtmlErrorPage,
         Fault::HtmlErrorPage,
         Fault::HtmlErrorPage,
         Fault::HtmlErrorPage,
-    ])]))
+    ])])
     .await;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     let t = task(
@@ -570,12 +560,7 @@ async fn server_garbage_fails_the_task_with_a_clear_message() {
 #[tokio::test]
 async fn retries_are_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "AttemptCompletion",
-        json!({"result": "ok"}),
-    )
-    .with_faults([Fault::rate_limited_ms(1)])]))
-    .await;
+    let server = serve([done("ok").with_faults([Fault::rate_limited_ms(1)])]).await;
     let (frontend, _rx) = RecordingFrontend::new(deny());
     let t = task(
         &server,
@@ -599,10 +584,10 @@ async fn retries_are_reported() {
 #[tokio::test]
 async fn exec_style_denial_tells_the_model_why() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Bash", json!({"command": "touch created"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "could not"})),
-    ]))
+        done("could not"),
+    ])
     .await;
     let (frontend, _rx) = RecordingFrontend::new(AskResponse::Deny {
         feedback: Some("no user to approve in exec".into()),
@@ -626,13 +611,13 @@ async fn exec_style_denial_tells_the_model_why() {
 async fn plan_mode_refuses_writes_and_commands_but_reads() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
-    let server = ScriptedModelServer::start(Script::new([
+    let server = serve([
         Turn::tool_call("Write", json!({"file_path": "b.txt", "content": "b"})),
         Turn::tool_call("Bash", json!({"command": "touch c"})),
         Turn::tool_call("Grep", json!({"pattern": "alpha"})),
         Turn::tool_call("Read", json!({"file_path": "a.txt"})),
-        Turn::tool_call("AttemptCompletion", json!({"result": "plan"})),
-    ]))
+        done("plan"),
+    ])
     .await;
     let (frontend, _rx) = RecordingFrontend::new(AskResponse::Approve);
     let t = task(
@@ -656,11 +641,7 @@ async fn plan_mode_refuses_writes_and_commands_but_reads() {
 #[tokio::test]
 async fn abort_while_an_approval_is_pending() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([Turn::tool_call(
-        "Bash",
-        json!({"command": "touch never"}),
-    )]))
-    .await;
+    let server = serve([Turn::tool_call("Bash", json!({"command": "touch never"}))]).await;
     let (frontend, mut rx) = RecordingFrontend::new(deny());
     *frontend.never_answer.lock().unwrap() = Some(AskKind::Command);
     let t = task(
@@ -693,14 +674,11 @@ async fn a_task_continues_an_earlier_conversation() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
     for kind in [ProviderKind::Anthropic, ProviderKind::OpenAi] {
-        let server = ScriptedModelServer::start(Script::new([
+        let server = serve([
             Turn::tool_call("Read", json!({"file_path": "a.txt"})),
-            Turn::tool_call("AttemptCompletion", json!({"result": "it says alpha"})),
-            Turn::tool_call(
-                "AttemptCompletion",
-                json!({"result": "it said alpha, as I read before"}),
-            ),
-        ]))
+            done("it says alpha"),
+            done("it said alpha, as I read before"),
+        ])
         .await;
         let (frontend, _rx) = RecordingFrontend::new(deny());
         let first = task(

@@ -10,16 +10,13 @@ use kaji_core::config::TextReply;
 use kaji_core::{Task, TaskConfig, ToolExecutor};
 use kaji_llm::ProviderKind;
 use kaji_protocol::{AskResponse, TaskStatus};
-use kaji_test_support::{Script, ScriptedModelServer, Turn};
-use serde_json::json;
+use kaji_test_support::Turn;
+
+use crate::common::{done, serve};
 
 async fn run(reply: TextReply) -> (kaji_core::TaskOutcome, usize) {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedModelServer::start(Script::new([
-        Turn::text("Which file do you mean?"),
-        Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
-    ]))
-    .await;
+    let server = serve([Turn::text("Which file do you mean?"), done("done")]).await;
     let provider =
         kaji_llm::build_provider(&provider_config(&server, ProviderKind::Anthropic)).unwrap();
     let mut config = TaskConfig::new(dir.path().to_path_buf(), provider, "scripted".into());

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{collect, config, request};
+use common::{ask, collect, config, request};
 use futures::StreamExt;
 use kaji_llm::{LlmError, ProviderKind, build_provider, parse_tool_arguments};
 use kaji_protocol::{ContentBlock, Message, Role, StopReason, StreamEvent, ToolSpec, Usage};
@@ -408,12 +408,7 @@ async fn max_attempts_is_configurable(kind: ProviderKind) {
 async fn retry_after_is_capped(kind: ProviderKind) {
     let server =
         ScriptedModelServer::start(Turn::text("ok").with_fault(Fault::rate_limited_secs(30))).await;
-    let reply = collect(
-        build_provider(&config(kind, &server))
-            .unwrap()
-            .stream(request("x")),
-    )
-    .await;
+    let reply = ask(kind, &server, "x").await;
     assert_eq!(reply.text, "ok");
     assert_eq!(reply.retries[0].2, 20, "capped at retry_max_delay");
 }
@@ -422,12 +417,7 @@ async fn retryable_statuses(kind: ProviderKind) {
     for code in [408, 409, 429, 500, 502, 503, 504, 529] {
         let server =
             ScriptedModelServer::start(Turn::text("ok").with_fault(Fault::status(code))).await;
-        let reply = collect(
-            build_provider(&config(kind, &server))
-                .unwrap()
-                .stream(request("x")),
-        )
-        .await;
+        let reply = ask(kind, &server, "x").await;
         assert_eq!(reply.text, "ok", "HTTP {code}: {:?}", reply.error);
         assert_eq!(reply.retries.len(), 1, "HTTP {code}");
         assert_eq!(server.requests().len(), 2, "HTTP {code}");
@@ -438,12 +428,7 @@ async fn no_retry_on_client_errors(kind: ProviderKind) {
     for code in [400, 401, 403, 404] {
         let server =
             ScriptedModelServer::start(Turn::text("never").with_fault(Fault::status(code))).await;
-        let reply = collect(
-            build_provider(&config(kind, &server))
-                .unwrap()
-                .stream(request("x")),
-        )
-        .await;
+        let reply = ask(kind, &server, "x").await;
         assert!(reply.retries.is_empty(), "HTTP {code} retried");
         let error = reply.error.expect("an error");
         assert!(
@@ -481,12 +466,7 @@ async fn wrong_base_url_is_a_clear_404(kind: ProviderKind) {
 
 async fn overloaded_is_retried(kind: ProviderKind) {
     let server = ScriptedModelServer::start(Turn::text("ok").with_fault(Fault::Overloaded)).await;
-    let reply = collect(
-        build_provider(&config(kind, &server))
-            .unwrap()
-            .stream(request("x")),
-    )
-    .await;
+    let reply = ask(kind, &server, "x").await;
     assert_eq!(reply.text, "ok", "{:?}", reply.error);
     assert_eq!(reply.retries.len(), 1);
     assert!(
@@ -502,12 +482,7 @@ async fn drop_before_content_is_retried(kind: ProviderKind) {
         Turn::text("ok").with_fault(Fault::DropMidStream { after_bytes: 20 }),
     )
     .await;
-    let reply = collect(
-        build_provider(&config(kind, &server))
-            .unwrap()
-            .stream(request("x")),
-    )
-    .await;
+    let reply = ask(kind, &server, "x").await;
     assert_eq!(reply.text, "ok", "{:?}", reply.error);
     assert_eq!(reply.retries.len(), 1);
     assert_eq!(server.requests().len(), 2);
@@ -519,12 +494,7 @@ async fn drop_after_content_is_stream_broken(kind: ProviderKind) {
         Turn::text(text.clone()).with_fault(Fault::DropMidStream { after_bytes: 1500 }),
     )
     .await;
-    let reply = collect(
-        build_provider(&config(kind, &server))
-            .unwrap()
-            .stream(request("x")),
-    )
-    .await;
+    let reply = ask(kind, &server, "x").await;
     assert!(
         !reply.text.is_empty() && reply.text.len() < text.len(),
         "got {} bytes: {:?} {:?}",
@@ -601,12 +571,7 @@ async fn dropping_the_stream_closes_the_connection(kind: ProviderKind) {
 
 async fn malformed_sse(kind: ProviderKind) {
     let server = ScriptedModelServer::start(Turn::text("x").with_fault(Fault::MalformedSse)).await;
-    let reply = collect(
-        build_provider(&config(kind, &server))
-            .unwrap()
-            .stream(request("x")),
-    )
-    .await;
+    let reply = ask(kind, &server, "x").await;
     let error = reply.error.expect("an error");
     assert!(matches!(error, LlmError::MalformedSse { .. }), "{error:?}");
     let message = error.to_string();
@@ -621,12 +586,7 @@ async fn malformed_sse(kind: ProviderKind) {
 async fn invalid_json_chunk(kind: ProviderKind) {
     let server =
         ScriptedModelServer::start(Turn::text("x").with_fault(Fault::InvalidJsonChunk)).await;
-    let reply = collect(
-        build_provider(&config(kind, &server))
-            .unwrap()
-            .stream(request("x")),
-    )
-    .await;
+    let reply = ask(kind, &server, "x").await;
     let error = reply.error.expect("an error");
     assert!(matches!(error, LlmError::InvalidJson { .. }), "{error:?}");
     assert!(error.to_string().contains("unterminated"), "{error}");
@@ -635,12 +595,7 @@ async fn invalid_json_chunk(kind: ProviderKind) {
 
 async fn html_error_page(kind: ProviderKind) {
     let server = ScriptedModelServer::start(Turn::text("x").with_fault(Fault::HtmlErrorPage)).await;
-    let reply = collect(
-        build_provider(&config(kind, &server))
-            .unwrap()
-            .stream(request("x")),
-    )
-    .await;
+    let reply = ask(kind, &server, "x").await;
     let error = reply.error.expect("an error");
     assert!(matches!(error, LlmError::ServerError { .. }), "{error:?}");
     let message = error.to_string();
@@ -658,12 +613,7 @@ async fn html_error_page(kind: ProviderKind) {
         Fault::status_with_body(502, page),
     ]);
     let server = ScriptedModelServer::start(turn).await;
-    let reply = collect(
-        build_provider(&config(kind, &server))
-            .unwrap()
-            .stream(request("x")),
-    )
-    .await;
+    let reply = ask(kind, &server, "x").await;
     let message = reply.error.expect("an error").to_string();
     assert!(
         message.contains("502 Bad Gateway") && message.contains("after 3 attempts"),
@@ -674,12 +624,7 @@ async fn html_error_page(kind: ProviderKind) {
 async fn error_body_with_200(kind: ProviderKind) {
     let server =
         ScriptedModelServer::start(Turn::text("x").with_fault(Fault::ErrorBodyWith200)).await;
-    let reply = collect(
-        build_provider(&config(kind, &server))
-            .unwrap()
-            .stream(request("x")),
-    )
-    .await;
+    let reply = ask(kind, &server, "x").await;
     let error = reply.error.expect("an error");
     assert!(matches!(error, LlmError::ServerError { .. }), "{error:?}");
     assert!(
@@ -694,24 +639,14 @@ async fn slow_chunks(kind: ProviderKind) {
         Turn::text("slow but complete").with_fault(Fault::Slow { delay_ms: 2 }),
     )
     .await;
-    let reply = collect(
-        build_provider(&config(kind, &server))
-            .unwrap()
-            .stream(request("x")),
-    )
-    .await;
+    let reply = ask(kind, &server, "x").await;
     assert_eq!(reply.text, "slow but complete", "{:?}", reply.error);
     assert!(reply.retries.is_empty());
 }
 
 async fn empty_reply(kind: ProviderKind) {
     let server = ScriptedModelServer::start(Turn::text("not this").with_fault(Fault::Empty)).await;
-    let reply = collect(
-        build_provider(&config(kind, &server))
-            .unwrap()
-            .stream(request("x")),
-    )
-    .await;
+    let reply = ask(kind, &server, "x").await;
     assert!(reply.error.is_none(), "{:?}", reply.error);
     assert_eq!(reply.text, "");
     assert!(reply.tool_calls.is_empty());
@@ -725,12 +660,7 @@ async fn invalid_tool_arguments(kind: ProviderKind) {
         "{\"path\": \"a\", ",
     ))
     .await;
-    let reply = collect(
-        build_provider(&config(kind, &server))
-            .unwrap()
-            .stream(request("x")),
-    )
-    .await;
+    let reply = ask(kind, &server, "x").await;
     assert!(reply.error.is_none(), "{:?}", reply.error);
     let (id, name, args, ended) = &reply.tool_calls[0];
     assert!(ended);
@@ -746,12 +676,7 @@ async fn invalid_tool_arguments(kind: ProviderKind) {
 async fn xml_text_protocol_is_plain_text(kind: ProviderKind) {
     let text = "I will read it.\n<Read>\n<file_path>src/main.rs</file_path>\n</Read>";
     let server = ScriptedModelServer::start(Turn::text(text)).await;
-    let reply = collect(
-        build_provider(&config(kind, &server))
-            .unwrap()
-            .stream(request("x")),
-    )
-    .await;
+    let reply = ask(kind, &server, "x").await;
     assert_eq!(reply.text, text);
     assert!(reply.tool_calls.is_empty());
 }

@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use kaji_tasks::list::{LockWait, NewTask, TaskListError, TaskListStore};
 
+use kaji_test_support::fixtures::mkfifo;
+
 const WORKER: &str = env!("CARGO_BIN_EXE_task-list-worker");
 
 /// Runs `f` on a thread and fails the test if it has not returned after
@@ -34,13 +36,6 @@ fn new(subject: &str) -> NewTask {
         subject: subject.to_string(),
         ..NewTask::default()
     }
-}
-
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
-    // SAFETY: a valid NUL-terminated path.
-    let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o644) };
-    assert_eq!(rc, 0, "mkfifo {}", path.display());
 }
 
 fn store_with_two_tasks(home: &Path) -> TaskListStore {

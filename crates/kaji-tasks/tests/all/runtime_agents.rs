@@ -163,13 +163,7 @@ async fn a_blocking_read_of_a_shell_returns_only_when_it_has_ended_with_all_unre
     let home = tempfile::tempdir().expect("tempdir");
     let reg = registry(home.path());
     let fifo = home.path().join("go");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .expect("mkfifo")
-            .success()
-    );
+    kaji_test_support::fixtures::mkfifo(&fifo);
     let command = format!("echo a; read x < '{}'; echo b", fifo.display());
     let info = reg
         .start_local_bash(&command, "two halves", home.path(), MAIN_CALLER)

@@ -235,13 +235,7 @@ async fn the_reply_cap_keeps_the_newest_characters() {
 async fn a_blocking_read_wakes_when_the_task_ends() {
     let home = tempfile::tempdir().expect("tempdir");
     let fifo = home.path().join("go");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .expect("mkfifo")
-            .success()
-    );
+    kaji_test_support::fixtures::mkfifo(&fifo);
     let reg = registry(home.path(), small_grace());
     // Silent until the test writes to the fifo, then exits 7.
     let info = reg
@@ -615,13 +609,7 @@ async fn the_session_state_file_lists_the_tasks_of_live_sessions() {
 async fn half_a_character_is_held_back_until_the_rest_arrives() {
     let home = tempfile::tempdir().expect("tempdir");
     let fifo = home.path().join("go");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .expect("mkfifo")
-            .success()
-    );
+    kaji_test_support::fixtures::mkfifo(&fifo);
     let reg = registry(home.path(), small_grace());
     // The first byte of "é", then (once released) the second and a newline.
     let info = reg

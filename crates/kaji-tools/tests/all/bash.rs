@@ -127,11 +127,7 @@ async fn processes_left_in_the_background_are_stopped_when_the_command_ends() {
 async fn cancellation_kills_the_group_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fifo = dir.path().join("pids");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .expect("mkfifo runs");
-    assert!(made.success());
+    kaji_test_support::fixtures::mkfifo(&fifo);
     let ctx = ToolContext::new(dir.path());
     let cancel = ctx.cancel.clone();
     let script = "bash -c 'trap \"\" TERM; exec sleep 1000' & echo $! > pids; wait";

@@ -1,19 +1,33 @@
 //! What the kaji-cli integration tests share: the `kaji` binary started
 //! with a clean environment, the three wire formats of the scripted model
-//! server, and the JSON lines `kaji exec --json` prints.
+//! server, and the helpers of each family of tests (`exec`: `kaji exec`
+//! and its JSON lines; `files`: workspaces; `tmux`: a real terminal;
+//! `acp`/`sdk`: the clients that drive `kaji acp` and the Agent SDK).
 //!
 //! A test file builds on these and adds only what is its own (flags,
 //! settings, scripts); it never copies the environment set-up, so a new
-//! variable kaji reads is cleared for every test in one place.
+//! variable kaji reads is cleared for every test in one place. Nothing
+//! here may read the caller's `HOME` or a real provider key.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
+
+pub mod acp;
+pub mod exec;
+pub mod files;
+pub mod sdk;
+pub mod tmux;
 
 use std::path::Path;
 use std::process::Stdio;
 
 use kaji_test_support::ScriptedModelServer;
-use serde_json::Value;
 use tokio::process::Command;
+
+pub use exec::{
+    exec_json, json_lines, model, of_type, output, run, scripted, stderr, stdout, tool_results,
+    worker,
+};
+pub use files::{done, home_and_work, serve, write};
 
 /// The binary under test.
 pub const KAJI: &str = env!("CARGO_BIN_EXE_kaji");
@@ -55,52 +69,51 @@ impl Wire {
     }
 }
 
+/// Clears `cmd`'s environment but for `PATH`, and gives it `HOME=home`
+/// and `KAJI_HOME=home/kaji-home`: the one place a test process's
+/// environment is made.
+pub fn clean_env(cmd: &mut std::process::Command, home: &Path) {
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("KAJI_HOME", home.join("kaji-home"));
+}
+
+/// [`kaji`] for a blocking test: stdin empty, stdout and stderr piped.
+pub fn kaji_sync(home: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(KAJI);
+    clean_env(&mut cmd, home);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
 /// `kaji` with nothing of the caller's environment but `PATH`: `HOME` is
 /// `home`, `KAJI_HOME` is `home/kaji-home`, stdin is empty, stdout and
 /// stderr are piped, and the process is killed if the test drops it.
 pub fn kaji(home: &Path) -> Command {
-    let mut cmd = Command::new(KAJI);
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("KAJI_HOME", home.join("kaji-home"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    let mut cmd = Command::from(kaji_sync(home));
+    cmd.kill_on_drop(true);
     cmd
 }
 
-/// `kaji exec --json -C WORK` against `server` on `wire`, with the model
-/// `scripted` and a test key for both providers. Flags and the prompt
-/// follow.
-pub fn exec_json(home: &Path, work: &Path, server: &ScriptedModelServer, wire: Wire) -> Command {
-    let mut cmd = kaji(home);
-    cmd.env("ANTHROPIC_API_KEY", TEST_KEY)
-        .env("OPENAI_API_KEY", TEST_KEY)
-        .args(["exec", "--json", "-C"])
-        .arg(work)
-        .args(["--provider", wire.provider(), "--base-url"])
-        .arg(wire.base_url(server))
-        .args(["--model", "scripted"]);
+/// Another program (`node`, `python3`, `tmux`) in the same clean
+/// environment as [`kaji`], killed if the test drops it; stdio is left
+/// to the caller.
+pub fn program(name: &str, home: &Path) -> Command {
+    let mut cmd = std::process::Command::new(name);
+    clean_env(&mut cmd, home);
+    let mut cmd = Command::from(cmd);
+    cmd.kill_on_drop(true);
     cmd
 }
 
-/// Every line of `stdout` as JSON; a line that is not JSON fails the test.
-pub fn json_lines(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
-}
-
-/// Runs `cmd` to its end: the exit code (-1 for a signal), the JSON lines
-/// of its stdout and its stderr.
-pub async fn run(mut cmd: Command) -> (i32, Vec<Value>, String) {
-    let out = cmd.output().await.expect("kaji runs");
-    (
-        out.status.code().unwrap_or(-1),
-        json_lines(&out.stdout),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+/// [`kaji_sync`] with `KAJI_HOME` = `dir`, which is also its `HOME`: for
+/// the subcommands that read kaji's own files (tasks, sessions,
+/// checkpoints, doctor).
+pub fn kaji_at(dir: &Path) -> std::process::Command {
+    let mut cmd = kaji_sync(dir);
+    cmd.env("KAJI_HOME", dir);
+    cmd
 }

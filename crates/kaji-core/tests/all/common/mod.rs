@@ -15,7 +15,7 @@ use kaji_core::{
 };
 use kaji_llm::{ProviderConfig, ProviderKind};
 use kaji_protocol::{AskKind, AskResponse, SessionEvent, TaskEvent};
-use kaji_test_support::ScriptedModelServer;
+use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use tokio::sync::mpsc;
 
 /// Records every event; answers asks from a queue, then with a default.
@@ -194,4 +194,61 @@ pub fn last_tool_results(body: &serde_json::Value) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+/// A task configuration over `dir` against `server` (Anthropic wire, the
+/// model `scripted`) in `mode`, with its kaji home in `dir/.kaji-home`.
+pub fn task_config(server: &ScriptedModelServer, dir: &Path, mode: PermissionMode) -> TaskConfig {
+    let cfg = provider_config(server, ProviderKind::Anthropic);
+    let mut config = TaskConfig::new(
+        dir.to_path_buf(),
+        kaji_llm::build_provider(&cfg).unwrap(),
+        "scripted".into(),
+    );
+    config.permission_mode = mode;
+    config.kaji_home = dir.join(".kaji-home");
+    config
+}
+
+/// The scripted model server playing `turns`.
+pub async fn serve(turns: impl IntoIterator<Item = Turn>) -> ScriptedModelServer {
+    ScriptedModelServer::start(Script::new(turns)).await
+}
+
+/// The model's `AttemptCompletion` with `result`.
+pub fn done(result: &str) -> Turn {
+    Turn::tool_call("AttemptCompletion", serde_json::json!({"result": result}))
+}
+
+/// Writes `text` to `path`, making its directories.
+pub fn write(path: &Path, text: impl AsRef<[u8]>) {
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
+/// A `$KAJI_HOME` and a repository with a subdirectory to work in.
+pub struct Layout {
+    _tmp: tempfile::TempDir,
+    pub home: std::path::PathBuf,
+    pub repo: std::path::PathBuf,
+    pub sub: std::path::PathBuf,
+}
+
+impl Layout {
+    /// The three directories in a new temporary one (`repo` has `.git`).
+    pub fn new() -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let home = tmp.path().join("home");
+        let repo = tmp.path().join("repo");
+        let sub = repo.join("crates").join("app");
+        std::fs::create_dir_all(&home).expect("mkdir");
+        std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
+        std::fs::create_dir_all(&sub).expect("mkdir");
+        Self {
+            _tmp: tmp,
+            home,
+            repo,
+            sub,
+        }
+    }
 }

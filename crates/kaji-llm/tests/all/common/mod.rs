@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use kaji_llm::{LlmError, ModelRequest, ModelStream, ProviderConfig, ProviderKind};
+use kaji_llm::{LlmError, ModelRequest, ModelStream, ProviderConfig, ProviderKind, build_provider};
 use kaji_protocol::{Message, StopReason, StreamEvent, Usage};
 use kaji_test_support::ScriptedModelServer;
 
@@ -156,4 +156,15 @@ macro_rules! both_providers {
             )*
         }
     };
+}
+
+/// The reply of a provider of `kind` built against `server` to a request
+/// of one user message `text`.
+pub async fn ask(kind: ProviderKind, server: &ScriptedModelServer, text: &str) -> Reply {
+    collect(
+        build_provider(&config(kind, server))
+            .unwrap()
+            .stream(request(text)),
+    )
+    .await
 }

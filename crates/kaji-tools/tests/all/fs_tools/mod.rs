@@ -60,12 +60,4 @@ pub fn put(root: &Path, rel: &str, content: impl AsRef<[u8]>) {
     std::fs::write(path, content).expect("write");
 }
 
-/// Makes a named pipe at `path` with the system's `mkfifo`.
-#[cfg(unix)]
-pub fn mkfifo(path: &Path) {
-    let status = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .expect("run mkfifo");
-    assert!(status.success(), "mkfifo failed");
-}
+pub use kaji_test_support::fixtures::mkfifo;
