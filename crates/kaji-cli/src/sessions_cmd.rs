@@ -352,7 +352,43 @@ fn message_events(
                 is_error: *is_error,
                 output: content.clone(),
             }),
+            (Role::Assistant, ContentBlock::Server { block }) => server_events(block, events, say),
             _ => {}
+        }
+    }
+}
+
+/// A search the provider ran, shown as a `WebSearch` call and its result.
+fn server_events(
+    block: &serde_json::Value,
+    events: &mut Vec<TaskEvent>,
+    say: &mut impl FnMut(&mut Vec<TaskEvent>, SayKind, String),
+) {
+    use kaji_core::web_search::ServerView;
+    let name = kaji_tools::web_search::WEB_SEARCH;
+    for view in kaji_core::web_search::server_view(block) {
+        match view {
+            ServerView::Call { id, input } => {
+                let text = describe_call(name, &input);
+                events.push(TaskEvent::ToolUse {
+                    id,
+                    name: name.to_string(),
+                    view: kaji_core::executor::recorded_view(name, &input),
+                    input,
+                    preview: None,
+                });
+                say(events, SayKind::Tool, text);
+            }
+            ServerView::Result {
+                id,
+                is_error,
+                output,
+            } => events.push(TaskEvent::ToolResult {
+                id,
+                name: name.to_string(),
+                is_error,
+                output,
+            }),
         }
     }
 }

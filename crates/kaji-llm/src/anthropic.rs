@@ -15,7 +15,12 @@
 //! (`server_tool_use`, `web_search_tool_result`, …) are kept whole, their
 //! input assembled from its deltas, as [`StreamEvent::ServerBlock`]s; blocks
 //! of other types kaji does not know are ignored, as are unknown fields.
-//! [`web_search_body`] offers the server-side `web_search` tool. A tool call whose arguments are not
+//! Text blocks that cite search results (`citations`, from
+//! `citations_delta`s) are also given whole when they stop, after their
+//! text. A request's [`ModelRequest::web_search`] offers the server-side
+//! `web_search` tool ([`web_search_tool`]); the kept blocks
+//! ([`ContentBlock::Server`]) go back unchanged in later requests, a cited
+//! text block in place of the text block before it. A tool call whose arguments are not
 //! complete JSON when its block stops gets its `ToolCallEnd` only if the
 //! reply did not stop at `max_tokens`: a call cut off by the output limit
 //! stays open, so the caller can tell the model. `stop_reason: "refusal"`
@@ -130,56 +135,22 @@ impl ModelProvider for AnthropicProvider {
         };
         stream_reply(call, AnthropicDecoder::default)
     }
-
-    fn has_web_search(&self) -> bool {
-        true
-    }
-
-    fn web_search(
-        &self,
-        request: ModelRequest,
-        search: &crate::ProviderWebSearch,
-    ) -> Option<ModelStream> {
-        let body = web_search_body(&request, &self.model, search);
-        let call = HttpCall {
-            provider: "anthropic",
-            key_source: self.key_source,
-            client: self.client.clone(),
-            url: self.url.clone(),
-            headers: self.headers.clone(),
-            body: Bytes::from(body.to_string()),
-            policy: self.policy,
-        };
-        Some(stream_reply(call, AnthropicDecoder::default))
-    }
 }
 
 /// The server-side web search tool's type.
 pub const WEB_SEARCH_TOOL_TYPE: &str = "web_search_20250305";
 
-/// The body of a request that offers only the server-side `web_search`
-/// tool. The API takes `allowed_domains` or `blocked_domains`, not both:
-/// with both, only the allowed list is sent.
-pub fn web_search_body(
-    request: &ModelRequest,
-    default_model: &str,
-    search: &crate::ProviderWebSearch,
-) -> Value {
-    let mut body = request_body(
-        &ModelRequest {
-            tools: Vec::new(),
-            ..request.clone()
-        },
-        default_model,
-    );
+/// The server-side `web_search` tool a request offers. The API takes
+/// `allowed_domains` or `blocked_domains`, not both: with both, only the
+/// allowed list is sent.
+pub fn web_search_tool(search: &crate::ProviderWebSearch) -> Value {
     let mut tool = json!({"type": WEB_SEARCH_TOOL_TYPE, "name": "web_search", "max_uses": search.max_uses.max(1)});
     if !search.allowed_domains.is_empty() {
         tool["allowed_domains"] = json!(search.allowed_domains);
     } else if !search.blocked_domains.is_empty() {
         tool["blocked_domains"] = json!(search.blocked_domains);
     }
-    body["tools"] = json!([tool]);
-    body
+    tool
 }
 
 /// The JSON body of a streaming Messages request.
@@ -195,15 +166,18 @@ pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
         "max_tokens": request.max_tokens,
         "stream": true,
     });
-    if !request.tools.is_empty() {
-        let mut tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
-            .collect();
-        if let Some(last) = tools.last_mut() {
-            last["cache_control"] = ephemeral();
-        }
+    let mut tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+        .collect();
+    if let Some(last) = tools.last_mut() {
+        last["cache_control"] = ephemeral();
+    }
+    if let Some(search) = &request.web_search {
+        tools.insert(0, web_search_tool(search));
+    }
+    if !tools.is_empty() {
         body["tools"] = Value::Array(tools);
     }
     if !request.system.is_empty() {
@@ -289,6 +263,10 @@ fn message_json(message: &Message) -> Option<Value> {
                 Some(last) if last["type"] == "tool_result" => attach_image(last, image),
                 _ => content.push(image),
             }
+        } else if let ContentBlock::Server { block } = block
+            && block["type"] == "text"
+        {
+            cited_text(&mut content, block);
         } else if let Some(value) = block_json(block) {
             content.push(value);
         }
@@ -301,6 +279,26 @@ fn message_json(message: &Message) -> Option<Value> {
         Role::Assistant => "assistant",
     };
     Some(json!({"role": role, "content": content}))
+}
+
+/// A kept text block with citations stands for the end of the text block
+/// before it (kaji's history holds the reply's text in one piece): that
+/// text loses it, and the cited block follows as it came.
+fn cited_text(content: &mut Vec<Value>, cited: &Value) {
+    let own = cited["text"].as_str().unwrap_or("");
+    if let Some(last) = content.last_mut()
+        && last["type"] == "text"
+        && let Some(text) = last["text"].as_str()
+        && text.ends_with(own)
+    {
+        let rest = text[..text.len() - own.len()].to_string();
+        if rest.is_empty() {
+            content.pop();
+        } else {
+            last["text"] = Value::String(rest);
+        }
+    }
+    content.push(cited.clone());
 }
 
 /// Puts an image into a `tool_result`'s content, turning a text content
@@ -361,12 +359,28 @@ fn block_json(block: &ContentBlock) -> Option<Value> {
             Some(block)
         }
         ContentBlock::Image { .. } => None,
+        // The blocks of this API's server tools go back as they came.
+        ContentBlock::Server { block } if is_server_block(block) => Some(block.clone()),
+        ContentBlock::Server { .. } => None,
     }
+}
+
+/// Whether a kept provider block is one of this API's server tool blocks
+/// (`server_tool_use`, `web_search_tool_result`, …).
+fn is_server_block(block: &Value) -> bool {
+    let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+    kind == "server_tool_use" || kind.ends_with("_tool_result")
 }
 
 /// What a content block index stands for.
 enum Block {
-    Text,
+    /// A text block: its start block, text so far and citations (a text
+    /// block citing web search results is kept whole, as a server block).
+    Text {
+        start: Value,
+        text: String,
+        citations: Vec<Value>,
+    },
     Thinking,
     Tool {
         id: String,
@@ -417,6 +431,7 @@ struct Delta<'a> {
     thinking: Option<String>,
     signature: Option<String>,
     partial_json: Option<String>,
+    citation: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -508,13 +523,24 @@ impl ReplyDecoder for AnthropicDecoder {
                     thinking,
                     signature,
                     partial_json,
+                    citation,
                 } = delta;
                 let missing =
                     |field: &str| EventError::InvalidJson(format!("a {kind} lacks `{field}`"));
                 match kind.as_ref() {
-                    "text_delta" => out.push(StreamEvent::TextDelta {
-                        text: text.ok_or_else(|| missing("text"))?,
-                    }),
+                    "text_delta" => {
+                        let text = text.ok_or_else(|| missing("text"))?;
+                        if let Some(Block::Text { text: all, .. }) = self.blocks.get_mut(&index) {
+                            all.push_str(&text);
+                        }
+                        out.push(StreamEvent::TextDelta { text });
+                    }
+                    "citations_delta" => {
+                        let citation = citation.ok_or_else(|| missing("citation"))?;
+                        if let Some(Block::Text { citations, .. }) = self.blocks.get_mut(&index) {
+                            citations.push(citation);
+                        }
+                    }
                     "thinking_delta" => out.push(StreamEvent::ReasoningDelta {
                         text: thinking.ok_or_else(|| missing("thinking"))?,
                     }),
@@ -577,14 +603,24 @@ impl ReplyDecoder for AnthropicDecoder {
                     .unwrap_or("");
                 let block = match kind {
                     "text" => {
-                        if let Some(text) = content_block.get("text").and_then(Value::as_str)
-                            && !text.is_empty()
-                        {
-                            out.push(StreamEvent::TextDelta {
-                                text: text.to_string(),
-                            });
+                        let text = content_block
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string();
+                        if !text.is_empty() {
+                            out.push(StreamEvent::TextDelta { text: text.clone() });
                         }
-                        Block::Text
+                        let citations = content_block
+                            .get("citations")
+                            .and_then(Value::as_array)
+                            .cloned()
+                            .unwrap_or_default();
+                        Block::Text {
+                            start: content_block,
+                            text,
+                            citations,
+                        }
                     }
                     "thinking" => {
                         if let Some(text) = content_block.get("thinking").and_then(Value::as_str)
@@ -737,6 +773,19 @@ impl AnthropicDecoder {
     /// A block stopped: a tool call with complete (or no) arguments ends;
     /// one with incomplete arguments waits for the stop reason.
     fn close_block(&mut self, block: Block, out: &mut Vec<StreamEvent>) {
+        if let Block::Text {
+            mut start,
+            text,
+            citations,
+        } = block
+        {
+            if !citations.is_empty() {
+                start["text"] = Value::String(text);
+                start["citations"] = Value::Array(citations);
+                out.push(StreamEvent::ServerBlock { block: start });
+            }
+            return;
+        }
         if let Block::Server {
             mut block,
             input_json,
@@ -1008,7 +1057,7 @@ mod tests {
     }
 
     #[test]
-    fn web_search_body_offers_only_the_server_tool() {
+    fn a_request_offering_web_search_carries_the_server_tool() {
         let request = ModelRequest {
             model: String::new(),
             system: "sys".into(),
@@ -1020,24 +1069,116 @@ mod tests {
             }],
             max_tokens: 100,
             temperature: None,
+            web_search: Some(crate::ProviderWebSearch {
+                allowed_domains: vec!["docs.rs".into()],
+                blocked_domains: vec!["spam.example".into()],
+                max_uses: 3,
+            }),
         };
-        let search = crate::ProviderWebSearch {
-            allowed_domains: vec!["docs.rs".into()],
-            blocked_domains: vec!["spam.example".into()],
-            max_uses: 3,
-        };
-        let body = web_search_body(&request, "m", &search);
+        let body = request_body(&request, "m");
         assert_eq!(
             body["tools"],
-            json!([{"type": "web_search_20250305", "name": "web_search", "max_uses": 3, "allowed_domains": ["docs.rs"]}])
+            json!([
+                {"type": "web_search_20250305", "name": "web_search", "max_uses": 3, "allowed_domains": ["docs.rs"]},
+                {"name": "Read", "description": "d", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}},
+            ])
         );
         let only_blocked = crate::ProviderWebSearch {
             allowed_domains: Vec::new(),
-            ..search
+            blocked_domains: vec!["spam.example".into()],
+            max_uses: 3,
         };
-        let body = web_search_body(&request, "m", &only_blocked);
-        assert_eq!(body["tools"][0]["blocked_domains"], json!(["spam.example"]));
+        assert_eq!(
+            web_search_tool(&only_blocked)["blocked_domains"],
+            json!(["spam.example"])
+        );
         assert_eq!(body["model"], "m");
+    }
+
+    #[test]
+    fn server_blocks_and_cited_text_go_back_as_they_came() {
+        let use_block = json!({"type": "server_tool_use", "id": "srv1", "name": "web_search", "input": {"query": "q"}});
+        let result = json!({"type": "web_search_tool_result", "tool_use_id": "srv1", "content": [{"type": "web_search_result", "url": "https://a.example/", "title": "A", "encrypted_content": "e", "page_age": null}]});
+        let cited = json!({"type": "text", "text": "A says so.", "citations": [{"type": "web_search_result_location", "url": "https://a.example/", "title": "A", "encrypted_index": "i", "cited_text": "so"}]});
+        let request = ModelRequest {
+            model: String::new(),
+            system: String::new(),
+            messages: vec![
+                Message::user_text("q?"),
+                Message {
+                    role: Role::Assistant,
+                    content: vec![
+                        ContentBlock::text("Searching."),
+                        ContentBlock::Server {
+                            block: use_block.clone(),
+                        },
+                        ContentBlock::Server {
+                            block: result.clone(),
+                        },
+                        ContentBlock::text("Then: A says so."),
+                        ContentBlock::Server {
+                            block: cited.clone(),
+                        },
+                        // Another wire's kept blocks are left out.
+                        ContentBlock::Server {
+                            block: json!({"type": "web_search_call", "id": "ws"}),
+                        },
+                    ],
+                },
+                Message::user_text("thanks"),
+            ]
+            .into(),
+            tools: vec![],
+            max_tokens: 10,
+            temperature: None,
+            web_search: None,
+        };
+        let body = request_body(&request, "m");
+        assert_eq!(
+            body["messages"][1]["content"],
+            json!([{"type": "text", "text": "Searching."}, use_block, result, {"type": "text", "text": "Then: "}, cited])
+        );
+    }
+
+    #[test]
+    fn cited_text_is_kept_whole() {
+        let (out, err) = run(&[
+            (
+                "content_block_start",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"","citations":[]}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"web_search_result_location","url":"https://a.example/","title":"A","encrypted_index":"i","cited_text":"c"}}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"A says"}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" so."}}"#,
+            ),
+            (
+                "content_block_stop",
+                r#"{"type":"content_block_stop","index":0}"#,
+            ),
+        ]);
+        assert!(err.is_none());
+        assert_eq!(
+            out,
+            vec![
+                StreamEvent::TextDelta {
+                    text: "A says".into()
+                },
+                StreamEvent::TextDelta {
+                    text: " so.".into()
+                },
+                StreamEvent::ServerBlock {
+                    block: json!({"type": "text", "text": "A says so.", "citations": [{"type": "web_search_result_location", "url": "https://a.example/", "title": "A", "encrypted_index": "i", "cited_text": "c"}]})
+                },
+            ]
+        );
     }
 
     #[test]
@@ -1080,6 +1221,7 @@ mod tests {
             }],
             max_tokens: 100,
             temperature: Some(0.5),
+            web_search: None,
         };
         let body = request_body(&request, "claude-x");
         assert_eq!(
@@ -1122,6 +1264,7 @@ mod tests {
             tools: vec![],
             max_tokens: 10,
             temperature: None,
+            web_search: None,
         };
         let body = request_body(&request, "m");
         let content = &body["messages"][0]["content"];

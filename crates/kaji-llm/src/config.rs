@@ -87,6 +87,18 @@ impl ProviderKind {
     pub fn is_openai(self) -> bool {
         matches!(self, ProviderKind::OpenAi | ProviderKind::OpenAiResponses)
     }
+
+    /// Whether the wire format has a web search the provider runs itself,
+    /// which [`ModelRequest::web_search`](crate::ModelRequest) offers
+    /// (Anthropic's server-side `web_search` tool, the Responses API's
+    /// hosted `web_search`). Chat Completions servers have none and ignore
+    /// the field.
+    pub fn has_web_search(self) -> bool {
+        matches!(
+            self,
+            ProviderKind::Anthropic | ProviderKind::OpenAiResponses
+        )
+    }
 }
 
 impl fmt::Display for ProviderKind {

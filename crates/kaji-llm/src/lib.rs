@@ -48,6 +48,11 @@ pub struct ModelRequest {
     pub max_tokens: u32,
     /// Sampling temperature, when set.
     pub temperature: Option<f32>,
+    /// The provider's own web search, offered beside `tools` (a tool the
+    /// server runs is part of the request, not of the provider); its
+    /// searches come back as [`StreamEvent::ServerBlock`]s. Ignored by a
+    /// wire without one ([`ProviderKind::has_web_search`]).
+    pub web_search: Option<ProviderWebSearch>,
 }
 
 /// A reply stream. Dropping it drops the connection at once.
@@ -61,26 +66,9 @@ pub trait ModelProvider: Send + Sync {
     /// Starts a request and returns its reply stream. Connection, retries
     /// and decoding all happen as the stream is polled.
     fn stream(&self, request: ModelRequest) -> ModelStream;
-
-    /// Starts a request that offers the provider's own web search tool
-    /// (instead of `request.tools`); its reply carries the searches as
-    /// [`StreamEvent::ServerBlock`](kaji_protocol::StreamEvent)s. `None`
-    /// when the provider has no search of its own.
-    fn web_search(
-        &self,
-        _request: ModelRequest,
-        _search: &ProviderWebSearch,
-    ) -> Option<ModelStream> {
-        None
-    }
-
-    /// Whether [`ModelProvider::web_search`] does anything.
-    fn has_web_search(&self) -> bool {
-        false
-    }
 }
 
-/// The provider web search a request offers.
+/// The provider web search a request offers ([`ModelRequest::web_search`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProviderWebSearch {
     /// Only results from these domains.

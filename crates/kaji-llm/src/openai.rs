@@ -849,6 +849,7 @@ mod tests {
             }],
             max_tokens: 9,
             temperature: None,
+            web_search: None,
         };
         assert_eq!(
             request_body(&request, "default", "max_tokens"),
@@ -888,6 +889,7 @@ mod tests {
             tools: vec![],
             max_tokens: 9,
             temperature: None,
+            web_search: None,
         };
         let body = request_body(&request, "default", "max_tokens");
         let messages = body["messages"].as_array().expect("messages");

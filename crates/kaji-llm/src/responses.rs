@@ -15,6 +15,12 @@
 //! same data. Only blocks carrying the prefix are replayed here (Anthropic
 //! signatures are dropped), and the Anthropic provider drops these.
 //!
+//! A request's [`ModelRequest::web_search`] offers the hosted `web_search`
+//! tool ([`web_search_tool`]) and asks for its sources; the reply's
+//! `web_search_call` items are kept ([`ContentBlock::Server`]) and go back
+//! in later requests as they came, less their `id` (stateless requests
+//! cannot name stored items).
+//!
 //! Reply events: `response.output_item.added/done`,
 //! `response.output_text.delta`, `response.refusal.delta`,
 //! `response.function_call_arguments.delta/done`,
@@ -108,55 +114,16 @@ impl ModelProvider for ResponsesProvider {
         };
         stream_reply(call, ResponsesDecoder::default)
     }
-
-    fn has_web_search(&self) -> bool {
-        true
-    }
-
-    fn web_search(
-        &self,
-        request: ModelRequest,
-        search: &crate::ProviderWebSearch,
-    ) -> Option<ModelStream> {
-        let body = web_search_body(&request, &self.model, search);
-        let call = HttpCall {
-            provider: PROVIDER,
-            key_source: crate::openai::key_source(self.keyed),
-            client: self.client.clone(),
-            url: self.url.clone(),
-            headers: self.headers.clone(),
-            body: Bytes::from(body.to_string()),
-            policy: self.policy,
-        };
-        Some(stream_reply(call, ResponsesDecoder::default))
-    }
 }
 
-/// The body of a request that offers only the hosted `web_search` tool
-/// (its `filters.allowed_domains` when given; the API has no blocked list)
-/// and asks for the searches' sources.
-pub fn web_search_body(
-    request: &ModelRequest,
-    default_model: &str,
-    search: &crate::ProviderWebSearch,
-) -> Value {
-    let mut body = request_body(
-        &ModelRequest {
-            tools: Vec::new(),
-            ..request.clone()
-        },
-        default_model,
-    );
+/// The hosted `web_search` tool a request offers (its
+/// `filters.allowed_domains` when given; the API has no blocked list).
+pub fn web_search_tool(search: &crate::ProviderWebSearch) -> Value {
     let mut tool = json!({"type": "web_search"});
     if !search.allowed_domains.is_empty() {
         tool["filters"] = json!({"allowed_domains": search.allowed_domains});
     }
-    body["tools"] = json!([tool]);
-    body["include"] = json!([
-        "reasoning.encrypted_content",
-        "web_search_call.action.sources"
-    ]);
-    body
+    tool
 }
 
 /// The `url_citation` annotations of a finished message item, each as a
@@ -204,15 +171,23 @@ pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
     if !request.system.is_empty() {
         body["instructions"] = json!(request.system);
     }
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "name": t.name, "description": t.description,
-                       "parameters": t.input_schema, "strict": false})
-            })
-            .collect();
+    let mut tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|t| {
+            json!({"type": "function", "name": t.name, "description": t.description,
+                   "parameters": t.input_schema, "strict": false})
+        })
+        .collect();
+    if let Some(search) = &request.web_search {
+        tools.push(web_search_tool(search));
+        body["include"] = json!([
+            "reasoning.encrypted_content",
+            "web_search_call.action.sources"
+        ]);
+    }
+    if !tools.is_empty() {
+        body["tools"] = Value::Array(tools);
     }
     if let Some(t) = request.temperature {
         body["temperature"] = json!(crate::temperature_json(t));
@@ -278,6 +253,17 @@ fn push_items(message: &Message, out: &mut Vec<Value>) {
                     "image_url": format!("data:{media_type};base64,{data}"),
                 }]}));
             }
+            // A search the API ran goes back as its item, without the id:
+            // requests are stateless and cannot name stored items.
+            ContentBlock::Server { block } if block["type"] == "web_search_call" => {
+                flush(&mut text, out);
+                let mut item = block.clone();
+                if let Some(object) = item.as_object_mut() {
+                    object.shift_remove("id");
+                }
+                out.push(item);
+            }
+            ContentBlock::Server { .. } => {}
             ContentBlock::ToolResult {
                 tool_use_id,
                 content,

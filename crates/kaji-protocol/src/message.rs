@@ -117,6 +117,18 @@ pub enum ContentBlock {
         /// The image bytes, standard base64 with padding.
         data: String,
     },
+    /// A block of a tool the provider ran itself (its web search), in an
+    /// assistant message, kept exactly as the wire gave it: Anthropic
+    /// `server_tool_use` and `web_search_tool_result` blocks and text
+    /// blocks carrying `citations` (each right after the
+    /// [`ContentBlock::Text`] whose end is its text, which it stands for on
+    /// that wire), Responses `web_search_call` items and `url_citation`
+    /// annotations. Each wire sends back the kinds it knows, unchanged, and
+    /// leaves out the others; front ends show the searches.
+    Server {
+        /// The block's JSON, as received.
+        block: Value,
+    },
 }
 
 impl ContentBlock {

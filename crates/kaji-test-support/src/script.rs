@@ -366,6 +366,15 @@ impl Turn {
         self
     }
 
+    /// Adds reply text that cites the last web search's result: Anthropic
+    /// a text block with a `web_search_result_location` citation (a
+    /// `citations_delta`), the Responses API an output text with a
+    /// `url_citation` annotation, Chat Completions plain text.
+    pub fn and_cited_text(mut self, text: impl Into<String>) -> Self {
+        self.parts.push(Part::CitedText { text: text.into() });
+        self
+    }
+
     /// Holds the stream at this point until the test calls
     /// [`crate::ScriptedModelServer::release`].
     pub fn and_hold(mut self) -> Self {
@@ -487,6 +496,12 @@ pub enum Part {
         /// Its input.
         #[serde(default = "empty_object")]
         input: Value,
+    },
+    /// Reply text citing the last web search's result (see
+    /// [`Turn::and_cited_text`]).
+    CitedText {
+        /// The text.
+        text: String,
     },
     /// The stream stops here until the test calls
     /// [`crate::ScriptedModelServer::release`]; then it goes on.

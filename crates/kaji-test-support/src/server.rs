@@ -52,6 +52,9 @@ pub struct RecordedRequest {
     pub headers: BTreeMap<String, String>,
     /// The JSON body (a JSON string holding the raw text when it is not JSON).
     pub body: Value,
+    /// The body's bytes as sent (lossy UTF-8), for byte-for-byte checks.
+    #[serde(default, skip_serializing)]
+    pub raw_body: String,
     /// Which wire format the path asked for, if any.
     pub format: Option<WireFormat>,
     /// The turn the request was answered with (0-based), if one was.
@@ -341,6 +344,7 @@ async fn handle(
         body: parsed
             .clone()
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned())),
+        raw_body: String::from_utf8_lossy(&body).into_owned(),
         format,
         turn: None,
         attempt: 1,

@@ -154,7 +154,9 @@ pub(crate) fn usage_of(turn: &Turn, ctx: &RenderContext<'_>) -> kaji_protocol::U
             .parts
             .iter()
             .map(|p| match p {
-                Part::Text { text } | Part::Reasoning { text } => text.len(),
+                Part::Text { text } | Part::Reasoning { text } | Part::CitedText { text } => {
+                    text.len()
+                }
                 Part::RedactedReasoning { data } => data.len(),
                 Part::ToolCall { name, input, .. } => name.len() + input.to_string().len(),
                 Part::RawToolCall {
@@ -293,6 +295,16 @@ fn render_anthropic(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
                     frames.push(delta(json!({"type": "text_delta", "text": piece})));
                 }
             }
+            Part::CitedText { text } => {
+                frames.push(start(json!({"type": "text", "text": "", "citations": []})));
+                frames.push(delta(json!({"type": "citations_delta", "citation": {
+                    "type": "web_search_result_location", "url": "https://example.com/", "title": "Example",
+                    "encrypted_index": "aW5kZXg=", "cited_text": text,
+                }})));
+                for piece in chunks(text, turn.chunk_size) {
+                    frames.push(delta(json!({"type": "text_delta", "text": piece})));
+                }
+            }
             Part::Reasoning { text } => {
                 frames.push(start(
                     json!({"type": "thinking", "thinking": "", "signature": ""}),
@@ -416,7 +428,7 @@ fn render_openai(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
                 }}]}),
                 Value::Null,
             )),
-            Part::Text { text } => {
+            Part::Text { text } | Part::CitedText { text } => {
                 for piece in chunks(text, turn.chunk_size) {
                     frames.push(chunk(json!({"content": piece}), Value::Null));
                 }

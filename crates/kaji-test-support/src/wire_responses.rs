@@ -33,7 +33,13 @@ pub(crate) fn render(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
         };
         match part {
             Part::Hold => frames.push(Bytes::new()),
-            Part::Text { text } => {
+            Part::Text { text } | Part::CitedText { text } => {
+                let annotations = if matches!(part, Part::CitedText { .. }) {
+                    json!([{"type": "url_citation", "start_index": 0, "end_index": text.len(),
+                        "url": "https://example.com/", "title": "Example"}])
+                } else {
+                    json!([])
+                };
                 let id = format!("msg_scripted_{}_{n}", ctx.turn_index);
                 frames.push(added(json!({"type": "message", "id": id, "role": "assistant", "status": "in_progress", "content": []})));
                 for piece in chunks(text, turn.chunk_size) {
@@ -42,7 +48,7 @@ pub(crate) fn render(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
                 frames.push(ev(json!({"type": "response.output_text.done", "item_id": id, "output_index": n, "content_index": 0, "text": text})));
                 frames.push(done(
                     json!({"type": "message", "id": id, "role": "assistant", "status": "completed",
-                    "content": [{"type": "output_text", "text": text, "annotations": []}]}),
+                    "content": [{"type": "output_text", "text": text, "annotations": annotations}]}),
                 ));
             }
             Part::Reasoning { text } => {
@@ -152,7 +158,8 @@ fn finish(turn: &Turn, ctx: &RenderContext<'_>, response_id: &str) -> Value {
 }
 
 /// Which turn a Responses request asks for: the number of runs of output
-/// items (assistant messages, reasoning items, function calls) in `input`.
+/// items (assistant messages, reasoning items, function calls, web
+/// searches) in `input`.
 pub(crate) fn assistant_turns(input: &[Value]) -> usize {
     let mut turns = 0;
     let mut in_run = false;
@@ -162,7 +169,7 @@ pub(crate) fn assistant_turns(input: &[Value]) -> usize {
         let output = role == Some("assistant")
             || matches!(
                 kind,
-                Some("reasoning" | "function_call" | "custom_tool_call")
+                Some("reasoning" | "function_call" | "custom_tool_call" | "web_search_call")
             );
         if output && !in_run {
             turns += 1;

@@ -397,6 +397,11 @@ impl App {
             None => (text, ""),
         };
         let busy = || Some("a task is running: wait, or Esc to abort it".to_string());
+        // A project's or user's own /review (or /init) wins over the
+        // built-in, which stays reachable as /builtin:review.
+        let Some(name) = commands::builtin_of(name, &self.custom) else {
+            return self.custom_command(name, args);
+        };
         match name {
             "/exit" | "/quit" => return Action::Quit,
             "/help" => self.note(commands::help(&self.custom)),
@@ -1812,6 +1817,60 @@ mod tests {
     fn enter(app: &mut App, text: &str) -> Action {
         app.input.set(text);
         app.on_key(code(KeyCode::Enter))
+    }
+
+    #[test]
+    fn a_projects_own_review_command_shadows_the_builtin() {
+        let mut app = App::new(StatusInfo::default());
+        assert_eq!(
+            enter(&mut app, "/review main"),
+            Action::Review(Some("main".into()))
+        );
+        app.custom = vec![commands::parse(
+            "review",
+            "---\ndescription: Our review\n---\nReview $ARGUMENTS our way",
+            std::path::PathBuf::from("/p/.claude/commands/review.md"),
+        )];
+        // The user's file runs; the built-in is still there by its long name.
+        assert_eq!(
+            enter(&mut app, "/review src/"),
+            Action::Submit("Review src/ our way".into())
+        );
+        assert_eq!(
+            enter(&mut app, "/builtin:review main"),
+            Action::Review(Some("main".into()))
+        );
+        assert_eq!(enter(&mut app, "/builtin:help"), Action::None);
+        assert!(
+            app.entries
+                .last()
+                .unwrap()
+                .text
+                .contains("unknown command /builtin:help")
+        );
+        assert_eq!(enter(&mut app, "/help"), Action::None);
+        let help = app.entries.last().unwrap().text.clone();
+        assert!(
+            help.contains(&format!(
+                "{:<12} (built-in, shadowed by .claude/commands/review.md: /builtin:review runs it)",
+                "/review"
+            )),
+            "{help}"
+        );
+        let menu = commands::matches("/", &app.custom);
+        assert!(
+            menu.iter()
+                .any(|(n, d)| n == "/builtin:review" && d.ends_with("(built-in)")),
+            "{menu:?}"
+        );
+        assert!(
+            menu.iter()
+                .any(|(n, d)| n == "/review" && d.contains("Our review")),
+            "{menu:?}"
+        );
+        // A command in a subfolder does not shadow it.
+        app.custom[0].namespace = Some("team".into());
+        assert_eq!(enter(&mut app, "/review"), Action::Review(None));
     }
 
     #[test]

@@ -55,11 +55,65 @@ pub const BUILTINS: &[(&str, &str)] = &[
     ("/exit", "quit (also /quit)"),
 ];
 
+/// The built-ins a project's or user's own command of the same name
+/// replaces in the UI (Claude Code setups often have a `review.md`): they
+/// only send the model a prompt. The built-in stays reachable as
+/// `/builtin:NAME` ([`BUILTIN_PREFIX`]).
+pub const SHADOWABLE: &[&str] = &["/review", "/init"];
+
+/// How a shadowed built-in is still reached: `/builtin:review`.
+pub const BUILTIN_PREFIX: &str = "/builtin:";
+
 /// Reads the custom commands under `dirs`; built-in names are not
-/// shadowed.
+/// shadowed, but for the [`SHADOWABLE`] ones.
 pub fn load(dirs: &[std::path::PathBuf]) -> (Vec<CustomCommand>, Vec<String>) {
-    let reserved: Vec<&str> = BUILTINS.iter().map(|(b, _)| &b[1..]).collect();
+    let reserved: Vec<&str> = BUILTINS
+        .iter()
+        .filter(|(b, _)| !SHADOWABLE.contains(b))
+        .map(|(b, _)| &b[1..])
+        .collect();
     kaji_core::commands::load(dirs, &reserved)
+}
+
+/// The top-level custom command that shadows the built-in `name` (with
+/// its slash), if any.
+pub fn shadowing<'a>(name: &str, custom: &'a [CustomCommand]) -> Option<&'a CustomCommand> {
+    if !SHADOWABLE.contains(&name) {
+        return None;
+    }
+    custom
+        .iter()
+        .find(|c| c.namespace.is_none() && c.name == name[1..])
+}
+
+/// What a slash word stands for: the built-in it names (a shadowed one
+/// only as `/builtin:NAME`), or `None` for a custom command.
+pub fn builtin_of<'a>(word: &'a str, custom: &[CustomCommand]) -> Option<&'a str> {
+    if let Some(name) = word.strip_prefix(BUILTIN_PREFIX) {
+        let builtin = BUILTINS
+            .iter()
+            .find(|(b, _)| SHADOWABLE.contains(b) && b[1..] == *name)?;
+        return Some(builtin.0);
+    }
+    shadowing(word, custom).is_none().then_some(word)
+}
+
+/// A command file's path as `/help` shows it: from its `.claude` or
+/// `.kaji` folder on (`.claude/commands/review.md`).
+fn short_path(path: &std::path::Path) -> String {
+    let parts: Vec<_> = path.components().collect();
+    let from = parts
+        .iter()
+        .rposition(|c| {
+            let c = c.as_os_str().to_string_lossy();
+            c == ".claude" || c == ".kaji" || c == "kaji-home"
+        })
+        .unwrap_or(0);
+    parts[from..]
+        .iter()
+        .collect::<std::path::PathBuf>()
+        .display()
+        .to_string()
 }
 
 /// Whether `text` is a slash command rather than a prompt that starts
@@ -81,8 +135,14 @@ pub fn is_command(text: &str) -> bool {
 pub fn matches(prefix: &str, custom: &[CustomCommand]) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = BUILTINS
         .iter()
+        .map(|(n, d)| match shadowing(n, custom) {
+            Some(_) => (
+                format!("{BUILTIN_PREFIX}{}", &n[1..]),
+                format!("{d} (built-in)"),
+            ),
+            None => (n.to_string(), d.to_string()),
+        })
         .filter(|(name, _)| name.starts_with(prefix))
-        .map(|(n, d)| (n.to_string(), d.to_string()))
         .collect();
     for c in custom {
         let name = format!("/{}", c.name);
@@ -108,7 +168,14 @@ pub fn matches(prefix: &str, custom: &[CustomCommand]) -> Vec<(String, String)> 
 pub fn help(custom: &[CustomCommand]) -> String {
     let mut out = String::from("  Commands (handled here, never sent to the model):");
     for (name, what) in BUILTINS {
-        out.push_str(&format!("\n    {name:<12} {what}"));
+        match shadowing(name, custom) {
+            Some(c) => out.push_str(&format!(
+                "\n    {name:<12} (built-in, shadowed by {}: {BUILTIN_PREFIX}{} runs it) {what}",
+                short_path(&c.path),
+                &name[1..]
+            )),
+            None => out.push_str(&format!("\n    {name:<12} {what}")),
+        }
     }
     if custom.is_empty() {
         out.push_str("\n  No custom commands (.kaji/commands/*.md, .claude/commands/*.md).");

@@ -960,3 +960,80 @@ async fn a_compacted_session_continued_shows_the_summary_and_what_came_before() 
     assert!(screen.contains("SUMMARY-OF-IT-ALL"), "{screen}");
     assert_eq!(quit(&tmux, home.path()).await, "0");
 }
+
+/// A fake `wl-paste` in `dir/bin` answering from `dir`: `types` for
+/// `--list-types`, `image.png` for `--type image/png`, `text` otherwise.
+/// (No compositor is needed: kaji runs whatever `wl-paste` is on PATH when
+/// `WAYLAND_DISPLAY` is set.) The `env` words for [`launch_env`].
+fn fake_wl_paste(dir: &Path, types: &str, text: &str) -> String {
+    use std::os::unix::fs::PermissionsExt as _;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(dir.join("types"), types).unwrap();
+    std::fs::write(dir.join("text"), text).unwrap();
+    std::fs::write(dir.join("image.png"), PNG_BYTES).unwrap();
+    let d = dir.to_str().unwrap();
+    let script = format!(
+        "#!/bin/sh\necho \"$*\" >> '{d}/calls'\ncase \"$*\" in\n  *--list-types*) cat '{d}/types' ;;\n  *image/png*) cat '{d}/image.png' ;;\n  *) cat '{d}/text' ;;\nesac\n"
+    );
+    let wl_paste = bin.join("wl-paste");
+    std::fs::write(&wl_paste, script).unwrap();
+    std::fs::set_permissions(&wl_paste, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    format!(
+        "-u DISPLAY WAYLAND_DISPLAY=wayland-test {}",
+        quote(&format!("PATH={path}"))
+    )
+}
+
+/// Under Wayland, Ctrl+V reads the clipboard with `wl-paste`: an image is
+/// attached as `[Image #1]`, text is pasted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_v_reads_a_wayland_clipboard_with_wl_paste() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let clip = tempfile::tempdir().unwrap();
+    let env = fake_wl_paste(clip.path(), "text/plain\nimage/png\n", "unused");
+    let server = ScriptedModelServer::start(Script::new([
+        Turn::tool_call("AttemptCompletion", json!({"result": "a red dot"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "got the text"})),
+    ]))
+    .await;
+    let tmux = launch_env("wlclip", home.path(), work.path(), &server, &env);
+    tmux.wait_for("Enter sends").await;
+    tmux.send_text("what is ");
+    tmux.send_key("C-v");
+    tmux.wait_for("› what is [Image #1]").await;
+    tmux.send_key("Enter");
+    tmux.wait_for("✓ a red dot").await;
+    server.wait_for_requests(1).await;
+    let body = server.requests()[0].body.to_string();
+    assert!(
+        body.contains("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ") && body.contains("image/png"),
+        "{body}"
+    );
+    let calls = std::fs::read_to_string(clip.path().join("calls")).unwrap();
+    assert!(
+        calls.contains("--list-types") && calls.contains("--no-newline --type image/png"),
+        "{calls}"
+    );
+    tmux.send_key("Enter");
+    tmux.wait_for("[completed]").await;
+
+    std::fs::write(clip.path().join("types"), "text/plain;charset=utf-8\n").unwrap();
+    std::fs::write(clip.path().join("text"), "wayland words").unwrap();
+    tmux.send_key("C-v");
+    tmux.wait_for("› wayland words").await;
+    tmux.send_key("Enter");
+    tmux.wait_for("✓ got the text").await;
+    tmux.send_key("Enter");
+    tmux.wait_until("the second task's end", |s| {
+        s.matches("[completed]").count() == 2
+    })
+    .await;
+    assert_eq!(quit(&tmux, home.path()).await, "0");
+}

@@ -70,6 +70,9 @@ pub enum BlockContent {
     Reasoning(String),
     /// A tool call.
     ToolUse(ToolCall),
+    /// A block of a tool the provider ran itself (its web search), as the
+    /// wire gave it; always complete.
+    Server(Value),
 }
 
 /// One presentable block of a reply.
@@ -211,9 +214,19 @@ impl ReplyAssembler {
             StreamEvent::ToolCallEnd { id } => st.end_native_call(id),
             StreamEvent::Usage(u) => st.usage = merge_usage(st.usage, *u),
             StreamEvent::Stop { reason } => st.stop_reason = Some(reason.clone()),
-            // Only a provider web search (a request of its own) asks for
-            // these; a conversation's reply has none to keep.
-            StreamEvent::Retrying { .. } | StreamEvent::ServerBlock { .. } => {}
+            StreamEvent::ServerBlock { block } => {
+                if block.get("type").and_then(Value::as_str) != Some("text") {
+                    self.scanner.finish(st);
+                    st.close_last();
+                    st.provider_reasoning_open = false;
+                    st.blocks.push(AssistantBlock {
+                        content: BlockContent::Server(block.clone()),
+                        partial: false,
+                    });
+                }
+                st.server_block(block);
+            }
+            StreamEvent::Retrying { .. } => {}
         }
     }
 
@@ -281,6 +294,15 @@ impl ReplyAssembler {
 }
 
 impl AssemblyState {
+    /// Keeps a provider's block in the history as it came. A text block
+    /// citing search results comes right after the text that streamed for
+    /// it (the wire that sent it puts it in place of that text).
+    fn server_block(&mut self, block: &Value) {
+        self.history.push(ContentBlock::Server {
+            block: block.clone(),
+        });
+    }
+
     fn close_last(&mut self) {
         if let Some(last) = self.blocks.last_mut()
             && !matches!(last.content, BlockContent::ToolUse(_))

@@ -331,3 +331,64 @@ fn written_files_keep_their_final_newline_and_paths_are_trimmed() {
         Ok(json!({"file_path": "src/lib.rs", "content": "fn a() {}\n"}))
     );
 }
+
+#[test]
+fn provider_search_blocks_are_kept_in_order_and_shown() {
+    let mut a = ReplyAssembler::new(ToolProtocol::Native, XmlToolGrammar::default(), "x");
+    let search = json!({"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": "q"}});
+    let result = json!({"type": "web_search_tool_result", "tool_use_id": "s1", "content": []});
+    let cited =
+        json!({"type": "text", "text": "It is so.", "citations": [{"url": "https://a.example/"}]});
+    for event in [
+        StreamEvent::TextDelta {
+            text: "Looking. ".into(),
+        },
+        StreamEvent::ServerBlock {
+            block: search.clone(),
+        },
+        StreamEvent::ServerBlock {
+            block: result.clone(),
+        },
+        StreamEvent::TextDelta {
+            text: "Well: ".into(),
+        },
+        StreamEvent::TextDelta {
+            text: "It is so.".into(),
+        },
+        StreamEvent::ServerBlock {
+            block: cited.clone(),
+        },
+        StreamEvent::TextDelta {
+            text: " Done.".into(),
+        },
+    ] {
+        a.push(&event);
+    }
+    a.finish();
+    // The cited block follows the text it stands for.
+    assert_eq!(
+        a.history_content(),
+        vec![
+            ContentBlock::text("Looking. "),
+            ContentBlock::Server {
+                block: search.clone()
+            },
+            ContentBlock::Server {
+                block: result.clone()
+            },
+            ContentBlock::text("Well: It is so."),
+            ContentBlock::Server { block: cited },
+            ContentBlock::text(" Done."),
+        ]
+    );
+    let shown: Vec<&BlockContent> = a.blocks().iter().map(|b| &b.content).collect();
+    assert_eq!(
+        shown,
+        vec![
+            &BlockContent::Text("Looking. ".into()),
+            &BlockContent::Server(search),
+            &BlockContent::Server(result),
+            &BlockContent::Text("Well: It is so. Done.".into()),
+        ]
+    );
+}

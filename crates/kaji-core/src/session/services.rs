@@ -293,6 +293,7 @@ impl SessionServices {
                 .ok()
                 .flatten();
         let web_search = self.web_search.searcher(&spec.provider, &spec.model);
+        let provider_web_search = self.web_search.is_provider_search(&spec.provider);
         let config = TaskConfig {
             cwd: self.project_dir.clone(),
             start_dir: (spec.cwd != self.project_dir).then(|| spec.cwd.clone()),
@@ -339,6 +340,7 @@ impl SessionServices {
             compaction: limits.compaction,
             compact_threshold: limits.compact_threshold,
             web_search,
+            provider_web_search,
             agents: spec.agents,
             files: self.files.clone(),
             env_policy: Arc::clone(&self.env_policy),

@@ -67,6 +67,9 @@ pub fn history_events(history: &[Message]) -> Vec<TaskEvent> {
                         preview: None,
                     });
                 }
+                (Role::Assistant, ContentBlock::Server { block }) => {
+                    server_events(block, &mut next, &mut events);
+                }
                 (
                     Role::User,
                     ContentBlock::ToolResult {
@@ -85,6 +88,48 @@ pub fn history_events(history: &[Message]) -> Vec<TaskEvent> {
         }
     }
     events
+}
+
+/// A search the provider ran, shown as a `WebSearch` call and its result.
+fn server_events(
+    block: &serde_json::Value,
+    next: &mut impl FnMut() -> u64,
+    events: &mut Vec<TaskEvent>,
+) {
+    use crate::web_search::ServerView;
+    let name = kaji_tools::web_search::WEB_SEARCH;
+    for view in crate::web_search::server_view(block) {
+        match view {
+            ServerView::Call { id, input } => {
+                let view = crate::executor::recorded_view(name, &input);
+                let payload = SayPayload::Tool {
+                    id: id.clone(),
+                    tool: name.to_string(),
+                    input: input.clone(),
+                    view: view.clone(),
+                };
+                let text = crate::executor::describe_call(name, &input);
+                events.push(say(next(), SayKind::Tool, &text, Some(payload)));
+                events.push(TaskEvent::ToolUse {
+                    id,
+                    name: name.to_string(),
+                    input,
+                    view,
+                    preview: None,
+                });
+            }
+            ServerView::Result {
+                id,
+                is_error,
+                output,
+            } => events.push(TaskEvent::ToolResult {
+                id,
+                name: name.to_string(),
+                is_error,
+                output,
+            }),
+        }
+    }
 }
 
 /// The user's own texts in `history`, in order: `(message index, block

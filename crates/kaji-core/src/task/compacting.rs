@@ -172,6 +172,7 @@ impl Task {
                 tools: Vec::new(),
                 max_tokens: self.config.max_tokens,
                 temperature: None,
+                web_search: None,
             };
             match self.collect_text(request).await {
                 Ok(text) if !text.trim().is_empty() => return Ok((text, dropped)),

@@ -117,6 +117,10 @@ pub struct TaskConfig {
     pub agents: Option<Arc<dyn kaji_tools::agent_tools::AgentSpawner>>,
     /// Does `WebSearch`'s searches; `None`: none is set up.
     pub web_search: Option<Arc<dyn kaji_tools::web_search::WebSearcher>>,
+    /// The provider's own search may be offered in the requests, in place
+    /// of `WebSearch`, when the rules let `WebSearch` run without asking
+    /// (see [`crate::web_search`]).
+    pub provider_web_search: bool,
     /// Where the file tools read and write text (an editor's buffers);
     /// `None`: the local disk.
     pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
@@ -189,6 +193,7 @@ impl TaskConfig {
             on_text_reply: TextReply::Nudge,
             agents: None,
             web_search: None,
+            provider_web_search: false,
             files: None,
             env_policy: Arc::default(),
             lsp: None,

@@ -2,7 +2,7 @@
 //! while it streams and running each tool as soon as its block is whole.
 //! It reads the assembler under the lock, never across an await.
 
-use kaji_protocol::{AskKind, AskPayload, SayKind, TaskEvent};
+use kaji_protocol::{AskKind, AskPayload, SayKind, SayPayload, TaskEvent};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -12,6 +12,7 @@ use super::round::strip_thinking_leftovers;
 use crate::executor::ToolRun;
 use crate::parser::{BlockContent, ToolCall};
 use crate::session::record::SessionRecord;
+use crate::web_search::ServerView;
 
 impl Task {
     /// The inner loop: walks the reply's blocks as they complete.
@@ -54,6 +55,7 @@ impl Task {
                     }
                 }
                 Step::Complete(kind, text) => self.emit_complete(&mut walk, kind, text),
+                Step::Server(block) => self.present_server(&mut walk, &block),
                 Step::Tool(call) => {
                     if !self.present_tool(&mut walk, call, stream_cancel).await {
                         return walk.out;
@@ -91,6 +93,52 @@ impl Task {
                 }
             }
             (BlockContent::ToolUse(call), false) => Step::Tool(call.clone()),
+            (BlockContent::Server(block), _) => Step::Server(block.clone()),
+        }
+    }
+
+    /// A search the provider ran within the reply: shown as a `WebSearch`
+    /// call and its result (the blocks themselves are in the history).
+    fn present_server(&self, walk: &mut Walk, block: &Value) {
+        walk.next += 1;
+        if walk.out.interrupted || walk.completed {
+            return;
+        }
+        let name = kaji_tools::web_search::WEB_SEARCH;
+        for view in crate::web_search::server_view(block) {
+            match view {
+                ServerView::Call { id, input } => {
+                    let ctx = self.tool_context();
+                    let (view, _) = self.executor.presentation(name, &input, &ctx).unzip();
+                    self.emitter.say(
+                        SayKind::Tool,
+                        crate::executor::describe_call(name, &input),
+                        Some(SayPayload::Tool {
+                            id: id.clone(),
+                            tool: name.to_string(),
+                            input: input.clone(),
+                            view: view.clone(),
+                        }),
+                    );
+                    self.emitter.emit(TaskEvent::ToolUse {
+                        id,
+                        name: name.to_string(),
+                        input,
+                        view,
+                        preview: None,
+                    });
+                }
+                ServerView::Result {
+                    id,
+                    is_error,
+                    output,
+                } => self.emitter.emit(TaskEvent::ToolResult {
+                    id,
+                    name: name.to_string(),
+                    is_error,
+                    output,
+                }),
+            }
         }
     }
 
@@ -289,6 +337,8 @@ pub(super) enum Step {
     Complete(SayKind, String),
     /// A tool call that is whole.
     Tool(ToolCall),
+    /// A block of a tool the provider ran.
+    Server(Value),
 }
 
 pub(super) fn skipped(call: &ToolCall, why: &str) -> ToolRun {

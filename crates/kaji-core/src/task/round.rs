@@ -82,11 +82,15 @@ impl Task {
         self.settle(presented, size)
     }
 
-    pub(super) fn request(&self, specs: Vec<kaji_protocol::ToolSpec>) -> ModelRequest {
+    pub(super) fn request(&self, mut specs: Vec<kaji_protocol::ToolSpec>) -> ModelRequest {
         let (mode, messages, cwd) = {
             let st = self.lock();
             (st.mode, st.history.clone(), st.cwd.clone())
         };
+        let web_search = self
+            .may_search_in_reply(mode, &cwd)
+            .then(|| crate::web_search::provider_search(&mut specs))
+            .flatten();
         let system = system_prompt(&PromptInputs {
             cwd: &cwd,
             protocol: self.config.tool_protocol,
@@ -105,7 +109,36 @@ impl Task {
             },
             max_tokens: self.config.max_tokens,
             temperature: self.config.temperature,
+            web_search,
         }
+    }
+
+    /// Whether the provider's own search may run within the reply: it has
+    /// one, tools are called natively, and the rules let `WebSearch` run
+    /// without asking (a search the provider runs cannot wait for an
+    /// answer).
+    fn may_search_in_reply(
+        &self,
+        mode: crate::permissions::PermissionMode,
+        cwd: &std::path::Path,
+    ) -> bool {
+        if !self.config.provider_web_search || self.config.tool_protocol != ToolProtocol::Native {
+            return false;
+        }
+        let approvals = self
+            .config
+            .approvals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let ctx = approvals.context(&self.config.cwd, cwd);
+        crate::permissions::decide(
+            mode,
+            kaji_tools::web_search::WEB_SEARCH,
+            &kaji_tools::ToolAccess::External,
+            &[],
+            &ctx,
+            &approvals,
+        ) == crate::permissions::Decision::Allow
     }
 
     /// Tells the front end and the session file what a request used.

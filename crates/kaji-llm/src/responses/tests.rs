@@ -224,6 +224,7 @@ fn request_body_maps_history_and_replays_reasoning() {
         }],
         max_tokens: 9,
         temperature: None,
+        web_search: None,
     };
     let mut body = request_body(&request, "gpt-5-codex");
     apply_reasoning(&mut body, Reasoning::High);
@@ -254,11 +255,30 @@ fn request_body_maps_history_and_replays_reasoning() {
 }
 
 #[test]
-fn web_search_body_offers_the_hosted_tool_and_asks_for_sources() {
+fn a_request_offering_web_search_carries_the_hosted_tool_and_asks_for_sources() {
+    let search_call = json!({"type": "web_search_call", "id": "ws_1", "status": "completed",
+        "action": {"type": "search", "query": "q", "sources": [{"type": "url", "url": "https://a.example/"}]}});
     let request = ModelRequest {
         model: "m".into(),
         system: String::new(),
-        messages: std::sync::Arc::new(vec![Message::user_text("search")]),
+        messages: std::sync::Arc::new(vec![
+            Message::user_text("search"),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    ContentBlock::Server {
+                        block: search_call.clone(),
+                    },
+                    ContentBlock::text("A says so."),
+                    ContentBlock::Server {
+                        block: json!({"type": "url_citation", "url": "https://a.example/"}),
+                    },
+                    ContentBlock::Server {
+                        block: json!({"type": "server_tool_use", "id": "srv"}),
+                    },
+                ],
+            },
+        ]),
         tools: vec![ToolSpec {
             name: "Read".into(),
             description: "d".into(),
@@ -266,22 +286,34 @@ fn web_search_body_offers_the_hosted_tool_and_asks_for_sources() {
         }],
         max_tokens: 9,
         temperature: None,
+        web_search: Some(crate::ProviderWebSearch {
+            allowed_domains: vec!["docs.rs".into()],
+            blocked_domains: Vec::new(),
+            max_uses: 5,
+        }),
     };
-    let search = crate::ProviderWebSearch {
-        allowed_domains: vec!["docs.rs".into()],
-        blocked_domains: Vec::new(),
-        max_uses: 5,
-    };
-    let body = web_search_body(&request, "x", &search);
+    let body = request_body(&request, "x");
     assert_eq!(
-        body["tools"],
-        json!([{"type": "web_search", "filters": {"allowed_domains": ["docs.rs"]}}])
+        body["tools"][1],
+        json!({"type": "web_search", "filters": {"allowed_domains": ["docs.rs"]}})
     );
     assert_eq!(
         body["include"],
         json!([
             "reasoning.encrypted_content",
             "web_search_call.action.sources"
+        ])
+    );
+    // The search goes back as it came, less its id; the other wire's
+    // blocks and the citations are left out.
+    let mut replayed = search_call;
+    replayed.as_object_mut().unwrap().shift_remove("id");
+    assert_eq!(
+        body["input"],
+        json!([
+            {"role": "user", "content": "search"},
+            replayed,
+            {"role": "assistant", "content": "A says so."},
         ])
     );
 }

@@ -157,10 +157,50 @@ exactly as it was. Read the notebook first."
         )?;
         let path = paths::resolve(ctx, &input.notebook_path);
         let cwd = paths::cwd(ctx);
-        tokio::task::spawn_blocking(move || edit_file(&cwd, path, &input))
-            .await
-            .map_err(|e| failure(NAME, format!("the edit stopped unexpectedly: {e}")))?
+        match ctx.files.clone().filter(|f| f.writes_text()) {
+            None => tokio::task::spawn_blocking(move || edit_file(&cwd, path, &input))
+                .await
+                .map_err(|e| failure(NAME, format!("the edit stopped unexpectedly: {e}")))?,
+            Some(files) => edit_through(cwd, path, input, files.as_ref(), &ctx.cancel).await,
+        }
     }
+}
+
+/// An edit through a [`crate::FileAccess`] (an editor holding the file):
+/// the same checks on the disk, then the notebook's text as the editor
+/// holds it is changed and written back through it, never to the disk.
+async fn edit_through(
+    cwd: PathBuf,
+    path: PathBuf,
+    input: NotebookEditInput,
+    files: &dyn crate::FileAccess,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<ToolOutput, ToolError> {
+    let (checked, cwd, path, input) = tokio::task::spawn_blocking(move || {
+        let checked = read_notebook(NAME, &cwd, &path);
+        (checked, cwd, path, input)
+    })
+    .await
+    .map_err(|e| failure(NAME, format!("the edit stopped unexpectedly: {e}")))?;
+    let (real, mut text) = checked?;
+    if files.reads_text() {
+        text = tokio::select! {
+            r = files.read_text(&real) => r.map_err(|e| {
+                failure(NAME, format!("cannot read {}: {e}", path.display()))
+            })?,
+            () = cancel.cancelled() => return Err(ToolError::Cancelled),
+        };
+    }
+    let nb = parse(NAME, &path, &text)?;
+    let (new_text, message) =
+        apply(&nb, &text, &input).map_err(|m| failure(NAME, format!("{}: {m}", path.display())))?;
+    tokio::select! {
+        r = files.write_text(&real, &new_text) => r.map_err(|e| {
+            failure(NAME, format!("cannot write {}: {e}", path.display()))
+        })?,
+        () = cancel.cancelled() => return Err(ToolError::Cancelled),
+    }
+    Ok(edited(&cwd, &path, &input, message))
 }
 
 /// Reads the notebook at `path` as text, checked like a file `Write` may
@@ -228,14 +268,19 @@ fn edit_file(
         apply(&nb, &text, input).map_err(|m| failure(NAME, format!("{}: {m}", path.display())))?;
     atomic::write_file(&real, new_text.as_bytes())
         .map_err(|e| failure(NAME, format!("cannot write {}: {e}", path.display())))?;
-    Ok(ToolOutput {
-        content: format!("{message} in {}.", walk::display_path(cwd, &path)),
+    Ok(edited(cwd, &path, input, message))
+}
+
+/// The result of an edit that was written.
+fn edited(cwd: &Path, path: &Path, input: &NotebookEditInput, message: String) -> ToolOutput {
+    ToolOutput {
+        content: format!("{message} in {}.", walk::display_path(cwd, path)),
         data: Some(
             json!({"path": path, "edit_mode": format!("{:?}", input.edit_mode.unwrap_or_default()).to_lowercase()}),
         ),
         changed_files: true,
         ..ToolOutput::default()
-    })
+    }
 }
 
 /// The index of the cell `id` names: its `id`, else `cell-N`.

@@ -34,6 +34,7 @@ pub fn request(text: &str) -> ModelRequest {
         tools: Vec::new(),
         max_tokens: 1024,
         temperature: None,
+        web_search: None,
     }
 }
 

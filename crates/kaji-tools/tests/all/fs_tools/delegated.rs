@@ -174,3 +174,56 @@ async fn kajiignore_and_the_disk_checks_still_apply() {
     assert!(err.to_string().contains("no buffer for"), "{err}");
     assert!(files.writes.lock().unwrap().is_empty());
 }
+
+/// A notebook of one code cell `a` whose source is `source`.
+fn notebook(source: &str) -> String {
+    json!({"cells": [{"cell_type": "code", "execution_count": null, "id": "a", "metadata": {},
+        "outputs": [], "source": [source]}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    .to_string()
+}
+
+#[tokio::test]
+async fn notebook_edit_goes_to_the_buffer_not_the_disk() {
+    let (_dir, root, files) = setup();
+    let nb = root.join("n.ipynb");
+    std::fs::write(&nb, notebook("on_disk = 1")).unwrap();
+    files
+        .texts
+        .lock()
+        .unwrap()
+        .insert(nb.clone(), notebook("unsaved = 1"));
+    let out = run(
+        "NotebookEdit",
+        json!({"notebook_path": "n.ipynb", "cell_id": "a", "new_source": "edited = 2"}),
+        &root,
+        &files,
+    )
+    .await
+    .unwrap();
+    assert!(out.changed_files, "{}", out.content);
+    let writes = files.writes.lock().unwrap().clone();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(writes[0].0, nb);
+    assert!(writes[0].1.contains("edited = 2"), "{}", writes[0].1);
+    assert_eq!(
+        std::fs::read_to_string(&nb).unwrap(),
+        notebook("on_disk = 1")
+    );
+    // A buffer that is not a notebook is the tool's error, and nothing is
+    // written.
+    files
+        .texts
+        .lock()
+        .unwrap()
+        .insert(nb.clone(), "not json".into());
+    let err = run(
+        "NotebookEdit",
+        json!({"notebook_path": "n.ipynb", "cell_id": "a", "new_source": "x"}),
+        &root,
+        &files,
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("not JSON"), "{err}");
+    assert_eq!(files.writes.lock().unwrap().len(), 1);
+}
