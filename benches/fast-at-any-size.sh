@@ -71,6 +71,9 @@ EOF
 cat > edit.json <<EOF
 {"turns": [ $(tool Edit '{"file_path": "calc.py", "old_string": "a - b", "new_string": "a + b"}'), $done_turn ]}
 EOF
+cat > grep.json <<EOF
+{"turns": [ $(tool Grep '{"pattern": "return a - b"}'), $done_turn ]}
+EOF
 cat > none.json <<EOF
 {"turns": [ $done_turn ]}
 EOF
@@ -85,7 +88,8 @@ URL_FIX=$(start_server fix.json fix)
 URL_TRUE=$(start_server true.json true)
 URL_EDIT=$(start_server edit.json edit)
 URL_NONE=$(start_server none.json none)
-trap 'for s in fix true edit none; do kill "$(cat server-$s.pid)" 2>/dev/null || true; done' EXIT
+URL_GREP=$(start_server grep.json grep)
+trap 'for s in fix true edit none grep; do kill "$(cat server-$s.pid)" 2>/dev/null || true; done' EXIT
 
 # --- measuring -----------------------------------------------------------------
 # one_run DIR URL HOME FLAGS... : runs kaji exec once, prints "wall_s rss_kb".
@@ -124,6 +128,24 @@ compare() {
         "$(median < ratio.txt)"
 }
 
+# grep_vs_rg DIR: a Grep round (A) against none (B) and `rg -l` with as
+# many threads as kaji's walker (one per core), all three in turn; the
+# Grep round's cost is median(A) - median(B).
+grep_vs_rg() {
+    dir=$1; : > a.txt; : > b.txt; : > rg.txt
+    rm -rf "$BENCH_DIR/home-g"
+    i=0
+    while [ $i -le "$RUNS" ]; do # the first round is a warm-up
+        a=$(one_run "$dir" "$URL_GREP" "$BENCH_DIR/home-g")
+        b=$(one_run "$dir" "$URL_NONE" "$BENCH_DIR/home-g")
+        /usr/bin/time -f '%e %M' -o time.out rg -j "$(nproc)" -l 'return a - b' "$dir" > /dev/null
+        if [ $i -gt 0 ]; then echo "$a" >> a.txt; echo "$b" >> b.txt; cat time.out >> rg.txt; fi
+        i=$((i + 1))
+    done
+    ga=$(cut -d' ' -f1 a.txt | median) gb=$(cut -d' ' -f1 b.txt | median) r=$(cut -d' ' -f1 rg.txt | median)
+    echo "Grep ($dir): round $ga s, none $gb s, Grep alone $(echo "$ga $gb" | awk '{ print $1 - $2 }') s; rg -j$(nproc) $r s; ratio $(echo "$ga $gb $r" | awk '{ print ($3 > 0) ? ($1 - $2) / $3 : 0 }')"
+}
+
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "A = checkpoints on, B = --no-checkpoints unless said otherwise; medians of $RUNS"
 for tree in fixture big; do
@@ -132,3 +154,5 @@ for tree in fixture big; do
     compare "Edit round ($tree): A=round B=none" "$tree" "$URL_EDIT" "" "$URL_NONE" ""
     compare "first session ($tree)" "$tree" "$URL_FIX" "" "$URL_FIX" "--no-checkpoints" fresh
 done
+grep_vs_rg big
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

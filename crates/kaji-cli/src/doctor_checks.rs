@@ -65,7 +65,7 @@ async fn ask_models(config: &ProviderConfig) -> Result<String, String> {
         ProviderKind::Anthropic => format!("{base}/v1/models"),
         ProviderKind::OpenAi | ProviderKind::OpenAiResponses => format!("{base}/models"),
     };
-    let client = reqwest::Client::builder()
+    let client = kaji_llm::tls::client_builder()
         .timeout(millis_from_env("KAJI_DOCTOR_TIMEOUT_MS", 5000))
         .build()
         .map_err(|e| e.to_string())?;

@@ -17,6 +17,7 @@ pub mod pricing;
 pub mod responses;
 pub mod selection;
 pub mod sse;
+pub mod tls;
 mod transport;
 
 use std::pin::Pin;
@@ -101,7 +102,7 @@ pub fn build_provider(cfg: &ProviderConfig) -> Result<Arc<dyn ModelProvider>, Ll
             message: format!("base URL {:?} is not a valid URL", cfg.base_url),
         });
     }
-    let client = reqwest::Client::builder()
+    let client = tls::client_builder()
         .connect_timeout(cfg.connect_timeout)
         .user_agent(concat!("kaji/", env!("CARGO_PKG_VERSION")))
         .build()

@@ -312,7 +312,7 @@ pub async fn probe_local_ollama(base: &str, timeout: Duration) -> Option<Vec<Str
     struct Tag {
         name: String,
     }
-    let client = reqwest::Client::builder().timeout(timeout).build().ok()?;
+    let client = crate::tls::client_builder().timeout(timeout).build().ok()?;
     let url = format!("{}/api/tags", base.trim_end_matches('/'));
     let response = tokio::time::timeout(timeout, client.get(url).send())
         .await

@@ -275,6 +275,7 @@ async fn start_http(
         header_map.insert(name, value);
     }
     let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(header_map);
+    kaji_tasks::tls::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_config(config);
     let service = KajiClient::new(name)
         .serve(transport)

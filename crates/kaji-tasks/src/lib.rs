@@ -16,6 +16,7 @@ pub mod list;
 pub mod process;
 pub mod procfs;
 pub mod runtime;
+pub mod tls;
 pub mod watchdog;
 
 pub use list::TaskListStore;

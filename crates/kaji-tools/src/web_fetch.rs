@@ -309,6 +309,7 @@ struct Page {
 }
 
 async fn fetch(url: &Url, limits: Limits) -> Result<Page, ToolError> {
+    kaji_tasks::tls::install_crypto_provider();
     let client = reqwest::Client::builder()
         .redirect(redirect_policy(limits.max_redirects))
         .dns_resolver(std::sync::Arc::new(PublicResolver))

@@ -254,6 +254,7 @@ impl WebSearcher for HttpBackend {
 
     async fn search(&self, query: &WebSearchQuery) -> Result<WebSearchAnswer, String> {
         let who = self.describe();
+        kaji_tasks::tls::install_crypto_provider();
         let client = reqwest::Client::builder()
             .timeout(self.timeout)
             .user_agent(concat!("kaji/", env!("CARGO_PKG_VERSION"), " (WebSearch)"))

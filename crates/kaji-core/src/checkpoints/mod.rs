@@ -39,9 +39,13 @@
 mod capture;
 mod preimage;
 mod stale;
+mod watch;
 
 pub use preimage::{GATE_PATIENCE, PreImages};
 pub use stale::{DEFAULT_STALE_LOCK_AGE, STALE_LOCK_AGE_ENV, stale_lock_age};
+pub use watch::{
+    Changes, DEFAULT_MAX_WATCHES, MAX_WATCHES_ENV, TreeWatcher, WatchError, max_watches,
+};
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -367,6 +371,10 @@ pub struct CheckpointStore {
     /// Pre-images of writes that did not wait for this checkpoint (see
     /// [`CheckpointStore::with_preimages`]).
     preimages: Option<PreImages>,
+    /// The watcher of the working directory, shared by every clone of
+    /// this handle once [`start_watching`](Self::start_watching) ran
+    /// (`None` inside: it could not start).
+    watcher: std::sync::Arc<std::sync::OnceLock<Option<TreeWatcher>>>,
 }
 
 /// The shadow's index brought to the present state.
@@ -419,6 +427,7 @@ impl CheckpointStore {
             config,
             cancel: CancellationToken::new(),
             preimages: None,
+            watcher: std::sync::Arc::default(),
         })
     }
 
@@ -500,6 +509,80 @@ impl CheckpointStore {
         }
     }
 
+    /// Starts watching the working directory (blocking: it walks every
+    /// directory once), so that [`commit_changed`](Self::commit_changed)
+    /// stages only what changed. Call it before the first checkpoint of a
+    /// task. A tree with more directories than [`max_watches`] (or where
+    /// inotify fails) is not watched: its checkpoints scan the tree.
+    pub fn start_watching(&self) {
+        self.watcher.get_or_init(|| {
+            let mut excluded = vec![self.work_tree.join(".kaji").join("worktrees")];
+            // The shadow lives in $KAJI_HOME/checkpoints/<hash>.
+            if let Some(home) = self.git_dir.parent().and_then(Path::parent)
+                && home.starts_with(&self.work_tree)
+            {
+                excluded.push(home.to_path_buf());
+            }
+            match TreeWatcher::start(&self.work_tree, excluded, max_watches()) {
+                Ok(watcher) => Some(watcher),
+                Err(e) => {
+                    tracing::info!(error = %e, "checkpoints after commands scan the tree");
+                    None
+                }
+            }
+        });
+    }
+
+    /// Whether a watcher serves this store's checkpoints.
+    pub fn is_watching(&self) -> bool {
+        matches!(self.watcher.get(), Some(Some(_)))
+    }
+
+    /// A checkpoint after a call that may have changed any file (a
+    /// command): with a watcher, only the paths it saw change are staged
+    /// and nothing is done when it saw none; without one (or when it lost
+    /// track), [`commit`](Self::commit).
+    pub async fn commit_changed(&self, label: &str) -> Result<Option<Checkpoint>, CheckpointError> {
+        let Some(Some(watcher)) = self.watcher.get() else {
+            return self.commit(label).await;
+        };
+        let result = match watcher.take() {
+            Changes::Nothing => return Ok(None),
+            Changes::Unknown => self.commit(label).await,
+            Changes::Paths(paths) => {
+                let lock = self.lock().await?;
+                let result = self.commit_pathspecs_locked(label, &paths).await;
+                if result.is_err() {
+                    let _ = stale::clear(&self.git_dir);
+                }
+                drop(lock);
+                result
+            }
+        };
+        if result.is_err() {
+            // What it took is not in a checkpoint: scan next time.
+            watcher.forget();
+        }
+        result
+    }
+
+    async fn commit_pathspecs_locked(
+        &self,
+        label: &str,
+        paths: &[PathBuf],
+    ) -> Result<Option<Checkpoint>, CheckpointError> {
+        self.ensure_init().await?;
+        let specs: Option<Vec<String>> = paths
+            .iter()
+            .map(|p| p.to_str().map(|s| format!(":(literal){s}")))
+            .collect();
+        let (Some(specs), Some(_)) = (specs, self.head().await?) else {
+            return self.commit_locked(label).await;
+        };
+        let staged = self.stage_changed(Some(&specs)).await?;
+        self.commit_tree(&staged.tree, label, &staged.skipped).await
+    }
+
     /// A checkpoint after a call that changed exactly the files `written`
     /// (absolute, or relative to the working directory) and nothing else:
     /// only those paths are staged, so it costs what changed, not the size
@@ -535,6 +618,11 @@ impl CheckpointStore {
         };
         if rels.is_empty() {
             return Ok(None);
+        }
+        if let Some(Some(watcher)) = self.watcher.get() {
+            // Staged now: the watcher need not name them again.
+            let settled: Vec<PathBuf> = rels.iter().map(|r| path_from_bytes(r)).collect();
+            watcher.settle(&settled);
         }
         let staged = self.stage_paths(rels).await?;
         self.commit_tree(&staged.tree, label, &staged.skipped).await
@@ -1129,10 +1217,21 @@ impl CheckpointStore {
     /// returns the tree id, with the files left out because they cannot be
     /// read. Caller holds the lock.
     async fn stage_all(&self) -> Result<Staged, CheckpointError> {
-        let (changed, others) = tokio::try_join!(
-            self.git(&["diff-files", "--name-only", "-z", "--no-renames"], None),
-            self.git(&["ls-files", "--others", "--exclude-standard", "-z"], None),
-        )?;
+        self.stage_changed(None).await
+    }
+
+    /// [`stage_all`](Self::stage_all) limited to `pathspecs` when given
+    /// (the paths a watcher saw change): git looks at nothing else.
+    async fn stage_changed(&self, pathspecs: Option<&[String]>) -> Result<Staged, CheckpointError> {
+        let mut diff = vec!["diff-files", "--name-only", "-z", "--no-renames"];
+        let mut others = vec!["ls-files", "--others", "--exclude-standard", "-z"];
+        if let Some(specs) = pathspecs {
+            for args in [&mut diff, &mut others] {
+                args.push("--");
+                args.extend(specs.iter().map(String::as_str));
+            }
+        }
+        let (changed, others) = tokio::try_join!(self.git(&diff, None), self.git(&others, None))?;
         let mut add: Vec<u8> = Vec::new();
         let mut drop_big: Vec<u8> = Vec::new();
         for path in split_z(&changed) {

@@ -28,6 +28,10 @@ impl Task {
         let first = store.with_preimages(gate.preimages().clone());
         let label = start_label(&self.lock().prompt);
         tokio::spawn(async move {
+            // Watching starts before the first checkpoint's scan: every
+            // change after that scan is seen (see commit_changed).
+            let watching = store.clone();
+            let _ = tokio::task::spawn_blocking(move || watching.start_watching()).await;
             match first.commit_within(&label, timeout).await {
                 Ok(taken) => {
                     // Nothing changed since the latest checkpoint: that
@@ -91,7 +95,7 @@ impl Task {
         let label = format!("turn {turn}: {}", call.name);
         let taken = match written {
             Some(paths) => store.commit_paths(&label, paths).await,
-            None => store.commit(&label).await,
+            None => store.commit_changed(&label).await,
         };
         match taken {
             Ok(Some(cp)) => {

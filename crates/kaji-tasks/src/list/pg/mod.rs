@@ -326,7 +326,7 @@ pub fn connect_timeout_from_env() -> Duration {
 }
 
 fn make_tls() -> Result<MakeRustlsConnect, String> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_native_certs::load_native_certs().certs {
         let _ = roots.add(cert);
