@@ -14,6 +14,7 @@ mod claude_habits;
 mod claude_settings;
 mod claude_setup;
 mod compaction;
+mod detached_hooks;
 mod doctor_cli;
 mod exec_cli;
 mod exec_golden;
