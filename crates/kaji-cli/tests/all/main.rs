@@ -21,6 +21,7 @@ mod exec_golden;
 mod images_cli;
 mod lsp_cli;
 mod mcp_cli;
+mod nothing_lost;
 mod permissions_cli;
 mod ps_cli;
 mod review_cli;
