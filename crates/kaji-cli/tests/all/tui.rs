@@ -16,7 +16,7 @@ use serde_json::json;
 const DEADLINE: Duration = Duration::from_secs(20);
 
 /// A private tmux server, killed when the test ends (also on failure).
-struct Tmux {
+pub(super) struct Tmux {
     socket: String,
     home: std::path::PathBuf,
 }
@@ -82,7 +82,7 @@ impl Tmux {
         assert!(out.status.success());
     }
 
-    fn send_key(&self, key: &str) {
+    pub(super) fn send_key(&self, key: &str) {
         let out = self
             .run(&["send-keys", "-t", "main", key])
             .expect("tmux send-keys");
@@ -90,7 +90,7 @@ impl Tmux {
     }
 
     /// Polls the pane until it shows `needle`; fails at the deadline.
-    async fn wait_for(&self, needle: &str) -> String {
+    pub(super) async fn wait_for(&self, needle: &str) -> String {
         self.wait_until(needle, |s| s.contains(needle)).await
     }
 
@@ -126,7 +126,7 @@ fn quote(s: &str) -> String {
 /// writes kaji's exit status to `<home>/exit-code` (tmux's own
 /// `pane_dead_status` is filled in racily).
 /// Commands ask (the sandbox, which would run them unasked, is off).
-fn launch(name: &str, home: &Path, work: &Path, server: &ScriptedModelServer) -> Tmux {
+pub(super) fn launch(name: &str, home: &Path, work: &Path, server: &ScriptedModelServer) -> Tmux {
     launch_with(name, home, work, server, "tui", "--sandbox off")
 }
 
@@ -158,14 +158,14 @@ fn launch_with(
 }
 
 /// Types a prompt and sends it.
-async fn submit(tmux: &Tmux, prompt: &str) {
+pub(super) async fn submit(tmux: &Tmux, prompt: &str) {
     tmux.send_text(prompt);
     tmux.wait_for(&format!("› {prompt}")).await;
     tmux.send_key("Enter");
 }
 
 /// Quits with Ctrl-D and returns kaji's exit status.
-async fn quit(tmux: &Tmux, home: &Path) -> String {
+pub(super) async fn quit(tmux: &Tmux, home: &Path) -> String {
     tmux.send_key("C-d");
     let start = Instant::now();
     loop {
