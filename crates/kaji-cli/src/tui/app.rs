@@ -1508,7 +1508,7 @@ mod tests {
         // A streamed call that is never announced ends with its result.
         let mut app = App::new(StatusInfo::default());
         app.task_started();
-        app.on_event(partial("x: 1"));
+        app.on_event(partial("Write", "x: 1"));
         app.on_event(TaskEvent::ToolResult {
             id: "c1".into(),
             name: "Write".into(),
