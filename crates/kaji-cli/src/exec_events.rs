@@ -824,6 +824,13 @@ fn ask_data(payload: &AskPayload) -> AskData {
         AskPayload::Followup { options } => AskData::Followup(FollowupData {
             options: options.clone(),
         }),
+        // Partial asks are never printed; were one printed, it would read
+        // as the arguments' ask always did: the tool, no input yet.
+        AskPayload::ToolArguments { tool, .. } => AskData::Tool(ToolAskData {
+            tool: tool.clone(),
+            input: serde_json::Value::Object(Default::default()),
+            preview: None,
+        }),
     }
 }
 

@@ -136,6 +136,8 @@ pub(crate) struct CallEnv<'a> {
     pub emitter: &'a Emitter,
     /// The task's id (for hooks).
     pub task_id: &'a str,
+    /// `$KAJI_HOME` (saved plans, spilled results).
+    pub kaji_home: &'a Path,
     /// Where approvals granted for the session are written.
     pub recorder: &'a Recorder,
     /// The session file (hook payloads' `transcript_path`).
@@ -301,6 +303,16 @@ impl ToolExecutor {
         ))
     }
 
+    /// The title of a call of the tool of this name with `input` (which
+    /// may be incomplete: arguments still streaming): the round's tool's
+    /// own, else the name and its first common argument.
+    pub fn title_of(&self, name: &str, input: &Value) -> String {
+        match self.lookup(name) {
+            Ok(tool) => tool.title(input),
+            Err(_) => kaji_tools::title_from_args(name, input),
+        }
+    }
+
     /// The kind of the tool of this name and the files a call with
     /// `input` reads and writes (for compaction); `None` for a tool this
     /// round does not have.
@@ -325,7 +337,12 @@ impl ToolExecutor {
             Ok(run) | Err(run) => run,
         };
         let content = std::mem::take(run.content_mut());
-        *run.content_mut() = cap_result(content, self.result_cap, env.ctx, &call.id);
+        let spill = env
+            .kaji_home
+            .join("runs")
+            .join(&env.ctx.session_id)
+            .join("tool-results");
+        *run.content_mut() = cap_result(content, self.result_cap, &spill, &call.id);
         run
     }
 
@@ -855,7 +872,7 @@ impl ToolExecutor {
                 };
                 // Plans live under $KAJI_HOME, never in the repository.
                 let saved = match kaji_tools::plan::save_project_plan(
-                    &env.ctx.kaji_home,
+                    env.kaji_home,
                     &env.ctx.project_dir,
                     &plan,
                     std::time::SystemTime::now(),
@@ -1109,18 +1126,13 @@ fn json_text<T: serde::Serialize>(value: &T) -> String {
 
 /// A result of at most `cap` characters. A longer one is cut on a char
 /// boundary, and the whole of it goes to
-/// `$KAJI_HOME/runs/<session>/tool-results/<call id>.txt`, which the cut
-/// result names (or says could not be written).
-fn cap_result(content: String, cap: usize, ctx: &ToolContext, call_id: &str) -> String {
+/// `dir/<call id>.txt` (`$KAJI_HOME/runs/<session>/tool-results`), which
+/// the cut result names (or says could not be written).
+fn cap_result(content: String, cap: usize, dir: &Path, call_id: &str) -> String {
     let Some((cut, _)) = content.char_indices().nth(cap) else {
         return content;
     };
     let total = content.chars().count();
-    let dir = ctx
-        .kaji_home
-        .join("runs")
-        .join(&ctx.session_id)
-        .join("tool-results");
     let safe_id: String = call_id
         .chars()
         .map(|c| {
@@ -1132,7 +1144,7 @@ fn cap_result(content: String, cap: usize, ctx: &ToolContext, call_id: &str) -> 
         })
         .collect();
     let path = dir.join(format!("{safe_id}.txt"));
-    let saved = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, &content));
+    let saved = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&path, &content));
     let note = match saved {
         Ok(()) => format!(
             "[The result was {total} characters; only the first {cap} are shown. The whole result is in {} (read it in parts with Read offset/limit or search it with Grep).]",
@@ -1230,18 +1242,16 @@ mod tests {
     #[test]
     fn a_long_result_is_cut_and_spilled_whole() {
         let home = tempfile::tempdir().unwrap();
-        let mut ctx = ToolContext::new(home.path());
-        ctx.kaji_home = home.path().to_path_buf();
-        ctx.session_id = "s1".into();
+        let dir = home.path().join("runs/s1/tool-results");
         let long = "é".repeat(120);
-        let out = cap_result(long.clone(), 100, &ctx, "call/1");
+        let out = cap_result(long.clone(), 100, &dir, "call/1");
         assert!(out.starts_with(&"é".repeat(100)), "{out}");
         assert!(!out.starts_with(&"é".repeat(101)), "{out}");
         let path = home.path().join("runs/s1/tool-results/call_1.txt");
         assert!(out.contains(&path.display().to_string()), "{out}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), long);
         // Short results are untouched and spill nothing.
-        assert_eq!(cap_result("ok".into(), 100, &ctx, "c2"), "ok");
+        assert_eq!(cap_result("ok".into(), 100, &dir, "c2"), "ok");
         assert!(!home.path().join("runs/s1/tool-results/c2.txt").exists());
     }
 }

@@ -174,6 +174,16 @@ pub enum AskPayload {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         always: Vec<String>,
     },
+    /// A tool call whose arguments are still streaming (the partial ask
+    /// that shows them): never answered; the call's `tool` say replaces
+    /// it.
+    ToolArguments {
+        /// The tool's name.
+        tool: String,
+        /// The tool's title for the arguments complete so far (`Edit:
+        /// src/main.rs` once the path has come, the tool's name before).
+        title: String,
+    },
     /// The model asks a question.
     Followup {
         /// Suggested answers (may be empty).

@@ -196,7 +196,7 @@ impl BashTool {
         let mut cmd = process::shell_command(&input.command);
         cmd.current_dir(&ctx.cwd).stdin(std::process::Stdio::null());
         let options = process::SpawnOptions::sandboxed(sandbox_for(ctx)?)
-            .with_env(Arc::clone(&ctx.env_policy));
+            .with_env(Arc::clone(&ctx.services.env_policy));
         let (mut child, reader) =
             process::spawn_with_merged_output_with(cmd, &options).map_err(|e| {
                 ToolError::Refused(format!(
@@ -297,7 +297,7 @@ impl BashTool {
         input: &BashInput,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let Some(registry) = ctx.runtime.as_ref() else {
+        let Some(registry) = ctx.services.runtime.as_ref() else {
             return Err(ToolError::Refused(
                 "Bash: run_in_background is not available in this session (it has no runtime task \
                  registry); run the command in the foreground instead"
@@ -310,7 +310,7 @@ impl BashTool {
             .filter(|d| !d.trim().is_empty())
             .unwrap_or_else(|| input.command.clone());
         let options = process::SpawnOptions::sandboxed(sandbox_for(ctx)?)
-            .with_env(Arc::clone(&ctx.env_policy));
+            .with_env(Arc::clone(&ctx.services.env_policy));
         let info = registry
             .start_local_bash_with(&input.command, &description, &ctx.cwd, &ctx.agent, options)
             .await

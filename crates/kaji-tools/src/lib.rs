@@ -60,9 +60,36 @@ pub enum AgentRole {
     Teammate,
 }
 
-/// Everything a tool may use while it runs.
+/// The session's services a tool may use, shared by reference: built once
+/// per session (kaji-core's session builder is the one place that fills
+/// it) and held in an [`Arc`] by every Task, sub-agent and call of the
+/// session. A service a tool needs is one field here.
+#[derive(Debug, Clone, Default)]
+pub struct ToolServices {
+    /// The shared task list, when the session has one.
+    pub task_list: Option<kaji_tasks::list::TaskList>,
+    /// The session's runtime task registry, when the session has one.
+    pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
+    /// The session's child-process environment policy (`secret_env`,
+    /// `env_passthrough`): every process a tool starts gets it in its
+    /// [`kaji_tasks::process::SpawnOptions`]. Sessions of one process
+    /// (`kaji acp`) each have their own.
+    pub env_policy: Arc<kaji_tasks::process::EnvPolicy>,
+    /// Where `Read`, `Write` and `Edit` get and put a text file's content
+    /// (an editor's buffers over ACP); `None`: the local disk.
+    pub files: Option<Arc<dyn FileAccess>>,
+    /// The session's language servers (`LSP` tool, diagnostics after
+    /// edits); `None`: none.
+    pub lsp: Option<Arc<kaji_lsp::LspPool>>,
+}
+
+/// Everything a tool may use while it runs: the session's services by
+/// reference, what differs per Task (who calls, which search) and per call
+/// (where, cancellation, sandbox, live output).
 #[derive(Debug, Clone)]
 pub struct ToolContext {
+    /// The session's services, shared by every call.
+    pub services: Arc<ToolServices>,
     /// The task's working directory; relative paths resolve against it.
     /// Inside a worktree it is the worktree's directory.
     pub cwd: PathBuf,
@@ -72,14 +99,9 @@ pub struct ToolContext {
     /// Cancelled when the task is aborted: a tool stops at its next await
     /// point and kills what it started.
     pub cancel: CancellationToken,
-    /// The kaji session id (used to place runtime output files).
+    /// The kaji session id (a sub-agent's own; used to place runtime
+    /// output files).
     pub session_id: String,
-    /// `$KAJI_HOME`.
-    pub kaji_home: PathBuf,
-    /// The shared task list, when the session has one.
-    pub task_list: Option<kaji_tasks::list::TaskList>,
-    /// The session's runtime task registry, when the session has one.
-    pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
     /// The agent making the call: `main`, or a sub-agent's name. It owns
     /// the background tasks it starts and gets their finished notices.
     pub agent: String,
@@ -89,19 +111,19 @@ pub struct ToolContext {
     pub owner: String,
     /// What kind of agent calls: the owner rules of the task list differ.
     pub role: AgentRole,
+    /// Runs sub-agents for the `Agent` tool (one level deeper than the
+    /// caller); `None` refuses them.
+    pub agents: Option<Arc<dyn agent_tools::AgentSpawner>>,
+    /// Does `WebSearch`'s searches (the provider's own search for the
+    /// Task's model, or a configured backend); `None`: the tool says how
+    /// to enable one.
+    pub web_search: Option<Arc<dyn web_search::WebSearcher>>,
     /// The sandbox `Bash` commands (foreground and background) run in;
     /// `None` runs them unconfined. Nothing else a tool starts is confined.
     pub sandbox: Option<Arc<kaji_sandbox::SandboxPolicy>>,
-    /// The session's child-process environment policy (`secret_env`,
-    /// `env_passthrough`): every process a tool starts gets it in its
-    /// [`kaji_tasks::process::SpawnOptions`]. Sessions of one process
-    /// (`kaji acp`) each have their own.
-    pub env_policy: Arc<kaji_tasks::process::EnvPolicy>,
-    /// Runs sub-agents for the `Agent` tool; `None` refuses them.
-    pub agents: Option<Arc<dyn agent_tools::AgentSpawner>>,
-    /// Where `Read`, `Write` and `Edit` get and put a text file's content
-    /// (an editor's buffers over ACP); `None`: the local disk.
-    pub files: Option<Arc<dyn FileAccess>>,
+    /// Files a `Read` deny rule covers: Grep and Glob leave them out of
+    /// their results, as if they did not exist (`None`: nothing hidden).
+    pub hidden: Option<ReadFilter>,
     /// Where a foreground `Bash` command's output goes as it is read
     /// (live output for a front end); `None`: only the result has it.
     pub output: Option<OutputSink>,
@@ -109,15 +131,6 @@ pub struct ToolContext {
     /// the executor runs one: a sub-agent's events name the `Agent` call
     /// that started it.
     pub call_id: Option<String>,
-    /// The session's language servers (`LSP` tool, diagnostics after
-    /// edits); `None`: none.
-    pub lsp: Option<Arc<kaji_lsp::LspPool>>,
-    /// Does `WebSearch`'s searches (the provider's own search or a
-    /// configured backend); `None`: the tool says how to enable one.
-    pub web_search: Option<Arc<dyn web_search::WebSearcher>>,
-    /// Files a `Read` deny rule covers: Grep and Glob leave them out of
-    /// their results, as if they did not exist (`None`: nothing hidden).
-    pub hidden: Option<ReadFilter>,
 }
 
 /// Whether a file is hidden from the reading tools (a `Read` deny rule).
@@ -173,7 +186,7 @@ impl ToolContext {
     pub fn new(cwd: impl Into<PathBuf>) -> Self {
         let cwd = cwd.into();
         Self {
-            kaji_home: cwd.join(".kaji-home"),
+            services: Arc::default(),
             project_dir: cwd.clone(),
             cwd,
             cancel: CancellationToken::new(),
@@ -181,18 +194,25 @@ impl ToolContext {
             agent: "main".to_string(),
             owner: "main".to_string(),
             role: AgentRole::Main,
-            task_list: None,
-            runtime: None,
-            sandbox: None,
-            env_policy: Arc::default(),
             agents: None,
-            files: None,
+            web_search: None,
+            sandbox: None,
+            hidden: None,
             output: None,
             call_id: None,
-            hidden: None,
-            web_search: None,
-            lsp: None,
         }
+    }
+
+    /// The same context with these services (tests, scripts).
+    pub fn with_services(mut self, services: ToolServices) -> Self {
+        self.services = Arc::new(services);
+        self
+    }
+
+    /// The session's services, to change them before the context is
+    /// shared (tests, scripts): copies them first if they are shared.
+    pub fn services_mut(&mut self) -> &mut ToolServices {
+        Arc::make_mut(&mut self.services)
     }
 
     /// Resolves a path given by the model against the working directory.
@@ -290,8 +310,12 @@ pub enum ToolControl {
 pub struct ToolOutput {
     /// The result text sent back to the model.
     pub content: String,
-    /// Structured detail of the call (diff, exit code, …), for tests and
-    /// tools that build on each other; front ends never see it.
+    /// Structured detail of the call (diff, exit code, the task created,
+    /// …), in the tool's own shape. Its reader is the tool itself: its
+    /// [`Tool::hook_response`] (Claude Code's `tool_response`: Bash's exit
+    /// code and interruption, Write's and Edit's path and action) and
+    /// [`Tool::hook_event`] (`TaskCreated`, `TaskCompleted` with the task)
+    /// build on it. The model and front ends never see it.
     pub data: Option<Value>,
     /// Session state the call changed (task list, todo), shown to the
     /// user as a typed `say`.

@@ -100,7 +100,7 @@ fn root_of(path: &Path, ctx: &ToolContext) -> PathBuf {
 
 /// A file's text, through the session's file access when it has one.
 async fn read_text(path: &Path, ctx: &ToolContext) -> Option<String> {
-    match ctx.files.as_ref().filter(|f| f.reads_text()) {
+    match ctx.services.files.as_ref().filter(|f| f.reads_text()) {
         Some(files) => files.read_text(path).await.ok(),
         None => tokio::fs::read_to_string(path).await.ok(),
     }
@@ -179,6 +179,7 @@ language."
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let input: LspInput = parse_input(LSP, input)?;
         let pool = ctx
+            .services
             .lsp
             .as_ref()
             .ok_or_else(|| refused("language servers are not available in this session"))?;
@@ -394,7 +395,7 @@ impl EditDiagnostics {
     /// The baseline of every file `tool` says this call writes that a
     /// language server serves; `None` when there is none (or no pool).
     pub async fn before(tool: &dyn Tool, input: &Value, ctx: &ToolContext) -> Option<Self> {
-        let pool = ctx.lsp.as_ref()?;
+        let pool = ctx.services.lsp.as_ref()?;
         let mut files = Vec::new();
         for shown in tool.files(input).writes {
             let path = crate::normalize_lexically(&ctx.resolve(&shown));
@@ -420,7 +421,7 @@ impl EditDiagnostics {
     /// introduced, or why there are none to give; empty when it
     /// introduced none.
     pub async fn after(self, ctx: &ToolContext) -> String {
-        let Some(pool) = ctx.lsp.as_ref() else {
+        let Some(pool) = ctx.services.lsp.as_ref() else {
             return String::new();
         };
         let mut out = String::new();

@@ -33,7 +33,7 @@ pub(crate) fn register(registry: &mut ToolRegistry) {
 }
 
 fn runtime<'a>(tool: &str, ctx: &'a ToolContext) -> Result<&'a RuntimeTaskRegistry, ToolError> {
-    ctx.runtime.as_deref().ok_or_else(|| {
+    ctx.services.runtime.as_deref().ok_or_else(|| {
         ToolError::Refused(format!(
             "{tool}: this session has no runtime tasks (no background commands can run here)"
         ))

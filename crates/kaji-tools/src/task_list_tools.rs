@@ -78,7 +78,7 @@ fn parse_ids(
 
 /// The store of the session, or a refusal the model can understand.
 pub(crate) fn store_of(ctx: &ToolContext) -> Result<TaskList, ToolError> {
-    ctx.task_list.clone().ok_or_else(|| {
+    ctx.services.task_list.clone().ok_or_else(|| {
         ToolError::Refused(
             "this session has no task list, so the task tools are unavailable; keep track of the \
              work in your replies instead"
@@ -645,7 +645,7 @@ async fn takeover(input: &TaskUpdateInput, ctx: &ToolContext) -> Option<ToolAcce
         return None;
     }
     let id = input.task_id.parse(TASK_UPDATE, "taskId").ok()?;
-    let task = ctx.task_list.as_ref()?.get(id).await.ok()?;
+    let task = ctx.services.task_list.as_ref()?.get(id).await.ok()?;
     let holder = task.owner.filter(|o| *o != ctx.owner)?;
     let new_owner = input
         .owner
@@ -668,7 +668,7 @@ pub(crate) async fn shared_task(id: &TaskIdInput, ctx: &ToolContext) -> ToolAcce
     let Ok(task_id) = id.parse(TASK_UPDATE, "taskId") else {
         return ToolAccess::SessionState;
     };
-    let Some(list) = ctx.task_list.as_ref() else {
+    let Some(list) = ctx.services.task_list.as_ref() else {
         return ToolAccess::SessionState;
     };
     match list.get(task_id).await {
@@ -702,7 +702,7 @@ mod tests {
 
     fn ctx(home: &std::path::Path) -> ToolContext {
         let mut ctx = ToolContext::new(home);
-        ctx.task_list = Some(TaskList::Files(
+        ctx.services_mut().task_list = Some(TaskList::Files(
             kaji_tasks::TaskListStore::open(home, "tools").expect("open list"),
         ));
         ctx

@@ -18,7 +18,7 @@ fn a_bash_command_gets_no_secrets() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let mut ctx = ToolContext::new(dir.path());
-    ctx.env_policy = std::sync::Arc::new(EnvPolicy {
+    ctx.services_mut().env_policy = std::sync::Arc::new(EnvPolicy {
         secret_env: vec!["KAJI_TEST_CUSTOM".to_string()],
         env_passthrough: vec!["KAJI_PASS_TOKEN".to_string()],
         set: Vec::new(),

@@ -677,9 +677,11 @@ impl App {
 
     /// A tool call whose arguments are still streaming: shown growing
     /// (deltas append to it) until its `tool` say replaces it.
+    /// Its header is the tool's title for the arguments so far; the
+    /// partial ask comes again, whole, when the title changes.
     fn on_partial_ask(&mut self, id: u64, text: &str, payload: Option<&AskPayload>) {
-        if let Some(AskPayload::ToolApproval { tool, .. }) = payload {
-            self.upsert(id, EntryStyle::Tool, format!("⏺ {tool} …\n{text}"));
+        if let Some(AskPayload::ToolArguments { tool, title }) = payload {
+            self.upsert(id, EntryStyle::Tool, format!("⏺ {title} …\n{text}"));
             self.streaming_calls.insert(id, tool.clone());
         }
     }
@@ -1464,30 +1466,31 @@ mod tests {
     fn a_streaming_call_grows_then_its_say_replaces_it_with_the_diff() {
         let mut app = App::new(StatusInfo::default());
         app.task_started();
-        let partial = |text: &str| TaskEvent::Ask {
+        let partial = |title: &str, text: &str| TaskEvent::Ask {
             id: 3,
             kind: AskKind::Tool,
             text: text.into(),
             partial: true,
-            payload: Some(AskPayload::ToolApproval {
+            payload: Some(AskPayload::ToolArguments {
                 tool: "Write".into(),
-                input: serde_json::json!({}),
-                preview: None,
-                always: Vec::new(),
+                title: title.into(),
             }),
         };
-        app.on_event(partial(""));
+        app.on_event(partial("Write", ""));
         app.on_event(TaskEvent::Delta {
             id: 3,
-            text: "file_path: a.txt\ncontent: one".into(),
+            text: "file_path: a.t".into(),
         });
+        assert_eq!(texts(&app), ["⏺ Write …\nfile_path: a.t"]);
+        // The path is complete: the same ask again, under the new title.
+        app.on_event(partial("Write: a.txt", "file_path: a.txt\ncontent: one"));
         app.on_event(TaskEvent::Delta {
             id: 3,
             text: "\ntwo".into(),
         });
         assert_eq!(
             texts(&app),
-            ["⏺ Write …\nfile_path: a.txt\ncontent: one\ntwo"]
+            ["⏺ Write: a.txt …\nfile_path: a.txt\ncontent: one\ntwo"]
         );
         app.on_event(TaskEvent::Say {
             id: 3,
@@ -1510,7 +1513,7 @@ mod tests {
         // A streamed call that is never announced ends with its result.
         let mut app = App::new(StatusInfo::default());
         app.task_started();
-        app.on_event(partial("x: 1"));
+        app.on_event(partial("Write", "x: 1"));
         app.on_event(TaskEvent::ToolResult {
             id: "c1".into(),
             name: "Write".into(),

@@ -41,6 +41,7 @@ mod subagent_services;
 mod tasks_cli;
 mod tasks_pg_cli;
 mod tool_schemas;
+mod tool_titles;
 mod trust_cli;
 mod tui;
 mod tui_cli;

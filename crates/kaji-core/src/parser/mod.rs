@@ -271,6 +271,16 @@ impl ReplyAssembler {
         self.state.streaming_args.get(&block).map(ArgsView::text)
     }
 
+    /// The arguments of the tool call at `block` that are complete so far
+    /// (a JSON object), while the call is still streaming: for its title,
+    /// never to run it.
+    pub fn streaming_input(&self, block: usize) -> Option<serde_json::Value> {
+        self.state
+            .streaming_args
+            .get(&block)
+            .map(ArgsView::complete_fields)
+    }
+
     /// The reply as it goes into the history. With the xml protocol tool
     /// calls stay in the text.
     pub fn history_content(&self) -> Vec<ContentBlock> {

@@ -8,6 +8,13 @@
 //! it must never be parsed or used to run anything (the call runs on its
 //! complete arguments, parsed once), and it never fails, whatever the
 //! fragments hold.
+//!
+//! Beside the rendering it keeps the arguments that are complete so far
+//! (a string whose closing quote came, a number whose `,` came), for the
+//! tool's title while the call streams; an argument still arriving is
+//! never in it.
+
+use serde_json::{Map, Value};
 
 /// The rendering of one call's arguments so far.
 #[derive(Debug, Default)]
@@ -16,6 +23,10 @@ pub(crate) struct ArgsView {
     json: JsonFields,
     /// xml: the parameter the last text belonged to.
     xml_param: Option<String>,
+    /// xml: where the last parameter's value starts in `text`.
+    xml_start: usize,
+    /// xml: the parameters complete so far.
+    xml_fields: Map<String, Value>,
 }
 
 impl ArgsView {
@@ -31,13 +42,27 @@ impl ArgsView {
         }
     }
 
-    /// xml calls: more text of parameter `param`.
+    /// xml calls: more text of parameter `param`. A parameter is complete
+    /// once the next one starts.
     pub(crate) fn feed_xml(&mut self, param: &str, text: &str) {
         if self.xml_param.as_deref() != Some(param) {
+            if let Some(done) = self.xml_param.take() {
+                let value = self.text[self.xml_start..].to_string();
+                self.xml_fields.insert(done, Value::String(value));
+            }
             start_field(&mut self.text, param);
+            self.xml_start = self.text.len();
             self.xml_param = Some(param.to_string());
         }
         self.text.push_str(text);
+    }
+
+    /// The arguments complete so far, as a JSON object (strings decoded);
+    /// an argument still arriving is left out.
+    pub(crate) fn complete_fields(&self) -> Value {
+        let mut fields = self.json.fields.clone();
+        fields.extend(self.xml_fields.clone());
+        Value::Object(fields)
     }
 }
 
@@ -82,6 +107,10 @@ struct JsonFields {
     /// `Other`: nesting depth and string state.
     depth: u32,
     in_string: bool,
+    /// Where the current value starts in the rendering.
+    value_start: usize,
+    /// The arguments complete so far.
+    fields: Map<String, Value>,
 }
 
 impl JsonFields {
@@ -119,6 +148,7 @@ impl JsonFields {
             State::AfterKey => {
                 if c == ':' {
                     start_field(out, &self.key);
+                    self.value_start = out.len();
                     self.state = State::BeforeValue;
                 }
             }
@@ -170,6 +200,9 @@ impl JsonFields {
             '"' => {
                 self.flush_high(out);
                 self.state = State::BeforeKey;
+                let value = out.get(self.value_start..).unwrap_or_default();
+                self.fields
+                    .insert(self.key.clone(), Value::String(value.to_string()));
             }
             c => {
                 self.flush_high(out);
@@ -224,16 +257,26 @@ impl JsonFields {
             '{' | '[' => self.depth += 1,
             '}' | ']' if self.depth == 0 => {
                 self.state = State::Done;
+                self.other_done(out);
                 return;
             }
             '}' | ']' => self.depth -= 1,
             ',' if self.depth == 0 => {
                 self.state = State::BeforeKey;
+                self.other_done(out);
                 return;
             }
             _ => {}
         }
         out.push(c);
+    }
+
+    /// A value that is not a string ended: kept when it is valid JSON.
+    fn other_done(&mut self, out: &str) {
+        let raw = out.get(self.value_start..).unwrap_or_default();
+        if let Ok(value) = serde_json::from_str::<Value>(raw.trim()) {
+            self.fields.insert(self.key.clone(), value);
+        }
     }
 }
 
@@ -293,5 +336,31 @@ mod tests {
         view.feed_xml("content", "one\n");
         view.feed_xml("content", "two");
         assert_eq!(view.text(), "file_path: a.txt\ncontent: one\ntwo");
+    }
+
+    #[test]
+    fn only_complete_arguments_are_fields() {
+        let json = r#"{"file_path": "a\"b.txt", "limit": 20, "content": "still com"#;
+        let mut view = ArgsView::default();
+        let mut seen = Vec::new();
+        for c in json.chars() {
+            view.feed_json(&c.to_string());
+            seen.push(view.complete_fields());
+        }
+        // A string is a field once its closing quote came, never before.
+        assert!(seen.iter().all(
+            |f| f.get("file_path").is_none() || f["file_path"] == serde_json::json!("a\"b.txt")
+        ));
+        assert_eq!(
+            view.complete_fields(),
+            serde_json::json!({"file_path": "a\"b.txt", "limit": 20})
+        );
+        let mut xml = ArgsView::default();
+        xml.feed_xml("file_path", "a.txt");
+        xml.feed_xml("content", "one");
+        assert_eq!(
+            xml.complete_fields(),
+            serde_json::json!({"file_path": "a.txt"})
+        );
     }
 }

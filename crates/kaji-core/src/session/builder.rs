@@ -193,6 +193,7 @@ impl SessionBuilder {
             &session_id,
             kaji_tasks::runtime::RuntimeConfig::default(),
         )
+        .map(Arc::new)
         .map_err(|e| {
             SessionError::Setup(format!("cannot set up the session's runtime tasks: {e}"))
         })?;
@@ -300,15 +301,19 @@ impl SessionBuilder {
             web_search: crate::web_search::WebSearchSetup::from_settings(
                 settings.web_search.as_ref(),
             ),
+            tool_services: Arc::new(kaji_tools::ToolServices {
+                task_list: Some(task_list.clone()),
+                runtime: Some(Arc::clone(&runtime)),
+                env_policy,
+                files: self.files.clone(),
+                lsp: Some(lsp),
+            }),
             task_list,
             list_id,
-            runtime: Arc::new(runtime),
+            runtime,
             todo,
             hooks,
             approvals: Arc::new(std::sync::Mutex::new(approvals)),
-            env_policy,
-            lsp,
-            files: self.files.clone(),
             frontend,
             message_ids: Arc::default(),
             subagent_usage: Arc::default(),

@@ -737,7 +737,9 @@ impl Session {
         if let Some(mcp) = &self.services.mcp {
             mcp.shutdown().await;
         }
-        self.services.lsp.shutdown().await;
+        if let Some(lsp) = &self.services.tool_services.lsp {
+            lsp.shutdown().await;
+        }
         // The session's own list, never written, leaves no empty directory
         // behind (a list shared by name may be in use elsewhere: kept).
         if self.task_list_id() == self.id() {

@@ -11,7 +11,8 @@
 //! [`TaskSpec::child`] the only one that derives a child's spec from its
 //! parent's, so a setting added here reaches a sub-agent without anyone
 //! copying it. Adding a session service is one field of
-//! [`SessionServices`] (and of [`kaji_tools::ToolContext`] if tools read it).
+//! [`SessionServices`], or of [`kaji_tools::ToolServices`] when tools
+//! read it (a tool call reads them through its context's `Arc`).
 //!
 //! This module never reads the environment, prints, or holds a lock across
 //! an await.
@@ -92,14 +93,14 @@ pub struct SessionServices {
     /// Rules, approvals granted so far, protected paths and the sandbox
     /// base every Task's sandbox is derived from.
     pub approvals: SharedApprovals,
-    /// The child-process environment policy (`secret_env`,
-    /// `env_passthrough`): every process started for the session gets it.
-    pub env_policy: Arc<kaji_tasks::process::EnvPolicy>,
-    /// The language servers (started on first use, shared by every Task
-    /// and sub-agent, ended with the session).
-    pub lsp: Arc<kaji_lsp::LspPool>,
-    /// Where the file tools read and write text; `None`: the disk.
-    pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
+    /// What tools read of the session, built once by the builder and
+    /// shared by every Task and call: the task list and runtime registry
+    /// above, the child-process environment policy (`secret_env`,
+    /// `env_passthrough`), where the file tools read and write text, and
+    /// the language servers (started on first use, ended with the
+    /// session). A session service a tool needs is one field of
+    /// [`kaji_tools::ToolServices`].
+    pub tool_services: Arc<kaji_tools::ToolServices>,
     /// The front end every Task's events reach (a sub-agent's through
     /// its own wrapper).
     pub frontend: Arc<dyn TaskFrontend>,
@@ -310,8 +311,7 @@ impl SessionServices {
             empty_reply_backoff: defaults.empty_reply_backoff,
             session_id: spec.session_id,
             kaji_home: self.kaji_home.clone(),
-            task_list: Some(self.task_list.clone()),
-            runtime: Some(Arc::clone(&self.runtime)),
+            tool_services: Arc::clone(&self.tool_services),
             // The program's system prompt is the main agent's only, as in
             // Claude Code.
             system_intro: (spec.agent == "main")
@@ -342,9 +342,6 @@ impl SessionServices {
             web_search,
             provider_web_search,
             agents: spec.agents,
-            files: self.files.clone(),
-            env_policy: Arc::clone(&self.env_policy),
-            lsp: Some(Arc::clone(&self.lsp)),
             transcript_path: spec.transcript_path,
             session_context: spec.session_context,
         };

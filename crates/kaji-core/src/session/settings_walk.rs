@@ -243,22 +243,19 @@ async fn every_session_setting_reaches_a_sub_agent_or_is_named_as_overridden() {
     assert!(Arc::ptr_eq(&m.approvals, &c.approvals));
     assert!(Arc::ptr_eq(&m.approvals, &services.approvals));
 
-    assert!(Arc::ptr_eq(&m.env_policy, &c.env_policy));
-    assert_eq!(c.env_policy.secret_env, secret_env);
-    assert_eq!(c.env_policy.env_passthrough, env_passthrough);
+    // The tools' services are the session's, by reference.
+    let (mt, ct) = (&m.tool_services, &c.tool_services);
+    assert!(Arc::ptr_eq(mt, ct) && Arc::ptr_eq(mt, &services.tool_services));
+    assert_eq!(ct.env_policy.secret_env, secret_env);
+    assert_eq!(ct.env_policy.env_passthrough, env_passthrough);
 
-    let list =
-        |cfg: &crate::task::TaskConfig| cfg.task_list.as_ref().map(|l| l.list_id().to_string());
-    assert_eq!(list(&m), list(&c));
-    assert!(Arc::ptr_eq(
-        m.runtime.as_ref().unwrap(),
-        c.runtime.as_ref().unwrap()
-    ));
+    let list = |t: &kaji_tools::ToolServices| t.task_list.as_ref().map(|l| l.list_id().to_string());
+    assert_eq!(list(mt), Some(services.list_id.clone()));
+    assert!(Arc::ptr_eq(mt.runtime.as_ref().unwrap(), &services.runtime));
     assert!(Arc::ptr_eq(&m.budget, &c.budget));
     let _ = max_requests;
     assert!(lsp.contains_key("walk") && lsp_wait_ms == Some(4321));
-    let (mp, cp) = (m.lsp.as_ref().unwrap(), c.lsp.as_ref().unwrap());
-    assert!(Arc::ptr_eq(mp, cp) && Arc::ptr_eq(mp, &services.lsp));
+    let mp = mt.lsp.as_ref().unwrap();
     assert_eq!(mp.wait(), std::time::Duration::from_millis(4321));
     assert!(mp.status().iter().any(|s| s.name == "walk"));
     // Checkpoints: on for both, or off for both.

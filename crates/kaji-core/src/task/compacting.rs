@@ -214,7 +214,7 @@ impl Task {
     /// What survives a summary besides it: open tasks, the todo, the files
     /// changed, the user's latest prompt.
     pub(super) async fn compaction_context(&self) -> compaction::CompactionContext {
-        let snapshot = match &self.config.task_list {
+        let snapshot = match &self.config.tool_services.task_list {
             Some(list) => list.list().await.ok(),
             None => None,
         };

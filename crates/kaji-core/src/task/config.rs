@@ -51,10 +51,10 @@ pub struct TaskConfig {
     pub session_id: String,
     /// `$KAJI_HOME`.
     pub kaji_home: PathBuf,
-    /// The shared task list (files or PostgreSQL).
-    pub task_list: Option<kaji_tasks::list::TaskList>,
-    /// The runtime task registry.
-    pub runtime: Option<Arc<kaji_tasks::RuntimeTaskRegistry>>,
+    /// The session's services tools read (task list, runtime tasks,
+    /// environment policy, file access, language servers), shared with
+    /// every Task of the session.
+    pub tool_services: Arc<kaji_tools::ToolServices>,
     /// Extra system prompt sections (rule files), in order.
     pub extra_system_sections: Vec<String>,
     /// Replaces the system prompt's introduction (`--system-prompt`).
@@ -121,14 +121,6 @@ pub struct TaskConfig {
     /// of `WebSearch`, when the rules let `WebSearch` run without asking
     /// (see [`crate::web_search`]).
     pub provider_web_search: bool,
-    /// Where the file tools read and write text (an editor's buffers);
-    /// `None`: the local disk.
-    pub files: Option<Arc<dyn kaji_tools::FileAccess>>,
-    /// The session's child-process environment policy, for every process
-    /// a tool starts.
-    pub env_policy: Arc<kaji_tasks::process::EnvPolicy>,
-    /// The session's language servers; `None`: none.
-    pub lsp: Option<Arc<kaji_lsp::LspPool>>,
     /// The session file, for hook payloads (`transcript_path`).
     pub transcript_path: Option<PathBuf>,
     /// Context SessionStart hooks gave, put before the prompt.
@@ -165,8 +157,7 @@ impl TaskConfig {
             empty_reply_retries: 3,
             empty_reply_backoff: Duration::from_millis(500),
             session_id: "local".into(),
-            task_list: None,
-            runtime: None,
+            tool_services: Arc::default(),
             extra_system_sections: Vec::new(),
             system_intro: None,
             history: Vec::new(),
@@ -194,9 +185,6 @@ impl TaskConfig {
             agents: None,
             web_search: None,
             provider_web_search: false,
-            files: None,
-            env_policy: Arc::default(),
-            lsp: None,
             transcript_path: None,
             session_context: Vec::new(),
         }

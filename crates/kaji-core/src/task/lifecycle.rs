@@ -187,7 +187,7 @@ impl Task {
 
     /// After an abort: the background tasks that go on running.
     pub(super) fn say_background_still_running(&self) {
-        let Some(runtime) = &self.config.runtime else {
+        let Some(runtime) = &self.config.tool_services.runtime else {
             return;
         };
         let tasks: Vec<BackgroundTask> = runtime

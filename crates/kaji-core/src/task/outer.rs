@@ -164,7 +164,7 @@ impl Task {
         if let Some(reminder) = self.todo_reminder() {
             user_content.push(ContentBlock::text(reminder));
         }
-        if let Some(runtime) = &self.config.runtime {
+        if let Some(runtime) = &self.config.tool_services.runtime {
             for notice in runtime.take_finished_notices_for(&self.config.agent) {
                 user_content.push(ContentBlock::text(notice.to_prompt_text()));
             }
@@ -177,7 +177,7 @@ impl Task {
             kaji_tools::AgentRole::Teammate => &self.config.owner,
             _ => &self.config.agent,
         };
-        if let Some(list) = &self.config.task_list
+        if let Some(list) = &self.config.tool_services.task_list
             && let Ok(messages) = list.take_messages(mailbox).await
         {
             for message in messages {

@@ -48,8 +48,8 @@ impl Task {
                         return walk.out;
                     }
                 }
-                Step::CallPartial { name, delta } => {
-                    self.stream_call_arguments(&mut walk.streaming, &name, delta);
+                Step::CallPartial { name, text, input } => {
+                    self.stream_call_arguments(&mut walk, &name, text, &input);
                     if !self.wait_for_more(&mut version).await {
                         return walk.out;
                     }
@@ -86,7 +86,10 @@ impl Task {
                 match assembler.and_then(|a| a.streaming_arguments(walk.next)) {
                     Some(text) if !walk.out.interrupted && !walk.completed => Step::CallPartial {
                         name: call.name.clone(),
-                        delta: text.get(sent..).unwrap_or_default().to_string(),
+                        text: text.to_string(),
+                        input: assembler
+                            .and_then(|a| a.streaming_input(walk.next))
+                            .unwrap_or_default(),
                     },
                     _ if done => Step::Done,
                     _ => Step::Wait,
@@ -226,6 +229,7 @@ impl Task {
         // The partial ask of the call's arguments, if any: the call's
         // announcement replaces it.
         let announce = walk.streaming.take().map(|(id, _)| id);
+        walk.streaming_title = None;
         let run = if walk.out.interrupted {
             let why = if self.executor.hook_stop_pending() {
                 "a hook stopped the task (\"continue\": false)"
@@ -266,40 +270,42 @@ impl Task {
     }
 
     /// Streams a tool call's arguments as they arrive: a partial `ask`
-    /// (kind `tool`) first, then [`TaskEvent::Delta`]s with the new text of
-    /// the rendering. The call's `tool` say, with the same id, ends it.
-    pub(super) fn stream_call_arguments(
-        &self,
-        streaming: &mut Option<(u64, usize)>,
-        name: &str,
-        delta: String,
-    ) {
-        match streaming {
-            None => {
-                let id = self.emitter.next();
-                *streaming = Some((id, delta.len()));
+    /// (kind `tool`, payload `tool_arguments` with the tool's title for the
+    /// arguments complete so far), then [`TaskEvent::Delta`]s with the new
+    /// text of the rendering. When the title changes (the path has come),
+    /// the partial ask is sent again, same id, with the whole text so far.
+    /// The call's `tool` say, with the same id, ends it.
+    fn stream_call_arguments(&self, walk: &mut Walk, name: &str, text: String, input: &Value) {
+        let title = self.executor.title_of(name, input);
+        let id = match walk.streaming {
+            Some((id, sent)) if walk.streaming_title.as_deref() == Some(title.as_str()) => {
+                let delta = text.get(sent..).unwrap_or_default();
+                if !delta.is_empty() {
+                    self.emitter.emit(TaskEvent::Delta {
+                        id,
+                        text: delta.to_string(),
+                    });
+                }
+                id
+            }
+            streaming => {
+                // The first partial ask, or the same one under a new title.
+                let id = streaming.map_or_else(|| self.emitter.next(), |(id, _)| id);
                 self.emitter.emit(TaskEvent::Ask {
                     id,
                     kind: AskKind::Tool,
-                    text: delta,
+                    text: text.clone(),
                     partial: true,
-                    payload: Some(AskPayload::ToolApproval {
+                    payload: Some(AskPayload::ToolArguments {
                         tool: name.to_string(),
-                        input: Value::Object(Default::default()),
-                        preview: None,
-                        always: Vec::new(),
+                        title: title.clone(),
                     }),
                 });
+                walk.streaming_title = Some(title);
+                id
             }
-            Some((id, sent)) if !delta.is_empty() => {
-                *sent += delta.len();
-                self.emitter.emit(TaskEvent::Delta {
-                    id: *id,
-                    text: delta,
-                });
-            }
-            Some(_) => {}
-        }
+        };
+        walk.streaming = Some((id, text.len()));
     }
 }
 
@@ -312,6 +318,8 @@ struct Walk {
     next: usize,
     /// The partial message being streamed: (message id, bytes sent).
     streaming: Option<(u64, usize)>,
+    /// The title a streaming tool call's partial ask shows.
+    streaming_title: Option<String>,
     /// AttemptCompletion ran: later calls are skipped.
     completed: bool,
 }
@@ -331,8 +339,13 @@ pub(super) enum Step {
     Wait,
     /// Text or reasoning still streaming: its new part.
     Partial { reasoning: bool, delta: String },
-    /// A tool call still streaming: the new text of its arguments.
-    CallPartial { name: String, delta: String },
+    /// A tool call still streaming: the rendering of its arguments so
+    /// far, and those complete so far.
+    CallPartial {
+        name: String,
+        text: String,
+        input: Value,
+    },
     /// A text or reasoning block that is whole.
     Complete(SayKind, String),
     /// A tool call that is whole.

@@ -41,6 +41,7 @@ impl Task {
             ctx: &ctx,
             emitter: &self.emitter,
             task_id: &self.task_id,
+            kaji_home: &self.config.kaji_home,
             recorder: &self.config.recorder,
             transcript_path: self.config.transcript_path.as_deref(),
             announce_id,
@@ -71,6 +72,7 @@ impl Task {
         let hidden =
             crate::permissions::read_filter(&self.config.approvals, &self.config.cwd, &cwd);
         ToolContext {
+            services: Arc::clone(&self.config.tool_services),
             sandbox: crate::permissions::sandbox_for(&self.config.approvals, mode, &cwd),
             cwd,
             project_dir: self.config.cwd.clone(),
@@ -79,20 +81,14 @@ impl Task {
             agent: self.config.agent.clone(),
             owner: self.config.owner.clone(),
             role: self.config.role,
-            kaji_home: self.config.kaji_home.clone(),
-            task_list: self.config.task_list.clone(),
-            runtime: self.config.runtime.clone(),
             agents: self.config.agents.clone(),
-            files: self.config.files.clone(),
-            env_policy: Arc::clone(&self.config.env_policy),
+            web_search: self.config.web_search.clone(),
             output: self
                 .config
                 .live_output
                 .then(|| crate::live_output::sink(self.emitter.clone())),
             call_id: None,
             hidden,
-            web_search: self.config.web_search.clone(),
-            lsp: self.config.lsp.clone(),
         }
     }
 

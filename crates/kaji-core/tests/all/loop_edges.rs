@@ -121,7 +121,8 @@ async fn plan_mode_records_the_plan_and_runs_read_only_commands() {
     .await;
     let mut cfg = task_config(&server, dir.path(), PermissionMode::Plan);
     let store = kaji_tasks::TaskListStore::open(&dir.path().join(".kaji-home"), "plan").unwrap();
-    cfg.task_list = Some(kaji_tasks::list::TaskList::Files(store.clone()));
+    Arc::make_mut(&mut cfg.tool_services).task_list =
+        Some(kaji_tasks::list::TaskList::Files(store.clone()));
     // Nobody approves anything: what runs, runs without asking.
     let (frontend, _rx) = RecordingFrontend::new(deny());
     let outcome = task(cfg, frontend.clone()).run("plan it".into()).await;
@@ -179,7 +180,7 @@ async fn polling_task_output_six_times_with_the_same_answer_is_no_loop() {
     turns.push(done("waited"));
     let server = serve(turns).await;
     let mut cfg = task_config(&server, dir.path(), PermissionMode::Yolo);
-    cfg.runtime = Some(Arc::clone(&runtime));
+    Arc::make_mut(&mut cfg.tool_services).runtime = Some(Arc::clone(&runtime));
     cfg.session_id = "poll".into();
     let (frontend, _rx) = RecordingFrontend::new(deny());
     let outcome = task(cfg, frontend.clone()).run("wait for it".into()).await;

@@ -26,7 +26,27 @@ async fn write_held(
     kind: ProviderKind,
     protocol: ToolProtocol,
 ) -> (Vec<TaskEvent>, String) {
-    let dir = tempfile::tempdir().unwrap();
+    let (events, seen, _) = held("Write", first, kind, protocol, "line 2").await;
+    assert_eq!(
+        std::fs::read_to_string(events.1.join("a.txt")).unwrap(),
+        CONTENT
+    );
+    (events.0, seen)
+}
+
+/// Runs a call of `tool` whose stream holds inside its arguments until
+/// the streamed text contains `until`; returns every event (and the
+/// working directory), the text the front end saw of the call while it
+/// was held, and the title its partial ask showed then.
+async fn held(
+    tool: &str,
+    first: Turn,
+    kind: ProviderKind,
+    protocol: ToolProtocol,
+    until: &str,
+) -> ((Vec<TaskEvent>, std::path::PathBuf), String, String) {
+    let dir = tempfile::tempdir().unwrap().keep();
+    std::fs::write(dir.join("a.txt"), "one\ntwo\n").unwrap();
     let server = serve([first, done("ok")]).await;
     let (frontend, mut rx) = RecordingFrontend::new(deny());
     let t = task(
@@ -34,7 +54,7 @@ async fn write_held(
         kind,
         protocol,
         PermissionMode::Yolo,
-        dir.path(),
+        &dir,
         frontend.clone(),
     );
     let run = tokio::spawn(t.run("write it".into()));
@@ -43,6 +63,7 @@ async fn write_held(
     let seen = tokio::time::timeout(Duration::from_secs(20), async {
         let mut ask = None;
         let mut text = String::new();
+        let mut shown = String::new();
         while let Some(event) = rx.recv().await {
             match event {
                 TaskEvent::Ask {
@@ -50,11 +71,14 @@ async fn write_held(
                     kind: AskKind::Tool,
                     partial: true,
                     text: t,
-                    payload: Some(AskPayload::ToolApproval { tool, .. }),
+                    payload: Some(AskPayload::ToolArguments { tool: name, title }),
                 } => {
-                    assert_eq!(tool, "Write");
+                    assert_eq!(name, tool);
+                    assert!(ask.is_none_or(|a| a == id), "a second partial ask");
                     ask = Some(id);
-                    text.push_str(&t);
+                    // Sent again under a new title: the whole text so far.
+                    text = t;
+                    shown = title;
                 }
                 TaskEvent::Delta { id, text: t } if Some(id) == ask => text.push_str(&t),
                 TaskEvent::ToolUse { .. } | TaskEvent::ToolResult { .. } => {
@@ -62,11 +86,11 @@ async fn write_held(
                 }
                 _ => {}
             }
-            if text.contains("line 2") {
-                return text;
+            if text.contains(until) {
+                return (text, shown);
             }
         }
-        text
+        (text, shown)
     })
     .await
     .unwrap_or_else(|_| panic!("{kind:?} {protocol:?}: no partial ask while the call streamed"));
@@ -77,11 +101,7 @@ async fn write_held(
         TaskStatus::Completed,
         "{kind:?} {protocol:?}"
     );
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
-        CONTENT
-    );
-    (frontend.events(), seen)
+    ((frontend.events(), dir), seen.0, seen.1)
 }
 
 /// The Write's partial ask, its deltas and the `tool` say that ends it
@@ -98,9 +118,13 @@ fn check_stream(events: &[TaskEvent], want: &str) {
                 partial: true,
                 text: t,
                 ..
-            } if ask.is_none() => {
+            } if ask.is_none_or(|a| a == *id) => {
+                assert!(
+                    t.starts_with(&text),
+                    "sent again, the text must hold all sent before: {t:?} after {text:?}"
+                );
                 ask = Some(*id);
-                text.push_str(t);
+                text = t.clone();
             }
             TaskEvent::Delta { id, text: t } if Some(*id) == ask => {
                 assert!(!closed, "a delta after the message was complete");
@@ -197,4 +221,58 @@ async fn one_request_in_flight_while_a_held_reply_runs_its_tools() {
     assert_eq!(outcome.status, TaskStatus::Completed);
     assert_eq!(server.requests().len(), 2);
     assert_eq!(server.max_requests_in_flight(), 1);
+}
+
+#[tokio::test]
+async fn a_streaming_call_is_titled_once_its_path_has_come() {
+    // The path is complete, the strings after it are still streaming: the
+    // partial ask says which file, as the tool titles it.
+    for (kind, protocol, turn) in [
+        (
+            ProviderKind::Anthropic,
+            ToolProtocol::Native,
+            Turn::tool_call(
+                "Edit",
+                json!({"file_path": "a.txt", "new_string": CONTENT, "old_string": "one\n"}),
+            )
+            .with_chunk_size(7)
+            .with_hold_in_arguments(40),
+        ),
+        (
+            ProviderKind::Anthropic,
+            ToolProtocol::Xml,
+            Turn::text("<Edit>\n<file_path>a.txt</file_path>\n<old_string>one\n</old_string>\n<new_string>line 1\nline 2")
+                .with_chunk_size(7)
+                .and_hold()
+                .and_text(" with \"quotes\"\nline 3\nline 4\nline 5\nline 6\n</new_string>\n</Edit>"),
+        ),
+    ] {
+        let ((events, dir), seen, title) =
+            held("Edit", turn, kind, protocol, "_string: ").await;
+        assert_eq!(title, "Edit: a.txt", "{protocol:?}: {seen:?}");
+        assert!(seen.starts_with("file_path: a.txt\n"), "{seen:?}");
+        if protocol == ToolProtocol::Native {
+            assert_eq!(
+                std::fs::read_to_string(dir.join("a.txt")).unwrap(),
+                format!("{CONTENT}two\n")
+            );
+        }
+        // Before the path was whole the title was the tool's name (when the
+        // presenter looked that early).
+        let titles: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                TaskEvent::Ask {
+                    payload: Some(AskPayload::ToolArguments { tool, title }),
+                    ..
+                } if tool == "Edit" => Some(title.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            titles.iter().all(|t| ["Edit", "Edit: a.txt"].contains(t)),
+            "{titles:?}"
+        );
+        assert_eq!(titles.last(), Some(&"Edit: a.txt"), "{titles:?}");
+    }
 }

@@ -261,7 +261,7 @@ async fn a_background_sub_agent_is_read_with_task_output_and_stopped_with_task_s
     server.wait_for_holds(1).await;
     let mut ctx = ToolContext::new(work.path());
     ctx.session_id = session.id().to_string();
-    ctx.runtime = Some(session.runtime().clone());
+    ctx.services_mut().runtime = Some(session.runtime().clone());
     let tools = builtin_tools();
     let output = tools.get("TaskOutput").expect("TaskOutput");
     let first = output

@@ -361,7 +361,7 @@ async fn finished_background_task_is_announced_in_the_next_request() {
         kaji_tasks::RuntimeTaskRegistry::new(&cfg.kaji_home, "notice-session", Default::default())
             .unwrap(),
     );
-    cfg.runtime = Some(registry.clone());
+    Arc::make_mut(&mut cfg.tool_services).runtime = Some(registry.clone());
     cfg.session_id = "notice-session".into();
     let (frontend, mut rx) = RecordingFrontend::new(AskResponse::Reply { text: "yes".into() });
     let gate = Arc::new(tokio::sync::Notify::new());

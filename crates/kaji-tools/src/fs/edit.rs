@@ -146,7 +146,7 @@ give the new text in new_string"
         }
         let path = paths::resolve(ctx, &input.file_path);
         let cwd = paths::cwd(ctx);
-        match ctx.files.clone().filter(|f| f.writes_text()) {
+        match ctx.services.files.clone().filter(|f| f.writes_text()) {
             None => blocking(move || edit(&cwd, path, input)).await,
             Some(files) => edit_through(cwd, path, input, files.as_ref(), &ctx.cancel).await,
         }

@@ -282,7 +282,7 @@ to search many files.\n\
             limit: input.limit.unwrap_or(DEFAULT_LIMIT),
             cancel: ctx.cancel.clone(),
         };
-        match ctx.files.clone().filter(|f| f.reads_text()) {
+        match ctx.services.files.clone().filter(|f| f.reads_text()) {
             None => blocking(move || request.run()).await,
             Some(files) => read_through(request, files.as_ref()).await,
         }

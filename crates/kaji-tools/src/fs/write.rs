@@ -108,7 +108,7 @@ before replacing it, so nothing in it is lost by accident.\n\
         )?;
         let path = paths::resolve(ctx, &input.file_path);
         let cwd = paths::cwd(ctx);
-        match ctx.files.clone().filter(|f| f.writes_text()) {
+        match ctx.services.files.clone().filter(|f| f.writes_text()) {
             None => blocking(move || write(&cwd, path, &input.content)).await,
             Some(files) => {
                 write_through(cwd, path, input.content, files.as_ref(), &ctx.cancel).await

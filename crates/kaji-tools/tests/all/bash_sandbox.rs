@@ -44,7 +44,6 @@ fn setup(dir: &tempfile::TempDir) -> (ToolContext, PathBuf) {
     let mut policy = SandboxPolicy::workspace(SandboxMode::WorkspaceWrite, &ws);
     policy.writable_roots.retain(|r| r.starts_with(&ws));
     let mut ctx = ToolContext::new(&ws);
-    ctx.kaji_home = base.join("kaji-home");
     ctx.sandbox = Some(Arc::new(policy));
     (ctx, outside)
 }
@@ -85,10 +84,14 @@ async fn a_background_command_runs_in_the_sandbox() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let (mut ctx, outside) = setup(&dir);
-    let registry =
-        RuntimeTaskRegistry::new(&ctx.kaji_home, "s", RuntimeConfig::default()).expect("registry");
+    let registry = RuntimeTaskRegistry::new(
+        &ctx.project_dir.join("../kaji-home"),
+        "s",
+        RuntimeConfig::default(),
+    )
+    .expect("registry");
     let registry = Arc::new(registry);
-    ctx.runtime = Some(Arc::clone(&registry));
+    ctx.services_mut().runtime = Some(Arc::clone(&registry));
     let command = format!("echo in > bg-in; echo out > {}/bg-out", outside.display());
     let out = bash(&ctx, json!({"command": command, "run_in_background": true}))
         .await

@@ -24,9 +24,9 @@ fn context(dir: &std::path::Path) -> ToolContext {
         kill_grace: Duration::from_millis(100),
         ..RuntimeConfig::default()
     };
-    let registry =
-        RuntimeTaskRegistry::new(&ctx.kaji_home, &ctx.session_id, config).expect("registry");
-    ctx.runtime = Some(Arc::new(registry));
+    let registry = RuntimeTaskRegistry::new(&dir.join(".kaji-home"), &ctx.session_id, config)
+        .expect("registry");
+    ctx.services_mut().runtime = Some(Arc::new(registry));
     ctx
 }
 
@@ -110,6 +110,7 @@ async fn task_stop_kills_the_group_and_refuses_what_it_cannot_stop() {
         // TaskOutput with block waits for the end: follow the output as
         // it comes through the registry instead.
         let read = ctx
+            .services
             .runtime
             .as_ref()
             .expect("runtime")

@@ -14,7 +14,7 @@ async fn call(ctx: &ToolContext, tool: &str, input: Value) -> Result<ToolOutput,
 
 fn ctx(dir: &std::path::Path, store: &TaskListStore, agent: &str) -> ToolContext {
     let mut ctx = ToolContext::new(dir);
-    ctx.task_list = Some(kaji_tasks::list::TaskList::Files(store.clone()));
+    ctx.services_mut().task_list = Some(kaji_tasks::list::TaskList::Files(store.clone()));
     ctx.agent = agent.to_string();
     ctx.owner = agent.to_string();
     ctx.role = kaji_tools::AgentRole::Teammate;
@@ -175,7 +175,7 @@ async fn the_main_agent_taking_over_is_an_access_that_asks() {
     let mine = store.create(new_task("mine", &[])).expect("create");
     store.claim(held.id, "alice").expect("claim");
     let mut lead = ToolContext::new(dir.path());
-    lead.task_list = Some(kaji_tasks::list::TaskList::Files(store.clone()));
+    lead.services_mut().task_list = Some(kaji_tasks::list::TaskList::Files(store.clone()));
     lead.owner = "lead-session".to_string();
     store.claim(mine.id, "lead-session").expect("claim");
     let registry = builtin_tools();

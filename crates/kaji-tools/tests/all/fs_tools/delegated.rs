@@ -52,7 +52,7 @@ async fn run(
     let registry = builtin_tools();
     let tool = registry.get(name).unwrap();
     let mut ctx = ToolContext::new(cwd);
-    ctx.files = Some(files.clone());
+    ctx.services_mut().files = Some(files.clone());
     tool.call(input, &ctx).await
 }
 
