@@ -30,6 +30,7 @@ use agent_client_protocol::v1::schema::{
     SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::{Agent, Client, Error, ErrorCode, Lines, Responder, V1};
+use kaji_core::session::error::SessionErrorKind;
 use kaji_core::{PermissionMode, ResumeFrom, Session, SessionBuilder, SessionError};
 use kaji_mcp::{McpServerConfig, McpTransportConfig};
 use kaji_protocol::TaskStatus;
@@ -642,8 +643,8 @@ fn unknown_session(id: &str) -> Error {
 /// A session that cannot be built or opened: the request's parameters
 /// (flags, an unknown or busy saved session) or kaji's own failure.
 fn session_error(e: SessionError) -> Error {
-    let code = match e {
-        SessionError::Usage(_) | SessionError::Store(_) => ErrorCode::INVALID_PARAMS,
+    let code = match e.kind() {
+        SessionErrorKind::Usage | SessionErrorKind::Store => ErrorCode::INVALID_PARAMS,
         _ => ErrorCode::INTERNAL_ERROR,
     };
     Error::new(code, e.to_string())

@@ -30,6 +30,7 @@ mod ps_cli;
 mod review_cli;
 mod rules_cli;
 mod sandbox_escapes;
+mod session_errors;
 mod sessions_cli;
 mod sessions_resume;
 mod shell_analysis;

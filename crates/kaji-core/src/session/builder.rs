@@ -98,20 +98,17 @@ impl SessionBuilder {
         if let Some(r) = &restored {
             warnings.extend(r.warnings.iter().cloned());
             if !r.project_dir.is_dir() {
-                return Err(SessionError::Store(format!(
-                    "session {} worked in {}, which no longer exists; nothing was changed (`kaji sessions show {}` still shows it)",
-                    r.session_id,
-                    r.project_dir.display(),
-                    r.session_id
-                )));
+                return Err(SessionError::ProjectGone {
+                    session_id: r.session_id.clone(),
+                    project_dir: r.project_dir.clone(),
+                });
             }
             if self.options.cwd.is_some() && r.project_dir != cwd {
-                return Err(SessionError::Usage(format!(
-                    "session {} belongs to {}, not {}: resume it from its own directory (or leave out -C)",
-                    r.session_id,
-                    r.project_dir.display(),
-                    cwd.display()
-                )));
+                return Err(SessionError::OtherProject {
+                    session_id: r.session_id.clone(),
+                    project_dir: r.project_dir.clone(),
+                    cwd,
+                });
             }
         }
         // A resumed session continues in its own project directory.
@@ -119,16 +116,14 @@ impl SessionBuilder {
             Some(r) => r.project_dir.clone(),
             None => cwd,
         };
-        let trusted = self.options.trust
-            || crate::trust::is_trusted(&self.kaji_home, &project_dir)
-                .map_err(|e| SessionError::Usage(e.to_string()))?;
+        let trusted =
+            self.options.trust || crate::trust::is_trusted(&self.kaji_home, &project_dir)?;
         let (settings, ignored) = KajiConfig::load_with(
             &self.kaji_home,
             &project_dir,
             trusted,
             &self.claude_sources(),
-        )
-        .map_err(|e| SessionError::Usage(e.to_string()))?;
+        )?;
         if !ignored.is_empty() {
             warnings.push(untrusted_warning(&ignored));
         }
@@ -158,8 +153,7 @@ impl SessionBuilder {
         if let Some(level) = self.options.reasoning.or(settings.reasoning) {
             provider_config.reasoning = level;
         }
-        let provider: Arc<dyn ModelProvider> = kaji_llm::build_provider(&provider_config)
-            .map_err(|e| SessionError::Usage(e.to_string()))?;
+        let provider: Arc<dyn ModelProvider> = kaji_llm::build_provider(&provider_config)?;
 
         let session_id = match (&restored, &self.options.session_id) {
             (Some(r), _) => r.session_id.clone(),
@@ -193,9 +187,7 @@ impl SessionBuilder {
             &session_id,
             kaji_tasks::runtime::RuntimeConfig::default(),
         )
-        .map_err(|e| {
-            SessionError::Setup(format!("cannot set up the session's runtime tasks: {e}"))
-        })?;
+        .map_err(SessionError::RuntimeTasks)?;
 
         let work_dir = self
             .work_dir(&project_dir, restored.as_ref(), &mut warnings)
@@ -427,7 +419,7 @@ impl SessionBuilder {
         let env = |k: &str| std::env::var(k).ok();
         selection::select(flags, &env, file)
             .await
-            .map_err(|e| SessionError::Usage(e.to_string()))
+            .map_err(SessionError::from)
     }
 
     /// The session's permission state: the settings' rules (a project's
@@ -460,9 +452,11 @@ impl SessionBuilder {
         ];
         for (kind, flag, list) in flags {
             for text in list {
-                let rule = text
-                    .parse::<Rule>()
-                    .map_err(|e| SessionError::Usage(format!("{flag} {text:?}: {e}")))?;
+                let rule = text.parse::<Rule>().map_err(|source| SessionError::Rule {
+                    flag,
+                    text: text.clone(),
+                    source,
+                })?;
                 rules.push(kind, rule, RuleSource::Flag, true);
             }
         }
@@ -484,7 +478,7 @@ impl SessionBuilder {
         if explicit != Some(SandboxMode::Off) {
             let support = tokio::task::spawn_blocking(kaji_sandbox::probe)
                 .await
-                .map_err(|e| SessionError::Setup(format!("the sandbox probe failed: {e}")))?;
+                .map_err(SessionError::SandboxProbe)?;
             sandbox.available = support.is_complete();
             let wanted = explicit.is_some() || mode != PermissionMode::Yolo;
             if !sandbox.available && wanted {
@@ -541,15 +535,10 @@ impl SessionBuilder {
             url.as_deref(),
             default_list,
         )
-        .map_err(|e| SessionError::Usage(format!("--task-list: {e}")))?;
+        .map_err(SessionError::TaskListName)?;
         kaji_tasks::list::TaskList::open(&self.kaji_home, &target)
             .await
-            .map_err(|e| match e.kind() {
-                kaji_tasks::list::TaskListErrorKind::InvalidInput => {
-                    SessionError::Usage(format!("--task-list: {e}"))
-                }
-                _ => SessionError::Setup(format!("cannot open the task list: {e}")),
-            })
+            .map_err(SessionError::task_list)
     }
 
     /// The task list and lease length a session of these options would
@@ -563,11 +552,8 @@ impl SessionBuilder {
         default_list: &str,
     ) -> Result<(kaji_tasks::list::TaskList, std::time::Duration), SessionError> {
         let cwd = working_dir(self.options.cwd.as_deref())?;
-        let trusted = self.options.trust
-            || crate::trust::is_trusted(&self.kaji_home, &cwd)
-                .map_err(|e| SessionError::Usage(e.to_string()))?;
-        let (settings, _) = KajiConfig::load_gated(&self.kaji_home, &cwd, trusted)
-            .map_err(|e| SessionError::Usage(e.to_string()))?;
+        let trusted = self.options.trust || crate::trust::is_trusted(&self.kaji_home, &cwd)?;
+        let (settings, _) = KajiConfig::load_gated(&self.kaji_home, &cwd, trusted)?;
         let list = self.open_list(&settings, default_list).await?;
         Ok((list, self.env.lease(settings.lease_ms)))
     }
@@ -586,7 +572,10 @@ impl SessionBuilder {
             let (worktree, _created) =
                 kaji_tools::worktree::open_or_create_worktree(project_dir, name)
                     .await
-                    .map_err(|e| SessionError::Usage(format!("--worktree {name}: {e}")))?;
+                    .map_err(|source| SessionError::Worktree {
+                        name: name.clone(),
+                        source,
+                    })?;
             return Ok(worktree.cwd);
         }
         if let Some(saved) = restored.and_then(|r| r.state.cwd.clone()) {
@@ -616,14 +605,10 @@ fn run_budget(
     if let Some(usd) = max_usd
         && !(usd.is_finite() && usd > 0.0)
     {
-        return Err(SessionError::Usage(format!(
-            "max_budget_usd must be a positive number of dollars, not {usd}"
-        )));
+        return Err(SessionError::BudgetUsd(usd));
     }
     if max_requests == Some(0) {
-        return Err(SessionError::Usage(
-            "max_requests must be at least 1".to_string(),
-        ));
+        return Err(SessionError::ZeroMaxRequests);
     }
     let price = crate::budget::pricing(model_info);
     let budget = crate::budget::RunBudget::new(max_requests, max_usd, price);
@@ -711,17 +696,16 @@ fn untrusted_warning(ignored: &[IgnoredSetting]) -> String {
 fn working_dir(cwd: Option<&Path>) -> Result<PathBuf, SessionError> {
     let dir = match cwd {
         Some(d) => d.to_path_buf(),
-        None => std::env::current_dir()
-            .map_err(|e| SessionError::Setup(format!("cannot read the current directory: {e}")))?,
+        None => std::env::current_dir().map_err(SessionError::CurrentDir)?,
     };
     let dir = dir
         .canonicalize()
-        .map_err(|e| SessionError::Usage(format!("working directory {}: {e}", dir.display())))?;
+        .map_err(|source| SessionError::WorkingDir {
+            dir: dir.clone(),
+            source,
+        })?;
     if !dir.is_dir() {
-        return Err(SessionError::Usage(format!(
-            "working directory {} is not a directory",
-            dir.display()
-        )));
+        return Err(SessionError::NotADirectory(dir));
     }
     Ok(dir)
 }

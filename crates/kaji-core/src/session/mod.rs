@@ -218,8 +218,7 @@ impl Session {
     pub fn set_reasoning(&self, level: kaji_llm::Reasoning) -> Result<(), SessionError> {
         let mut config = self.services.provider_config.clone();
         config.reasoning = level;
-        let provider =
-            kaji_llm::build_provider(&config).map_err(|e| SessionError::Usage(e.to_string()))?;
+        let provider = kaji_llm::build_provider(&config)?;
         *self.live.lock().unwrap_or_else(|e| e.into_inner()) = (provider, level);
         Ok(())
     }
@@ -466,7 +465,7 @@ impl Session {
     /// As [`Session::submit_as`], with what a custom command adds to its
     /// prompt: attachments, a model for this prompt only, and rules that
     /// allow without asking while it runs. A rule that does not parse is
-    /// [`SessionError::Usage`], and nothing runs.
+    /// [`SessionError::AllowedTools`], and nothing runs.
     pub async fn submit_with_options(
         &self,
         task_id: String,
@@ -480,7 +479,7 @@ impl Session {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .allow_from(&options.allow, source.clone())
-                .map_err(|e| SessionError::Usage(format!("allowed-tools: {e}")))?;
+                .map_err(SessionError::AllowedTools)?;
         }
         let outcome = self.run_prompt(task_id, prompt, options).await;
         if let Some(source) = &source {

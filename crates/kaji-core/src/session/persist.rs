@@ -18,7 +18,6 @@ use super::record::{SESSION_FORMAT_VERSION, SessionHeader, SessionKind, SessionR
 use super::recorder::{RecordSink, Recorder, now_millis};
 use super::replay::replay;
 use super::store::{SessionStore, SessionWriter};
-use super::store_error::StoreError;
 
 /// A new session id.
 pub fn new_session_id() -> String {
@@ -162,7 +161,7 @@ pub fn create(
         kaji_version: env!("CARGO_PKG_VERSION").to_string(),
     };
     // `create` also adds the session's first index entry.
-    let writer = store.create(&header).map_err(store_error)?;
+    let writer = store.create(&header)?;
     let entry = IndexEntry::new(&header);
     Ok(SessionFiles::new(store, writer, entry))
 }
@@ -175,7 +174,7 @@ pub fn open_for_resume(
 ) -> Result<Restored, SessionError> {
     let store = SessionStore::new(kaji_home);
     let id = match from {
-        ResumeFrom::Id(prefix) => store.resolve(prefix).map_err(store_error)?,
+        ResumeFrom::Id(prefix) => store.resolve(prefix)?,
         ResumeFrom::Latest => latest_of(&store, cwd)?,
     };
     let mut warnings = Vec::new();
@@ -187,8 +186,8 @@ pub fn open_for_resume(
         ));
     }
     // The lock first: a session is open in one process at a time.
-    let writer = store.open_for_append(&id).map_err(store_error)?;
-    let loaded = store.load(&id).map_err(store_error)?;
+    let writer = store.open_for_append(&id)?;
+    let loaded = store.load(&id)?;
     warnings.extend(loaded.warnings.iter().map(|w| w.to_string()));
     let restored = replay(&loaded);
     let entry = IndexEntry::from_restored(&loaded.header, &restored);
@@ -224,17 +223,12 @@ pub fn open_for_resume(
 
 /// The most recently updated main session or fork of `cwd`.
 fn latest_of(store: &SessionStore, cwd: &Path) -> Result<String, SessionError> {
-    let list = store.list().map_err(store_error)?;
+    let list = store.list()?;
     list.entries
         .iter()
         .find(|e| !e.removed && e.kind != SessionKind::Subagent && e.cwd == cwd)
         .map(|e| e.id.clone())
-        .ok_or_else(|| {
-            SessionError::Store(format!(
-                "no saved session to continue in {} (see `kaji sessions list --all`)",
-                cwd.display()
-            ))
-        })
+        .ok_or_else(|| SessionError::NothingToContinue(cwd.to_path_buf()))
 }
 
 /// Whether the file's last byte is not a newline (a write cut off). Only
@@ -258,10 +252,6 @@ fn torn_tail(path: &Path) -> bool {
     file.seek(SeekFrom::End(-1)).is_ok() && file.read_exact(&mut last).is_ok() && last[0] != b'\n'
 }
 
-fn store_error(e: StoreError) -> SessionError {
-    SessionError::Store(e.to_string())
-}
-
 /// A saved session as listed.
 #[derive(Debug, Clone)]
 pub struct SessionSummary {
@@ -277,7 +267,7 @@ pub struct SessionSummary {
 
 /// The main sessions and forks of `dir`, newest first.
 pub fn list_for_dir(kaji_home: &Path, dir: &Path) -> Result<Vec<SessionSummary>, SessionError> {
-    let list = SessionStore::new(kaji_home).list().map_err(store_error)?;
+    let list = SessionStore::new(kaji_home).list()?;
     Ok(list
         .entries
         .into_iter()

@@ -40,9 +40,7 @@ impl Session {
     /// prompt runs; [`Session::abort`] stops it.
     pub async fn run_shell(&self, command: &str) -> Result<ShellOutcome, SessionError> {
         let Some((tool, input)) = self.services.tools.shell_call(command) else {
-            return Err(SessionError::Usage(
-                "this session has no tool that runs shell commands".to_string(),
-            ));
+            return Err(SessionError::NoShellTool);
         };
         if self.busy.swap(true, Ordering::SeqCst) {
             return Err(SessionError::Busy);
