@@ -185,14 +185,14 @@ impl Acp {
     /// `session/list`: the saved main sessions and forks (of `cwd` when
     /// given), newest first, with their first prompt as title. One page.
     fn list_sessions(&self, req: &ListSessionsRequest) -> Result<ListSessionsResponse, Error> {
-        let store = kaji_core::session::store::SessionStore::new(&crate::paths::kaji_home());
+        let store = kaji_core::storage::store::SessionStore::new(&crate::paths::kaji_home());
         let listing = store
             .list()
             .map_err(|e| Error::internal_error().data(e.to_string()))?;
         let mut entries: Vec<_> = listing
             .entries
             .into_iter()
-            .filter(|e| !e.removed && e.kind != kaji_core::session::record::SessionKind::Subagent)
+            .filter(|e| !e.removed && e.kind != kaji_core::storage::record::SessionKind::Subagent)
             .filter(|e| req.cwd.as_ref().is_none_or(|c| *c == e.cwd))
             .collect();
         entries.sort_by_key(|e| std::cmp::Reverse(e.updated));

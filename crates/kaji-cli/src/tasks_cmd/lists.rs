@@ -9,9 +9,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kaji_core::session::record::SessionKind;
-use kaji_core::session::replay::replay;
-use kaji_core::session::store::SessionStore;
+use kaji_core::storage::record::SessionKind;
+use kaji_core::storage::replay::replay;
+use kaji_core::storage::store::SessionStore;
 use kaji_tasks::list::{TaskListStore, TaskStatus, lists_root};
 use serde_json::{Value, json};
 

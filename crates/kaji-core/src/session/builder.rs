@@ -10,7 +10,6 @@ use kaji_llm::selection::{self, ConfigFile, SelectionFlags};
 use kaji_llm::{ModelProvider, ProviderConfig};
 use kaji_tools::todo::{TodoState, todo_tool};
 
-use crate::checkpoints::CheckpointStore;
 use crate::config::IgnoredSetting;
 use crate::config::KajiConfig;
 use crate::env::StartupEnv;
@@ -20,10 +19,10 @@ use crate::permissions::{PermissionMode, SessionApprovals};
 
 use super::error::SessionError;
 use super::options::SessionOptions;
-use super::persist::{self, Restored};
-use super::record::SessionKind;
 use super::services::{SessionLimits, SessionServices};
 use super::{Conversation, Session};
+use crate::storage::persist::{self, Restored};
+use crate::storage::record::SessionKind;
 
 /// Builds a [`Session`] from [`SessionOptions`].
 pub struct SessionBuilder {
@@ -266,7 +265,7 @@ impl SessionBuilder {
             )?,
             tool_result_max_chars: settings
                 .tool_result_max_chars
-                .unwrap_or(crate::executor::DEFAULT_TOOL_RESULT_MAX_CHARS),
+                .unwrap_or(crate::config::DEFAULT_TOOL_RESULT_MAX_CHARS),
             compaction: settings.compaction.unwrap_or_default(),
             compact_threshold: settings.auto_compact_threshold.unwrap_or(0.85),
             checkpoints,
@@ -338,7 +337,7 @@ impl SessionBuilder {
                 {
                     files
                         .recorder
-                        .record_synced(super::record::SessionRecord::Message {
+                        .record_synced(crate::storage::record::SessionRecord::Message {
                             message: message.clone(),
                         });
                 }
@@ -361,14 +360,14 @@ impl SessionBuilder {
                 if let Some(files) = &files
                     && !self.history.is_empty()
                 {
-                    files
-                        .recorder
-                        .record_synced(super::record::SessionRecord::HistoryReplaced {
+                    files.recorder.record_synced(
+                        crate::storage::record::SessionRecord::HistoryReplaced {
                             history: self.history.clone(),
                             reason: "fork".into(),
                             tokens_before: None,
                             tokens_after: None,
-                        });
+                        },
+                    );
                 }
                 let conversation = Conversation::new(self.history, mode, work_dir);
                 (conversation, files)
@@ -377,7 +376,7 @@ impl SessionBuilder {
         if cwd_changed && let Some(files) = &files {
             files
                 .recorder
-                .record_synced(super::record::SessionRecord::Cwd { cwd: started_in });
+                .record_synced(crate::storage::record::SessionRecord::Cwd { cwd: started_in });
         }
         let session = Session::assemble(services, provider, conversation, files);
         warnings.extend(session.session_start(source).await);
@@ -624,9 +623,9 @@ fn run_budget(
 /// settings (`[model_aliases]`, `token_budget`, `max_agent_depth`) where
 /// the options leave the defaults.
 fn subagent_limits(
-    options: &crate::subagent::SubagentLimits,
+    options: &crate::subagent::limits::SubagentLimits,
     settings: &KajiConfig,
-) -> crate::subagent::SubagentLimits {
+) -> crate::subagent::limits::SubagentLimits {
     let mut limits = options.clone();
     for (alias, model) in &settings.model_aliases {
         limits
@@ -637,7 +636,7 @@ fn subagent_limits(
     if limits.token_budget.is_none() {
         limits.token_budget = settings.token_budget;
     }
-    if limits.max_depth == crate::subagent::DEFAULT_MAX_DEPTH
+    if limits.max_depth == crate::subagent::limits::DEFAULT_MAX_DEPTH
         && let Some(depth) = settings.max_agent_depth
     {
         limits.max_depth = depth;
@@ -714,18 +713,4 @@ fn working_dir(cwd: Option<&Path>) -> Result<PathBuf, SessionError> {
 /// home directory itself.
 fn checkpoints_make_sense(dir: &Path, home: Option<&Path>) -> bool {
     dir.parent().is_some() && home != Some(dir)
-}
-
-/// Opens the checkpoint store of `dir`, if checkpoints are on.
-pub(crate) fn open_checkpoints(
-    enabled: bool,
-    kaji_home: &Path,
-    dir: &Path,
-) -> Result<Option<CheckpointStore>, String> {
-    if !enabled {
-        return Ok(None);
-    }
-    CheckpointStore::open(kaji_home, dir)
-        .map(Some)
-        .map_err(|e| format!("cannot set up checkpoints: {e}"))
 }

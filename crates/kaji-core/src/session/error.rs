@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use super::store_error::StoreError;
+use crate::storage::store_error::StoreError;
 
 /// A session-level failure.
 #[derive(Debug, thiserror::Error)]
@@ -99,12 +99,9 @@ pub enum SessionError {
     #[error("cannot open the task list: {0}")]
     TaskList(kaji_tasks::list::TaskListError),
     /// The session store failed: a session unknown, ambiguous, unreadable,
-    /// or open in another process.
+    /// open in another process, or none to continue.
     #[error(transparent)]
     Store(Box<StoreError>),
-    /// `--continue` found no saved session of this directory.
-    #[error("no saved session to continue in {} (see `kaji sessions list --all`)", .0.display())]
-    NothingToContinue(PathBuf),
     /// The saved session's project directory no longer exists.
     #[error(
         "session {session_id} worked in {}, which no longer exists; nothing was changed (`kaji sessions show {session_id}` still shows it)",
@@ -163,7 +160,7 @@ impl SessionError {
             | Self::RuntimeTasks(_)
             | Self::SandboxProbe(_)
             | Self::TaskList(_) => K::Setup,
-            Self::Store(_) | Self::NothingToContinue(_) | Self::ProjectGone { .. } => K::Store,
+            Self::Store(_) | Self::ProjectGone { .. } => K::Store,
             Self::Compaction(_) => K::Compaction,
             Self::Busy => K::Busy,
         }

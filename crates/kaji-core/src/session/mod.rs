@@ -11,18 +11,10 @@
 
 pub mod builder;
 pub mod error;
-pub mod index;
-pub mod lock;
 pub mod options;
-pub mod persist;
-pub mod record;
-pub mod recorder;
-pub mod replay;
 pub mod rewind;
 pub mod services;
 pub mod shell;
-pub mod store;
-pub mod store_error;
 pub mod transcript;
 
 use std::path::{Path, PathBuf};
@@ -37,12 +29,12 @@ use crate::rules::RuleFiles;
 use crate::task::{AbortHandle, Task, TaskOutcome};
 use services::{SessionServices, TaskSpec, ToolGrant};
 
+pub use crate::storage::persist::{Restored, RestoredState, ResumeFrom, SessionFiles};
+use crate::storage::record::SessionRecord;
+use crate::storage::recorder::Recorder;
 pub use builder::SessionBuilder;
 pub use error::SessionError;
-pub use options::{CustomPrompt, FrontendTools, ResumeFrom, SessionOptions};
-pub use persist::{Restored, RestoredState, SessionFiles};
-use record::SessionRecord;
-use recorder::Recorder;
+pub use options::{CustomPrompt, FrontendTools, SessionOptions};
 pub use rewind::UserPrompt;
 pub use shell::ShellOutcome;
 
@@ -778,7 +770,7 @@ fn merge_user_turns(history: Vec<Message>) -> Vec<Message> {
 /// The model's first words after a resume (the seed's
 /// "[TASK RESUMPTION]").
 fn resumption_notice(state: &RestoredState, cwd: &Path) -> String {
-    let ago = recorder::now_millis().saturating_sub(state.stopped_at) / 1000;
+    let ago = crate::storage::recorder::now_millis().saturating_sub(state.stopped_at) / 1000;
     let ago = match ago {
         s if s < 120 => format!("{s} seconds"),
         s if s < 7200 => format!("{} minutes", s / 60),

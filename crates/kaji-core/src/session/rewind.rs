@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex};
 
 use kaji_protocol::Message;
 
-use super::record::SessionRecord;
 use super::transcript::user_texts;
 use super::{Session, SessionError};
+use crate::storage::record::SessionRecord;
 
 /// Where a prompt's task-start checkpoint id arrives.
 pub(crate) type CheckpointSlot = Arc<Mutex<Option<String>>>;

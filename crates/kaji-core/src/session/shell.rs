@@ -14,9 +14,9 @@ use std::sync::atomic::Ordering;
 
 use kaji_protocol::{ContentBlock, Message, Role};
 
-use super::record::SessionRecord;
 use super::{Session, SessionError};
 use crate::parser::ToolCall;
+use crate::storage::record::SessionRecord;
 
 /// What a `!command` did.
 #[derive(Debug, Clone, PartialEq, Eq)]

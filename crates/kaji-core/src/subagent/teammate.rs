@@ -28,7 +28,7 @@ use kaji_tools::{AgentRole, ToolContext, ToolError, ToolOutput};
 use serde_json::json;
 
 use super::{Identity, Prepared, Report, SubagentSpawner};
-use crate::session::persist;
+use crate::storage::persist;
 
 /// How often an idle teammate looks at the list again.
 fn poll_interval() -> Duration {

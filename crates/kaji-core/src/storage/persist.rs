@@ -1,7 +1,8 @@
 //! The Session's side of its files: create a session file and its index
 //! entry, or find, lock, load and replay a saved one for resume. The file
 //! format and the store live in [`super::record`] and the store modules;
-//! this module only decides what a Session needs from them.
+//! this module only decides what a Session needs from them, and must never
+//! know the Session itself.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -11,13 +12,22 @@ use kaji_tools::todo::TodoItem;
 
 use crate::permissions::PermissionMode;
 
-use super::error::SessionError;
 use super::index::{IndexEntry, title_of};
-use super::options::ResumeFrom;
 use super::record::{SESSION_FORMAT_VERSION, SessionHeader, SessionKind, SessionRecord};
 use super::recorder::{RecordSink, Recorder, now_millis};
 use super::replay::replay;
 use super::store::{SessionStore, SessionWriter};
+use super::store_error::StoreError;
+
+/// Which saved session to continue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResumeFrom {
+    /// The session with this id or unique id prefix.
+    Id(String),
+    /// The most recently updated main session (or fork) of the working
+    /// directory.
+    Latest,
+}
 
 /// A new session id.
 pub fn new_session_id() -> String {
@@ -149,7 +159,7 @@ pub fn create(
     kind: SessionKind,
     parent: Option<&str>,
     project_dir: &Path,
-) -> Result<SessionFiles, SessionError> {
+) -> Result<SessionFiles, StoreError> {
     let store = SessionStore::new(kaji_home);
     let header = SessionHeader {
         format: SESSION_FORMAT_VERSION,
@@ -171,7 +181,7 @@ pub fn open_for_resume(
     kaji_home: &Path,
     from: &ResumeFrom,
     cwd: &Path,
-) -> Result<Restored, SessionError> {
+) -> Result<Restored, StoreError> {
     let store = SessionStore::new(kaji_home);
     let id = match from {
         ResumeFrom::Id(prefix) => store.resolve(prefix)?,
@@ -222,13 +232,15 @@ pub fn open_for_resume(
 }
 
 /// The most recently updated main session or fork of `cwd`.
-fn latest_of(store: &SessionStore, cwd: &Path) -> Result<String, SessionError> {
+fn latest_of(store: &SessionStore, cwd: &Path) -> Result<String, StoreError> {
     let list = store.list()?;
     list.entries
         .iter()
         .find(|e| !e.removed && e.kind != SessionKind::Subagent && e.cwd == cwd)
         .map(|e| e.id.clone())
-        .ok_or_else(|| SessionError::NothingToContinue(cwd.to_path_buf()))
+        .ok_or_else(|| StoreError::NothingToContinue {
+            dir: cwd.to_path_buf(),
+        })
 }
 
 /// Whether the file's last byte is not a newline (a write cut off). Only
@@ -266,7 +278,7 @@ pub struct SessionSummary {
 }
 
 /// The main sessions and forks of `dir`, newest first.
-pub fn list_for_dir(kaji_home: &Path, dir: &Path) -> Result<Vec<SessionSummary>, SessionError> {
+pub fn list_for_dir(kaji_home: &Path, dir: &Path) -> Result<Vec<SessionSummary>, StoreError> {
     let list = SessionStore::new(kaji_home).list()?;
     Ok(list
         .entries
