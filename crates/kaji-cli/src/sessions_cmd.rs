@@ -16,10 +16,11 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use kaji_core::TaskFrontend;
 use kaji_core::executor::describe_call;
-use kaji_core::session::index::IndexEntry;
-use kaji_core::session::record::{SessionKind, SessionRecord};
-use kaji_core::session::replay::replay;
-use kaji_core::session::store::{LoadedSession, SessionStore};
+use kaji_core::storage::index::IndexEntry;
+use kaji_core::storage::record::LoadedSession;
+use kaji_core::storage::record::{SessionKind, SessionRecord};
+use kaji_core::storage::replay::replay;
+use kaji_core::storage::store::SessionStore;
 use kaji_protocol::{ContentBlock, Message, Role, SayKind, TaskEvent};
 
 use crate::agent::UsageError;

@@ -21,8 +21,8 @@ mod repair;
 
 use clap::{Args, Subcommand};
 use kaji_tasks::list::{
-    DEFAULT_LIST_ID, ListSnapshot, ListTarget, LockWait, NewTask, Task, TaskFilter, TaskListError,
-    TaskListErrorKind, TaskListStore, TaskPatch, TaskStatus, resolve_target,
+    DEFAULT_LIST_ID, ListSnapshot, ListTarget, ListTaskStatus, LockWait, NewTask, Task, TaskFilter,
+    TaskListError, TaskListErrorKind, TaskListStore, TaskPatch, resolve_target,
 };
 use serde_json::{Value, json};
 
@@ -166,7 +166,10 @@ struct ListFilterArgs {
 impl ListFilterArgs {
     fn filter(self) -> Result<TaskFilter, Failure> {
         Ok(TaskFilter {
-            status: self.status.map(|s| s.parse::<TaskStatus>()).transpose()?,
+            status: self
+                .status
+                .map(|s| s.parse::<ListTaskStatus>())
+                .transpose()?,
             owner: self.owner,
             available: self.available,
             blocked: self.blocked,
@@ -376,7 +379,7 @@ fn run_files(
                 let task = store.delete(id)?;
                 return out.task(&task, &format!("deleted #{}: {}", task.id, task.subject));
             }
-            let status = status.map(|s| s.parse::<TaskStatus>()).transpose()?;
+            let status = status.map(|s| s.parse::<ListTaskStatus>()).transpose()?;
             let patch = TaskPatch {
                 status,
                 owner: owner.map(|o| Some(o).filter(|o| !o.trim().is_empty())),

@@ -31,8 +31,8 @@ use async_trait::async_trait;
 use kaji_core::SessionBuilder;
 use kaji_core::subagent::types::AgentCatalog;
 use kaji_core::{AskRequest, TaskFrontend};
-use kaji_protocol::{AskKind, AskResponse, SessionEvent, TaskStatus as RunStatus};
-use kaji_tasks::list::{Member, Task, TaskList, TaskListError, TaskPatch, TaskStatus};
+use kaji_protocol::{AskKind, AskResponse, SessionEvent, TaskStatus};
+use kaji_tasks::list::{ListTaskStatus, Member, Task, TaskList, TaskListError, TaskPatch};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::AgentArgs;
@@ -268,7 +268,7 @@ async fn work(
             .map_err(|e| e.to_string())?
             .tasks
             .iter()
-            .any(|t| t.status != TaskStatus::Completed);
+            .any(|t| t.status != ListTaskStatus::Completed);
         if !open {
             return Ok(());
         }
@@ -328,9 +328,9 @@ async fn work_one(
     };
     session.shutdown().await;
     let outcome = outcome.map_err(|e| e.to_string())?;
-    if outcome.status == RunStatus::Completed {
+    if outcome.status == TaskStatus::Completed {
         let patch = TaskPatch {
-            status: Some(TaskStatus::Completed),
+            status: Some(ListTaskStatus::Completed),
             ..TaskPatch::default()
         };
         // Fenced on a database: refused if the lease lapsed meanwhile and

@@ -12,12 +12,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use kaji_core::session::index::{IndexEntry, title_of};
-use kaji_core::session::record::{
+use kaji_core::storage::index::{IndexEntry, title_of};
+use kaji_core::storage::record::{
     SESSION_FORMAT_VERSION, SessionHeader, SessionKind, SessionRecord,
 };
-use kaji_core::session::replay::replay;
-use kaji_core::session::store::{SessionStore, SessionWriter, load_session_file};
+use kaji_core::storage::replay::replay;
+use kaji_core::storage::store::{SessionStore, SessionWriter, load_session_file};
 use kaji_protocol::{ContentBlock, Message, Role, Usage};
 use serde_json::json;
 

@@ -20,8 +20,8 @@ use kaji_policy::{Decision, Rule, RuleSource};
 use serde_json::Value;
 
 use crate::PermissionMode;
-use crate::config::PermissionRule;
 use crate::hooks::{HookEvent, HookSpec, HooksConfig, ToolMatcher};
+use crate::permissions::PermissionRule;
 
 /// One of Claude Code's settings sources, as `--setting-sources` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -34,6 +34,7 @@ use toml::Spanned;
 
 use crate::PermissionMode;
 use crate::hooks::{DEFAULT_HOOK_TIMEOUT, HookEvent, HookSpec, HooksConfig, ToolMatcher};
+use crate::permissions::PermissionRule;
 
 /// The settings file's name, in `$KAJI_HOME` and in a project's `.kaji/`.
 pub const CONFIG_FILE_NAME: &str = "config.toml";
@@ -42,16 +43,8 @@ pub const CONFIG_FILE_NAME: &str = "config.toml";
 /// committed).
 pub const LOCAL_CONFIG_FILE_NAME: &str = "config.local.toml";
 
-/// One rule of a `[permissions]` list, with the file it came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PermissionRule {
-    /// The list it is in: `allow`, `ask` or `deny`.
-    pub kind: Decision,
-    /// The rule.
-    pub rule: Rule,
-    /// The settings file, tagged user, project or local.
-    pub source: RuleSource,
-}
+/// The default of `tool_result_max_chars`.
+pub const DEFAULT_TOOL_RESULT_MAX_CHARS: usize = 50_000;
 
 /// What a reply with text and no tool call does (`on_text_reply`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -479,12 +472,12 @@ impl KajiConfig {
                 });
             }
         };
-        let depth = Some(crate::subagent::DEFAULT_MAX_DEPTH);
+        let depth = Some(crate::subagent::limits::DEFAULT_MAX_DEPTH);
         note(
             "max_agent_depth",
             narrow(&mut self.max_agent_depth, base.max_agent_depth, depth),
         );
-        let cap = Some(crate::executor::DEFAULT_TOOL_RESULT_MAX_CHARS);
+        let cap = Some(crate::config::DEFAULT_TOOL_RESULT_MAX_CHARS);
         note(
             "tool_result_max_chars",
             narrow(

@@ -17,9 +17,10 @@ use kaji_tools::{
 };
 use serde_json::{Value, json};
 
+use crate::config::DEFAULT_TOOL_RESULT_MAX_CHARS;
 use crate::emitter::Emitter;
-use crate::session::record::SessionRecord;
-use crate::session::recorder::Recorder;
+use crate::storage::record::SessionRecord;
+use crate::storage::recorder::Recorder;
 use tokio::sync::watch;
 
 use crate::hooks::{HookEvent, HookPayload, HookRunner, PermissionDecision};
@@ -117,9 +118,6 @@ impl CheckpointGate {
         let _ = waiting.wait_for(|w| *w >= n).await;
     }
 }
-
-/// The default of `tool_result_max_chars`.
-pub const DEFAULT_TOOL_RESULT_MAX_CHARS: usize = 50_000;
 
 /// How long a cancelled tool may take to clean up before it is dropped.
 const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(5);

@@ -29,6 +29,7 @@ pub mod prompt;
 pub mod rule_files;
 pub mod rules;
 pub mod session;
+pub mod storage;
 pub mod subagent;
 pub mod task;
 pub mod trust;

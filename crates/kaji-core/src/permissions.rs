@@ -610,6 +610,17 @@ pub fn is_inside(path: &Path, dir: &Path) -> bool {
     path.starts_with(&dir)
 }
 
+/// One rule of a `[permissions]` list, with the file it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionRule {
+    /// The list it is in: `allow`, `ask` or `deny`.
+    pub kind: kaji_policy::Decision,
+    /// The rule.
+    pub rule: Rule,
+    /// The settings file, tagged user, project or local.
+    pub source: RuleSource,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

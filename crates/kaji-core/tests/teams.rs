@@ -19,7 +19,7 @@ use kaji_core::{Session, SessionBuilder, SessionOptions};
 use kaji_llm::ProviderKind;
 use kaji_protocol::AskResponse;
 use kaji_tasks::TaskListStore;
-use kaji_tasks::list::TaskStatus;
+use kaji_tasks::list::ListTaskStatus;
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::json;
 
@@ -134,7 +134,13 @@ async fn three_teammates_finish_eight_tasks_with_dependencies_exactly_once() {
     let tasks = store.list().expect("list").tasks;
     assert_eq!(tasks.len(), 8);
     for t in &tasks {
-        assert_eq!(t.status, TaskStatus::Completed, "#{} {:?}", t.id, t.status);
+        assert_eq!(
+            t.status,
+            ListTaskStatus::Completed,
+            "#{} {:?}",
+            t.id,
+            t.status
+        );
         let owner = t.owner.as_deref().unwrap_or_default();
         assert!(
             ["alice", "bob", "carol"].contains(&owner),
@@ -219,12 +225,12 @@ async fn a_teammate_stopped_mid_task_has_it_released_and_another_finishes_it() {
         .expect("wait");
     let released = store.get(1).expect("get");
     assert_eq!(released.owner, None, "alice's task is released");
-    assert_eq!(released.status, TaskStatus::Pending);
+    assert_eq!(released.status, ListTaskStatus::Pending);
 
     session.submit("start bob".into()).await.expect("submit");
     wait_for_teammates(&session).await;
     let task = store.get(1).expect("get");
-    assert_eq!(task.status, TaskStatus::Completed);
+    assert_eq!(task.status, ListTaskStatus::Completed);
     assert_eq!(task.owner.as_deref(), Some("bob"));
     // The lead heard of alice's stop at its next request.
     let told = server
@@ -287,7 +293,7 @@ async fn a_teammate_that_panics_has_its_tasks_released_and_the_lead_told() {
     let store = TaskListStore::open(home.path(), session.task_list_id()).expect("store");
     let task = store.get(1).expect("get");
     assert_eq!(task.owner, None, "the crashed teammate's task is released");
-    assert_eq!(task.status, TaskStatus::Pending);
+    assert_eq!(task.status, ListTaskStatus::Pending);
     let note = serde_json::to_string(&task.metadata).expect("json");
     assert!(note.contains("crashed"), "{note}");
     let texts: Vec<String> = store

@@ -97,7 +97,8 @@ pub enum AskResponse {
     },
 }
 
-/// How a task ended.
+/// How a prompt's Task ended (not a task-list item's status, which is
+/// `kaji_tasks::list::ListTaskStatus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {

@@ -19,7 +19,7 @@ use std::time::Duration;
 use divan::Bencher;
 use divan::counter::ItemsCount;
 use kaji_tasks::list::pg::{PgTaskList, PgUrl};
-use kaji_tasks::list::{ListSnapshot, NewTask, Task, TaskStatus};
+use kaji_tasks::list::{ListSnapshot, ListTaskStatus, NewTask, Task};
 use kaji_test_support::pg::PgServer;
 
 const TASKS: u64 = 2048;
@@ -49,7 +49,7 @@ fn pending(id: u64) -> Task {
         description: String::new(),
         active_form: None,
         owner: None,
-        status: TaskStatus::Pending,
+        status: ListTaskStatus::Pending,
         blocks: Default::default(),
         blocked_by: Default::default(),
         metadata: Default::default(),

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kaji_protocol::{StateUpdate, TaskListItem, ToolSpec};
 use kaji_tasks::list::{
-    ListSnapshot, NewTask, Task, TaskFilter, TaskList, TaskListError, TaskListErrorKind, TaskPatch,
-    TaskStatus,
+    ListSnapshot, ListTaskStatus, NewTask, Task, TaskFilter, TaskList, TaskListError,
+    TaskListErrorKind, TaskPatch,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -322,7 +322,7 @@ fn describe(snapshot: &ListSnapshot, task: &Task) -> String {
         let all: Vec<u64> = task.blocks.iter().copied().collect();
         out.push_str(&format!("Blocks: {}\n", id_list(&all)));
     }
-    if task.status != TaskStatus::Completed {
+    if task.status != ListTaskStatus::Completed {
         let freed = snapshot.would_unblock(task);
         if !freed.is_empty() {
             out.push_str(&format!("Completing it unblocks: {}\n", id_list(&freed)));
@@ -366,7 +366,7 @@ impl TaskListInput {
     fn filter(self) -> Result<TaskFilter, ToolError> {
         let status = self
             .status
-            .map(|s| s.trim().parse::<TaskStatus>())
+            .map(|s| s.trim().parse::<ListTaskStatus>())
             .transpose()
             .map_err(|e| ToolError::InvalidInput {
                 tool: TASK_LIST.to_string(),
@@ -565,7 +565,7 @@ which tasks a completion unblocked."
         let status = match input.status.as_deref() {
             None => None,
             Some(s) => Some(
-                s.parse::<TaskStatus>()
+                s.parse::<ListTaskStatus>()
                     .map_err(|_| ToolError::InvalidInput {
                         tool: TASK_UPDATE.to_string(),
                         message: format!(
@@ -591,7 +591,7 @@ which tasks a completion unblocked."
             remove_blocked_by: parse_ids(TASK_UPDATE, "removeBlockedBy", &input.remove_blocked_by)?,
         };
         let changed = changed_fields(&patch);
-        let completing = patch.status == Some(TaskStatus::Completed);
+        let completing = patch.status == Some(ListTaskStatus::Completed);
         let agent = ctx.agent.clone();
         let (outcome, snapshot) = blocking(async {
             let outcome = store.update(id, patch).await?;

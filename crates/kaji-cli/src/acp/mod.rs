@@ -30,6 +30,7 @@ use agent_client_protocol::v1::schema::{
     SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::{Agent, Client, Error, ErrorCode, Lines, Responder, V1};
+use kaji_core::session::error::SessionErrorKind;
 use kaji_core::{PermissionMode, ResumeFrom, Session, SessionBuilder, SessionError};
 use kaji_mcp::{McpServerConfig, McpTransportConfig};
 use kaji_protocol::TaskStatus;
@@ -184,14 +185,14 @@ impl Acp {
     /// `session/list`: the saved main sessions and forks (of `cwd` when
     /// given), newest first, with their first prompt as title. One page.
     fn list_sessions(&self, req: &ListSessionsRequest) -> Result<ListSessionsResponse, Error> {
-        let store = kaji_core::session::store::SessionStore::new(&crate::paths::kaji_home());
+        let store = kaji_core::storage::store::SessionStore::new(&crate::paths::kaji_home());
         let listing = store
             .list()
             .map_err(|e| Error::internal_error().data(e.to_string()))?;
         let mut entries: Vec<_> = listing
             .entries
             .into_iter()
-            .filter(|e| !e.removed && e.kind != kaji_core::session::record::SessionKind::Subagent)
+            .filter(|e| !e.removed && e.kind != kaji_core::storage::record::SessionKind::Subagent)
             .filter(|e| req.cwd.as_ref().is_none_or(|c| *c == e.cwd))
             .collect();
         entries.sort_by_key(|e| std::cmp::Reverse(e.updated));
@@ -642,8 +643,8 @@ fn unknown_session(id: &str) -> Error {
 /// A session that cannot be built or opened: the request's parameters
 /// (flags, an unknown or busy saved session) or kaji's own failure.
 fn session_error(e: SessionError) -> Error {
-    let code = match e {
-        SessionError::Usage(_) | SessionError::Store(_) => ErrorCode::INVALID_PARAMS,
+    let code = match e.kind() {
+        SessionErrorKind::Usage | SessionErrorKind::Store => ErrorCode::INVALID_PARAMS,
         _ => ErrorCode::INTERNAL_ERROR,
     };
     Error::new(code, e.to_string())

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use kaji_tasks::list::pg::WatchMode;
 use kaji_tasks::list::{
-    ListSnapshot, ListTarget, NewTask, Task, TaskList, TaskListError, TaskPatch, TaskStatus,
+    ListSnapshot, ListTarget, ListTaskStatus, NewTask, Task, TaskList, TaskListError, TaskPatch,
 };
 use serde_json::{Value, json};
 
@@ -154,7 +154,7 @@ async fn run_async(
                 let task = list.delete(id).await?;
                 return out.task(&task, &format!("deleted #{}: {}", task.id, task.subject));
             }
-            let status = status.map(|s| s.parse::<TaskStatus>()).transpose()?;
+            let status = status.map(|s| s.parse::<ListTaskStatus>()).transpose()?;
             let patch = TaskPatch {
                 status,
                 owner: owner.map(|o| Some(o).filter(|o| !o.trim().is_empty())),

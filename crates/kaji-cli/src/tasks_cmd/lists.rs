@@ -9,10 +9,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kaji_core::session::record::SessionKind;
-use kaji_core::session::replay::replay;
-use kaji_core::session::store::SessionStore;
-use kaji_tasks::list::{TaskListStore, TaskStatus, lists_root};
+use kaji_core::storage::record::SessionKind;
+use kaji_core::storage::replay::replay;
+use kaji_core::storage::store::SessionStore;
+use kaji_tasks::list::{ListTaskStatus, TaskListStore, lists_root};
 use serde_json::{Value, json};
 
 use super::{Failure, emit, print_json, warn};
@@ -53,7 +53,7 @@ pub(super) fn run(home: &Path, json: bool) -> Result<(), Failure> {
             open: snapshot
                 .tasks
                 .iter()
-                .filter(|t| t.status != TaskStatus::Completed)
+                .filter(|t| t.status != ListTaskStatus::Completed)
                 .count(),
             updated: snapshot
                 .tasks

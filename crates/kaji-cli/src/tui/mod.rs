@@ -82,7 +82,7 @@ impl TuiArgs {
         let dir = dir
             .canonicalize()
             .map_err(|e| format!("{}: {e}", dir.display()))?;
-        let list = kaji_core::session::persist::list_for_dir(&crate::paths::kaji_home(), &dir)
+        let list = kaji_core::storage::persist::list_for_dir(&crate::paths::kaji_home(), &dir)
             .map_err(|e| e.to_string())?;
         if list.is_empty() {
             return Err(format!("no saved sessions in {}", dir.display()));
@@ -341,7 +341,7 @@ fn status_info(session: &Session) -> StatusInfo {
 /// `/sessions`: this directory's saved sessions, newest first, numbered.
 fn list_sessions(app: &mut App, session: &Session) -> Vec<String> {
     let home = crate::paths::kaji_home();
-    match kaji_core::session::persist::list_for_dir(&home, session.project_dir()) {
+    match kaji_core::storage::persist::list_for_dir(&home, session.project_dir()) {
         Ok(list) if list.is_empty() => {
             app.note("  no saved sessions in this directory".into());
             Vec::new()
@@ -515,8 +515,8 @@ async fn start_review(
 /// What the session file holds before its last compaction, as events
 /// (empty when it was never compacted or cannot be read).
 fn earlier_transcript(session: &Session) -> Vec<TaskEvent> {
-    use kaji_core::session::record::SessionRecord;
-    let store = kaji_core::session::store::SessionStore::new(&crate::paths::kaji_home());
+    use kaji_core::storage::record::SessionRecord;
+    let store = kaji_core::storage::store::SessionStore::new(&crate::paths::kaji_home());
     let Ok(mut loaded) = store.load(session.id()) else {
         return Vec::new();
     };

@@ -34,6 +34,7 @@ mod review_cli;
 mod review_shadow;
 mod rules_cli;
 mod sandbox_escapes;
+mod session_errors;
 mod sessions_cli;
 mod sessions_resume;
 mod shell_analysis;

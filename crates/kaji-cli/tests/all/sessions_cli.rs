@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use kaji_core::session::index::IndexEntry;
-use kaji_core::session::record::{
+use kaji_core::storage::index::IndexEntry;
+use kaji_core::storage::record::{
     SESSION_FORMAT_VERSION, SessionHeader, SessionKind, SessionRecord,
 };
-use kaji_core::session::store::{SessionStore, SessionWriter};
+use kaji_core::storage::store::{SessionStore, SessionWriter};
 use kaji_protocol::{ContentBlock, Message, Role, Usage};
 use serde_json::{Value, json};
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use kaji_tasks::TaskListStore;
-use kaji_tasks::list::{NewTask, TaskStatus};
+use kaji_tasks::list::{ListTaskStatus, NewTask};
 use kaji_test_support::{ScriptedModelServer, Turn};
 use serde_json::json;
 use tokio::process::Command;
@@ -58,7 +58,7 @@ async fn three_workers_one_killed_complete_every_task_exactly_once() {
     let victim_task = snapshot
         .tasks
         .iter()
-        .find(|t| t.owner.as_deref() == Some("w0") && t.status == TaskStatus::InProgress)
+        .find(|t| t.owner.as_deref() == Some("w0") && t.status == ListTaskStatus::InProgress)
         .expect("w0 works on a task")
         .id;
     let mut victim = children.remove(0);
@@ -93,7 +93,10 @@ async fn three_workers_one_killed_complete_every_task_exactly_once() {
     let expected: BTreeMap<u64, usize> = ids.iter().map(|id| (*id, 1)).collect();
     assert_eq!(completed, expected, "every task completed exactly once");
     for id in &ids {
-        assert_eq!(store.get(*id).expect("get").status, TaskStatus::Completed);
+        assert_eq!(
+            store.get(*id).expect("get").status,
+            ListTaskStatus::Completed
+        );
     }
     let released = store.get(victim_task).expect("get");
     assert_eq!(released.metadata["released"]["owner"], "w0");
@@ -138,7 +141,7 @@ async fn a_worker_stopped_by_a_signal_releases_its_task_and_leaves() {
             "{signame}: {stdout}"
         );
         let task = store.get(id).expect("get");
-        assert_eq!(task.status, TaskStatus::Pending, "{signame}");
+        assert_eq!(task.status, ListTaskStatus::Pending, "{signame}");
         assert_eq!(task.owner, None, "{signame}");
         assert_eq!(task.metadata["released"]["owner"], "w0", "{signame}");
         // The lock is free: a worker of the same name finishes the task.
@@ -149,7 +152,10 @@ async fn a_worker_stopped_by_a_signal_releases_its_task_and_leaves() {
             .await
             .expect("run");
         assert_eq!(again.status.code(), Some(0), "{signame}");
-        assert_eq!(store.get(id).expect("get").status, TaskStatus::Completed);
+        assert_eq!(
+            store.get(id).expect("get").status,
+            ListTaskStatus::Completed
+        );
     }
 }
 
@@ -188,7 +194,10 @@ async fn a_worker_restarted_under_its_name_takes_back_what_it_held() {
     let stdout = String::from_utf8_lossy(&again.stdout);
     assert_eq!(again.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains(&format!("completed #{id}")), "{stdout}");
-    assert_eq!(store.get(id).expect("get").status, TaskStatus::Completed);
+    assert_eq!(
+        store.get(id).expect("get").status,
+        ListTaskStatus::Completed
+    );
 }
 
 /// Nobody is notified of their own actions: a worker's completion notice

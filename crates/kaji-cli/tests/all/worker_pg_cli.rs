@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use kaji_tasks::list::pg::{PgTaskList, PgUrl};
-use kaji_tasks::list::{NewTask, TaskStatus};
+use kaji_tasks::list::{ListTaskStatus, NewTask};
 use kaji_test_support::pg::{PG_PASSWORD, PgServer};
 use kaji_test_support::{ScriptedModelServer, Turn};
 use serde_json::json;
@@ -125,7 +125,7 @@ async fn two_machines_finish_a_list_once_though_one_worker_is_killed() {
     for id in &ids {
         assert_eq!(
             list.get(*id).await.expect("get").status,
-            TaskStatus::Completed
+            ListTaskStatus::Completed
         );
     }
     let released = list.get(victim_task).await.expect("get");
@@ -193,7 +193,7 @@ async fn a_worker_whose_lease_lapsed_cannot_complete_the_task_it_lost() {
     let done = list.get(task.id).await.expect("get");
     assert_eq!(
         (done.status, done.owner.as_deref()),
-        (TaskStatus::Completed, Some("w2"))
+        (ListTaskStatus::Completed, Some("w2"))
     );
 }
 

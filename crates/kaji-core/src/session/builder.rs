@@ -10,7 +10,6 @@ use kaji_llm::selection::{self, ConfigFile, SelectionFlags};
 use kaji_llm::{ModelProvider, ProviderConfig};
 use kaji_tools::todo::{TodoState, todo_tool};
 
-use crate::checkpoints::CheckpointStore;
 use crate::config::IgnoredSetting;
 use crate::config::KajiConfig;
 use crate::env::StartupEnv;
@@ -20,10 +19,10 @@ use crate::permissions::{PermissionMode, SessionApprovals};
 
 use super::error::SessionError;
 use super::options::SessionOptions;
-use super::persist::{self, Restored};
-use super::record::SessionKind;
 use super::services::{SessionLimits, SessionServices};
 use super::{Conversation, Session};
+use crate::storage::persist::{self, Restored};
+use crate::storage::record::SessionKind;
 
 /// Builds a [`Session`] from [`SessionOptions`].
 pub struct SessionBuilder {
@@ -98,20 +97,17 @@ impl SessionBuilder {
         if let Some(r) = &restored {
             warnings.extend(r.warnings.iter().cloned());
             if !r.project_dir.is_dir() {
-                return Err(SessionError::Store(format!(
-                    "session {} worked in {}, which no longer exists; nothing was changed (`kaji sessions show {}` still shows it)",
-                    r.session_id,
-                    r.project_dir.display(),
-                    r.session_id
-                )));
+                return Err(SessionError::ProjectGone {
+                    session_id: r.session_id.clone(),
+                    project_dir: r.project_dir.clone(),
+                });
             }
             if self.options.cwd.is_some() && r.project_dir != cwd {
-                return Err(SessionError::Usage(format!(
-                    "session {} belongs to {}, not {}: resume it from its own directory (or leave out -C)",
-                    r.session_id,
-                    r.project_dir.display(),
-                    cwd.display()
-                )));
+                return Err(SessionError::OtherProject {
+                    session_id: r.session_id.clone(),
+                    project_dir: r.project_dir.clone(),
+                    cwd,
+                });
             }
         }
         // A resumed session continues in its own project directory.
@@ -119,16 +115,14 @@ impl SessionBuilder {
             Some(r) => r.project_dir.clone(),
             None => cwd,
         };
-        let trusted = self.options.trust
-            || crate::trust::is_trusted(&self.kaji_home, &project_dir)
-                .map_err(|e| SessionError::Usage(e.to_string()))?;
+        let trusted =
+            self.options.trust || crate::trust::is_trusted(&self.kaji_home, &project_dir)?;
         let (settings, ignored) = KajiConfig::load_with(
             &self.kaji_home,
             &project_dir,
             trusted,
             &self.claude_sources(),
-        )
-        .map_err(|e| SessionError::Usage(e.to_string()))?;
+        )?;
         if !ignored.is_empty() {
             warnings.push(untrusted_warning(&ignored));
         }
@@ -158,8 +152,7 @@ impl SessionBuilder {
         if let Some(level) = self.options.reasoning.or(settings.reasoning) {
             provider_config.reasoning = level;
         }
-        let provider: Arc<dyn ModelProvider> = kaji_llm::build_provider(&provider_config)
-            .map_err(|e| SessionError::Usage(e.to_string()))?;
+        let provider: Arc<dyn ModelProvider> = kaji_llm::build_provider(&provider_config)?;
 
         let session_id = match (&restored, &self.options.session_id) {
             (Some(r), _) => r.session_id.clone(),
@@ -194,9 +187,7 @@ impl SessionBuilder {
             kaji_tasks::runtime::RuntimeConfig::default(),
         )
         .map(Arc::new)
-        .map_err(|e| {
-            SessionError::Setup(format!("cannot set up the session's runtime tasks: {e}"))
-        })?;
+        .map_err(SessionError::RuntimeTasks)?;
 
         let work_dir = self
             .work_dir(&project_dir, restored.as_ref(), &mut warnings)
@@ -275,7 +266,7 @@ impl SessionBuilder {
             )?,
             tool_result_max_chars: settings
                 .tool_result_max_chars
-                .unwrap_or(crate::executor::DEFAULT_TOOL_RESULT_MAX_CHARS),
+                .unwrap_or(crate::config::DEFAULT_TOOL_RESULT_MAX_CHARS),
             compaction: settings.compaction.unwrap_or_default(),
             compact_threshold: settings.auto_compact_threshold.unwrap_or(0.85),
             checkpoints,
@@ -351,7 +342,7 @@ impl SessionBuilder {
                 {
                     files
                         .recorder
-                        .record_synced(super::record::SessionRecord::Message {
+                        .record_synced(crate::storage::record::SessionRecord::Message {
                             message: message.clone(),
                         });
                 }
@@ -374,14 +365,14 @@ impl SessionBuilder {
                 if let Some(files) = &files
                     && !self.history.is_empty()
                 {
-                    files
-                        .recorder
-                        .record_synced(super::record::SessionRecord::HistoryReplaced {
+                    files.recorder.record_synced(
+                        crate::storage::record::SessionRecord::HistoryReplaced {
                             history: self.history.clone(),
                             reason: "fork".into(),
                             tokens_before: None,
                             tokens_after: None,
-                        });
+                        },
+                    );
                 }
                 let conversation = Conversation::new(self.history, mode, work_dir);
                 (conversation, files)
@@ -390,7 +381,7 @@ impl SessionBuilder {
         if cwd_changed && let Some(files) = &files {
             files
                 .recorder
-                .record_synced(super::record::SessionRecord::Cwd { cwd: started_in });
+                .record_synced(crate::storage::record::SessionRecord::Cwd { cwd: started_in });
         }
         let session = Session::assemble(services, provider, conversation, files);
         warnings.extend(session.session_start(source).await);
@@ -432,7 +423,7 @@ impl SessionBuilder {
         let env = |k: &str| std::env::var(k).ok();
         selection::select(flags, &env, file)
             .await
-            .map_err(|e| SessionError::Usage(e.to_string()))
+            .map_err(SessionError::from)
     }
 
     /// The session's permission state: the settings' rules (a project's
@@ -465,9 +456,11 @@ impl SessionBuilder {
         ];
         for (kind, flag, list) in flags {
             for text in list {
-                let rule = text
-                    .parse::<Rule>()
-                    .map_err(|e| SessionError::Usage(format!("{flag} {text:?}: {e}")))?;
+                let rule = text.parse::<Rule>().map_err(|source| SessionError::Rule {
+                    flag,
+                    text: text.clone(),
+                    source,
+                })?;
                 rules.push(kind, rule, RuleSource::Flag, true);
             }
         }
@@ -489,7 +482,7 @@ impl SessionBuilder {
         if explicit != Some(SandboxMode::Off) {
             let support = tokio::task::spawn_blocking(kaji_sandbox::probe)
                 .await
-                .map_err(|e| SessionError::Setup(format!("the sandbox probe failed: {e}")))?;
+                .map_err(SessionError::SandboxProbe)?;
             sandbox.available = support.is_complete();
             let wanted = explicit.is_some() || mode != PermissionMode::Yolo;
             if !sandbox.available && wanted {
@@ -546,15 +539,10 @@ impl SessionBuilder {
             url.as_deref(),
             default_list,
         )
-        .map_err(|e| SessionError::Usage(format!("--task-list: {e}")))?;
+        .map_err(SessionError::TaskListName)?;
         kaji_tasks::list::TaskList::open(&self.kaji_home, &target)
             .await
-            .map_err(|e| match e.kind() {
-                kaji_tasks::list::TaskListErrorKind::InvalidInput => {
-                    SessionError::Usage(format!("--task-list: {e}"))
-                }
-                _ => SessionError::Setup(format!("cannot open the task list: {e}")),
-            })
+            .map_err(SessionError::task_list)
     }
 
     /// The task list and lease length a session of these options would
@@ -568,11 +556,8 @@ impl SessionBuilder {
         default_list: &str,
     ) -> Result<(kaji_tasks::list::TaskList, std::time::Duration), SessionError> {
         let cwd = working_dir(self.options.cwd.as_deref())?;
-        let trusted = self.options.trust
-            || crate::trust::is_trusted(&self.kaji_home, &cwd)
-                .map_err(|e| SessionError::Usage(e.to_string()))?;
-        let (settings, _) = KajiConfig::load_gated(&self.kaji_home, &cwd, trusted)
-            .map_err(|e| SessionError::Usage(e.to_string()))?;
+        let trusted = self.options.trust || crate::trust::is_trusted(&self.kaji_home, &cwd)?;
+        let (settings, _) = KajiConfig::load_gated(&self.kaji_home, &cwd, trusted)?;
         let list = self.open_list(&settings, default_list).await?;
         Ok((list, self.env.lease(settings.lease_ms)))
     }
@@ -591,7 +576,10 @@ impl SessionBuilder {
             let (worktree, _created) =
                 kaji_tools::worktree::open_or_create_worktree(project_dir, name)
                     .await
-                    .map_err(|e| SessionError::Usage(format!("--worktree {name}: {e}")))?;
+                    .map_err(|source| SessionError::Worktree {
+                        name: name.clone(),
+                        source,
+                    })?;
             return Ok(worktree.cwd);
         }
         if let Some(saved) = restored.and_then(|r| r.state.cwd.clone()) {
@@ -621,14 +609,10 @@ fn run_budget(
     if let Some(usd) = max_usd
         && !(usd.is_finite() && usd > 0.0)
     {
-        return Err(SessionError::Usage(format!(
-            "max_budget_usd must be a positive number of dollars, not {usd}"
-        )));
+        return Err(SessionError::BudgetUsd(usd));
     }
     if max_requests == Some(0) {
-        return Err(SessionError::Usage(
-            "max_requests must be at least 1".to_string(),
-        ));
+        return Err(SessionError::ZeroMaxRequests);
     }
     let price = crate::budget::pricing(model_info);
     let budget = crate::budget::RunBudget::new(max_requests, max_usd, price);
@@ -644,9 +628,9 @@ fn run_budget(
 /// settings (`[model_aliases]`, `token_budget`, `max_agent_depth`) where
 /// the options leave the defaults.
 fn subagent_limits(
-    options: &crate::subagent::SubagentLimits,
+    options: &crate::subagent::limits::SubagentLimits,
     settings: &KajiConfig,
-) -> crate::subagent::SubagentLimits {
+) -> crate::subagent::limits::SubagentLimits {
     let mut limits = options.clone();
     for (alias, model) in &settings.model_aliases {
         limits
@@ -657,7 +641,7 @@ fn subagent_limits(
     if limits.token_budget.is_none() {
         limits.token_budget = settings.token_budget;
     }
-    if limits.max_depth == crate::subagent::DEFAULT_MAX_DEPTH
+    if limits.max_depth == crate::subagent::limits::DEFAULT_MAX_DEPTH
         && let Some(depth) = settings.max_agent_depth
     {
         limits.max_depth = depth;
@@ -716,17 +700,16 @@ fn untrusted_warning(ignored: &[IgnoredSetting]) -> String {
 fn working_dir(cwd: Option<&Path>) -> Result<PathBuf, SessionError> {
     let dir = match cwd {
         Some(d) => d.to_path_buf(),
-        None => std::env::current_dir()
-            .map_err(|e| SessionError::Setup(format!("cannot read the current directory: {e}")))?,
+        None => std::env::current_dir().map_err(SessionError::CurrentDir)?,
     };
     let dir = dir
         .canonicalize()
-        .map_err(|e| SessionError::Usage(format!("working directory {}: {e}", dir.display())))?;
+        .map_err(|source| SessionError::WorkingDir {
+            dir: dir.clone(),
+            source,
+        })?;
     if !dir.is_dir() {
-        return Err(SessionError::Usage(format!(
-            "working directory {} is not a directory",
-            dir.display()
-        )));
+        return Err(SessionError::NotADirectory(dir));
     }
     Ok(dir)
 }
@@ -735,18 +718,4 @@ fn working_dir(cwd: Option<&Path>) -> Result<PathBuf, SessionError> {
 /// home directory itself.
 fn checkpoints_make_sense(dir: &Path, home: Option<&Path>) -> bool {
     dir.parent().is_some() && home != Some(dir)
-}
-
-/// Opens the checkpoint store of `dir`, if checkpoints are on.
-pub(crate) fn open_checkpoints(
-    enabled: bool,
-    kaji_home: &Path,
-    dir: &Path,
-) -> Result<Option<CheckpointStore>, String> {
-    if !enabled {
-        return Ok(None);
-    }
-    CheckpointStore::open(kaji_home, dir)
-        .map(Some)
-        .map_err(|e| format!("cannot set up checkpoints: {e}"))
 }

@@ -11,18 +11,10 @@
 
 pub mod builder;
 pub mod error;
-pub mod index;
-pub mod lock;
 pub mod options;
-pub mod persist;
-pub mod record;
-pub mod recorder;
-pub mod replay;
 pub mod rewind;
 pub mod services;
 pub mod shell;
-pub mod store;
-pub mod store_error;
 pub mod transcript;
 
 use std::path::{Path, PathBuf};
@@ -37,12 +29,12 @@ use crate::rules::RuleFiles;
 use crate::task::{AbortHandle, Task, TaskOutcome};
 use services::{SessionServices, TaskSpec, ToolGrant};
 
+pub use crate::storage::persist::{Restored, RestoredState, ResumeFrom, SessionFiles};
+use crate::storage::record::SessionRecord;
+use crate::storage::recorder::Recorder;
 pub use builder::SessionBuilder;
 pub use error::SessionError;
-pub use options::{CustomPrompt, FrontendTools, ResumeFrom, SessionOptions};
-pub use persist::{Restored, RestoredState, SessionFiles};
-use record::SessionRecord;
-use recorder::Recorder;
+pub use options::{CustomPrompt, FrontendTools, SessionOptions};
 pub use rewind::UserPrompt;
 pub use shell::ShellOutcome;
 
@@ -218,8 +210,7 @@ impl Session {
     pub fn set_reasoning(&self, level: kaji_llm::Reasoning) -> Result<(), SessionError> {
         let mut config = self.services.provider_config.clone();
         config.reasoning = level;
-        let provider =
-            kaji_llm::build_provider(&config).map_err(|e| SessionError::Usage(e.to_string()))?;
+        let provider = kaji_llm::build_provider(&config)?;
         *self.live.lock().unwrap_or_else(|e| e.into_inner()) = (provider, level);
         Ok(())
     }
@@ -466,7 +457,7 @@ impl Session {
     /// As [`Session::submit_as`], with what a custom command adds to its
     /// prompt: attachments, a model for this prompt only, and rules that
     /// allow without asking while it runs. A rule that does not parse is
-    /// [`SessionError::Usage`], and nothing runs.
+    /// [`SessionError::AllowedTools`], and nothing runs.
     pub async fn submit_with_options(
         &self,
         task_id: String,
@@ -480,7 +471,7 @@ impl Session {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .allow_from(&options.allow, source.clone())
-                .map_err(|e| SessionError::Usage(format!("allowed-tools: {e}")))?;
+                .map_err(SessionError::AllowedTools)?;
         }
         let outcome = self.run_prompt(task_id, prompt, options).await;
         if let Some(source) = &source {
@@ -781,7 +772,7 @@ fn merge_user_turns(history: Vec<Message>) -> Vec<Message> {
 /// The model's first words after a resume (the seed's
 /// "[TASK RESUMPTION]").
 fn resumption_notice(state: &RestoredState, cwd: &Path) -> String {
-    let ago = recorder::now_millis().saturating_sub(state.stopped_at) / 1000;
+    let ago = crate::storage::recorder::now_millis().saturating_sub(state.stopped_at) / 1000;
     let ago = match ago {
         s if s < 120 => format!("{s} seconds"),
         s if s < 7200 => format!("{} minutes", s / 60),

@@ -7,17 +7,8 @@ use crate::config::TextReply;
 use crate::parser::ToolProtocol;
 use crate::permissions::PermissionMode;
 
-use super::record::SessionKind;
-
-/// Which saved session to continue.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ResumeFrom {
-    /// The session with this id or unique id prefix.
-    Id(String),
-    /// The most recently updated main session (or fork) of the working
-    /// directory.
-    Latest,
-}
+use crate::storage::persist::ResumeFrom;
+use crate::storage::record::SessionKind;
 
 /// Everything a front end decides about a session.
 #[derive(Debug, Clone)]
@@ -85,7 +76,7 @@ pub struct SessionOptions {
     /// ([`super::Session::permission_denials`]) and count as mistakes.
     pub headless: bool,
     /// Depth limit, token budget and model aliases of sub-agents.
-    pub subagents: crate::subagent::SubagentLimits,
+    pub subagents: crate::subagent::limits::SubagentLimits,
     /// The main agent's owner name on the task list (`kaji worker
     /// --name`); `None`: `KAJI_AGENT_NAME`, else the session id.
     pub agent_name: Option<String>,
@@ -160,7 +151,7 @@ impl Default for SessionOptions {
             deny: Vec::new(),
             sandbox: None,
             headless: false,
-            subagents: crate::subagent::SubagentLimits::default(),
+            subagents: crate::subagent::limits::SubagentLimits::default(),
             agent_name: None,
             role: kaji_tools::AgentRole::Main,
             mcp_servers: std::collections::BTreeMap::new(),

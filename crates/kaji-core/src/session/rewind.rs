@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex};
 
 use kaji_protocol::Message;
 
-use super::record::SessionRecord;
 use super::transcript::user_texts;
 use super::{Session, SessionError};
+use crate::storage::record::SessionRecord;
 
 /// Where a prompt's task-start checkpoint id arrives.
 pub(crate) type CheckpointSlot = Arc<Mutex<Option<String>>>;
@@ -76,15 +76,15 @@ impl Session {
         if self.is_busy() {
             return Err(SessionError::Busy);
         }
-        let prompt =
-            self.user_prompts().into_iter().nth(index).ok_or_else(|| {
-                SessionError::Usage(format!("no user message {index} to rewind to"))
-            })?;
+        let prompt = self
+            .user_prompts()
+            .into_iter()
+            .nth(index)
+            .ok_or_else(|| SessionError::NoUserMessage(index))?;
         let history = {
             let mut st = self.lock();
-            let kept = history_before(&st.history, index).ok_or_else(|| {
-                SessionError::Usage(format!("no user message {index} to rewind to"))
-            })?;
+            let kept = history_before(&st.history, index)
+                .ok_or_else(|| SessionError::NoUserMessage(index))?;
             st.history = kept.clone();
             kept
         };

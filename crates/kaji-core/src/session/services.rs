@@ -17,7 +17,7 @@
 //! This module never reads the environment, prints, or holds a lock across
 //! an await.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
@@ -27,12 +27,13 @@ use kaji_tools::ToolRegistry;
 use kaji_tools::todo::TodoState;
 
 use crate::ToolExecutor;
+use crate::checkpoints::CheckpointStore;
 use crate::config::{Compaction, TextReply};
 use crate::frontend::TaskFrontend;
 use crate::hooks::HookRunner;
 use crate::parser::ToolProtocol;
 use crate::permissions::{PermissionMode, SharedApprovals};
-use crate::session::recorder::Recorder;
+use crate::storage::recorder::Recorder;
 use crate::task::{Task, TaskConfig};
 
 /// The limits and switches every Task of the session runs under (the
@@ -52,7 +53,7 @@ pub struct SessionLimits {
     /// Whether checkpoints are taken (`--no-checkpoints`).
     pub checkpoints: bool,
     /// Sub-agents' depth, token budget and model aliases.
-    pub subagents: crate::subagent::SubagentLimits,
+    pub subagents: crate::subagent::limits::SubagentLimits,
     /// Whether the session (and its sub-agents) are saved.
     pub persist: bool,
     /// The run's request and cost budget (`max_requests`,
@@ -289,10 +290,9 @@ impl SessionServices {
         );
         let info = kaji_llm::pricing::model_info(&spec.model, &self.models);
         let pricing = crate::budget::pricing(&info);
-        let checkpoints =
-            super::builder::open_checkpoints(limits.checkpoints, &self.kaji_home, &spec.cwd)
-                .ok()
-                .flatten();
+        let checkpoints = open_checkpoints(limits.checkpoints, &self.kaji_home, &spec.cwd)
+            .ok()
+            .flatten();
         let web_search = self.web_search.searcher(&spec.provider, &spec.model);
         let provider_web_search = self.web_search.is_provider_search(&spec.provider);
         let config = TaskConfig {
@@ -364,4 +364,18 @@ impl SessionServices {
             .unwrap_or_else(|e| e.into_inner())
             .add(usage);
     }
+}
+
+/// Opens the checkpoint store of `dir`, if checkpoints are on.
+fn open_checkpoints(
+    enabled: bool,
+    kaji_home: &Path,
+    dir: &Path,
+) -> Result<Option<CheckpointStore>, String> {
+    if !enabled {
+        return Ok(None);
+    }
+    CheckpointStore::open(kaji_home, dir)
+        .map(Some)
+        .map_err(|e| format!("cannot set up checkpoints: {e}"))
 }

@@ -108,7 +108,7 @@ async fn every_session_setting_reaches_a_sub_agent_or_is_named_as_overridden() {
         on_text_reply: TextReply::Finish,
         system_section: String::new(),
         cwd: None,
-        recorder: crate::session::recorder::Recorder::disabled(),
+        recorder: crate::storage::recorder::Recorder::disabled(),
         transcript_path: None,
         frontend: Arc::new(Quiet),
         agents: None,

@@ -14,9 +14,9 @@ use std::sync::atomic::Ordering;
 
 use kaji_protocol::{ContentBlock, Message, Role};
 
-use super::record::SessionRecord;
 use super::{Session, SessionError};
 use crate::parser::ToolCall;
+use crate::storage::record::SessionRecord;
 
 /// What a `!command` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,9 +40,7 @@ impl Session {
     /// prompt runs; [`Session::abort`] stops it.
     pub async fn run_shell(&self, command: &str) -> Result<ShellOutcome, SessionError> {
         let Some((tool, input)) = self.services.tools.shell_call(command) else {
-            return Err(SessionError::Usage(
-                "this session has no tool that runs shell commands".to_string(),
-            ));
+            return Err(SessionError::NoShellTool);
         };
         if self.busy.swap(true, Ordering::SeqCst) {
             return Err(SessionError::Busy);

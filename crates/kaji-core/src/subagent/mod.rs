@@ -17,10 +17,10 @@
 //! This module must never print, decide about permissions (the child's
 //! executor does) or hold a lock across an await.
 
+pub mod limits;
 mod teammate;
 pub mod types;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -36,38 +36,12 @@ use serde_json::json;
 
 use crate::config::TextReply;
 use crate::frontend::{AskRequest, TaskFrontend};
-use crate::session::persist;
-use crate::session::record::SessionKind;
-use crate::session::recorder::Recorder;
 use crate::session::services::{ChildChanges, SessionServices, TaskSpec, ToolGrant};
+use crate::storage::persist;
+use crate::storage::record::SessionKind;
+use crate::storage::recorder::Recorder;
 use crate::task::{AbortHandle, Task, TaskOutcome};
 use types::{AgentCatalog, AgentDefinition};
-
-/// Default depth limit: the main agent's sub-agents may have sub-agents,
-/// and those none.
-pub const DEFAULT_MAX_DEPTH: u32 = 2;
-
-/// Limits and mappings that apply to every sub-agent of a session.
-#[derive(Debug, Clone)]
-pub struct SubagentLimits {
-    /// How deep sub-agents nest (the main agent is depth 0).
-    pub max_depth: u32,
-    /// Total tokens a sub-agent may use, unless its type says otherwise.
-    pub token_budget: Option<u64>,
-    /// `[model_aliases]`: `sonnet`, `opus`, `haiku` (or any alias) to a
-    /// model name of the session's provider.
-    pub model_aliases: BTreeMap<String, String>,
-}
-
-impl Default for SubagentLimits {
-    fn default() -> Self {
-        Self {
-            max_depth: DEFAULT_MAX_DEPTH,
-            token_budget: None,
-            model_aliases: BTreeMap::new(),
-        }
-    }
-}
 
 /// Runs sub-agents at one depth; see the module docs.
 #[derive(Clone)]

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kaji_protocol::TaskStatus;
-use kaji_tasks::list::{Task as ListTask, TaskList, TaskPatch, TaskStatus as ListStatus};
+use kaji_tasks::list::{ListTaskStatus, Task as ListTask, TaskList, TaskPatch};
 use kaji_tasks::runtime::{AgentEnd, AgentStart, AgentTaskHandle, RuntimeTaskType};
 use kaji_tools::agent_tools::{AgentRequest, Isolation};
 use kaji_tools::team_tools::{LEAD, notify_completion};
@@ -28,7 +28,7 @@ use kaji_tools::{AgentRole, ToolContext, ToolError, ToolOutput};
 use serde_json::json;
 
 use super::{Identity, Prepared, Report, SubagentSpawner};
-use crate::session::persist;
+use crate::storage::persist;
 
 /// How often an idle teammate looks at the list again.
 fn poll_interval() -> Duration {
@@ -314,12 +314,12 @@ impl Teammate {
         if store
             .get(id)
             .await
-            .is_ok_and(|t| t.status == ListStatus::Completed)
+            .is_ok_and(|t| t.status == ListTaskStatus::Completed)
         {
             return;
         }
         let patch = TaskPatch {
-            status: Some(ListStatus::Completed),
+            status: Some(ListTaskStatus::Completed),
             ..TaskPatch::default()
         };
         if let Ok(outcome) = store.update(id, patch).await
@@ -340,10 +340,11 @@ async fn leave(store: &TaskList, name: &str, why: &str, text: &str) {
 /// Whether any task is not completed yet (it could still become
 /// available: blocked, or held by someone who may release it).
 async fn unfinished_left(store: &TaskList) -> bool {
-    store
-        .list()
-        .await
-        .is_ok_and(|l| l.tasks.iter().any(|t| t.status != ListStatus::Completed))
+    store.list().await.is_ok_and(|l| {
+        l.tasks
+            .iter()
+            .any(|t| t.status != ListTaskStatus::Completed)
+    })
 }
 
 /// Releases `name`'s unfinished tasks with the note `why`; the text to add

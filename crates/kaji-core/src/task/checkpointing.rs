@@ -9,7 +9,7 @@ use kaji_protocol::{SayKind, SayPayload};
 
 use super::Task;
 use crate::parser::ToolCall;
-use crate::session::record::SessionRecord;
+use crate::storage::record::SessionRecord;
 
 impl Task {
     /// The seed's initial checkpoint: taken in the background; the gate

@@ -17,7 +17,7 @@ use crate::compaction;
 use crate::compaction::CompactionError;
 use crate::config::Compaction;
 use crate::hooks::HookEvent;
-use crate::session::record::SessionRecord;
+use crate::storage::record::SessionRecord;
 
 impl Task {
     /// Whether the next request would pass the compaction threshold: the

@@ -15,7 +15,7 @@ use crate::config::{Compaction, TextReply};
 use crate::hooks::HookRunner;
 use crate::parser::ToolProtocol;
 use crate::permissions::{PermissionMode, SharedApprovals};
-use crate::session::recorder::Recorder;
+use crate::storage::recorder::Recorder;
 
 pub use crate::budget::Pricing;
 

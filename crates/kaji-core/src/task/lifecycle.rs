@@ -13,8 +13,8 @@ use super::config::TaskConfig;
 use super::{Task, TaskOutcome};
 use crate::executor::report_hook_warnings;
 use crate::hooks::{HookEvent, HookPayload};
-use crate::session::record::SessionRecord;
-use crate::session::recorder::now_millis;
+use crate::storage::record::SessionRecord;
+use crate::storage::recorder::now_millis;
 
 impl Task {
     /// TaskStart, then UserPromptSubmit. Their context joins the first

@@ -54,8 +54,8 @@ use crate::frontend::TaskFrontend;
 use crate::hooks::{HookEvent, HookPayload};
 use crate::parser::ToolCall;
 use crate::permissions::PermissionMode;
-use crate::session::record::SessionRecord;
-use crate::session::recorder::now_millis;
+use crate::storage::record::SessionRecord;
+use crate::storage::recorder::now_millis;
 
 /// How long the first request waits for MCP servers still connecting.
 pub const MCP_CONNECT_WAIT: Duration = Duration::from_secs(10);

@@ -12,7 +12,7 @@ use super::Task;
 use super::state::{Next, RoundError, RoundOutcome};
 use crate::config::TextReply;
 use crate::permissions::PermissionMode;
-use crate::session::record::SessionRecord;
+use crate::storage::record::SessionRecord;
 
 impl Task {
     /// Rounds until the task ends.

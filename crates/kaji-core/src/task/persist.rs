@@ -7,7 +7,7 @@ use kaji_protocol::{ContentBlock, Message, Role};
 use super::Task;
 use crate::executor::ToolRun;
 use crate::parser::{ToolCall, ToolProtocol};
-use crate::session::record::SessionRecord;
+use crate::storage::record::SessionRecord;
 
 impl Task {
     /// Makes the reply so far durable before `call` runs: this round's user

@@ -11,7 +11,7 @@ use super::Task;
 use super::round::strip_thinking_leftovers;
 use crate::executor::ToolRun;
 use crate::parser::{BlockContent, ToolCall};
-use crate::session::record::SessionRecord;
+use crate::storage::record::SessionRecord;
 use crate::web_search::ServerView;
 
 impl Task {

@@ -12,7 +12,7 @@ use super::state::RoundOutcome;
 use super::{Task, mcp_connect_wait};
 use crate::parser::{ReplyAssembler, ToolProtocol, XmlToolGrammar};
 use crate::prompt::{PromptInputs, system_prompt};
-use crate::session::record::SessionRecord;
+use crate::storage::record::SessionRecord;
 
 impl Task {
     /// The middle loop's body: one request, its stream, its presentation.

@@ -13,7 +13,7 @@ use crate::checkpoints::CheckpointStore;
 use crate::executor::{CallEnv, Effect, Ran, ToolRun};
 use crate::parser::ToolCall;
 use crate::permissions::PermissionMode;
-use crate::session::record::SessionRecord;
+use crate::storage::record::SessionRecord;
 
 impl Task {
     /// Runs one call; its `tool` say takes the id `announce` (the partial

@@ -152,7 +152,7 @@ async fn plan_mode_records_the_plan_and_runs_read_only_commands() {
     assert_eq!(listed.tasks.len(), 1);
     assert_eq!(
         listed.tasks[0].status,
-        kaji_tasks::list::TaskStatus::Pending
+        kaji_tasks::list::ListTaskStatus::Pending
     );
 }
 

@@ -6,7 +6,7 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{RecordingFrontend, provider_config};
-use kaji_core::session::record::SessionKind;
+use kaji_core::storage::record::SessionKind;
 use kaji_core::{SessionBuilder, SessionOptions};
 use kaji_llm::ProviderKind;
 use kaji_protocol::AskResponse;

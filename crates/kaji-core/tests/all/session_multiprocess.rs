@@ -9,9 +9,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 
-use kaji_core::session::index::IndexEntry;
-use kaji_core::session::store::SessionStore;
-use kaji_core::session::store_error::StoreError;
+use kaji_core::storage::index::IndexEntry;
+use kaji_core::storage::store::SessionStore;
+use kaji_core::storage::store_error::StoreError;
 
 use crate::session_support;
 use session_support::header;

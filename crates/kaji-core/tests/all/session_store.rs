@@ -5,11 +5,11 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
-use kaji_core::session::index::{IndexEntry, title_of};
-use kaji_core::session::record::SessionRecord;
-use kaji_core::session::replay::{INTERRUPTED_RESULT, replay};
-use kaji_core::session::store::{SessionStore, load_session_file};
-use kaji_core::session::store_error::{LoadWarningKind, StoreError};
+use kaji_core::storage::index::{IndexEntry, title_of};
+use kaji_core::storage::record::SessionRecord;
+use kaji_core::storage::replay::{INTERRUPTED_RESULT, replay};
+use kaji_core::storage::store::{SessionStore, load_session_file};
+use kaji_core::storage::store_error::{LoadWarningKind, StoreError};
 use kaji_protocol::{ContentBlock, Message};
 
 use crate::session_support;

@@ -7,8 +7,8 @@ use crate::common;
 use std::path::Path;
 
 use common::{RecordingFrontend, provider_config};
-use kaji_core::session::record::SessionKind;
-use kaji_core::subagent::SubagentLimits;
+use kaji_core::storage::record::SessionKind;
+use kaji_core::subagent::limits::SubagentLimits;
 use kaji_core::{SessionBuilder, SessionOptions};
 use kaji_llm::ProviderKind;
 use kaji_protocol::{AskResponse, Usage};

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use kaji_tasks::list::{
-    ListTarget, NewTask, Task, TaskList, TaskListError, TaskListStore, TaskPatch, TaskStatus,
+    ListTarget, ListTaskStatus, NewTask, Task, TaskList, TaskListError, TaskListStore, TaskPatch,
     UpdateOutcome,
 };
 use serde_json::{Map, Value, json};
@@ -331,7 +331,7 @@ fn one_op(
             let open: Vec<u64> = me.held.difference(&me.completed).copied().collect();
             if let Some(id) = rng.pick(&open) {
                 let patch = TaskPatch {
-                    status: Some(TaskStatus::Completed),
+                    status: Some(ListTaskStatus::Completed),
                     ..TaskPatch::default()
                 };
                 match store.update(id, patch) {

@@ -12,7 +12,7 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
 use super::TaskListError;
-use super::model::TaskStatus;
+use super::model::ListTaskStatus;
 use super::store::TaskListStore;
 
 /// Held while an agent is alive; dropping it (or dying) frees it.
@@ -106,7 +106,7 @@ impl TaskListStore {
         let mut owners: Vec<String> = snapshot
             .tasks
             .iter()
-            .filter(|t| t.status != TaskStatus::Completed)
+            .filter(|t| t.status != ListTaskStatus::Completed)
             .filter_map(|t| t.owner.clone())
             .collect();
         owners.sort();
@@ -150,7 +150,7 @@ mod tests {
         assert_eq!(released, vec![("gone".to_string(), vec![b.id])]);
         let task = store.get(b.id).expect("get");
         assert_eq!(task.owner, None);
-        assert_eq!(task.status, TaskStatus::Pending);
+        assert_eq!(task.status, ListTaskStatus::Pending);
         assert_eq!(task.metadata["released"]["owner"], "gone");
         assert_eq!(
             store.get(a.id).expect("get").owner.as_deref(),

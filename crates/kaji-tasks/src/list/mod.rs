@@ -35,7 +35,7 @@ pub use lock::{
 pub use mailbox::MailMessage;
 pub use member::{Member, TaskListWatcher};
 pub use model::{
-    CorruptFile, ListSnapshot, NewTask, Task, TaskFilter, TaskPatch, TaskStatus, UpdateOutcome,
+    CorruptFile, ListSnapshot, ListTaskStatus, NewTask, Task, TaskFilter, TaskPatch, UpdateOutcome,
 };
 pub use repair::{LockNote, RepairReport};
 pub use store::{DEFAULT_LIST_ID, ListLock, TaskListStore, lists_root, sanitize_list_id};

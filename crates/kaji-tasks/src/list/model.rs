@@ -11,10 +11,12 @@ use serde_json::{Map, Value};
 
 use super::TaskListError;
 
-/// Where a task stands in its plan (not a process state).
+/// Where a task of the list stands in its plan: not a process state
+/// ([`crate::runtime::RuntimeTaskStatus`]), nor how a prompt's run ended
+/// (`kaji_protocol::TaskStatus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum TaskStatus {
+pub enum ListTaskStatus {
     /// Not started.
     Pending,
     /// Someone is working on it.
@@ -23,7 +25,7 @@ pub enum TaskStatus {
     Completed,
 }
 
-impl TaskStatus {
+impl ListTaskStatus {
     /// The stored spelling: `pending`, `in_progress` or `completed`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -34,13 +36,13 @@ impl TaskStatus {
     }
 }
 
-impl fmt::Display for TaskStatus {
+impl fmt::Display for ListTaskStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-impl FromStr for TaskStatus {
+impl FromStr for ListTaskStatus {
     type Err = TaskListError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -73,7 +75,7 @@ pub struct Task {
     #[serde(default)]
     pub owner: Option<String>,
     /// Plan state.
-    pub status: TaskStatus,
+    pub status: ListTaskStatus,
     /// Tasks that cannot start before this one is completed.
     #[serde(default)]
     pub blocks: BTreeSet<u64>,
@@ -134,7 +136,7 @@ pub struct TaskPatch {
     /// without the availability checks of a claim.
     pub owner: Option<Option<String>>,
     /// New status.
-    pub status: Option<TaskStatus>,
+    pub status: Option<ListTaskStatus>,
     /// Keys merged into the metadata; a `null` value removes the key.
     pub metadata: Option<Map<String, Value>>,
     /// Tasks this task should block.
@@ -247,7 +249,7 @@ impl ListSnapshot {
             .iter()
             .copied()
             .filter(|b| match self.get(*b) {
-                Some(blocker) => blocker.status != TaskStatus::Completed,
+                Some(blocker) => blocker.status != ListTaskStatus::Completed,
                 None => self.errors.iter().any(|e| e.id == Some(*b)),
             })
             .collect()
@@ -255,7 +257,7 @@ impl ListSnapshot {
 
     /// Whether `task` can be claimed: pending, no owner, no open blockers.
     pub fn is_available(&self, task: &Task) -> bool {
-        task.status == TaskStatus::Pending
+        task.status == ListTaskStatus::Pending
             && task.owner.is_none()
             && self.open_blockers(task).is_empty()
     }
@@ -268,13 +270,13 @@ impl ListSnapshot {
     /// The tasks that completing `task` would unblock: not completed, and
     /// `task` is their only open blocker.
     pub fn would_unblock(&self, task: &Task) -> Vec<u64> {
-        if task.status == TaskStatus::Completed {
+        if task.status == ListTaskStatus::Completed {
             return Vec::new();
         }
         task.blocks
             .iter()
             .filter_map(|id| self.get(*id))
-            .filter(|t| t.status != TaskStatus::Completed)
+            .filter(|t| t.status != ListTaskStatus::Completed)
             .filter(|t| self.open_blockers(t).iter().all(|b| *b == task.id))
             .map(|t| t.id)
             .collect()
@@ -292,7 +294,7 @@ impl ListSnapshot {
     pub fn held_by_owner(&self) -> BTreeMap<&str, Vec<u64>> {
         let mut held: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
         for task in &self.tasks {
-            if let (Some(owner), false) = (&task.owner, task.status == TaskStatus::Completed) {
+            if let (Some(owner), false) = (&task.owner, task.status == ListTaskStatus::Completed) {
                 held.entry(owner.as_str()).or_default().push(task.id);
             }
         }
@@ -305,7 +307,7 @@ impl ListSnapshot {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TaskFilter {
     /// Only tasks in this status.
-    pub status: Option<TaskStatus>,
+    pub status: Option<ListTaskStatus>,
     /// Only tasks held by this owner; `Some("")` (or blank) means tasks
     /// with no owner.
     pub owner: Option<String>,

@@ -19,8 +19,8 @@ use super::graph::BlocksGraph;
 use super::lock::{self, LockGuard, LockObserver};
 use super::model::{merge_metadata, normalize_owner, now_ms, validate_subject};
 use super::{
-    ClaimRefusal, CorruptFile, ListSnapshot, NewTask, Task, TaskListError, TaskPatch, TaskStatus,
-    UpdateOutcome,
+    ClaimRefusal, CorruptFile, ListSnapshot, ListTaskStatus, NewTask, Task, TaskListError,
+    TaskPatch, UpdateOutcome,
 };
 
 /// Name of the list lock file.
@@ -392,7 +392,7 @@ impl TaskListStore {
             description: new.description,
             active_form: new.active_form,
             owner: None,
-            status: TaskStatus::Pending,
+            status: ListTaskStatus::Pending,
             blocks,
             blocked_by,
             metadata,
@@ -438,11 +438,12 @@ impl TaskListStore {
             }
             (before, task)
         };
-        let unblocked = if before != TaskStatus::Completed && task.status == TaskStatus::Completed {
-            self.unblocked_by(&task)
-        } else {
-            Vec::new()
-        };
+        let unblocked =
+            if before != ListTaskStatus::Completed && task.status == ListTaskStatus::Completed {
+                self.unblocked_by(&task)
+            } else {
+                Vec::new()
+            };
         Ok(UpdateOutcome { task, unblocked })
     }
 
@@ -450,7 +451,7 @@ impl TaskListStore {
         &self,
         id: u64,
         patch: &TaskPatch,
-    ) -> Result<(TaskStatus, Task), TaskListError> {
+    ) -> Result<(ListTaskStatus, Task), TaskListError> {
         let _list = self.lock_list()?;
         let snapshot = self.list()?;
         let current = match snapshot.get(id) {
@@ -565,10 +566,10 @@ impl TaskListStore {
     /// the list lock) and claims it.
     fn claim_locked(&self, mut task: Task, owner: &str) -> Result<Task, TaskListError> {
         let id = task.id;
-        if task.status == TaskStatus::Completed {
+        if task.status == ListTaskStatus::Completed {
             return Err(refused(id, ClaimRefusal::AlreadyCompleted));
         }
-        if task.owner.is_some() || task.status == TaskStatus::InProgress {
+        if task.owner.is_some() || task.status == ListTaskStatus::InProgress {
             return Err(refused(
                 id,
                 ClaimRefusal::AlreadyClaimed { owner: task.owner },
@@ -579,7 +580,7 @@ impl TaskListStore {
             .iter()
             .copied()
             .filter(|&b| match self.get(b) {
-                Ok(blocker) => blocker.status != TaskStatus::Completed,
+                Ok(blocker) => blocker.status != ListTaskStatus::Completed,
                 Err(TaskListError::TaskNotFound { .. }) => false,
                 Err(_) => true,
             })
@@ -588,7 +589,7 @@ impl TaskListStore {
             return Err(refused(id, ClaimRefusal::Blocked { by: open }));
         }
         task.owner = Some(owner.to_string());
-        task.status = TaskStatus::InProgress;
+        task.status = ListTaskStatus::InProgress;
         task.updated_at = now_ms().max(task.updated_at);
         self.write_task(&task)?;
         Ok(task)
@@ -618,12 +619,13 @@ impl TaskListStore {
                 Ok(task) => task,
                 Err(_) => continue,
             };
-            if task.owner.as_deref() != Some(owner.as_str()) || task.status == TaskStatus::Completed
+            if task.owner.as_deref() != Some(owner.as_str())
+                || task.status == ListTaskStatus::Completed
             {
                 continue;
             }
             task.owner = None;
-            task.status = TaskStatus::Pending;
+            task.status = ListTaskStatus::Pending;
             task.updated_at = now_ms().max(task.updated_at);
             task.metadata.insert(
                 "released".to_string(),
@@ -969,11 +971,11 @@ impl TaskListStore {
                 let Ok(blocked) = self.get(b) else {
                     return false;
                 };
-                blocked.status != TaskStatus::Completed
+                blocked.status != ListTaskStatus::Completed
                     && blocked.blocked_by.iter().all(|&x| {
                         x == task.id
                             || match self.get(x) {
-                                Ok(t) => t.status == TaskStatus::Completed,
+                                Ok(t) => t.status == ListTaskStatus::Completed,
                                 Err(TaskListError::TaskNotFound { .. }) => true,
                                 Err(_) => false,
                             }

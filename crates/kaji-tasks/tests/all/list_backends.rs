@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use kaji_tasks::list::pg::{PgTaskList, PgUrl, WatchMode};
 use kaji_tasks::list::{
-    ClaimRefusal, ListTarget, NewTask, TaskList, TaskListError, TaskPatch, TaskStatus,
+    ClaimRefusal, ListTarget, ListTaskStatus, NewTask, TaskList, TaskListError, TaskPatch,
 };
 use kaji_test_support::pg::{CutProxy, PG_PASSWORD, PgServer, url_at};
 
@@ -138,7 +138,7 @@ async fn claims_follow_availability_and_completion_unblocks() {
         let got = list.claim_next("x").await.unwrap().unwrap();
         assert_eq!(
             (got.id, got.status, got.owner.as_deref()),
-            (a.id, TaskStatus::InProgress, Some("x")),
+            (a.id, ListTaskStatus::InProgress, Some("x")),
             "{name}"
         );
         assert!(list.claim_next("y").await.unwrap().is_none(), "{name}");
@@ -150,7 +150,7 @@ async fn claims_follow_availability_and_completion_unblocks() {
             })
         ));
         let done = TaskPatch {
-            status: Some(TaskStatus::Completed),
+            status: Some(ListTaskStatus::Completed),
             ..TaskPatch::default()
         };
         let outcome = list.update(a.id, done).await.unwrap();
@@ -172,7 +172,11 @@ async fn claims_follow_availability_and_completion_unblocks() {
             "{name}: completed tasks keep their owner"
         );
         let b = list.get(b.id).await.unwrap();
-        assert_eq!((b.status, b.owner), (TaskStatus::Pending, None), "{name}");
+        assert_eq!(
+            (b.status, b.owner),
+            (ListTaskStatus::Pending, None),
+            "{name}"
+        );
     }
 }
 
@@ -362,7 +366,7 @@ async fn two_groups_of_claimers_finish_a_list_with_dependencies_exactly_once() {
                             let snap = list.list().await.unwrap();
                             assert!(snap.open_blockers(snap.get(task.id).unwrap()).is_empty());
                             let patch = TaskPatch {
-                                status: Some(TaskStatus::Completed),
+                                status: Some(ListTaskStatus::Completed),
                                 ..TaskPatch::default()
                             };
                             list.update(task.id, patch).await.unwrap();
@@ -374,7 +378,7 @@ async fn two_groups_of_claimers_finish_a_list_with_dependencies_exactly_once() {
                             .unwrap()
                             .tasks
                             .iter()
-                            .all(|t| t.status == TaskStatus::Completed) =>
+                            .all(|t| t.status == ListTaskStatus::Completed) =>
                         {
                             break;
                         }
@@ -434,7 +438,7 @@ async fn a_lapsed_lease_releases_claims_and_fences_the_old_holder() {
         Some(t.id)
     );
     let done = TaskPatch {
-        status: Some(TaskStatus::Completed),
+        status: Some(ListTaskStatus::Completed),
         ..TaskPatch::default()
     };
     let err = list
@@ -446,9 +450,15 @@ async fn a_lapsed_lease_releases_claims_and_fences_the_old_holder() {
         err.to_string().contains("w1") && err.to_string().contains("now held by \"w2\""),
         "{err}"
     );
-    assert_eq!(list.get(t.id).await.unwrap().status, TaskStatus::InProgress);
+    assert_eq!(
+        list.get(t.id).await.unwrap().status,
+        ListTaskStatus::InProgress
+    );
     list.update_leased(&new_holder, t.id, done).await.unwrap();
-    assert_eq!(list.get(t.id).await.unwrap().status, TaskStatus::Completed);
+    assert_eq!(
+        list.get(t.id).await.unwrap().status,
+        ListTaskStatus::Completed
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kaji_tasks::list::{ClaimRefusal, NewTask, TaskListError, TaskPatch, TaskStatus};
+use kaji_tasks::list::{ClaimRefusal, ListTaskStatus, NewTask, TaskListError, TaskPatch};
 use proptest::prelude::*;
 
 use crate::list_support;
@@ -40,7 +40,7 @@ fn op() -> impl Strategy<Value = Op> {
 #[derive(Debug, Clone, PartialEq)]
 struct ModelTask {
     blocked_by: BTreeSet<u64>,
-    status: TaskStatus,
+    status: ListTaskStatus,
     owner: Option<String>,
 }
 
@@ -85,7 +85,7 @@ impl Model {
             .blocked_by
             .iter()
             .copied()
-            .filter(|b| self.tasks[b].status != TaskStatus::Completed)
+            .filter(|b| self.tasks[b].status != ListTaskStatus::Completed)
             .collect()
     }
 }
@@ -141,7 +141,7 @@ fn run(backend: Backend, ops: Vec<Op>) {
                         task.id,
                         ModelTask {
                             blocked_by: ids.into_iter().collect(),
-                            status: TaskStatus::Pending,
+                            status: ListTaskStatus::Pending,
                             owner: None,
                         },
                     );
@@ -217,7 +217,7 @@ fn run(backend: Backend, ops: Vec<Op>) {
             Op::Complete(a) => {
                 let a = model.id(a);
                 let patch = TaskPatch {
-                    status: Some(TaskStatus::Completed),
+                    status: Some(ListTaskStatus::Completed),
                     ..TaskPatch::default()
                 };
                 let result = store.update(a, patch);
@@ -225,15 +225,15 @@ fn run(backend: Backend, ops: Vec<Op>) {
                     assert!(result.is_err());
                     continue;
                 };
-                model.tasks.get_mut(&a).expect("a").status = TaskStatus::Completed;
-                let expected: Vec<u64> = if was == TaskStatus::Completed {
+                model.tasks.get_mut(&a).expect("a").status = ListTaskStatus::Completed;
+                let expected: Vec<u64> = if was == ListTaskStatus::Completed {
                     Vec::new()
                 } else {
                     model
                         .blocks(a)
                         .into_iter()
                         .filter(|x| {
-                            model.tasks[x].status != TaskStatus::Completed
+                            model.tasks[x].status != ListTaskStatus::Completed
                                 && model.open_blockers(*x).is_empty()
                         })
                         .collect()
@@ -245,10 +245,10 @@ fn run(backend: Backend, ops: Vec<Op>) {
                 let result = store.claim(a, "p");
                 let expected = match model.tasks.get(&a) {
                     None => Some(ClaimRefusal::NotFound),
-                    Some(t) if t.status == TaskStatus::Completed => {
+                    Some(t) if t.status == ListTaskStatus::Completed => {
                         Some(ClaimRefusal::AlreadyCompleted)
                     }
-                    Some(t) if t.owner.is_some() || t.status == TaskStatus::InProgress => {
+                    Some(t) if t.owner.is_some() || t.status == ListTaskStatus::InProgress => {
                         Some(ClaimRefusal::AlreadyClaimed {
                             owner: t.owner.clone(),
                         })
@@ -260,9 +260,9 @@ fn run(backend: Backend, ops: Vec<Op>) {
                 };
                 match (expected, result) {
                     (None, Ok(task)) => {
-                        assert_eq!(task.status, TaskStatus::InProgress);
+                        assert_eq!(task.status, ListTaskStatus::InProgress);
                         let t = model.tasks.get_mut(&a).expect("a");
-                        t.status = TaskStatus::InProgress;
+                        t.status = ListTaskStatus::InProgress;
                         t.owner = Some("p".into());
                     }
                     (Some(reason), Err(TaskListError::ClaimRefused { reason: got, .. })) => {
@@ -294,7 +294,7 @@ fn run(backend: Backend, ops: Vec<Op>) {
             .tasks
             .iter()
             .filter(|(id, t)| {
-                t.status == TaskStatus::Pending
+                t.status == ListTaskStatus::Pending
                     && t.owner.is_none()
                     && model.open_blockers(**id).is_empty()
             })

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use kaji_tasks::list::{NewTask, TaskListStore, TaskPatch, TaskStatus};
+use kaji_tasks::list::{ListTaskStatus, NewTask, TaskListStore, TaskPatch};
 use list_support::{Backend, Fixture};
 use serde_json::Value;
 
@@ -210,9 +210,9 @@ fn stress(backend: Backend) {
             }
             assert_eq!(task.owner.as_deref(), Some(owner.as_str()), "#{id} owner");
             let status = if completed.contains(&id) {
-                TaskStatus::Completed
+                ListTaskStatus::Completed
             } else {
-                TaskStatus::InProgress
+                ListTaskStatus::InProgress
             };
             assert_eq!(task.status, status, "#{id} status");
         }

@@ -4,8 +4,8 @@
 use std::fs;
 
 use kaji_tasks::list::{
-    ClaimRefusal, NewTask, TaskListError, TaskListErrorKind, TaskListStore, TaskPatch, TaskStatus,
-    sanitize_list_id,
+    ClaimRefusal, ListTaskStatus, NewTask, TaskListError, TaskListErrorKind, TaskListStore,
+    TaskPatch, sanitize_list_id,
 };
 use serde_json::json;
 
@@ -23,7 +23,7 @@ fn create(store: &TaskListStore, subject: &str, blocked_by: &[u64]) -> u64 {
 
 fn complete(store: &TaskListStore, id: u64) -> Vec<u64> {
     let patch = TaskPatch {
-        status: Some(TaskStatus::Completed),
+        status: Some(ListTaskStatus::Completed),
         ..TaskPatch::default()
     };
     store.update(id, patch).expect("complete").unblocked
@@ -187,7 +187,7 @@ fn claims_say_why_they_fail() {
     let claimed = store.claim(a, "x").unwrap();
     assert_eq!(
         (claimed.owner.as_deref(), claimed.status),
-        (Some("x"), TaskStatus::InProgress)
+        (Some("x"), ListTaskStatus::InProgress)
     );
     assert_eq!(
         refusal(store.claim(a, "y")),
@@ -206,7 +206,7 @@ fn claims_say_why_they_fail() {
         "completed tasks keep their owner"
     );
     let task = store.get(b).unwrap();
-    assert_eq!((task.owner, task.status), (None, TaskStatus::Pending));
+    assert_eq!((task.owner, task.status), (None, ListTaskStatus::Pending));
     assert_eq!(
         store
             .available()
@@ -353,7 +353,7 @@ fn filters_and_what_completing_would_unblock() {
     assert_eq!(ids(&alice), vec![c]);
     let unowned_pending = TaskFilter {
         owner: Some(String::new()),
-        status: Some(TaskStatus::Pending),
+        status: Some(ListTaskStatus::Pending),
         ..TaskFilter::default()
     };
     assert_eq!(ids(&unowned_pending), vec![a, b, d]);

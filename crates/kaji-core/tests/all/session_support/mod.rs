@@ -5,10 +5,10 @@
 
 use std::path::Path;
 
-use kaji_core::session::record::{
+use kaji_core::storage::record::{
     SESSION_FORMAT_VERSION, SessionHeader, SessionKind, SessionRecord,
 };
-use kaji_core::session::store::SessionWriter;
+use kaji_core::storage::store::SessionWriter;
 use kaji_protocol::{ContentBlock, Message, Role, Usage};
 use serde_json::json;
 

@@ -11,7 +11,8 @@ use super::{Fail, PgTaskList, in_tx};
 use crate::list::graph::BlocksGraph;
 use crate::list::model::{merge_metadata, normalize_owner, now_ms, validate_subject};
 use crate::list::{
-    ClaimRefusal, ListSnapshot, NewTask, Task, TaskListError, TaskPatch, TaskStatus, UpdateOutcome,
+    ClaimRefusal, ListSnapshot, ListTaskStatus, NewTask, Task, TaskListError, TaskPatch,
+    UpdateOutcome,
 };
 
 /// The columns of a task, with its edges, for [`task_of`] (`select_tasks!()`:
@@ -435,11 +436,12 @@ impl PgTaskList {
             self.notify(tx).await?;
         }
         let task = self.fetch(tx, id, false).await?;
-        let unblocked = if before != TaskStatus::Completed && task.status == TaskStatus::Completed {
-            self.unblocked_in(tx, id).await?
-        } else {
-            Vec::new()
-        };
+        let unblocked =
+            if before != ListTaskStatus::Completed && task.status == ListTaskStatus::Completed {
+                self.unblocked_in(tx, id).await?
+            } else {
+                Vec::new()
+            };
         Ok(UpdateOutcome { task, unblocked })
     }
 
@@ -518,10 +520,10 @@ impl PgTaskList {
             }
             Err(e) => return Err(e),
         };
-        if task.status == TaskStatus::Completed {
+        if task.status == ListTaskStatus::Completed {
             return Err(refused(id, ClaimRefusal::AlreadyCompleted));
         }
-        if task.owner.is_some() || task.status == TaskStatus::InProgress {
+        if task.owner.is_some() || task.status == ListTaskStatus::InProgress {
             return Err(refused(
                 id,
                 ClaimRefusal::AlreadyClaimed { owner: task.owner },

@@ -13,6 +13,8 @@ use kaji_protocol::{ContentBlock, Message, Usage};
 use kaji_tools::todo::TodoItem;
 use serde::{Deserialize, Serialize};
 
+use super::store_error::LoadWarning;
+
 /// The version written in every header. Raised only when a record's meaning
 /// changes; new record types and fields do not raise it.
 pub const SESSION_FORMAT_VERSION: u32 = 1;
@@ -170,4 +172,20 @@ pub enum SessionRecord {
         /// When.
         at: UnixMillis,
     },
+}
+
+/// A session file as read back: its header, every record after it that
+/// could be read, and what was skipped.
+#[derive(Debug, Clone)]
+pub struct LoadedSession {
+    /// The session file.
+    pub path: PathBuf,
+    /// Its first line.
+    pub header: SessionHeader,
+    /// The records after the header, in file order.
+    pub records: Vec<SessionRecord>,
+    /// Lines that were skipped, in file order.
+    pub warnings: Vec<LoadWarning>,
+    /// When the file was last written (its modification time).
+    pub modified: Option<UnixMillis>,
 }

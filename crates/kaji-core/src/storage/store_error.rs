@@ -46,6 +46,12 @@ pub enum StoreError {
         /// The lock file.
         lock: PathBuf,
     },
+    /// `--continue` found no saved session of this directory.
+    #[error("no saved session to continue in {} (see `kaji sessions list --all`)", dir.display())]
+    NothingToContinue {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// No session id starts with the given prefix.
     #[error("no session matches {prefix:?} (in {})", dir.display())]
     NotFound {

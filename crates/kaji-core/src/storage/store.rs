@@ -17,7 +17,7 @@ use std::time::UNIX_EPOCH;
 
 use super::index::IndexEntry;
 use super::lock::SessionLock;
-use super::record::{SessionHeader, SessionRecord, UnixMillis};
+use super::record::{LoadedSession, SessionHeader, SessionRecord, UnixMillis};
 use super::store_error::{LoadWarning, LoadWarningKind, StoreError};
 
 /// The index file's name inside the sessions directory (not a session).
@@ -45,22 +45,6 @@ const KNOWN_TYPES: &[&str] = &[
 #[derive(Debug, Clone)]
 pub struct SessionStore {
     dir: PathBuf,
-}
-
-/// A session file as read back: its header, every record after it that
-/// could be read, and what was skipped.
-#[derive(Debug, Clone)]
-pub struct LoadedSession {
-    /// The session file.
-    pub path: PathBuf,
-    /// Its first line.
-    pub header: SessionHeader,
-    /// The records after the header, in file order.
-    pub records: Vec<SessionRecord>,
-    /// Lines that were skipped, in file order.
-    pub warnings: Vec<LoadWarning>,
-    /// When the file was last written (its modification time).
-    pub modified: Option<UnixMillis>,
 }
 
 /// Appends records to one session file while holding its lock. Dropping
@@ -470,10 +454,10 @@ mod tests {
     fn one_of_each() -> Vec<SessionRecord> {
         use kaji_protocol::{ContentBlock, Message, Usage};
         let samples = vec![
-            SessionRecord::Header(crate::session::record::SessionHeader {
+            SessionRecord::Header(crate::storage::record::SessionHeader {
                 format: 1,
                 session_id: "x".into(),
-                kind: crate::session::record::SessionKind::Main,
+                kind: crate::storage::record::SessionKind::Main,
                 parent: None,
                 cwd: "/".into(),
                 created: 0,

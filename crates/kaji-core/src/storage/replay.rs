@@ -12,8 +12,7 @@ use std::path::PathBuf;
 use kaji_protocol::{ContentBlock, Message, Role, Usage};
 use kaji_tools::todo::TodoItem;
 
-use super::record::{SessionRecord, UnixMillis};
-use super::store::LoadedSession;
+use super::record::{LoadedSession, SessionRecord, UnixMillis};
 
 /// The text of the result given to a tool call that never returned.
 pub const INTERRUPTED_RESULT: &str = "interrupted — it may have run partly; check before running it again \
@@ -188,7 +187,7 @@ fn answer_open_tool_uses(history: &mut Vec<Message>, pending: Vec<(String, Conte
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::record::{SESSION_FORMAT_VERSION, SessionHeader, SessionKind};
+    use crate::storage::record::{SESSION_FORMAT_VERSION, SessionHeader, SessionKind};
     use kaji_tools::todo::TodoStatus;
     use serde_json::json;
 

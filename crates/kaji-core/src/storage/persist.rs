@@ -1,7 +1,8 @@
 //! The Session's side of its files: create a session file and its index
 //! entry, or find, lock, load and replay a saved one for resume. The file
 //! format and the store live in [`super::record`] and the store modules;
-//! this module only decides what a Session needs from them.
+//! this module only decides what a Session needs from them, and must never
+//! know the Session itself.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -11,14 +12,22 @@ use kaji_tools::todo::TodoItem;
 
 use crate::permissions::PermissionMode;
 
-use super::error::SessionError;
 use super::index::{IndexEntry, title_of};
-use super::options::ResumeFrom;
 use super::record::{SESSION_FORMAT_VERSION, SessionHeader, SessionKind, SessionRecord};
 use super::recorder::{RecordSink, Recorder, now_millis};
 use super::replay::replay;
 use super::store::{SessionStore, SessionWriter};
 use super::store_error::StoreError;
+
+/// Which saved session to continue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResumeFrom {
+    /// The session with this id or unique id prefix.
+    Id(String),
+    /// The most recently updated main session (or fork) of the working
+    /// directory.
+    Latest,
+}
 
 /// A new session id.
 pub fn new_session_id() -> String {
@@ -150,7 +159,7 @@ pub fn create(
     kind: SessionKind,
     parent: Option<&str>,
     project_dir: &Path,
-) -> Result<SessionFiles, SessionError> {
+) -> Result<SessionFiles, StoreError> {
     let store = SessionStore::new(kaji_home);
     let header = SessionHeader {
         format: SESSION_FORMAT_VERSION,
@@ -162,7 +171,7 @@ pub fn create(
         kaji_version: env!("CARGO_PKG_VERSION").to_string(),
     };
     // `create` also adds the session's first index entry.
-    let writer = store.create(&header).map_err(store_error)?;
+    let writer = store.create(&header)?;
     let entry = IndexEntry::new(&header);
     Ok(SessionFiles::new(store, writer, entry))
 }
@@ -172,10 +181,10 @@ pub fn open_for_resume(
     kaji_home: &Path,
     from: &ResumeFrom,
     cwd: &Path,
-) -> Result<Restored, SessionError> {
+) -> Result<Restored, StoreError> {
     let store = SessionStore::new(kaji_home);
     let id = match from {
-        ResumeFrom::Id(prefix) => store.resolve(prefix).map_err(store_error)?,
+        ResumeFrom::Id(prefix) => store.resolve(prefix)?,
         ResumeFrom::Latest => latest_of(&store, cwd)?,
     };
     let mut warnings = Vec::new();
@@ -187,8 +196,8 @@ pub fn open_for_resume(
         ));
     }
     // The lock first: a session is open in one process at a time.
-    let writer = store.open_for_append(&id).map_err(store_error)?;
-    let loaded = store.load(&id).map_err(store_error)?;
+    let writer = store.open_for_append(&id)?;
+    let loaded = store.load(&id)?;
     warnings.extend(loaded.warnings.iter().map(|w| w.to_string()));
     let restored = replay(&loaded);
     let entry = IndexEntry::from_restored(&loaded.header, &restored);
@@ -223,17 +232,14 @@ pub fn open_for_resume(
 }
 
 /// The most recently updated main session or fork of `cwd`.
-fn latest_of(store: &SessionStore, cwd: &Path) -> Result<String, SessionError> {
-    let list = store.list().map_err(store_error)?;
+fn latest_of(store: &SessionStore, cwd: &Path) -> Result<String, StoreError> {
+    let list = store.list()?;
     list.entries
         .iter()
         .find(|e| !e.removed && e.kind != SessionKind::Subagent && e.cwd == cwd)
         .map(|e| e.id.clone())
-        .ok_or_else(|| {
-            SessionError::Store(format!(
-                "no saved session to continue in {} (see `kaji sessions list --all`)",
-                cwd.display()
-            ))
+        .ok_or_else(|| StoreError::NothingToContinue {
+            dir: cwd.to_path_buf(),
         })
 }
 
@@ -258,10 +264,6 @@ fn torn_tail(path: &Path) -> bool {
     file.seek(SeekFrom::End(-1)).is_ok() && file.read_exact(&mut last).is_ok() && last[0] != b'\n'
 }
 
-fn store_error(e: StoreError) -> SessionError {
-    SessionError::Store(e.to_string())
-}
-
 /// A saved session as listed.
 #[derive(Debug, Clone)]
 pub struct SessionSummary {
@@ -276,8 +278,8 @@ pub struct SessionSummary {
 }
 
 /// The main sessions and forks of `dir`, newest first.
-pub fn list_for_dir(kaji_home: &Path, dir: &Path) -> Result<Vec<SessionSummary>, SessionError> {
-    let list = SessionStore::new(kaji_home).list().map_err(store_error)?;
+pub fn list_for_dir(kaji_home: &Path, dir: &Path) -> Result<Vec<SessionSummary>, StoreError> {
+    let list = SessionStore::new(kaji_home).list()?;
     Ok(list
         .entries
         .into_iter()
