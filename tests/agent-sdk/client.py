@@ -57,7 +57,12 @@ async def add(args):
 
 
 async def block_bash(hook_input, tool_use_id, context):
-    callback("hook", event=hook_input.get("hook_event_name"), tool=hook_input.get("tool_name"))
+    callback(
+        "hook",
+        event=hook_input.get("hook_event_name"),
+        tool=hook_input.get("tool_name"),
+        tool_use_id=tool_use_id,
+    )
     return {
         "hookSpecificOutput": {
             "hookEventName": "PreToolUse",
@@ -65,6 +70,27 @@ async def block_bash(hook_input, tool_use_id, context):
             "permissionDecisionReason": "the hook says no",
         }
     }
+
+
+async def allow_bash(hook_input, tool_use_id, context):
+    callback(
+        "hook",
+        event=hook_input.get("hook_event_name"),
+        tool=hook_input.get("tool_name"),
+        tool_use_id=tool_use_id,
+        input_tool_use_id=hook_input.get("tool_use_id"),
+    )
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "allow",
+        }
+    }
+
+
+async def never_answer(hook_input, tool_use_id, context):
+    callback("hook", event=hook_input.get("hook_event_name"), tool_use_id=tool_use_id)
+    await asyncio.Event().wait()
 
 
 def options_for(scenario):
@@ -86,6 +112,13 @@ def options_for(scenario):
     elif scenario == "hooks":
         base["hooks"] = {"PreToolUse": [HookMatcher(matcher="Bash", hooks=[block_bash])]}
         base["permission_mode"] = "bypassPermissions"
+    elif scenario == "hooks_hang":
+        base["hooks"] = {
+            "PreToolUse": [HookMatcher(matcher="Bash", hooks=[never_answer], timeout=0.2)]
+        }
+        base["permission_mode"] = "bypassPermissions"
+    elif scenario == "hooks_allow":
+        base["hooks"] = {"PreToolUse": [HookMatcher(matcher="Bash", hooks=[allow_bash])]}
     elif scenario == "client":
         base["include_partial_messages"] = True
     return ClaudeAgentOptions(**base)

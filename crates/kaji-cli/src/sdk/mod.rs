@@ -11,6 +11,7 @@
 mod args;
 mod control;
 mod frontend;
+mod hooks;
 mod initialize;
 mod input;
 mod permission;
@@ -136,14 +137,9 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
                         )),
                     }
                 }
-                if request
-                    .get("hooks")
-                    .is_some_and(|h| h.as_object().is_some_and(|m| !m.is_empty()))
-                {
-                    early_warnings.push(
-                        "SDK hook callbacks are not supported yet; kaji's hooks apply".to_string(),
-                    );
-                }
+                let (hooks, w) = hooks::program_hooks(&request, &s.control);
+                options.program_hooks = hooks;
+                early_warnings.extend(w);
                 init_request = Some(id);
             }
             Some(input::Incoming::Prompt(p)) => first_prompt = Some(p),

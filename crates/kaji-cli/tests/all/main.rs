@@ -25,6 +25,7 @@ mod ps_cli;
 mod review_cli;
 mod rules_cli;
 mod sandbox_escapes;
+mod sdk_hooks;
 mod sessions_cli;
 mod sessions_resume;
 mod shell_analysis;
