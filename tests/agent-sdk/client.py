@@ -50,6 +50,11 @@ async def can_use_tool(name, tool_input, context):
     return PermissionResultDeny(message="no shell for you")
 
 
+async def allow_all(name, tool_input, context):
+    callback("can_use_tool", tool=name, input=tool_input, tool_use_id=context.tool_use_id)
+    return PermissionResultAllow()
+
+
 @tool("add", "Adds two numbers", {"a": int, "b": int})
 async def add(args):
     callback("mcp_tool", args=args)
@@ -98,6 +103,8 @@ def options_for(scenario):
     base = dict(cli_path=os.environ["KAJI_BIN"], cwd=os.environ["KAJI_WORK"], **extra)
     if scenario == "permissions":
         base["can_use_tool"] = can_use_tool
+    elif scenario == "permissions_allow":
+        base["can_use_tool"] = allow_all
     elif scenario == "mcp":
         base["mcp_servers"] = {"calc": create_sdk_mcp_server("calc", tools=[add])}
         base["allowed_tools"] = ["mcp__calc__add"]

@@ -26,6 +26,7 @@ mod review_cli;
 mod rules_cli;
 mod sandbox_escapes;
 mod sdk_hooks;
+mod sdk_permissions;
 mod sessions_cli;
 mod sessions_resume;
 mod shell_analysis;

@@ -240,6 +240,7 @@ impl Task {
                         input: Value::Object(Default::default()),
                         preview: None,
                         always: Vec::new(),
+                        tool_use_id: None,
                     }),
                 });
             }
