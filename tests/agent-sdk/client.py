@@ -156,11 +156,43 @@ async def multi_turn(client):
     await one_prompt(client, "second: write c.txt")
 
 
+async def context(client):
+    """One prompt, then the context usage."""
+    await one_prompt(client, os.environ["KAJI_PROMPT"])
+    callback("context_usage", usage=await client.get_context_usage())
+
+
+async def status(client, label):
+    servers = (await client.get_mcp_status())["mcpServers"]
+    callback("mcp_status", label=label, servers={s["name"]: s["status"] for s in servers})
+
+
+async def mcp_switch(client):
+    """Turns kaji's MCP server `everything` off for one prompt, then on
+    and restarts it for the next; an unknown server is an error."""
+    await client.toggle_mcp_server("everything", False)
+    await status(client, "off")
+    await one_prompt(client, "first")
+    await client.toggle_mcp_server("everything", True)
+    await client.reconnect_mcp_server("everything")
+    await status(client, "on")
+    try:
+        await client.reconnect_mcp_server("nope")
+        callback("reconnect_nope", error=None)
+    except Exception as e:
+        callback("reconnect_nope", error=str(e))
+    await one_prompt(client, "second")
+
+
 async def main():
     scenario = sys.argv[1]
     async with ClaudeSDKClient(options=options_for(scenario)) as client:
         if scenario == "client":
             await multi_turn(client)
+        elif scenario == "context":
+            await context(client)
+        elif scenario == "mcp_switch":
+            await mcp_switch(client)
         else:
             await one_prompt(client, os.environ["KAJI_PROMPT"])
 

@@ -148,6 +148,8 @@ pub struct SdkFrontend {
     background: Mutex<HashMap<String, String>>,
     /// With `--permission-prompt-tool stdio`: the program answers asks.
     asker: OnceLock<Arc<Control>>,
+    /// The main agent's context after its last round: tokens, window.
+    context: Mutex<(u64, Option<u64>)>,
 }
 
 /// What a prompt used so far.
@@ -179,7 +181,14 @@ impl SdkFrontend {
             tally: Mutex::new(Tally::default()),
             background: Mutex::new(HashMap::new()),
             asker: OnceLock::new(),
+            context: Mutex::new((0, None)),
         }
+    }
+
+    /// The tokens the main agent's context held after its last round,
+    /// and the model's window when the round reported it.
+    pub fn context(&self) -> (u64, Option<u64>) {
+        *self.context.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The program answers permission asks through `control`
@@ -429,6 +438,10 @@ impl SdkFrontend {
                     "usage": msg::usage(&report.usage)}),
             );
             self.stream(event, json!({"type": "message_stop"}));
+        }
+        if event.agent == "main" {
+            *self.context.lock().unwrap_or_else(|e| e.into_inner()) =
+                (report.context_tokens, report.context_window);
         }
         let mut t = self.lock_tally();
         t.cost_usd += report.cost_usd.unwrap_or(0.0);

@@ -9,6 +9,7 @@
 //! messages of the chosen format.
 
 mod args;
+mod context;
 mod control;
 mod frontend;
 mod hooks;
@@ -121,7 +122,11 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
         if sdk.permission_prompt_tool.as_deref() == Some("stdio") {
             frontend.ask_program(Arc::clone(&control));
         }
-        let s = Arc::new(input::Shared::new(Arc::clone(&out), control));
+        let s = Arc::new(input::Shared::new(
+            Arc::clone(&out),
+            control,
+            Arc::clone(&frontend),
+        ));
         let mut rx = input::spawn(Arc::clone(&s));
         match rx.recv().await {
             Some(input::Incoming::Initialize { id, request }) => {

@@ -27,6 +27,7 @@ mod rules_cli;
 mod sandbox_escapes;
 mod sdk_hooks;
 mod sdk_permissions;
+mod sdk_requests;
 mod sessions_cli;
 mod sessions_resume;
 mod shell_analysis;

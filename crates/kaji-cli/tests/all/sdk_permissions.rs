@@ -45,7 +45,11 @@ async fn a_programs_denials_are_not_mistakes() {
     let r = result(&messages);
     assert_eq!(r["subtype"], "success", "{r}");
     assert_eq!(r["result"], "I was not allowed to run anything.");
-    assert_eq!(r["permission_denials"].as_array().map(Vec::len), Some(4), "{r}");
+    assert_eq!(
+        r["permission_denials"].as_array().map(Vec::len),
+        Some(4),
+        "{r}"
+    );
     // The deny message is the tool result, as it is.
     let results: Vec<&Value> = of_class(&messages, "UserMessage")
         .iter()
