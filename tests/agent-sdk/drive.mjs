@@ -1,7 +1,7 @@
 // Drives the kaji binary with the official Claude Agent SDK for TypeScript
 // (installed by .ci/run: npm ci --omit=optional --prefix tests/agent-sdk).
 //
-// Usage: node drive.mjs SCENARIO   (query | permissions | mcp)
+// Usage: node drive.mjs SCENARIO   (query | permissions | mcp | hooks | hooks_allow)
 // Environment as drive.py: KAJI_BIN, KAJI_WORK, KAJI_SDK_OPTIONS (JSON:
 // extra options), KAJI_PROMPT. Prints one JSON line per message received,
 // shaped like drive.py's (`class`, `content`, `data` for system messages),
@@ -60,6 +60,28 @@ function optionsFor(scenario) {
     });
     options.mcpServers = { calc: createSdkMcpServer({ name: "calc", version: "1.0.0", tools: [add] }) };
     options.allowedTools = ["mcp__calc__add"];
+  } else if (scenario === "hooks" || scenario === "hooks_allow") {
+    const decision = scenario === "hooks" ? "deny" : "allow";
+    const hook = async (input, toolUseID) => {
+      callback("hook", {
+        event: input.hook_event_name,
+        tool: input.tool_name,
+        tool_use_id: toolUseID,
+        input_tool_use_id: input.tool_use_id,
+      });
+      return {
+        hookSpecificOutput: {
+          hookEventName: "PreToolUse",
+          permissionDecision: decision,
+          permissionDecisionReason: "the hook says no",
+        },
+      };
+    };
+    options.hooks = { PreToolUse: [{ matcher: "Bash", hooks: [hook] }] };
+    if (scenario === "hooks") {
+      options.permissionMode = "bypassPermissions";
+      options.allowDangerouslySkipPermissions = true;
+    }
   }
   return options;
 }

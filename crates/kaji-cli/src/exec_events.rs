@@ -898,6 +898,7 @@ mod tests {
                 input: json!({"command": "ls"}),
                 preview: None,
                 always: Vec::new(),
+                tool_use_id: None,
             }),
         };
         assert_eq!(

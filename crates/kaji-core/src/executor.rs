@@ -514,6 +514,7 @@ impl ToolExecutor {
             input: input.clone(),
             preview: tool.preview(input, env.ctx),
             always: always.iter().map(ToString::to_string).collect(),
+            tool_use_id: Some(call.id.clone()),
         };
         match ask_or_abort(env, kind, tool.title(input), Some(payload)).await {
             AskResponse::Approve => Ok(None),
@@ -535,6 +536,12 @@ impl ToolExecutor {
                 Err(rejected(&call.name, feedback.as_deref(), true))
             }
             AskResponse::Deny { feedback } => Err(rejected(&call.name, feedback.as_deref(), false)),
+            AskResponse::Refuse { message } => {
+                if headless {
+                    self.record_denial(call, input, &requests, &pctx);
+                }
+                Err(ToolRun::failed(message, false))
+            }
             AskResponse::Reply { text } => Err(rejected(&call.name, Some(&text), false)),
         }
     }
@@ -808,6 +815,7 @@ impl ToolExecutor {
             input: input.clone(),
             preview: tool.preview(input, env.ctx),
             always: Vec::new(),
+            tool_use_id: Some(call.id.clone()),
         };
         match ask_or_abort(env, AskKind::Command, text, Some(payload)).await {
             AskResponse::Approve
@@ -889,6 +897,7 @@ impl ToolExecutor {
             AskResponse::Deny {
                 feedback: Some(text),
             }
+            | AskResponse::Refuse { message: text }
             | AskResponse::Reply { text } => ToolRun::ok(format!(
                 "The user did not approve the plan and said:\n{text}\nStay in plan mode: revise the plan and present it again with ExitPlanMode."
             )),
@@ -990,6 +999,7 @@ async fn ask_user(question: String, options: Vec<String>, env: &CallEnv<'_>) -> 
         | AskResponse::ApproveAlwaysProject => {
             ToolRun::ok("The user acknowledged the question without answering.")
         }
+        AskResponse::Refuse { message } => ToolRun::failed(message, false),
         AskResponse::Deny { feedback } => ToolRun::failed(
             format!(
                 "The question could not be answered{}. Go on with your best judgement, or finish with AttemptCompletion and say what you needed.",

@@ -49,6 +49,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::PermissionMode;
 
+pub mod program;
+
+pub use program::{HookCallbackRequest, HookCallbacks, ProgramHook, ProgramHooks};
+
 /// A hook's timeout when its table gives none: 60 seconds.
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -536,6 +540,9 @@ pub struct HookRunner {
     config: HooksConfig,
     /// The session's child-process environment policy.
     env_policy: std::sync::Arc<process::EnvPolicy>,
+    /// The front end's program's hook callbacks (the Agent SDK's), run
+    /// after the configured hooks of the same event.
+    program: Option<ProgramHooks>,
 }
 
 impl HookRunner {
@@ -545,7 +552,15 @@ impl HookRunner {
         Self {
             config,
             env_policy: std::sync::Arc::default(),
+            program: None,
         }
+    }
+
+    /// This runner with the program's hook callbacks after the
+    /// configured hooks.
+    pub fn with_program(mut self, program: Option<ProgramHooks>) -> Self {
+        self.program = program.filter(|p| !p.is_empty());
+        self
     }
 
     /// This runner with the session's environment policy (`secret_env`,
@@ -563,6 +578,10 @@ impl HookRunner {
     /// Whether at least one hook is configured for `event` (for any tool).
     pub fn has_hooks(&self, event: HookEvent) -> bool {
         !self.config.hooks(event).is_empty()
+            || self
+                .program
+                .as_ref()
+                .is_some_and(|p| !p.hooks(event).is_empty())
     }
 
     /// Runs every hook of `event` that applies (for tool events: whose
@@ -577,7 +596,7 @@ impl HookRunner {
     ) -> HookOutcome {
         let mut outcome = HookOutcome::default();
         let hooks = self.config.hooks(event);
-        if hooks.is_empty() {
+        if !self.has_hooks(event) {
             return outcome;
         }
         let stdin = match serde_json::to_vec(&payload.to_json(event)) {
@@ -662,7 +681,77 @@ impl HookRunner {
                 }
             }
         }
+        if let Some(program) = &self.program
+            && !outcome.is_blocked()
+            && !outcome.cancelled
+        {
+            let input = payload.to_json(event);
+            run_program(
+                program,
+                event,
+                &input,
+                subject.as_deref(),
+                cancel,
+                &mut outcome,
+            )
+            .await;
+        }
         outcome
+    }
+}
+
+/// Runs the program's callbacks of `event` that apply, in order, after the
+/// configured hooks; stops at the first block.
+async fn run_program(
+    program: &ProgramHooks,
+    event: HookEvent,
+    input: &Value,
+    subject: Option<&str>,
+    cancel: &CancellationToken,
+    outcome: &mut HookOutcome,
+) {
+    let tool_use_id = input
+        .get("tool_use_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    for hook in program.hooks(event) {
+        if event.has_matcher()
+            && let Some(matcher) = &hook.matcher
+            && !matcher.matches(subject.unwrap_or(""))
+        {
+            continue;
+        }
+        for id in &hook.callback_ids {
+            if cancel.is_cancelled() {
+                outcome.cancelled = true;
+                return;
+            }
+            let label = format!("{event} hook callback `{id}` of the program");
+            let request = HookCallbackRequest {
+                callback_id: id.clone(),
+                input: input.clone(),
+                tool_use_id: tool_use_id.clone(),
+            };
+            match program.call(request, hook.timeout, cancel).await {
+                program::CallbackRun::Answered(Value::Object(map)) => {
+                    if JsonAnswer::from_map(&map).apply(event, &label, outcome) {
+                        return;
+                    }
+                }
+                program::CallbackRun::Answered(_) => {}
+                program::CallbackRun::Failed(e) if hook.block_on_failure => {
+                    outcome.blocked = Some(format!("blocked: {label} failed ({e})"));
+                    return;
+                }
+                program::CallbackRun::Failed(e) => {
+                    outcome.warnings.push(format!("{label} failed: {e}"));
+                }
+                program::CallbackRun::Cancelled => {
+                    outcome.cancelled = true;
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -689,10 +778,16 @@ impl JsonAnswer {
         let Ok(Value::Object(map)) = serde_json::from_str::<Value>(trimmed) else {
             return None;
         };
+        Some(Self::from_map(&map))
+    }
+
+    /// The answer of one JSON object (a hook's stdout, a callback's
+    /// answer).
+    fn from_map(map: &Map<String, Value>) -> Self {
         let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
         let specific = map.get("hookSpecificOutput");
         let field = |key: &str| specific.and_then(|s| s.get(key));
-        Some(Self {
+        Self {
             decision: text(map.get("decision")),
             reason: text(map.get("reason")),
             // PermissionRequest answers `decision: {behavior, message}`.
@@ -707,7 +802,7 @@ impl JsonAnswer {
             stop: (map.get("continue") == Some(&Value::Bool(false)))
                 .then(|| text(map.get("stopReason"))),
             message: text(map.get("systemMessage")),
-        })
+        }
     }
 
     /// Folds the answer into `outcome`; `true` when it blocks (later hooks

@@ -17,8 +17,10 @@ pub enum McpError {
         /// The configured names.
         known: Vec<String>,
     },
-    /// The server is configured with `enabled = false`.
-    #[error("MCP server `{server}` is disabled (`enabled = false` in its configuration)")]
+    /// The server is configured with `enabled = false`, or was switched off.
+    #[error(
+        "MCP server `{server}` is disabled (`enabled = false` in its configuration, or switched off while running)"
+    )]
     Disabled {
         /// The server.
         server: String,

@@ -31,6 +31,8 @@ use crate::names;
 use crate::stderr::StderrTail;
 use crate::tools::{ListMcpResources, McpTool, ReadMcpResource};
 
+mod switch;
+
 /// How long a failed call waits for the connection's watcher to report why
 /// the server went away (so the message can carry the whole stderr tail).
 const END_REPORT_LIMIT: Duration = Duration::from_secs(3);

@@ -90,6 +90,14 @@ pub enum AskResponse {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         feedback: Option<String>,
     },
+    /// No, from a program that answers asks (an Agent SDK program's
+    /// `can_use_tool` deny): its message is the call's result as it is,
+    /// the rest of the reply still runs, and it is never a mistake, even
+    /// headless.
+    Refuse {
+        /// What the model is told.
+        message: String,
+    },
     /// A free-text answer (to a followup question, or feedback on a result).
     Reply {
         /// The answer.

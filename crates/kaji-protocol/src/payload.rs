@@ -173,6 +173,11 @@ pub enum AskPayload {
         /// exists, and then "always" approves this call once.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         always: Vec<String>,
+        /// The id of the tool call asked about (the model's `tool_use`
+        /// id), so a front end never has to find the call by its name and
+        /// input; `None` while the call is still streaming.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_use_id: Option<String>,
     },
     /// A tool call whose arguments are still streaming (the partial ask
     /// that shows them): never answered; the call's `tool` say replaces

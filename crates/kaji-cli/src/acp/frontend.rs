@@ -170,6 +170,7 @@ impl AcpFrontend {
                 input,
                 preview,
                 always,
+                ..
             }) => (tool.clone(), input.clone(), preview.clone(), always.clone()),
             _ => (String::new(), serde_json::Value::Null, None, Vec::new()),
         };

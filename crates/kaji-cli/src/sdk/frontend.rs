@@ -132,9 +132,6 @@ impl OpenBlock {
     }
 }
 
-/// A tool call seen: its id, tool name and input.
-type Call = (String, String, Value);
-
 /// Turns events into messages; see the module docs.
 pub struct SdkFrontend {
     out: Arc<Output>,
@@ -151,9 +148,8 @@ pub struct SdkFrontend {
     background: Mutex<HashMap<String, String>>,
     /// With `--permission-prompt-tool stdio`: the program answers asks.
     asker: OnceLock<Arc<Control>>,
-    /// Per agent, its tool calls so far (id, name, input): an ask names
-    /// the call it is about.
-    calls: Mutex<HashMap<String, Vec<Call>>>,
+    /// The main agent's context after its last round: tokens, window.
+    context: Mutex<(u64, Option<u64>)>,
 }
 
 /// What a prompt used so far.
@@ -185,8 +181,14 @@ impl SdkFrontend {
             tally: Mutex::new(Tally::default()),
             background: Mutex::new(HashMap::new()),
             asker: OnceLock::new(),
-            calls: Mutex::new(HashMap::new()),
+            context: Mutex::new((0, None)),
         }
+    }
+
+    /// The tokens the main agent's context held after its last round,
+    /// and the model's window when the round reported it.
+    pub fn context(&self) -> (u64, Option<u64>) {
+        *self.context.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The program answers permission asks through `control`
@@ -195,23 +197,13 @@ impl SdkFrontend {
         let _ = self.asker.set(control);
     }
 
-    /// The id of the call of `agent` an ask about `tool` with `input` is
-    /// about: the latest that matches.
-    fn call_id(&self, agent: &str, tool: &str, input: &Value) -> Option<String> {
-        let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
-        calls
-            .get(agent)?
-            .iter()
-            .rev()
-            .find_map(|(id, name, i)| (name == tool && i == input).then(|| id.clone()))
-    }
-
     /// Asks the program (`can_use_tool`) about a tool call.
     async fn ask_via_program(&self, control: &Control, ask: &AskRequest) -> AskResponse {
         let Some(AskPayload::ToolApproval {
             tool,
             input,
             always,
+            tool_use_id,
             ..
         }) = &ask.payload
         else {
@@ -226,7 +218,7 @@ impl SdkFrontend {
             "permission_suggestions": permission::suggestions(always),
             "title": ask.text,
         });
-        if let Some(id) = self.call_id(&ask.agent, tool, input) {
+        if let Some(id) = tool_use_id {
             request["tool_use_id"] = json!(id);
         }
         if ask.agent != "main" {
@@ -447,6 +439,10 @@ impl SdkFrontend {
             );
             self.stream(event, json!({"type": "message_stop"}));
         }
+        if event.agent == "main" {
+            *self.context.lock().unwrap_or_else(|e| e.into_inner()) =
+                (report.context_tokens, report.context_window);
+        }
         let mut t = self.lock_tally();
         t.cost_usd += report.cost_usd.unwrap_or(0.0);
         if event.agent == "main"
@@ -570,19 +566,10 @@ impl TaskFrontend for SdkFrontend {
             TaskEvent::Delta { id, text } if self.partial => self.delta(&event, *id, text),
             TaskEvent::ToolUse {
                 id, name, input, ..
-            } => {
-                if self.asker.get().is_some() {
-                    let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
-                    let list = calls.entry(event.agent.clone()).or_default();
-                    list.push((id.clone(), name.clone(), input.clone()));
-                    let excess = list.len().saturating_sub(64);
-                    list.drain(..excess);
-                }
-                self.assistant(
-                    &event,
-                    json!({"type": "tool_use", "id": id, "name": name, "input": input}),
-                )
-            }
+            } => self.assistant(
+                &event,
+                json!({"type": "tool_use", "id": id, "name": name, "input": input}),
+            ),
             TaskEvent::ToolResult {
                 id,
                 is_error,

@@ -14,7 +14,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
 use super::control::Control;
-use super::frontend::Output;
+use super::frontend::{Output, SdkFrontend};
 use crate::sdk_messages as msg;
 
 /// What the reader hands on.
@@ -38,16 +38,19 @@ pub struct Shared {
     pub session: OnceLock<Arc<Session>>,
     /// The model `set_model` chose (`None`: the session's).
     pub model: Mutex<Option<String>>,
+    /// The front end (what the last round reported).
+    pub frontend: Arc<SdkFrontend>,
 }
 
 impl Shared {
     /// Nothing built yet.
-    pub fn new(out: Arc<Output>, control: Arc<Control>) -> Self {
+    pub fn new(out: Arc<Output>, control: Arc<Control>, frontend: Arc<SdkFrontend>) -> Self {
         Self {
             control,
             out,
             session: OnceLock::new(),
             model: Mutex::new(None),
+            frontend,
         }
     }
 
@@ -153,9 +156,12 @@ fn user_text(value: &Value) -> Option<String> {
 
 /// Answers one control request other than `initialize`.
 pub fn answer(id: String, request: &Value, shared: &Shared) {
-    if request.get("subtype").and_then(Value::as_str) == Some("stop_task") {
-        stop_task(id, request, shared);
-        return;
+    match request.get("subtype").and_then(Value::as_str) {
+        Some("stop_task") => return stop_task(id, request, shared),
+        Some(subtype @ ("mcp_reconnect" | "mcp_toggle")) => {
+            return mcp_switch(id, subtype, request, shared);
+        }
+        _ => {}
     }
     let answer = match control(request, shared) {
         Ok(response) => msg::control_success(&id, response),
@@ -181,6 +187,41 @@ fn stop_task(id: String, request: &Value, shared: &Shared) {
                 Ok(_) => msg::control_success(&id, json!({})),
                 Err(e) => msg::control_error(&id, &format!("stop_task {task:?}: {e}")),
             },
+        };
+        out.control(&answer);
+    });
+}
+
+/// `mcp_reconnect` (`serverName`) restarts one of kaji's MCP servers;
+/// `mcp_toggle` (`serverName`, `enabled`) turns one on or off. Answered
+/// once the server is connected (or off), with an error saying why not.
+fn mcp_switch(id: String, subtype: &str, request: &Value, shared: &Shared) {
+    let name = request
+        .get("serverName")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let enabled = request.get("enabled").and_then(Value::as_bool);
+    let toggle = subtype == "mcp_toggle";
+    let session = shared.session.get().cloned();
+    let out = Arc::clone(&shared.out);
+    let subtype = subtype.to_string();
+    tokio::spawn(async move {
+        let done = match (session, toggle, enabled) {
+            (None, ..) => Err(format!("`{subtype}` before `initialize`")),
+            (Some(_), true, None) => Err("mcp_toggle: `enabled` is not a boolean".to_string()),
+            (Some(s), ..) => match s.mcp() {
+                None => Err(format!("no MCP server named `{name}` is configured")),
+                Some(mcp) if toggle => mcp
+                    .set_enabled(&name, enabled.unwrap_or(true))
+                    .await
+                    .map_err(|e| e.to_string()),
+                Some(mcp) => mcp.reconnect(&name).await.map_err(|e| e.to_string()),
+            },
+        };
+        let answer = match done {
+            Ok(()) => msg::control_success(&id, json!({})),
+            Err(e) => msg::control_error(&id, &format!("{subtype} {name:?}: {e}")),
         };
         out.control(&answer);
     });
@@ -228,14 +269,36 @@ fn control(request: &Value, shared: &Shared) -> Result<Value, String> {
             session()?.set_reasoning(level).map_err(|e| e.to_string())?;
             Ok(json!({}))
         }
+        "get_context_usage" => Ok(context_usage(session()?, shared)),
         "mcp_status" => Ok(json!({ "mcpServers": super::mcp_servers(session()?)
             .into_iter()
             .map(|(name, status)| json!({"name": name, "status": status}))
             .collect::<Vec<_>>() })),
+        "rewind_files" => Err(
+            "rewind_files is not supported yet: kaji's checkpoints are not tied to the program's user messages; restore one with `kaji checkpoints restore ID` (docs/checkpoints.md)"
+                .to_string(),
+        ),
         other => Err(format!(
             "kaji does not support the control request `{other}`"
         )),
     }
+}
+
+/// `get_context_usage`: what the main agent's last round reported, in
+/// the window of the model the next prompt uses.
+fn context_usage(session: &Session, shared: &Shared) -> Value {
+    let (tokens, reported) = shared.frontend.context();
+    let model = shared
+        .model()
+        .unwrap_or_else(|| session.provider_config().model.clone());
+    let window = reported.unwrap_or_else(|| session.model_info().context_window);
+    let agents: Vec<(String, String)> = session
+        .agent_catalog()
+        .agents
+        .iter()
+        .map(|a| (a.name.clone(), a.source.to_string()))
+        .collect();
+    super::context::usage(tokens, window, &model, &agents)
 }
 
 #[cfg(test)]

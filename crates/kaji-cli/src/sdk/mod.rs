@@ -9,8 +9,10 @@
 //! messages of the chosen format.
 
 mod args;
+mod context;
 mod control;
 mod frontend;
+mod hooks;
 mod initialize;
 mod input;
 mod permission;
@@ -120,7 +122,11 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
         if sdk.permission_prompt_tool.as_deref() == Some("stdio") {
             frontend.ask_program(Arc::clone(&control));
         }
-        let s = Arc::new(input::Shared::new(Arc::clone(&out), control));
+        let s = Arc::new(input::Shared::new(
+            Arc::clone(&out),
+            control,
+            Arc::clone(&frontend),
+        ));
         let mut rx = input::spawn(Arc::clone(&s));
         match rx.recv().await {
             Some(input::Incoming::Initialize { id, request }) => {
@@ -136,14 +142,9 @@ async fn run_inner(tui: TuiArgs, sdk: SdkArgs) -> Result<i32> {
                         )),
                     }
                 }
-                if request
-                    .get("hooks")
-                    .is_some_and(|h| h.as_object().is_some_and(|m| !m.is_empty()))
-                {
-                    early_warnings.push(
-                        "SDK hook callbacks are not supported yet; kaji's hooks apply".to_string(),
-                    );
-                }
+                let (hooks, w) = hooks::program_hooks(&request, &s.control);
+                options.program_hooks = hooks;
+                early_warnings.extend(w);
                 init_request = Some(id);
             }
             Some(input::Incoming::Prompt(p)) => first_prompt = Some(p),

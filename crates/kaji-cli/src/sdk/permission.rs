@@ -30,7 +30,7 @@ pub fn suggestions(always: &[String]) -> Value {
 
 /// The program's answer: allow (with its `updatedInput` when it changed
 /// the input; with `updatedPermissions` adding allow rules, "always"),
-/// or deny with its message. The flag: the program asked to interrupt.
+/// or refuse with its message. The flag: the program asked to interrupt.
 pub fn response(answer: &Value, original: &Value) -> (AskResponse, bool) {
     match answer.get("behavior").and_then(Value::as_str) {
         Some("allow") => {
@@ -53,9 +53,11 @@ pub fn response(answer: &Value, original: &Value) -> (AskResponse, bool) {
                 .filter(|m| !m.trim().is_empty())
                 .unwrap_or("The program denied this tool call.");
             let interrupt = answer.get("interrupt").and_then(Value::as_bool) == Some(true);
+            // Somebody answered: the message is the call's result, and a
+            // program's "no" is never the model's mistake.
             (
-                AskResponse::Deny {
-                    feedback: Some(message.to_string()),
+                AskResponse::Refuse {
+                    message: message.to_string(),
                 },
                 interrupt,
             )
@@ -127,8 +129,8 @@ mod tests {
         assert_eq!(
             response(&deny, &input),
             (
-                AskResponse::Deny {
-                    feedback: Some("no".into())
+                AskResponse::Refuse {
+                    message: "no".into()
                 },
                 true
             )

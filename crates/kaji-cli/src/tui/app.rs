@@ -965,7 +965,9 @@ impl App {
                 "for this project (.kaji/config.local.toml)",
             )),
             AskResponse::Deny { feedback: None } => Some("  ✗ denied".to_string()),
-            AskResponse::Deny { feedback: Some(f) } => Some(format!("  ✗ denied: {f}")),
+            AskResponse::Deny { feedback: Some(f) } | AskResponse::Refuse { message: f } => {
+                Some(format!("  ✗ denied: {f}"))
+            }
             // The task echoes replies as user feedback itself when it uses
             // them; followup answers are shown here.
             AskResponse::Reply { text } => Some(prefix_lines("> ", text)),
@@ -1405,6 +1407,7 @@ mod tests {
                 input: json!({"command": command}),
                 preview: None,
                 always: Vec::new(),
+                tool_use_id: None,
             }),
             agent: "main".into(),
         }
@@ -1429,6 +1432,7 @@ mod tests {
                 input: json!({"command": "cat <<EOF\nline 2\nEOF"}),
                 preview: Some("cat <<EOF\nline 2\nEOF".into()),
                 always: Vec::new(),
+                tool_use_id: None,
             }),
         });
         assert_eq!(

@@ -13,7 +13,7 @@ use tokio::process::Command;
 
 use super::agent_sdk::{Sdk, of_class, only_kaji_answered, repo_root, result};
 
-fn python(scenario: &str) -> Command {
+pub(crate) fn python(scenario: &str) -> Command {
     let mut c = Command::new("python3");
     c.arg(repo_root().join("tests/agent-sdk/client.py"))
         .arg(scenario);
@@ -21,7 +21,7 @@ fn python(scenario: &str) -> Command {
 }
 
 /// Fails with how to install the TypeScript SDK when it is missing.
-fn node(scenario: &str) -> Command {
+pub(crate) fn node(scenario: &str) -> Command {
     let sdk = repo_root().join("tests/agent-sdk/node_modules/@anthropic-ai/claude-agent-sdk");
     assert!(
         sdk.is_dir(),
@@ -34,7 +34,7 @@ fn node(scenario: &str) -> Command {
     c
 }
 
-fn callbacks<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
+pub(crate) fn callbacks<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
     messages
         .iter()
         .filter(|m| m["class"] == "Callback" && m["kind"] == kind)
@@ -42,7 +42,7 @@ fn callbacks<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
 }
 
 /// The text of every tool result block the SDK received.
-fn tool_results(messages: &[Value], class: &str) -> Vec<String> {
+pub(crate) fn tool_results(messages: &[Value], class: &str) -> Vec<String> {
     of_class(messages, class)
         .iter()
         .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
@@ -635,19 +635,4 @@ async fn settings_allow_rules_apply_and_other_keys_are_named() {
     );
     let warnings = messages[0]["data"]["kaji_warnings"].to_string();
     assert!(warnings.contains("--settings: theme"), "{warnings}");
-}
-
-/// SDK hook callbacks are not served yet (docs/sdk.md): the run says so in
-/// `init`, never silently.
-#[tokio::test]
-async fn sdk_hook_callbacks_are_named_as_not_served() {
-    let sdk = Sdk::new();
-    let server = ScriptedModelServer::start(Script::new([Turn::text("ok")])).await;
-    let (messages, code) = sdk.drive(python("hooks"), &server, "hi", json!({})).await;
-    assert_eq!(code, 0, "{messages:#?}");
-    let warnings = messages[0]["data"]["kaji_warnings"].to_string();
-    assert!(
-        warnings.contains("SDK hook callbacks are not supported yet"),
-        "{warnings}"
-    );
 }

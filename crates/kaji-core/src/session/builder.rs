@@ -246,8 +246,11 @@ impl SessionBuilder {
             self.env.path.clone(),
             Arc::clone(&env_policy),
         );
-        let hooks = (!settings.hooks.is_empty()).then(|| {
-            HookRunner::new(settings.hooks.clone()).with_env_policy(Arc::clone(&env_policy))
+        let program_hooks = self.options.program_hooks.clone();
+        let hooks = (!settings.hooks.is_empty() || program_hooks.is_some()).then(|| {
+            HookRunner::new(settings.hooks.clone())
+                .with_env_policy(Arc::clone(&env_policy))
+                .with_program(program_hooks)
         });
 
         let limits = SessionLimits {

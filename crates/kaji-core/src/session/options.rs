@@ -98,6 +98,9 @@ pub struct SessionOptions {
     /// The main agent's system prompt, changed (the Agent SDK's
     /// `--system-prompt`, `--append-system-prompt`).
     pub system_prompt: CustomPrompt,
+    /// Hook callbacks the front end's program serves (the Agent SDK's
+    /// `hooks`), run after the settings' hooks of each event.
+    pub program_hooks: Option<crate::hooks::ProgramHooks>,
 }
 
 /// How a front end changes the main agent's system prompt.
@@ -159,6 +162,7 @@ impl Default for SessionOptions {
             agents: Vec::new(),
             tools: FrontendTools::default(),
             system_prompt: CustomPrompt::default(),
+            program_hooks: None,
         }
     }
 }

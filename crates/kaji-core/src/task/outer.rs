@@ -133,7 +133,7 @@ impl Task {
                     self.lock().consecutive_mistakes = 0;
                     user_content.push(ContentBlock::text(format!("The user says:\n{text}")));
                 }
-                Some(AskResponse::Deny { .. }) => {
+                Some(AskResponse::Deny { .. } | AskResponse::Refuse { .. }) => {
                     return Some((TaskStatus::MistakeLimit, Some(msg)));
                 }
                 None => return Some((TaskStatus::Aborted, None)),
@@ -238,7 +238,9 @@ impl Task {
                 *empty_retries = 0;
                 Next::Retry
             }
-            Some(AskResponse::Deny { .. }) => Next::End(TaskStatus::Failed, Some(msg)),
+            Some(AskResponse::Deny { .. } | AskResponse::Refuse { .. }) => {
+                Next::End(TaskStatus::Failed, Some(msg))
+            }
             None => Next::End(TaskStatus::Aborted, None),
         }
     }
@@ -271,7 +273,9 @@ impl Task {
                 next.push(ContentBlock::text(format!("The user says:\n{text}")));
                 Next::Content(next)
             }
-            Some(AskResponse::Deny { .. }) => Next::End(TaskStatus::Failed, Some(err)),
+            Some(AskResponse::Deny { .. } | AskResponse::Refuse { .. }) => {
+                Next::End(TaskStatus::Failed, Some(err))
+            }
             None => Next::End(TaskStatus::Aborted, None),
         }
     }
