@@ -13,16 +13,16 @@ use std::time::{Duration, Instant};
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::json;
 
-const DEADLINE: Duration = Duration::from_secs(20);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(20);
 
 /// A private tmux server, killed when the test ends (also on failure).
-struct Tmux {
+pub(crate) struct Tmux {
     socket: String,
     home: std::path::PathBuf,
 }
 
 impl Tmux {
-    fn start(home: &Path, name: &str) -> Option<Self> {
+    pub(crate) fn start(home: &Path, name: &str) -> Option<Self> {
         let tmux = Self {
             socket: format!("kaji-test-{}-{name}", std::process::id()),
             home: home.to_path_buf(),
@@ -46,7 +46,7 @@ impl Tmux {
         Some(tmux)
     }
 
-    fn run(&self, args: &[&str]) -> Option<Output> {
+    pub(crate) fn run(&self, args: &[&str]) -> Option<Output> {
         Command::new("tmux")
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -60,7 +60,7 @@ impl Tmux {
             .ok()
     }
 
-    fn capture(&self) -> String {
+    pub(crate) fn capture(&self) -> String {
         let out = self
             .run(&["capture-pane", "-p", "-t", "main"])
             .expect("tmux capture-pane");
@@ -68,21 +68,21 @@ impl Tmux {
     }
 
     /// The pane with its scrollback.
-    fn capture_all(&self) -> String {
+    pub(crate) fn capture_all(&self) -> String {
         let out = self
             .run(&["capture-pane", "-p", "-S", "-200", "-t", "main"])
             .expect("tmux capture-pane");
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    fn send_text(&self, text: &str) {
+    pub(crate) fn send_text(&self, text: &str) {
         let out = self
             .run(&["send-keys", "-t", "main", "-l", text])
             .expect("tmux send-keys");
         assert!(out.status.success());
     }
 
-    fn send_key(&self, key: &str) {
+    pub(crate) fn send_key(&self, key: &str) {
         let out = self
             .run(&["send-keys", "-t", "main", key])
             .expect("tmux send-keys");
@@ -90,13 +90,13 @@ impl Tmux {
     }
 
     /// Polls the pane until it shows `needle`; fails at the deadline.
-    async fn wait_for(&self, needle: &str) -> String {
+    pub(crate) async fn wait_for(&self, needle: &str) -> String {
         self.wait_until(needle, |s| s.contains(needle)).await
     }
 
     /// Polls the pane until `ready` holds for its text; fails at the
     /// deadline, saying what it waited for.
-    async fn wait_until(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+    pub(crate) async fn wait_until(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let screen = self.capture();
@@ -118,7 +118,7 @@ impl Drop for Tmux {
     }
 }
 
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
@@ -158,14 +158,14 @@ fn launch_with(
 }
 
 /// Types a prompt and sends it.
-async fn submit(tmux: &Tmux, prompt: &str) {
+pub(crate) async fn submit(tmux: &Tmux, prompt: &str) {
     tmux.send_text(prompt);
     tmux.wait_for(&format!("› {prompt}")).await;
     tmux.send_key("Enter");
 }
 
 /// Quits with Ctrl-D and returns kaji's exit status.
-async fn quit(tmux: &Tmux, home: &Path) -> String {
+pub(crate) async fn quit(tmux: &Tmux, home: &Path) -> String {
     tmux.send_key("C-d");
     let start = Instant::now();
     loop {

@@ -26,6 +26,8 @@ pub struct RestoredSession {
     pub history: Vec<Message>,
     /// The last permission mode recorded (`None`: never changed).
     pub permission_mode: Option<String>,
+    /// The model last chosen (`None`: the settings' model).
+    pub model: Option<String>,
     /// The working directory: the header's, or the last change.
     pub cwd: PathBuf,
     /// The todo checklist as last recorded.
@@ -127,6 +129,7 @@ fn apply(st: &mut RestoredSession, pending: &mut Pending, record: &SessionRecord
             st.history = history.clone();
         }
         SessionRecord::Mode { mode } => st.permission_mode = Some(mode.clone()),
+        SessionRecord::Model { model } => st.model = Some(model.clone()),
         SessionRecord::Cwd { cwd } => st.cwd = cwd.clone(),
         SessionRecord::Approval { rule } => {
             if !st.approvals.contains(rule) {
@@ -406,6 +409,12 @@ mod tests {
             SessionRecord::Mode {
                 mode: "yolo".into(),
             },
+            SessionRecord::Model {
+                model: "big".into(),
+            },
+            SessionRecord::Model {
+                model: "small".into(),
+            },
             SessionRecord::Cwd {
                 cwd: "/project/wt".into(),
             },
@@ -439,6 +448,7 @@ mod tests {
             },
         ]));
         assert_eq!(r.permission_mode.as_deref(), Some("yolo"));
+        assert_eq!(r.model.as_deref(), Some("small"));
         assert_eq!(r.cwd, PathBuf::from("/project/wt"));
         assert_eq!(r.approvals, vec!["Bash(ls:*)", "Edit(src/**)"]);
         assert_eq!(r.todo, vec![todo]);
