@@ -816,7 +816,7 @@ fn resumption_notice(state: &RestoredState, cwd: &Path) -> String {
 /// Text of a user message, for titles and transcripts.
 pub fn first_text(content: &[ContentBlock]) -> Option<&str> {
     content.iter().find_map(|b| match b {
-        ContentBlock::Text { text } => Some(text.as_str()),
+        ContentBlock::Text { text, .. } => Some(text.as_str()),
         _ => None,
     })
 }

@@ -2,9 +2,9 @@
 //! messages (Claude Code's Esc Esc), and which checkpoint holds the files
 //! as they were then.
 //!
-//! A user message here is what a transcript shows as the user's: a text
-//! block of a user message that kaji did not add itself
-//! ([`super::transcript::user_texts`]), numbered from 0. A rewind keeps
+//! A user message here is a prompt the user sent: a text block marked
+//! [`kaji_protocol::TextOrigin::Prompt`] ([`super::transcript::user_texts`]),
+//! numbered from 0; nothing kaji added to the conversation is one. A rewind keeps
 //! everything before it (tool results of the same message included, so
 //! every tool call keeps its result), records the new history as a
 //! `history_replaced` record with reason `rewind` (a resume sees the
@@ -116,5 +116,59 @@ impl Session {
         slots.retain(|(i, _)| *i != index);
         slots.push((index, Arc::clone(&slot)));
         slot
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kaji_protocol::{ContentBlock, Role};
+
+    fn user(content: Vec<ContentBlock>) -> Message {
+        Message {
+            role: Role::User,
+            content,
+        }
+    }
+
+    /// Everything kaji puts into user messages, beside two prompts: only
+    /// the prompts are the user's, whatever the words of the rest.
+    #[test]
+    fn only_the_prompts_the_user_sent_are_user_messages() {
+        let summary = crate::compaction::compacted_history(
+            "they asked for the tests",
+            &crate::compaction::CompactionContext::default(),
+        );
+        let mut history = summary;
+        history.push(Message::assistant_text("ok"));
+        history.push(user(vec![
+            ContentBlock::text("[TASK RESUMPTION] This task was interrupted."),
+            ContentBlock::text("[SessionStart hook]\nbranch main"),
+            // Starts with a bracket, as kaji's notices do.
+            ContentBlock::prompt("[x] tick the box\n\n<file path=\"a.txt\">\nalpha\n</file>"),
+            ContentBlock::text("[UserPromptSubmit hook]\nbe brief"),
+        ]));
+        history.push(Message::assistant_text(crate::task::INTERRUPTED_BY_ABORT));
+        history.push(user(vec![
+            ContentBlock::text("You did not use a tool in your previous reply."),
+            ContentBlock::text("The user says:\nwhy?"),
+            ContentBlock::text("The user accepted the result."),
+            ContentBlock::text("Message from teammate bob: done"),
+            ContentBlock::prompt("now run them"),
+        ]));
+        let texts: Vec<&str> = user_texts(&history).iter().map(|t| t.2).collect();
+        assert_eq!(
+            texts,
+            [
+                "[x] tick the box\n\n<file path=\"a.txt\">\nalpha\n</file>",
+                "now run them"
+            ]
+        );
+        // Rewinding to the second keeps what came before it, kaji's
+        // notices of its message included.
+        let kept = history_before(&history, 1).unwrap();
+        assert_eq!(kept.len(), history.len());
+        assert_eq!(kept.last().unwrap().content.len(), 4);
+        assert_eq!(history_before(&history, 2), None);
     }
 }
