@@ -124,7 +124,8 @@ pub enum ContentBlock {
 }
 
 /// Who put a text block into the conversation, where kaji needs to know:
-/// the rewind picker lists only the user's prompts.
+/// the rewind picker lists only what the user sent (prompts and `!`
+/// commands).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TextOrigin {
@@ -136,6 +137,8 @@ pub enum TextOrigin {
     Unmarked,
     /// A prompt the user sent, as sent (with the files it attaches).
     Prompt,
+    /// A command the user ran with `!`, with its output.
+    Shell,
 }
 
 impl TextOrigin {

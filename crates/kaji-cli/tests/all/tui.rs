@@ -756,15 +756,19 @@ async fn bang_commands_and_esc_esc_rewind() {
     tmux.send_key("Escape");
     tmux.wait_for("Esc again").await;
     tmux.send_key("Escape");
-    // Only what the user sent is listed: the `!command` (whose output
-    // kaji added to the conversation) is not a prompt.
+    // What the user sent is listed, a `!command` as typed.
     let screen = tmux
         .wait_until("the picker on `first prompt`", |s| {
             s.lines()
-                .any(|l| l.contains("› 1.") && l.contains("first prompt"))
+                .any(|l| l.contains("› 2.") && l.contains("first prompt"))
         })
         .await;
-    assert!(!screen.contains("I ran this shell command"), "{screen}");
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.contains("1.") && l.contains("!echo bang-output-77")),
+        "{screen}"
+    );
     tmux.send_key("Enter");
     let screen = tmux.wait_for("rewound to before: first prompt").await;
     assert!(!screen.contains("result-one-xyz"), "{screen}");

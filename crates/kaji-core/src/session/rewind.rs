@@ -60,7 +60,11 @@ impl Session {
             .enumerate()
             .map(|(index, (_, _, text))| UserPrompt {
                 index,
-                text: text.to_string(),
+                // A `!command` as the user typed it.
+                text: match super::shell::shell_command_of(text) {
+                    Some(command) => format!("!{command}"),
+                    None => text.to_string(),
+                },
                 checkpoint: slots
                     .iter()
                     .find(|(i, _)| *i == index)
@@ -155,13 +159,20 @@ mod tests {
             ContentBlock::text("The user accepted the result."),
             ContentBlock::text("Message from teammate bob: done"),
             ContentBlock::prompt("now run them"),
+            ContentBlock::Text {
+                text: super::super::shell::shell_message("ls", "a.txt"),
+                origin: kaji_protocol::TextOrigin::Shell,
+            },
+            // The same words, not sent by the user.
+            ContentBlock::text(super::super::shell::shell_message("ls", "a.txt")),
         ]));
         let texts: Vec<&str> = user_texts(&history).iter().map(|t| t.2).collect();
         assert_eq!(
             texts,
             [
                 "[x] tick the box\n\n<file path=\"a.txt\">\nalpha\n</file>",
-                "now run them"
+                "now run them",
+                "I ran this shell command myself:\n$ ls\n<output>\na.txt\n</output>"
             ]
         );
         // Rewinding to the second keeps what came before it, kaji's
@@ -169,6 +180,7 @@ mod tests {
         let kept = history_before(&history, 1).unwrap();
         assert_eq!(kept.len(), history.len());
         assert_eq!(kept.last().unwrap().content.len(), 4);
-        assert_eq!(history_before(&history, 2), None);
+        assert_eq!(history_before(&history, 3), None);
+        assert_eq!(super::super::shell::shell_command_of(texts[2]), Some("ls"));
     }
 }

@@ -87,9 +87,9 @@ pub fn history_events(history: &[Message]) -> Vec<TaskEvent> {
     events
 }
 
-/// The prompts the user sent in `history`, in order: `(message index,
-/// block index, text)` of each text block marked
-/// [`TextOrigin::Prompt`]. Whatever kaji added to a user message (hook
+/// What the user sent in `history`, in order: `(message index, block
+/// index, text)` of each text block marked [`TextOrigin::Prompt`] or
+/// [`TextOrigin::Shell`]. Whatever kaji added to a user message (hook
 /// context, nudges, notices, summaries, replies to its questions) is
 /// unmarked and never one of them, whatever its words.
 pub fn user_texts(history: &[Message]) -> Vec<(usize, usize, &str)> {
@@ -101,7 +101,7 @@ pub fn user_texts(history: &[Message]) -> Vec<(usize, usize, &str)> {
         for (b, block) in message.content.iter().enumerate() {
             if let ContentBlock::Text {
                 text,
-                origin: TextOrigin::Prompt,
+                origin: TextOrigin::Prompt | TextOrigin::Shell,
             } = block
             {
                 out.push((m, b, text.as_str()));
