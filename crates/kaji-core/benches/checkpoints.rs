@@ -6,6 +6,11 @@
 //! checkpoint of the same tree committed in a git checkout (borrowing its
 //! objects and index, target: 0.5 s). Results are recorded in
 //! docs/benchmarks.md.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "benchmark setup: a failed step aborts the measurement"
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -11,6 +11,11 @@
 //! before every event of the sub-agents' replies, about 40 ms a reply, as
 //! a fast real model would; the main agent's turns answer at once).
 //! Results go to docs/benchmarks.md.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "benchmark setup: a failed step aborts the measurement"
+)]
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -3,6 +3,11 @@
 //! 1.25 of the input price) and the share of each request's prefix that an
 //! earlier request's breakpoint covers. Printed once before divan times the
 //! whole task.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "benchmark setup: a failed step aborts the measurement"
+)]
 
 use std::sync::Arc;
 

@@ -10,6 +10,11 @@
 //! Not a divan bench: it prints the medians of each run and of all runs.
 //! `KAJI_BENCH_RUNS` sets the number of runs (default 3), `KAJI_BENCH_ROUNDS`
 //! the rounds (default 300).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "benchmark setup: a failed step aborts the measurement"
+)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

@@ -3,6 +3,11 @@
 //! without fsync; loading and replaying a session of 10,000 such rounds
 //! (about 20 MB; target under 200 ms); listing an index of 10,000 sessions
 //! (target under 50 ms). Results are recorded in docs/benchmarks.md.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "benchmark setup: a failed step aborts the measurement"
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -3,6 +3,11 @@
 //! on loopback, with the tools doing next to nothing. What is measured is
 //! request assembly, the provider, streaming, parsing, presenting, the
 //! executor and the history — everything but the model.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "benchmark setup: a failed step aborts the measurement"
+)]
 
 use std::sync::Arc;
 

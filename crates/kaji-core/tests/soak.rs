@@ -5,6 +5,11 @@
 //! its bound: idle timeouts, reply caps and the mistake limit end them),
 //! peak RSS stays under 128 MB, no process kaji started is left running,
 //! and no file an earlier prompt wrote is lost.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed expectation is a test failure"
+)]
 
 #[path = "all/common/mod.rs"]
 mod common;

@@ -2,6 +2,11 @@
 //! model server starts named teammates (`Agent` with `name`) that claim
 //! the shared task list's tasks one after another; each teammate has its
 //! own script, routed by the `teammate `NAME`` marker of its system prompt.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed expectation is a test failure"
+)]
 
 #[path = "all/common/mod.rs"]
 mod common;

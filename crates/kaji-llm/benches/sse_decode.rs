@@ -3,6 +3,11 @@
 //! replies made of many small text deltas, the worst case per byte.
 //! Target: at least 100 MB/s, so decoding is never the bottleneck.
 //! Results are recorded in docs/benchmarks.md.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "benchmark setup: a failed step aborts the measurement"
+)]
 
 use divan::counter::BytesCount;
 use kaji_llm::ProviderKind;

@@ -3,6 +3,11 @@
 //! except those `env_passthrough` names and those its own configuration
 //! sets. One test in its own binary, because it sets process environment
 //! variables before any thread starts.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed expectation is a test failure"
+)]
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -2,6 +2,11 @@
 //! tree-sitter-bash, walking it, and matching every simple command against
 //! the rules. Target: well under a millisecond per decision, so that it is
 //! never noticeable next to a tool call.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "benchmark setup: a failed step aborts the measurement"
+)]
 
 use kaji_policy::{Context, Decision, PathTool, PermissionRequest, RuleSet, RuleSource, decide};
 

@@ -7,6 +7,11 @@
 //! in the default temporary directory (set `TMPDIR` to choose the disk):
 //! every write is fsynced, so the disk decides the result. Numbers and the
 //! machine they came from are in docs/benchmarks.md.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "benchmark setup: a failed step aborts the measurement"
+)]
 
 use std::path::Path;
 use std::process::Command;

@@ -7,6 +7,11 @@
 //! transaction, not timed) and lets the claimers take them all; double
 //! claims are counted and must be 0. The server is the throwaway one of
 //! kaji-test-support (fsync off). Numbers are in docs/benchmarks.md.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "benchmark setup: a failed step aborts the measurement"
+)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

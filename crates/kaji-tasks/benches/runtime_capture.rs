@@ -6,6 +6,11 @@
 //! the same directory (what the disk allows, with no cap).
 //!
 //! Run: `cargo bench -p kaji-tasks --bench runtime_capture`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "benchmark setup: a failed step aborts the measurement"
+)]
 
 use std::time::Duration;
 

@@ -6,6 +6,11 @@
 //! kernel lacks a layer (it prints why).
 //!
 //! Run: `cargo bench -p kaji-tasks --bench sandbox_spawn`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "benchmark setup: a failed step aborts the measurement"
+)]
 
 use std::sync::Arc;
 

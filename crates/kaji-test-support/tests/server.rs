@@ -1,5 +1,10 @@
 //! The scripted model server over raw HTTP: framing of both wire formats,
 //! recording, bad requests, and the stand-alone binary.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed expectation is a test failure"
+)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

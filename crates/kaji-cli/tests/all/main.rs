@@ -1,6 +1,11 @@
 //! The integration tests of this crate, in one binary: one link instead of
 //! one per file, and shared helpers compiled once. Each module is one of
 //! the former test files; run one with `cargo test -p kaji-cli --test all MODULE::`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed expectation is a test failure"
+)]
 
 mod common;
 

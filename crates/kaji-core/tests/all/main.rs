@@ -2,6 +2,11 @@
 //! one per file, and shared helpers compiled once. Each module is one of
 //! the former test files; run one with `cargo test -p kaji-core --test all MODULE::`.
 //! Kept as binaries of their own (they change or measure process-wide state; see docs/testing.md): `hook_secret_env`, `soak`, `teams`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed expectation is a test failure"
+)]
 
 mod cache_run;
 mod common;

@@ -2,5 +2,10 @@
 //! one per file, and shared helpers compiled once. Each module is one of
 //! the former test files; run one with `cargo test -p kaji-mcp --test all MODULE::`.
 //! Kept as binaries of their own (they change or measure process-wide state; see docs/testing.md): `secret_env`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed expectation is a test failure"
+)]
 
 mod servers;

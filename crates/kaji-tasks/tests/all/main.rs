@@ -2,6 +2,11 @@
 //! one per file, and shared helpers compiled once. Each module is one of
 //! the former test files; run one with `cargo test -p kaji-tasks --test all MODULE::`.
 //! Kept as binaries of their own (they change or measure process-wide state; see docs/testing.md): `watchdog_fds`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed expectation is a test failure"
+)]
 
 mod list_support;
 
