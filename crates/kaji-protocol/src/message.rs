@@ -124,8 +124,8 @@ pub enum ContentBlock {
 }
 
 /// Who put a text block into the conversation, where kaji needs to know:
-/// the rewind picker lists only what the user sent (prompts and `!`
-/// commands).
+/// the rewind picker lists only what the user sent (prompts, answers and
+/// `!` commands).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TextOrigin {
@@ -139,6 +139,9 @@ pub enum TextOrigin {
     Prompt,
     /// A command the user ran with `!`, with its output.
     Shell,
+    /// What the user typed in answer to one of kaji's questions (a failed
+    /// request, the mistake limit), after `The user says:`.
+    Reply,
 }
 
 impl TextOrigin {

@@ -60,10 +60,12 @@ impl Session {
             .enumerate()
             .map(|(index, (_, _, text))| UserPrompt {
                 index,
-                // A `!command` as the user typed it.
+                // A `!command` or an answer as the user typed it.
                 text: match super::shell::shell_command_of(text) {
                     Some(command) => format!("!{command}"),
-                    None => text.to_string(),
+                    None => super::transcript::reply_of(text)
+                        .unwrap_or(text)
+                        .to_string(),
                 },
                 checkpoint: slots
                     .iter()
@@ -135,8 +137,9 @@ mod tests {
         }
     }
 
-    /// Everything kaji puts into user messages, beside two prompts: only
-    /// the prompts are the user's, whatever the words of the rest.
+    /// Everything kaji puts into user messages, beside what the user sent
+    /// (prompts, an answer, a `!command`): only those are the user's,
+    /// whatever the words of the rest.
     #[test]
     fn only_the_prompts_the_user_sent_are_user_messages() {
         let summary = crate::compaction::compacted_history(
@@ -155,6 +158,8 @@ mod tests {
         history.push(Message::assistant_text(crate::task::INTERRUPTED_BY_ABORT));
         history.push(user(vec![
             ContentBlock::text("You did not use a tool in your previous reply."),
+            // An answer to kaji's question, and the same words unmarked.
+            super::super::transcript::reply_block("why?"),
             ContentBlock::text("The user says:\nwhy?"),
             ContentBlock::text("The user accepted the result."),
             ContentBlock::text("Message from teammate bob: done"),
@@ -171,16 +176,18 @@ mod tests {
             texts,
             [
                 "[x] tick the box\n\n<file path=\"a.txt\">\nalpha\n</file>",
+                "The user says:\nwhy?",
                 "now run them",
                 "I ran this shell command myself:\n$ ls\n<output>\na.txt\n</output>"
             ]
         );
-        // Rewinding to the second keeps what came before it, kaji's
-        // notices of its message included.
+        // Rewinding to the answer keeps what came before it, kaji's
+        // notice of its message included.
         let kept = history_before(&history, 1).unwrap();
         assert_eq!(kept.len(), history.len());
-        assert_eq!(kept.last().unwrap().content.len(), 4);
-        assert_eq!(history_before(&history, 3), None);
-        assert_eq!(super::super::shell::shell_command_of(texts[2]), Some("ls"));
+        assert_eq!(kept.last().unwrap().content.len(), 1);
+        assert_eq!(history_before(&history, 4), None);
+        assert_eq!(super::super::transcript::reply_of(texts[1]), Some("why?"));
+        assert_eq!(super::super::shell::shell_command_of(texts[3]), Some("ls"));
     }
 }

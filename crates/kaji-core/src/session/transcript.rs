@@ -88,8 +88,8 @@ pub fn history_events(history: &[Message]) -> Vec<TaskEvent> {
 }
 
 /// What the user sent in `history`, in order: `(message index, block
-/// index, text)` of each text block marked [`TextOrigin::Prompt`] or
-/// [`TextOrigin::Shell`]. Whatever kaji added to a user message (hook
+/// index, text)` of each text block marked [`TextOrigin::Prompt`],
+/// [`TextOrigin::Shell`] or [`TextOrigin::Reply`]. Whatever kaji added to a user message (hook
 /// context, nudges, notices, summaries, replies to its questions) is
 /// unmarked and never one of them, whatever its words.
 pub fn user_texts(history: &[Message]) -> Vec<(usize, usize, &str)> {
@@ -101,7 +101,7 @@ pub fn user_texts(history: &[Message]) -> Vec<(usize, usize, &str)> {
         for (b, block) in message.content.iter().enumerate() {
             if let ContentBlock::Text {
                 text,
-                origin: TextOrigin::Prompt | TextOrigin::Shell,
+                origin: TextOrigin::Prompt | TextOrigin::Shell | TextOrigin::Reply,
             } = block
             {
                 out.push((m, b, text.as_str()));
@@ -109,6 +109,23 @@ pub fn user_texts(history: &[Message]) -> Vec<(usize, usize, &str)> {
         }
     }
     out
+}
+
+/// How the model is told what the user answered to kaji's question.
+const REPLY_PREFIX: &str = "The user says:\n";
+
+/// The block that tells the model what the user answered
+/// ([`TextOrigin::Reply`]).
+pub(crate) fn reply_block(answer: &str) -> ContentBlock {
+    ContentBlock::Text {
+        text: format!("{REPLY_PREFIX}{answer}"),
+        origin: TextOrigin::Reply,
+    }
+}
+
+/// What the user typed, from a [`reply_block`]'s text.
+pub(crate) fn reply_of(text: &str) -> Option<&str> {
+    text.strip_prefix(REPLY_PREFIX)
 }
 
 /// How a compacted history's summary message starts
