@@ -320,10 +320,10 @@ fn message_events(
 ) {
     for block in &message.content {
         match (message.role, block) {
-            (Role::User, ContentBlock::Text { text }) => {
+            (Role::User, ContentBlock::Text { text, .. }) => {
                 say(events, SayKind::UserFeedback, text.clone())
             }
-            (Role::Assistant, ContentBlock::Text { text }) => {
+            (Role::Assistant, ContentBlock::Text { text, .. }) => {
                 say(events, SayKind::Text, text.clone())
             }
             (_, ContentBlock::Reasoning { text, .. }) => {

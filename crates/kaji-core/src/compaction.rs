@@ -177,8 +177,13 @@ pub fn compacted_history(summary: &str, ctx: &CompactionContext) -> Vec<Message>
             text.push_str(&format!("- {f}\n"));
         }
     }
-    text.push_str("\n[LATEST REQUEST] The user's latest request, word for word (go on with it):\n");
-    text.push_str(&ctx.latest_prompt);
+    // `/compact` between prompts has no request to go on with.
+    if !ctx.latest_prompt.trim().is_empty() {
+        text.push_str(
+            "\n[LATEST REQUEST] The user's latest request, word for word (go on with it):\n",
+        );
+        text.push_str(&ctx.latest_prompt);
+    }
     vec![Message {
         role: Role::User,
         content: vec![ContentBlock::text(text)],

@@ -320,8 +320,8 @@ fn attach_image(tool_result: &mut Value, image: Value) {
 /// One block on the wire; images are placed by [`message_json`].
 fn block_json(block: &ContentBlock) -> Option<Value> {
     match block {
-        ContentBlock::Text { text } if text.is_empty() => None,
-        ContentBlock::Text { text } => Some(json!({"type": "text", "text": text})),
+        ContentBlock::Text { text, .. } if text.is_empty() => None,
+        ContentBlock::Text { text, .. } => Some(json!({"type": "text", "text": text})),
         // Another wire's reasoning (an OpenAI Responses item) is not sent.
         ContentBlock::Reasoning {
             signature: Some(sig),

@@ -10,7 +10,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LlmError {
     /// The server answered with an HTTP error status.
-    #[error("{provider}: POST {url} failed with HTTP {status}: {message}")]
+    #[error("{provider}: POST {url} failed with HTTP {status}: {message}{}", http_advice(*status))]
     Http {
         /// Provider name (`anthropic`, `openai`).
         provider: &'static str,
@@ -23,9 +23,7 @@ pub enum LlmError {
     },
 
     /// No connection could be made, or the request could not be sent.
-    #[error(
-        "{provider}: cannot connect to {url} ({message}): is the server running? check --base-url"
-    )]
+    #[error("{provider}: cannot connect to {url} ({message}): {}", cause.advice())]
     Connect {
         /// Provider name.
         provider: &'static str,
@@ -33,6 +31,8 @@ pub enum LlmError {
         url: String,
         /// The underlying error, with its causes.
         message: String,
+        /// Why, as far as it decides whether asking again can help.
+        cause: ConnectCause,
     },
 
     /// The server sent nothing for longer than the idle timeout.
@@ -202,6 +202,46 @@ pub enum LlmError {
     },
 }
 
+/// What to do about an HTTP error that asking again cannot fix (401 and
+/// 403 name the key's source in their message instead).
+fn http_advice(status: u16) -> &'static str {
+    match status {
+        404 => " (no such endpoint there: check --base-url)",
+        400 | 422 => " (the server refused this request: check --model and the message)",
+        _ => "",
+    }
+}
+
+/// Why a connection could not be made, as far as it decides what the
+/// user should do and whether asking again can help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectCause {
+    /// A server on this machine (`localhost`, a loopback address) refused
+    /// the connection: nothing listens there, and nothing will until the
+    /// user starts it. Never retried.
+    RefusedLocally,
+    /// The host name does not resolve. Never retried.
+    UnknownHost,
+    /// Anything else (a remote host refusing or unreachable, TLS, a reset
+    /// before the response): it may pass, so it is retried.
+    Other,
+}
+
+impl ConnectCause {
+    /// What the user should do about it, in a few words.
+    pub fn advice(self) -> &'static str {
+        match self {
+            Self::RefusedLocally | Self::Other => "is the server running? check --base-url",
+            Self::UnknownHost => "the host name does not resolve; check --base-url",
+        }
+    }
+
+    /// Whether asking again may succeed.
+    pub fn retry_may_help(self) -> bool {
+        matches!(self, Self::Other)
+    }
+}
+
 impl LlmError {
     /// The HTTP status, for [`LlmError::Http`] (also inside
     /// [`LlmError::RetriesExhausted`]).
@@ -222,8 +262,8 @@ impl LlmError {
     pub fn retry_may_help(&self) -> bool {
         match self {
             LlmError::Http { status, .. } => matches!(status, 408 | 409 | 429 | 500..=599),
-            LlmError::Connect { .. }
-            | LlmError::IdleTimeout { .. }
+            LlmError::Connect { cause, .. } => cause.retry_may_help(),
+            LlmError::IdleTimeout { .. }
             | LlmError::StreamBroken { .. }
             | LlmError::ServerError { .. } => true,
             LlmError::RetriesExhausted { last, .. } => last.retry_may_help(),

@@ -194,7 +194,7 @@ fn push_message(message: &Message, out: &mut Vec<Value>) {
                         out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
                         last_result = Some(tool_use_id);
                     }
-                    ContentBlock::Text { text } => {
+                    ContentBlock::Text { text, .. } => {
                         push_text(text);
                         last_result = None;
                     }
@@ -222,7 +222,7 @@ fn push_message(message: &Message, out: &mut Vec<Value>) {
             let mut calls = Vec::new();
             for block in &message.content {
                 match block {
-                    ContentBlock::Text { text } => push_text(text),
+                    ContentBlock::Text { text, .. } => push_text(text),
                     ContentBlock::ToolUse { id, name, input } => calls.push(json!({
                         "id": id,
                         "type": "function",

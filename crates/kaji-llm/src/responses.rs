@@ -221,7 +221,7 @@ fn push_items(message: &Message, out: &mut Vec<Value>) {
     };
     for block in &message.content {
         match block {
-            ContentBlock::Text { text: t } if !t.is_empty() => {
+            ContentBlock::Text { text: t, .. } if !t.is_empty() => {
                 if !text.is_empty() {
                     text.push_str("\n\n");
                 }

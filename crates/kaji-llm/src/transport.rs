@@ -2,10 +2,12 @@
 //! be retried, decode the event stream and hand each event to a wire-format
 //! specific [`ReplyDecoder`].
 //!
-//! Retry rules (issue 2, point 4): connection errors, timeouts, HTTP
+//! Retry rules (issue 2, point 4; #32): connection errors, timeouts, HTTP
 //! 408/409/429/5xx, and error events the decoder marks retryable (Anthropic
 //! `overloaded_error`) are retried, but only while nothing of the reply has
-//! been yielded; each retry is announced with [`StreamEvent::Retrying`]. A
+//! been yielded. A connection refused by this machine and a host name that
+//! does not resolve are not: asking again cannot fix them
+//! ([`ConnectCause`]); each retry is announced with [`StreamEvent::Retrying`]. A
 //! failure after content has been yielded ends the stream with an error.
 //! This module must never retry after content, and never hold a connection
 //! once the stream is dropped (everything lives inside the stream itself).
@@ -25,7 +27,7 @@ use kaji_protocol::StreamEvent;
 use rand::Rng;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 
-use crate::error::is_context_overflow_text;
+use crate::error::{ConnectCause, is_context_overflow_text};
 use crate::sse::{SseDecoder, SseError, SseErrorKind, SseEvent, excerpt};
 use crate::{LlmError, ModelStream};
 
@@ -159,11 +161,11 @@ where
                         idle,
                         phase: "while waiting for the response headers".into(),
                     }),
-                    Ok(Err(e)) => break 'attempt Failure::retryable(LlmError::Connect {
-                        provider,
-                        url: url.clone(),
-                        message: root_cause(&e),
-                    }),
+                    Ok(Err(e)) => {
+                        let cause = connect_cause(&e, &url);
+                        let error = LlmError::Connect { provider, url: url.clone(), message: root_cause(&e), cause };
+                        break 'attempt Failure { error, retryable: cause.retry_may_help(), retry_after: None };
+                    }
                     Ok(Ok(response)) => response,
                 };
                 let status = response.status();
@@ -468,6 +470,48 @@ pub(crate) fn json_error_message(value: &serde_json::Value) -> Option<String> {
 }
 
 /// An error with all its causes, e.g. `error sending request: connection refused`.
+/// Why `error` made no connection to `url`: refused by this machine,
+/// a host name that does not resolve, or something that may pass.
+fn connect_cause(error: &(dyn std::error::Error + 'static), url: &str) -> ConnectCause {
+    let mut source = Some(error);
+    let mut refused = false;
+    let mut unknown_host = false;
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            refused |= io.kind() == std::io::ErrorKind::ConnectionRefused;
+        }
+        // hyper-util's resolver error; the OS error under it has no kind
+        // of its own.
+        unknown_host |= e.to_string().starts_with("dns error");
+        source = e.source();
+    }
+    if unknown_host {
+        ConnectCause::UnknownHost
+    } else if refused && is_local(url) {
+        ConnectCause::RefusedLocally
+    } else {
+        ConnectCause::Other
+    }
+}
+
+/// Whether `url`'s host is this machine (`localhost`, a loopback address).
+fn is_local(url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback() || ip.is_unspecified(),
+        Err(_) => {
+            let host = host.to_ascii_lowercase();
+            host == "localhost" || host.ends_with(".localhost")
+        }
+    }
+}
+
 /// The innermost cause of an error (`Connection refused (os error 111)`),
 /// without the outer layers that repeat the URL.
 fn root_cause(error: &dyn std::error::Error) -> String {
@@ -495,6 +539,27 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_urls() {
+        for url in [
+            "http://127.0.0.1:8080/v1",
+            "http://localhost:11434",
+            "http://LOCALHOST/v1",
+            "http://[::1]:80",
+            "http://0.0.0.0:1234",
+            "http://api.localhost",
+        ] {
+            assert!(is_local(url), "{url}");
+        }
+        for url in [
+            "https://api.anthropic.com",
+            "http://10.0.0.2:80",
+            "not a url",
+        ] {
+            assert!(!is_local(url), "{url}");
+        }
+    }
 
     #[test]
     fn retry_after_headers() {

@@ -18,7 +18,7 @@ pub mod terminal;
 pub mod tool;
 
 pub use events::{AskKind, AskResponse, SayKind, SessionEvent, TaskEvent, TaskStatus, UsageReport};
-pub use message::{ContentBlock, Message, Role};
+pub use message::{ContentBlock, Message, Role, TextOrigin};
 pub use payload::{
     AskPayload, BackgroundTask, SayPayload, StateUpdate, TaskListItem, TodoItem, TodoStatus,
 };

@@ -49,7 +49,7 @@ impl Message {
         self.content
             .iter()
             .filter_map(|b| match b {
-                ContentBlock::Text { text } => Some(text.as_str()),
+                ContentBlock::Text { text, .. } => Some(text.as_str()),
                 _ => None,
             })
             .collect()
@@ -72,6 +72,10 @@ pub enum ContentBlock {
     Text {
         /// The text.
         text: String,
+        /// Who put it there, where kaji needs to know (providers send
+        /// every text alike). Left out of JSON when unmarked.
+        #[serde(default, skip_serializing_if = "TextOrigin::is_unmarked")]
+        origin: TextOrigin,
     },
     /// The model's reasoning ("thinking"). Anthropic signs thinking blocks;
     /// the signature must be sent back unchanged with the block.
@@ -131,10 +135,49 @@ pub enum ContentBlock {
     },
 }
 
+/// Who put a text block into the conversation, where kaji needs to know:
+/// the rewind picker lists only what the user sent (prompts, answers and
+/// `!` commands).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TextOrigin {
+    /// Not marked: the model's text, and what kaji itself adds to a user
+    /// message (hook context, reminders, nudges, `[interrupted]` notes,
+    /// the resumption notice, compaction summaries, replies to its
+    /// questions, results in the xml protocol).
+    #[default]
+    Unmarked,
+    /// A prompt the user sent, as sent (with the files it attaches).
+    Prompt,
+    /// A command the user ran with `!`, with its output.
+    Shell,
+    /// What the user typed in answer to one of kaji's questions (a failed
+    /// request, the mistake limit), after `The user says:`.
+    Reply,
+}
+
+impl TextOrigin {
+    /// Whether this is [`TextOrigin::Unmarked`].
+    pub fn is_unmarked(&self) -> bool {
+        *self == Self::Unmarked
+    }
+}
+
 impl ContentBlock {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Self {
-        Self::Text { text: text.into() }
+        Self::Text {
+            text: text.into(),
+            origin: TextOrigin::Unmarked,
+        }
+    }
+
+    /// A prompt the user sent ([`TextOrigin::Prompt`]).
+    pub fn prompt(text: impl Into<String>) -> Self {
+        Self::Text {
+            text: text.into(),
+            origin: TextOrigin::Prompt,
+        }
     }
 
     /// An image block from a media type and base64 data.

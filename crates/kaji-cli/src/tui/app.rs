@@ -632,11 +632,19 @@ impl App {
     }
 
     /// Starts over with another session's transcript (after `/resume`,
-    /// `/fork`).
-    pub fn switch_session(&mut self, status: StatusInfo, history: &[kaji_protocol::Message]) {
+    /// `/fork`): what it said before its last compaction, dimmed
+    /// ([`App::show_earlier`]), then its history.
+    pub fn switch_session(
+        &mut self,
+        status: StatusInfo,
+        earlier: Vec<TaskEvent>,
+        history: &[kaji_protocol::Message],
+    ) {
         self.entries.clear();
         self.markdown_cache.clear();
+        self.by_id.clear();
         self.status = status;
+        self.show_earlier(earlier);
         for event in kaji_core::session::transcript::history_events(history) {
             self.on_event(event);
         }

@@ -375,6 +375,8 @@ fn list_sessions(app: &mut App, session: &Session) -> Vec<String> {
 enum Switch {
     Resume(String),
     Fork,
+    /// `/model NAME`: a fork that goes on with another model.
+    ForkWith(String),
 }
 
 /// `/resume ID` and `/fork`: ends this session and continues in another,
@@ -397,12 +399,20 @@ async fn switch(
                 .build_session(Some(ResumeFrom::Id(id.clone())), frontend)
                 .await
         }
-        Switch::Fork => match agent.session_options() {
-            Ok(options) => kaji_core::SessionBuilder::new(crate::paths::kaji_home(), options)
-                .forked_from(session.id(), session.history())
-                .build(frontend)
-                .await
-                .map_err(crate::agent::session_error),
+        Switch::Fork | Switch::ForkWith(_) => match agent.session_options() {
+            Ok(mut options) => {
+                // A fork goes on with this conversation's model, or the
+                // one `/model` chose.
+                options.model = match &to {
+                    Switch::ForkWith(model) => Some(model.clone()),
+                    _ => session.chosen_model().or(options.model),
+                };
+                kaji_core::SessionBuilder::new(crate::paths::kaji_home(), options)
+                    .forked_from(session.id(), session.history())
+                    .build(frontend)
+                    .await
+                    .map_err(crate::agent::session_error)
+            }
             Err(e) => Err(e.into()),
         },
     };
@@ -411,13 +421,17 @@ async fn switch(
             let old = std::mem::replace(session, next);
             watch_task_panel(session);
             let _ = old.shutdown().await;
-            app.switch_session(status_info(session), &session.history());
+            app.switch_session(
+                status_info(session),
+                earlier_transcript(session),
+                &session.history(),
+            );
             for w in warnings {
                 app.error(w);
             }
             let what = match to {
                 Switch::Resume(_) => "resumed",
-                Switch::Fork => "forked into",
+                Switch::Fork | Switch::ForkWith(_) => "forked into",
             };
             app.note(format!("  — {what} session {} —", session.id()));
         }
@@ -740,13 +754,11 @@ async fn event_loop(
                     },
                     Action::Model(model) => {
                         // The Session has no model setter: continue in a
-                        // fork of this conversation built with the model.
-                        let mut next = agent.clone();
-                        next.model = Some(model.clone());
+                        // fork of this conversation built with the model
+                        // (its file records it, so a resume keeps it).
                         let before = session.id().to_string();
-                        switch(&mut app, &next, session, tx, Switch::Fork).await;
+                        switch(&mut app, &agent, session, tx, Switch::ForkWith(model.clone())).await;
                         if session.id() != before {
-                            agent = next;
                             app.note(format!("  model: {model} from the next prompt on"));
                         }
                     }
@@ -805,7 +817,7 @@ async fn event_loop(
                     Action::RewindMenu => app.open_rewind(session.user_prompts()),
                     Action::Rewind(index) => match session.rewind(index) {
                         Ok(prompt) => {
-                            app.switch_session(status_info(session), &session.history());
+                            app.switch_session(status_info(session), earlier_transcript(session), &session.history());
                             app.rewound(prompt);
                         }
                         Err(e) => app.error(format!("rewind: {e}")),

@@ -563,11 +563,19 @@ async fn bang_commands_and_esc_esc_rewind() {
     tmux.send_key("Escape");
     tmux.wait_for("Esc again").await;
     tmux.send_key("Escape");
-    tmux.wait_until("the picker on `first prompt`", |s| {
-        s.lines()
-            .any(|l| l.contains("› 2.") && l.contains("first prompt"))
-    })
-    .await;
+    // What the user sent is listed, a `!command` as typed.
+    let screen = tmux
+        .wait_until("the picker on `first prompt`", |s| {
+            s.lines()
+                .any(|l| l.contains("› 2.") && l.contains("first prompt"))
+        })
+        .await;
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.contains("1.") && l.contains("!echo bang-output-77")),
+        "{screen}"
+    );
     tmux.send_key("Enter");
     let screen = tmux.wait_for("rewound to before: first prompt").await;
     assert!(!screen.contains("result-one-xyz"), "{screen}");
@@ -943,6 +951,7 @@ async fn a_compacted_session_continued_shows_the_summary_and_what_came_before() 
     tmux.wait_for("[completed]").await;
     submit(&tmux, "/compact").await;
     server.wait_for_requests(2).await;
+    tmux.wait_for("Context compacted").await;
     tmux.wait_until("compaction done", |s| !s.contains("working…"))
         .await;
     assert_eq!(quit(&tmux, home.path()).await, "0");

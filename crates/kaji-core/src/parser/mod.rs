@@ -322,7 +322,7 @@ impl AssemblyState {
     }
 
     fn history_text(&mut self, text: &str) {
-        if let Some(ContentBlock::Text { text: t }) = self.history.last_mut() {
+        if let Some(ContentBlock::Text { text: t, .. }) = self.history.last_mut() {
             t.push_str(text);
         } else {
             self.history.push(ContentBlock::text(text));

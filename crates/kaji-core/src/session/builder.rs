@@ -145,13 +145,23 @@ impl SessionBuilder {
             env_passthrough: settings.env_passthrough.clone(),
             set: settings.claude_env.clone().into_iter().collect(),
         });
+        // `--model`, else the model the saved session chose.
+        let chosen_model = self
+            .options
+            .model
+            .clone()
+            .or_else(|| restored.as_ref().and_then(|r| r.state.model.clone()));
         let mut provider_config = match self.provider.clone() {
             Some(p) => p,
-            None => self.select_provider(&settings).await?,
+            None => {
+                self.select_provider(&settings, chosen_model.clone())
+                    .await?
+            }
         };
         if let Some(level) = self.options.reasoning.or(settings.reasoning) {
             provider_config.reasoning = level;
         }
+        let started_model = provider_config.model.clone();
         let provider: Arc<dyn ModelProvider> = kaji_llm::build_provider(&provider_config)?;
 
         let session_id = match (&restored, &self.options.session_id) {
@@ -364,12 +374,22 @@ impl SessionBuilder {
                 } else {
                     None
                 };
-                // A fork starts from a copy of its original's history.
+                // A fork starts from a copy of its original's history,
+                // after what its original said before a compaction (shown,
+                // dimmed, never sent again).
                 if let Some(files) = &files
                     && !self.history.is_empty()
                 {
-                    files.recorder.record_synced(
-                        crate::storage::record::SessionRecord::HistoryReplaced {
+                    if let Some(parent) = &self.parent {
+                        for record in
+                            crate::storage::persist::records_through_last_compaction(&self.kaji_home, parent)
+                        {
+                            files.recorder.record(record);
+                        }
+                    }
+                    files
+                        .recorder
+                        .record_synced(crate::storage::record::SessionRecord::HistoryReplaced {
                             history: self.history.clone(),
                             reason: "fork".into(),
                             tokens_before: None,
@@ -386,6 +406,10 @@ impl SessionBuilder {
                 .recorder
                 .record_synced(crate::storage::record::SessionRecord::Cwd { cwd: started_in });
         }
+        let conversation = Conversation {
+            model: chosen_model.map(|_| started_model),
+            ..conversation
+        };
         let session = Session::assemble(services, provider, conversation, files);
         warnings.extend(session.session_start(source).await);
         Ok((session, warnings))
@@ -411,7 +435,11 @@ impl SessionBuilder {
         section
     }
 
-    async fn select_provider(&self, settings: &KajiConfig) -> Result<ProviderConfig, SessionError> {
+    async fn select_provider(
+        &self,
+        settings: &KajiConfig,
+        model: Option<String>,
+    ) -> Result<ProviderConfig, SessionError> {
         let file = ConfigFile {
             path: settings.sources().last().cloned(),
             provider: settings.provider.clone(),
@@ -420,7 +448,7 @@ impl SessionBuilder {
         };
         let flags = SelectionFlags {
             provider: self.options.provider.clone(),
-            model: self.options.model.clone(),
+            model,
             base_url: self.options.base_url.clone(),
         };
         let env = |k: &str| std::env::var(k).ok();

@@ -68,6 +68,9 @@ pub(crate) struct Conversation {
     approvals: Vec<String>,
     /// What SessionStart hooks said, for the next prompt.
     session_context: Vec<String>,
+    /// The model chosen with `--model` or `/model` (also when a resume
+    /// restored it); `None`: the settings' model.
+    pub(crate) model: Option<String>,
 }
 
 impl Conversation {
@@ -92,6 +95,7 @@ impl Conversation {
             resume_notice: Some(resumption_notice(&r.state, &cwd)),
             approvals: r.state.approvals.clone(),
             session_context: Vec::new(),
+            model: None,
         }
     }
 }
@@ -146,6 +150,11 @@ impl Session {
         recorder.record(SessionRecord::TaskList {
             id: services.list_id.clone(),
         });
+        if let Some(model) = &conversation.model {
+            recorder.record(SessionRecord::Model {
+                model: model.clone(),
+            });
+        }
         recorder.record_synced(SessionRecord::Mode {
             mode: conversation.mode.as_str().to_string(),
         });
@@ -191,6 +200,13 @@ impl Session {
     /// The provider's configuration (kind, model, base URL).
     pub fn provider_config(&self) -> &ProviderConfig {
         &self.services.provider_config
+    }
+
+    /// The model chosen for this conversation with `--model` or `/model`
+    /// (kept across a resume); `None` when it runs the settings' model.
+    /// A fork goes on with it.
+    pub fn chosen_model(&self) -> Option<String> {
+        self.lock().model.clone()
     }
 
     /// The main model's context window and prices (`[models]` settings,
@@ -793,7 +809,7 @@ fn resumption_notice(state: &RestoredState, cwd: &Path) -> String {
 /// Text of a user message, for titles and transcripts.
 pub fn first_text(content: &[ContentBlock]) -> Option<&str> {
     content.iter().find_map(|b| match b {
-        ContentBlock::Text { text } => Some(text.as_str()),
+        ContentBlock::Text { text, .. } => Some(text.as_str()),
         _ => None,
     })
 }

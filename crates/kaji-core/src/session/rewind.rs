@@ -2,9 +2,9 @@
 //! messages (Claude Code's Esc Esc), and which checkpoint holds the files
 //! as they were then.
 //!
-//! A user message here is what a transcript shows as the user's: a text
-//! block of a user message that kaji did not add itself
-//! ([`super::transcript::user_texts`]), numbered from 0. A rewind keeps
+//! A user message here is a prompt the user sent: a text block marked
+//! [`kaji_protocol::TextOrigin::Prompt`] ([`super::transcript::user_texts`]),
+//! numbered from 0; nothing kaji added to the conversation is one. A rewind keeps
 //! everything before it (tool results of the same message included, so
 //! every tool call keeps its result), records the new history as a
 //! `history_replaced` record with reason `rewind` (a resume sees the
@@ -60,7 +60,13 @@ impl Session {
             .enumerate()
             .map(|(index, (_, _, text))| UserPrompt {
                 index,
-                text: text.to_string(),
+                // A `!command` or an answer as the user typed it.
+                text: match super::shell::shell_command_of(text) {
+                    Some(command) => format!("!{command}"),
+                    None => super::transcript::reply_of(text)
+                        .unwrap_or(text)
+                        .to_string(),
+                },
                 checkpoint: slots
                     .iter()
                     .find(|(i, _)| *i == index)
@@ -116,5 +122,72 @@ impl Session {
         slots.retain(|(i, _)| *i != index);
         slots.push((index, Arc::clone(&slot)));
         slot
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kaji_protocol::{ContentBlock, Role};
+
+    fn user(content: Vec<ContentBlock>) -> Message {
+        Message {
+            role: Role::User,
+            content,
+        }
+    }
+
+    /// Everything kaji puts into user messages, beside what the user sent
+    /// (prompts, an answer, a `!command`): only those are the user's,
+    /// whatever the words of the rest.
+    #[test]
+    fn only_the_prompts_the_user_sent_are_user_messages() {
+        let summary = crate::compaction::compacted_history(
+            "they asked for the tests",
+            &crate::compaction::CompactionContext::default(),
+        );
+        let mut history = summary;
+        history.push(Message::assistant_text("ok"));
+        history.push(user(vec![
+            ContentBlock::text("[TASK RESUMPTION] This task was interrupted."),
+            ContentBlock::text("[SessionStart hook]\nbranch main"),
+            // Starts with a bracket, as kaji's notices do.
+            ContentBlock::prompt("[x] tick the box\n\n<file path=\"a.txt\">\nalpha\n</file>"),
+            ContentBlock::text("[UserPromptSubmit hook]\nbe brief"),
+        ]));
+        history.push(Message::assistant_text(crate::task::INTERRUPTED_BY_ABORT));
+        history.push(user(vec![
+            ContentBlock::text("You did not use a tool in your previous reply."),
+            // An answer to kaji's question, and the same words unmarked.
+            super::super::transcript::reply_block("why?"),
+            ContentBlock::text("The user says:\nwhy?"),
+            ContentBlock::text("The user accepted the result."),
+            ContentBlock::text("Message from teammate bob: done"),
+            ContentBlock::prompt("now run them"),
+            ContentBlock::Text {
+                text: super::super::shell::shell_message("ls", "a.txt"),
+                origin: kaji_protocol::TextOrigin::Shell,
+            },
+            // The same words, not sent by the user.
+            ContentBlock::text(super::super::shell::shell_message("ls", "a.txt")),
+        ]));
+        let texts: Vec<&str> = user_texts(&history).iter().map(|t| t.2).collect();
+        assert_eq!(
+            texts,
+            [
+                "[x] tick the box\n\n<file path=\"a.txt\">\nalpha\n</file>",
+                "The user says:\nwhy?",
+                "now run them",
+                "I ran this shell command myself:\n$ ls\n<output>\na.txt\n</output>"
+            ]
+        );
+        // Rewinding to the answer keeps what came before it, kaji's
+        // notice of its message included.
+        let kept = history_before(&history, 1).unwrap();
+        assert_eq!(kept.len(), history.len());
+        assert_eq!(kept.last().unwrap().content.len(), 1);
+        assert_eq!(history_before(&history, 4), None);
+        assert_eq!(super::super::transcript::reply_of(texts[1]), Some("why?"));
+        assert_eq!(super::super::shell::shell_command_of(texts[3]), Some("ls"));
     }
 }

@@ -34,6 +34,12 @@ pub fn shell_message(command: &str, output: &str) -> String {
     format!("I ran this shell command myself:\n$ {command}\n<output>\n{output}\n</output>")
 }
 
+/// The command of a [`shell_message`] (`None` if `message` is not one).
+pub fn shell_command_of(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("I ran this shell command myself:\n$ ")?;
+    rest.split_once("\n<output>\n").map(|(command, _)| command)
+}
+
 impl Session {
     /// Runs `command` as the user's own `Bash` call and adds it, with its
     /// output, to the conversation (unless it was denied). Refused while a
@@ -66,7 +72,10 @@ impl Session {
             denied: run.is_rejected(),
         };
         if !run.is_rejected() {
-            let block = ContentBlock::text(shell_message(command, run.content()));
+            let block = ContentBlock::Text {
+                text: shell_message(command, run.content()),
+                origin: kaji_protocol::TextOrigin::Shell,
+            };
             match history.last_mut() {
                 Some(last) if last.role == Role::User => last.content.push(block),
                 _ => history.push(Message {

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use kaji_protocol::{ContentBlock, Message, Role, SayKind, SayPayload, TaskEvent};
+use kaji_protocol::{ContentBlock, Message, Role, SayKind, SayPayload, TaskEvent, TextOrigin};
 
 /// The events that show `history`: the user's text as `user_feedback`,
 /// model text and reasoning, each tool call (`say tool`, `tool_use`) and
@@ -22,7 +22,7 @@ pub fn history_events(history: &[Message]) -> Vec<TaskEvent> {
         for block in &message.content {
             match (message.role, block) {
                 // A compacted conversation shows its summary, not nothing.
-                (Role::User, ContentBlock::Text { text }) if text.starts_with(SUMMARY_MARK) => {
+                (Role::User, ContentBlock::Text { text, .. }) if text.starts_with(SUMMARY_MARK) => {
                     events.push(say(
                         next(),
                         SayKind::ContextCompacted,
@@ -32,10 +32,10 @@ pub fn history_events(history: &[Message]) -> Vec<TaskEvent> {
                     let summary = text.trim_start_matches(SUMMARY_MARK).trim();
                     events.push(say(next(), SayKind::Info, summary, None));
                 }
-                (Role::User, ContentBlock::Text { text }) if !is_notice(text) => {
+                (Role::User, ContentBlock::Text { text, .. }) if !is_notice(text) => {
                     events.push(say(next(), SayKind::UserFeedback, text, None));
                 }
-                (Role::Assistant, ContentBlock::Text { text }) if !text.trim().is_empty() => {
+                (Role::Assistant, ContentBlock::Text { text, .. }) if !text.trim().is_empty() => {
                     events.push(say(next(), SayKind::Text, text, None));
                 }
                 (Role::Assistant, ContentBlock::Reasoning { text, .. }) => {
@@ -132,9 +132,11 @@ fn server_events(
     }
 }
 
-/// The user's own texts in `history`, in order: `(message index, block
-/// index, text)` of each user text block kaji did not add itself (the
-/// ones [`history_events`] shows as `user_feedback`).
+/// What the user sent in `history`, in order: `(message index, block
+/// index, text)` of each text block marked [`TextOrigin::Prompt`],
+/// [`TextOrigin::Shell`] or [`TextOrigin::Reply`]. Whatever kaji added to a user message (hook
+/// context, nudges, notices, summaries, replies to its questions) is
+/// unmarked and never one of them, whatever its words.
 pub fn user_texts(history: &[Message]) -> Vec<(usize, usize, &str)> {
     let mut out = Vec::new();
     for (m, message) in history.iter().enumerate() {
@@ -142,14 +144,33 @@ pub fn user_texts(history: &[Message]) -> Vec<(usize, usize, &str)> {
             continue;
         }
         for (b, block) in message.content.iter().enumerate() {
-            if let ContentBlock::Text { text } = block
-                && !is_notice(text)
+            if let ContentBlock::Text {
+                text,
+                origin: TextOrigin::Prompt | TextOrigin::Shell | TextOrigin::Reply,
+            } = block
             {
                 out.push((m, b, text.as_str()));
             }
         }
     }
     out
+}
+
+/// How the model is told what the user answered to kaji's question.
+const REPLY_PREFIX: &str = "The user says:\n";
+
+/// The block that tells the model what the user answered
+/// ([`TextOrigin::Reply`]).
+pub(crate) fn reply_block(answer: &str) -> ContentBlock {
+    ContentBlock::Text {
+        text: format!("{REPLY_PREFIX}{answer}"),
+        origin: TextOrigin::Reply,
+    }
+}
+
+/// What the user typed, from a [`reply_block`]'s text.
+pub(crate) fn reply_of(text: &str) -> Option<&str> {
+    text.strip_prefix(REPLY_PREFIX)
 }
 
 /// How a compacted history's summary message starts

@@ -111,6 +111,8 @@ pub struct RestoredState {
     pub history: Vec<Message>,
     /// The permission mode.
     pub mode: Option<PermissionMode>,
+    /// The model chosen with `--model` or `/model`, when one was.
+    pub model: Option<String>,
     /// The working directory (a worktree, maybe).
     pub cwd: Option<PathBuf>,
     /// The todo checklist.
@@ -212,6 +214,7 @@ pub fn open_for_resume(
     let state = RestoredState {
         history: restored.history,
         mode,
+        model: restored.model,
         cwd: Some(restored.cwd),
         todo: restored.todo,
         approvals: restored.approvals,
@@ -229,6 +232,36 @@ pub fn open_for_resume(
         files: Some(SessionFiles::new(store, writer, entry)),
         warnings,
     })
+}
+
+/// The conversation records of session `id` up to and including its last
+/// compaction (messages, results, replaced histories): what a fork of a
+/// compacted session copies, so that it too can show the conversation
+/// from before the compaction. Empty when it was never compacted or
+/// cannot be read; never fails.
+pub fn records_through_last_compaction(kaji_home: &Path, id: &str) -> Vec<SessionRecord> {
+    let Ok(loaded) = SessionStore::new(kaji_home).load(id) else {
+        return Vec::new();
+    };
+    let Some(cut) = loaded.records.iter().rposition(
+        |r| matches!(r, SessionRecord::HistoryReplaced { reason, .. } if reason == "compaction"),
+    ) else {
+        return Vec::new();
+    };
+    loaded
+        .records
+        .into_iter()
+        .take(cut + 1)
+        .filter(|r| {
+            matches!(
+                r,
+                SessionRecord::Message { .. }
+                    | SessionRecord::PartialReply { .. }
+                    | SessionRecord::ToolResult { .. }
+                    | SessionRecord::HistoryReplaced { .. }
+            )
+        })
+        .collect()
 }
 
 /// The most recently updated main session or fork of `cwd`.

@@ -125,6 +125,13 @@ pub enum SessionRecord {
         /// `default`, `accept-edits`, `yolo` or `plan`.
         mode: String,
     },
+    /// The model the conversation goes on with, chosen by `--model` or
+    /// `/model` (a session without one uses the settings' model). A
+    /// resume keeps it unless `--model` says otherwise.
+    Model {
+        /// The model's name, as requests send it.
+        model: String,
+    },
     /// The working directory changed (a worktree entered or left).
     Cwd {
         /// The new working directory.

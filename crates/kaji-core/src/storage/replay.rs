@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use kaji_protocol::{ContentBlock, Message, Role, Usage};
+use kaji_protocol::{ContentBlock, Message, Role, TextOrigin, Usage};
 use kaji_tools::todo::TodoItem;
 
 use super::record::{LoadedSession, SessionRecord, UnixMillis};
@@ -25,6 +25,8 @@ pub struct RestoredSession {
     pub history: Vec<Message>,
     /// The last permission mode recorded (`None`: never changed).
     pub permission_mode: Option<String>,
+    /// The model last chosen (`None`: the settings' model).
+    pub model: Option<String>,
     /// The working directory: the header's, or the last change.
     pub cwd: PathBuf,
     /// The todo checklist as last recorded.
@@ -71,6 +73,7 @@ pub fn replay(loaded: &LoadedSession) -> RestoredSession {
     for record in &loaded.records {
         apply(&mut st, &mut pending, record);
     }
+    mark_unmarked_prompts(&mut st.history, &st.prompts);
     let pending = pending.results;
     let before = st.history.len();
     let synthesised = answer_open_tool_uses(&mut st.history, pending);
@@ -126,6 +129,7 @@ fn apply(st: &mut RestoredSession, pending: &mut Pending, record: &SessionRecord
             st.history = history.clone();
         }
         SessionRecord::Mode { mode } => st.permission_mode = Some(mode.clone()),
+        SessionRecord::Model { model } => st.model = Some(model.clone()),
         SessionRecord::Cwd { cwd } => st.cwd = cwd.clone(),
         SessionRecord::Approval { rule } => {
             if !st.approvals.contains(rule) {
@@ -146,6 +150,24 @@ fn apply(st: &mut RestoredSession, pending: &mut Pending, record: &SessionRecord
             st.task_open = false;
             st.last_status = Some(status.clone());
             st.last_written = st.last_written.max(*at);
+        }
+    }
+}
+
+/// Session files written before prompts were marked hold them unmarked:
+/// a user text block whose text is one a `task_started` record holds is
+/// that prompt ([`TextOrigin::Prompt`]). (A fork's copied history in such
+/// a file has no `task_started` records of its own: its prompts stay
+/// unmarked.)
+fn mark_unmarked_prompts(history: &mut [Message], prompts: &[String]) {
+    for message in history.iter_mut().filter(|m| m.role == Role::User) {
+        for block in &mut message.content {
+            if let ContentBlock::Text { text, origin } = block
+                && origin.is_unmarked()
+                && prompts.iter().any(|p| p == text)
+            {
+                *origin = TextOrigin::Prompt;
+            }
         }
     }
 }
@@ -258,10 +280,13 @@ mod tests {
             msg(Message::assistant_text("hello")),
             ended("completed", 3000),
         ]));
-        assert_eq!(
-            r.history,
-            vec![Message::user_text("hi"), Message::assistant_text("hello")]
-        );
+        // The prompt of a file written before prompts were marked is
+        // known by its task_started record.
+        let prompt = Message {
+            role: Role::User,
+            content: vec![ContentBlock::prompt("hi")],
+        };
+        assert_eq!(r.history, vec![prompt, Message::assistant_text("hello")]);
         assert_eq!(r.prompts, vec!["hi".to_string()]);
         assert_eq!(r.last_status.as_deref(), Some("completed"));
         assert_eq!(r.last_written, 3000);
@@ -405,6 +430,12 @@ mod tests {
             SessionRecord::Mode {
                 mode: "yolo".into(),
             },
+            SessionRecord::Model {
+                model: "big".into(),
+            },
+            SessionRecord::Model {
+                model: "small".into(),
+            },
             SessionRecord::Cwd {
                 cwd: "/project/wt".into(),
             },
@@ -438,6 +469,7 @@ mod tests {
             },
         ]));
         assert_eq!(r.permission_mode.as_deref(), Some("yolo"));
+        assert_eq!(r.model.as_deref(), Some("small"));
         assert_eq!(r.cwd, PathBuf::from("/project/wt"));
         assert_eq!(r.approvals, vec!["Bash(ls:*)", "Edit(src/**)"]);
         assert_eq!(r.todo, vec![todo]);

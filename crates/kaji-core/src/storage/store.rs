@@ -32,6 +32,7 @@ const KNOWN_TYPES: &[&str] = &[
     "tool_result",
     "history_replaced",
     "mode",
+    "model",
     "cwd",
     "approval",
     "todo",
@@ -487,6 +488,9 @@ mod tests {
             SessionRecord::Mode {
                 mode: "plan".into(),
             },
+            SessionRecord::Model {
+                model: "small".into(),
+            },
             SessionRecord::Cwd { cwd: "/".into() },
             SessionRecord::Approval {
                 rule: "Read".into(),
@@ -517,6 +521,7 @@ mod tests {
                 | SessionRecord::ToolResult { .. }
                 | SessionRecord::HistoryReplaced { .. }
                 | SessionRecord::Mode { .. }
+                | SessionRecord::Model { .. }
                 | SessionRecord::Cwd { .. }
                 | SessionRecord::Approval { .. }
                 | SessionRecord::Todo { .. }

@@ -270,7 +270,7 @@ impl Task {
                 "[SessionStart hook]\n{context}"
             )));
         }
-        user_content.push(ContentBlock::text(prompt.clone()));
+        user_content.push(ContentBlock::prompt(prompt.clone()));
         user_content.extend(attachments);
         self.start_initial_checkpoint();
         let stopped_by_hook = self.start_hooks(&prompt, &mut user_content).await;

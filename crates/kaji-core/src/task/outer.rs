@@ -131,7 +131,7 @@ impl Task {
                 }
                 Some(AskResponse::Reply { text }) => {
                     self.lock().consecutive_mistakes = 0;
-                    user_content.push(ContentBlock::text(format!("The user says:\n{text}")));
+                    user_content.push(crate::session::transcript::reply_block(&text));
                 }
                 Some(AskResponse::Deny { .. } | AskResponse::Refuse { .. }) => {
                     return Some((TaskStatus::MistakeLimit, Some(msg)));
@@ -270,7 +270,7 @@ impl Task {
             // What the user typed goes to the model with the retry.
             Some(AskResponse::Reply { text }) => {
                 let mut next = user_content.to_vec();
-                next.push(ContentBlock::text(format!("The user says:\n{text}")));
+                next.push(crate::session::transcript::reply_block(&text));
                 Next::Content(next)
             }
             Some(AskResponse::Deny { .. } | AskResponse::Refuse { .. }) => {

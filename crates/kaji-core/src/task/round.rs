@@ -245,7 +245,7 @@ pub(super) const BROKEN_TEXT_KEPT: usize = 20_000;
 pub(super) fn cap_broken_text(content: &mut [ContentBlock]) {
     let mut budget = BROKEN_TEXT_KEPT;
     for block in content.iter_mut() {
-        if let ContentBlock::Text { text } = block {
+        if let ContentBlock::Text { text, .. } = block {
             let chars = text.chars().count();
             if chars <= budget {
                 budget -= chars;

@@ -157,7 +157,7 @@ impl Task {
             assistant.push(ContentBlock::text(format!("[Response interrupted: {e}]")));
         }
         let is_empty = !assistant.iter().any(|b| match b {
-            ContentBlock::Text { text } => !text.trim().is_empty(),
+            ContentBlock::Text { text, .. } => !text.trim().is_empty(),
             ContentBlock::ToolUse { .. } => true,
             _ => false,
         }) && runs.is_empty();
@@ -273,7 +273,7 @@ fn reply_text(assistant: &[ContentBlock]) -> String {
         &assistant
             .iter()
             .filter_map(|b| match b {
-                ContentBlock::Text { text } => Some(text.as_str()),
+                ContentBlock::Text { text, .. } => Some(text.as_str()),
                 _ => None,
             })
             .collect::<Vec<_>>()

@@ -96,7 +96,7 @@ fn assistant_message(events: &[StreamEvent]) -> Message {
                 content.push(ContentBlock::RedactedReasoning { data: data.clone() })
             }
             StreamEvent::TextDelta { text } => match content.last_mut() {
-                Some(ContentBlock::Text { text: t }) => t.push_str(text),
+                Some(ContentBlock::Text { text: t, .. }) => t.push_str(text),
                 _ => content.push(ContentBlock::text(text.clone())),
             },
             StreamEvent::ToolCallStart { id, name } => content.push(ContentBlock::ToolUse {
