@@ -381,15 +381,15 @@ impl SessionBuilder {
                     && !self.history.is_empty()
                 {
                     if let Some(parent) = &self.parent {
-                        for record in
-                            crate::storage::persist::records_through_last_compaction(&self.kaji_home, parent)
-                        {
+                        for record in crate::storage::persist::records_through_last_compaction(
+                            &self.kaji_home,
+                            parent,
+                        ) {
                             files.recorder.record(record);
                         }
                     }
-                    files
-                        .recorder
-                        .record_synced(crate::storage::record::SessionRecord::HistoryReplaced {
+                    files.recorder.record_synced(
+                        crate::storage::record::SessionRecord::HistoryReplaced {
                             history: self.history.clone(),
                             reason: "fork".into(),
                             tokens_before: None,
