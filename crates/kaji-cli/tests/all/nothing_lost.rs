@@ -291,7 +291,7 @@ async fn max_turns_is_the_main_agents_and_a_sub_agent_keeps_its_own() {
 #[tokio::test]
 async fn a_worker_whose_model_answers_in_text_completes_its_task() {
     use kaji_tasks::TaskListStore;
-    use kaji_tasks::list::{NewTask, TaskStatus};
+    use kaji_tasks::list::{ListTaskStatus, NewTask};
 
     let (home, work) = dirs();
     let store = TaskListStore::open(&home.path().join("kaji-home"), "team").unwrap();
@@ -315,7 +315,7 @@ async fn a_worker_whose_model_answers_in_text_completes_its_task() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains(&format!("completed #{id}")), "{stdout}");
-    assert_eq!(store.get(id).unwrap().status, TaskStatus::Completed);
+    assert_eq!(store.get(id).unwrap().status, ListTaskStatus::Completed);
     assert_eq!(server.requests().len(), 2, "{stderr}");
 }
 

@@ -157,7 +157,7 @@ exactly as it was. Read the notebook first."
         )?;
         let path = paths::resolve(ctx, &input.notebook_path);
         let cwd = paths::cwd(ctx);
-        match ctx.files.clone().filter(|f| f.writes_text()) {
+        match ctx.services.files.clone().filter(|f| f.writes_text()) {
             None => tokio::task::spawn_blocking(move || edit_file(&cwd, path, &input))
                 .await
                 .map_err(|e| failure(NAME, format!("the edit stopped unexpectedly: {e}")))?,
