@@ -8,7 +8,9 @@
 //! a database: refused, `lost #3`, when its lease lapsed and the task went
 //! to another worker) and notify, claim the next. While unfinished tasks could still become
 //! available it waits (re-checking every `KAJI_WORKER_POLL_MS`, default
-//! 500 ms); when none can, it exits 0.
+//! 500 ms); when none can, it exits 0. A task it released unfinished (its
+//! budget, turns or mistakes) it never takes again: when only such tasks
+//! are left it prints `leaving #N to other workers` and exits 0.
 //!
 //! Prints one line per event on stdout (`claimed #3`, `completed #3`,
 //! `released #3`, `released #5 of w2 (departed)`). Nobody can answer its
@@ -244,6 +246,10 @@ async fn work(
     stop: &CancellationToken,
 ) -> Result<(), String> {
     let name = member.name();
+    // Tasks this worker released unfinished (its budget, turns or
+    // mistakes): never worked again by it, so a budget is not spent over
+    // and over on the same task.
+    let mut gave_up = std::collections::BTreeSet::new();
     loop {
         if stop.is_cancelled() {
             return Ok(());
@@ -253,13 +259,22 @@ async fn work(
                 println!("released #{id} of {owner} (departed)");
             }
         }
+        if leave_the_rest(list, &gave_up).await? {
+            return Ok(());
+        }
         if let Some(task) = list
             .claim_next_as(member)
             .await
             .map_err(|e| e.to_string())?
         {
+            if gave_up.contains(&task.id) {
+                release(list, name, &task, "left for another worker").await?;
+                return Ok(());
+            }
             println!("claimed #{}", task.id);
-            work_one(args, list, member, role, &task, stop).await?;
+            if !work_one(args, list, member, role, &task, stop).await? {
+                gave_up.insert(task.id);
+            }
             continue;
         }
         let open = list
@@ -289,7 +304,7 @@ async fn work_one(
     role: &str,
     task: &Task,
     stop: &CancellationToken,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let name = member.name();
     let (session, _warnings) = args
         .agent
@@ -324,7 +339,7 @@ async fn work_one(
             "the worker was stopped and its task did not end in time",
         )
         .await?;
-        return Ok(());
+        return Ok(false);
     };
     session.shutdown().await;
     let outcome = outcome.map_err(|e| e.to_string())?;
@@ -358,8 +373,27 @@ async fn work_one(
     } else {
         let why = format!("the teammate ended as {}", outcome.status.as_str());
         release(list, name, task, &why).await?;
+        return Ok(false);
     }
-    Ok(())
+    Ok(true)
+}
+
+/// Whether every task that could be claimed now is one this worker gave
+/// up on: then it leaves them to other workers and exits.
+async fn leave_the_rest(
+    list: &TaskList,
+    gave_up: &std::collections::BTreeSet<u64>,
+) -> Result<bool, String> {
+    if gave_up.is_empty() {
+        return Ok(false);
+    }
+    let available = list.available().await.map_err(|e| e.to_string())?;
+    let leave = !available.is_empty() && available.iter().all(|t| gave_up.contains(&t.id));
+    if leave {
+        let ids: Vec<String> = available.iter().map(|t| format!("#{}", t.id)).collect();
+        println!("leaving {} to other workers", ids.join(", "));
+    }
+    Ok(leave)
 }
 
 /// Gives `task` (and anything else `name` holds) back with a note.

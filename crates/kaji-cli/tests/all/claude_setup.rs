@@ -81,7 +81,9 @@ async fn the_first_request_lists_every_custom_agent_and_a_tools_list_agent_finis
     }
     // WebSearch is a kaji tool now: no warning names it.
     assert_eq!(err.matches("WebSearch (code-reviewer)").count(), 0, "{err}");
-    // The sub-agent has only its tools (Read, WebSearch), and the finishing tool.
+    // The sub-agent has only its tools (Read, WebSearch), and the finishing
+    // tool; on Anthropic's wire, with WebSearch allowed, the provider's own
+    // search (`web_search`) stands in for WebSearch (docs/tools.md).
     let sub_tools: Vec<String> = requests[1].body["tools"]
         .as_array()
         .expect("tools")
@@ -90,7 +92,7 @@ async fn the_first_request_lists_every_custom_agent_and_a_tools_list_agent_finis
         .collect();
     assert_eq!(
         sub_tools,
-        ["Read", "WebSearch", "AttemptCompletion"],
+        ["web_search", "Read", "AttemptCompletion"],
         "{sub_tools:?}"
     );
     let report = lines

@@ -229,3 +229,37 @@ async fn a_worker_is_not_told_of_its_own_completions() {
     let lead = store.take_messages("main").expect("mailbox");
     assert_eq!(lead.len(), 2, "{lead:?}");
 }
+
+/// A worker has its own budget (docs/agents.md, "Budget"): with
+/// `--max-requests 2` and a model that never finishes, the task it works
+/// ends after two requests, is released with a note, and the worker does
+/// not take it again and again (the guard only turns a hang into a
+/// failure).
+#[tokio::test]
+async fn a_workers_own_budget_bounds_its_task_and_releases_it() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let work = tempfile::tempdir().expect("tempdir");
+    let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
+    let id = store.create(NewTask::new("the task")).expect("create").id;
+    let server = serve([Turn::tool_call("Bash", json!({"command": "true"}))]).await;
+    let out = worker(home.path(), work.path(), &server, "w0")
+        .args(["--max-requests", "2", "--yolo"])
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(120), out)
+        .await
+        .expect("the worker kept working its task past its budget")
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(server.requests().len(), 2, "{stdout}\n{stderr}");
+    let task = store.get(id).expect("get");
+    assert_eq!(task.status, ListTaskStatus::Pending, "{stdout}\n{stderr}");
+    assert_eq!(task.owner, None, "{stdout}\n{stderr}");
+    assert!(
+        serde_json::to_string(&task.metadata)
+            .expect("json")
+            .contains("w0"),
+        "released without a note: {:?}",
+        task.metadata
+    );
+}
