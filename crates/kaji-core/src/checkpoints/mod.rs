@@ -725,19 +725,31 @@ impl CheckpointStore {
         for note in &skipped {
             push_z(&mut drop, path_bytes(Path::new(&note.path)).as_ref());
         }
+        self.write_tree(add, drop, &[], skipped).await
+    }
+
+    /// Adds (or updates) the NUL-separated paths of `add` in the shadow
+    /// index, removes those of `drop`, and writes the tree: the staging
+    /// both a whole-tree and a named-paths checkpoint end with. `config`
+    /// goes before `update-index` (`-c key=value` pairs).
+    async fn write_tree(
+        &self,
+        add: Vec<u8>,
+        drop: Vec<u8>,
+        config: &[&str],
+        skipped: Vec<PathNote>,
+    ) -> Result<Staged, CheckpointError> {
         if !add.is_empty() {
-            self.git(
-                &[
-                    "update-index",
-                    "--add",
-                    "--remove",
-                    "--replace",
-                    "-z",
-                    "--stdin",
-                ],
-                Some(add),
-            )
-            .await?;
+            let mut args = config.to_vec();
+            args.extend([
+                "update-index",
+                "--add",
+                "--remove",
+                "--replace",
+                "-z",
+                "--stdin",
+            ]);
+            self.git(&args, Some(add)).await?;
         }
         if !drop.is_empty() {
             self.git(
@@ -1260,41 +1272,15 @@ impl CheckpointStore {
             // stale copy.
             push_z(&mut drop_big, path_bytes(Path::new(&note.path)).as_ref());
         }
-        if !add.is_empty() {
-            // Many new files (an initial checkpoint): stream their blobs
-            // into one pack instead of one loose object file each.
-            let threshold = if add.iter().filter(|&&b| b == 0).count() > PACK_THRESHOLD_PATHS {
-                "core.bigFileThreshold=1"
-            } else {
-                "core.bigFileThreshold=512m"
-            };
-            self.git(
-                &[
-                    "-c",
-                    threshold,
-                    "update-index",
-                    "--add",
-                    "--remove",
-                    "--replace",
-                    "-z",
-                    "--stdin",
-                ],
-                Some(add),
-            )
-            .await?;
-        }
-        if !drop_big.is_empty() {
-            self.git(
-                &["update-index", "--force-remove", "-z", "--stdin"],
-                Some(drop_big),
-            )
-            .await?;
-        }
-        let tree = self.git(&["write-tree"], None).await?;
-        Ok(Staged {
-            tree: parse_oid(&tree, "git write-tree")?,
-            skipped,
-        })
+        // Many new files (an initial checkpoint): stream their blobs into
+        // one pack instead of one loose object file each.
+        let threshold = if add.iter().filter(|&&b| b == 0).count() > PACK_THRESHOLD_PATHS {
+            "core.bigFileThreshold=1"
+        } else {
+            "core.bigFileThreshold=512m"
+        };
+        self.write_tree(add, drop_big, &["-c", threshold], skipped)
+            .await
     }
 
     /// Splits NUL-separated paths to stage into those git can read and
