@@ -65,7 +65,7 @@ fn plain_lines(app: &App, i: usize) -> Vec<Line<'static>> {
     match (&entry.detail, app.expanded) {
         (Some(detail), true) => {
             let first = entry.text.split('\n').next().unwrap_or("");
-            let first = first.split(" (+").next().unwrap_or(first);
+            let first = without_fold_count(first);
             lines.push(Line::styled(first.to_string(), style));
             for l in detail.split('\n').skip(1) {
                 lines.push(Line::styled(format!("      {l}"), style));
@@ -78,6 +78,16 @@ fn plain_lines(app: &App, i: usize) -> Vec<Line<'static>> {
         }
     }
     lines
+}
+
+/// A folded entry's line without the count of what folding hides at its
+/// end (` (+3 lines)`, ` (+3 lines, Ctrl-O)`); a count inside the line (a
+/// tool's summary `x (+2 lines) · exit 1`) stays.
+fn without_fold_count(line: &str) -> &str {
+    match line.rfind(" (+") {
+        Some(i) if line.ends_with(" lines)") || line.ends_with(" lines, Ctrl-O)") => &line[..i],
+        _ => line,
+    }
 }
 
 /// Thinking, folded: its first line and how many more there are (Ctrl-O
@@ -818,6 +828,7 @@ mod tests {
             name: "Bash".into(),
             is_error: false,
             output: "first\nsecond\nthird".into(),
+            summary: None,
         });
         let s = screen(&mut app, 60, 16);
         assert!(s.contains("⎿ first (+2 lines)"), "{s}");
