@@ -821,6 +821,39 @@ mod tests {
     }
 
     #[test]
+    fn a_tools_summary_is_the_line_and_the_output_opens_under_it() {
+        let mut app = App::new(StatusInfo::default());
+        app.on_event(TaskEvent::ToolResult {
+            id: "t".into(),
+            name: "Read".into(),
+            is_error: false,
+            output: "     1\talpha\n     2\tbeta\n".into(),
+            summary: Some("Read 2 lines".into()),
+        });
+        app.on_event(TaskEvent::ToolResult {
+            id: "u".into(),
+            name: "Bash".into(),
+            is_error: false,
+            output: "x\ny\n[exit code 3, 0.01 s]".into(),
+            summary: Some("x (+1 lines) · exit 3".into()),
+        });
+        let s = screen(&mut app, 60, 16);
+        assert!(s.contains("⎿ Read 2 lines"), "{s}");
+        assert!(s.contains("⎿ x (+1 lines) · exit 3"), "{s}");
+        assert!(!s.contains("alpha"), "{s}");
+        app.on_key(crossterm::event::KeyEvent::new(
+            crossterm::event::KeyCode::Char('o'),
+            crossterm::event::KeyModifiers::CONTROL,
+        ));
+        let s = screen(&mut app, 60, 16);
+        assert!(s.contains("⎿ Read 2 lines"), "{s}");
+        assert!(s.contains("1  alpha") && s.contains("2  beta"), "{s}");
+        // A count inside the summary is part of it, not a fold's.
+        assert!(s.contains("⎿ x (+1 lines) · exit 3"), "{s}");
+        assert!(s.contains("[exit code 3"), "{s}");
+    }
+
+    #[test]
     fn tool_results_are_one_line_until_opened() {
         let mut app = App::new(StatusInfo::default());
         app.on_event(TaskEvent::ToolResult {
