@@ -383,11 +383,16 @@ impl ExecFrontend {
                 ..
             } => format!("! {text}"),
             TaskEvent::ToolResult {
-                is_error, output, ..
+                is_error,
+                output,
+                summary,
+                ..
             } => {
-                let first = output.lines().next().unwrap_or("");
+                let summary = summary
+                    .clone()
+                    .unwrap_or_else(|| kaji_tools::first_line_summary(output));
                 let mark = if *is_error { "⎿ error: " } else { "⎿ " };
-                format!("{mark}{first}")
+                format!("{mark}{summary}")
             }
             TaskEvent::Finished { status, turns, .. } => {
                 format!("{} after {turns} turn(s)", status.as_str())
@@ -494,18 +499,18 @@ impl ExecFrontend {
                 }
             }
             TaskEvent::ToolResult {
-                is_error, output, ..
+                is_error,
+                output,
+                summary,
+                ..
             } => {
-                let mut lines = output.lines();
-                let first = lines.next().unwrap_or("");
-                let more = lines.count();
+                // The tool's own summary of its result (the output's
+                // first line for events made without one).
+                let summary = summary
+                    .clone()
+                    .unwrap_or_else(|| kaji_tools::first_line_summary(output));
                 let mark = if *is_error { "⎿ error: " } else { "⎿ " };
-                let suffix = if more > 0 {
-                    format!(" (+{more} lines)")
-                } else {
-                    String::new()
-                };
-                self.print(&format!("  {mark}{first}{suffix}"), true);
+                self.print(&format!("  {mark}{summary}"), true);
             }
             TaskEvent::Ask {
                 kind,

@@ -450,6 +450,10 @@ pub struct ToolResultLine {
     pub is_error: bool,
     /// The result text, as sent to the model.
     pub output: String,
+    /// The result for people, in one line, as the tool summarises it
+    /// (`Read 120 lines`, `exit 1`); absent when kaji has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 /// `{"type":"result",…}`: the last line.
@@ -671,11 +675,13 @@ pub fn from_event(event: &TaskEvent) -> Option<ExecLine> {
             name,
             is_error,
             output,
+            summary,
         } => Some(ExecLine::ToolResult(ToolResultLine {
             id: id.clone(),
             name: name.clone(),
             is_error: *is_error,
             output: output.clone(),
+            summary: summary.clone(),
         })),
     }
 }

@@ -8,20 +8,20 @@
 //! 1 unknown or ambiguous id, a session that is open, an unreadable file;
 //! 2 usage error. It never writes a session file.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use kaji_core::TaskFrontend;
-use kaji_core::executor::describe_call;
+use kaji_core::session::transcript::{Transcript, origins_recorded};
 use kaji_core::storage::index::IndexEntry;
 use kaji_core::storage::record::LoadedSession;
 use kaji_core::storage::record::{SessionKind, SessionRecord};
 use kaji_core::storage::replay::replay;
 use kaji_core::storage::store::SessionStore;
-use kaji_protocol::{ContentBlock, Message, Role, SayKind, TaskEvent};
+use kaji_protocol::{Message, Role, SayKind, TaskEvent};
 
 use crate::agent::UsageError;
 use crate::exec::ExecFrontend;
@@ -250,23 +250,12 @@ fn show(store: &SessionStore, prefix: &str, json: bool) -> Result<()> {
 }
 
 /// The events `kaji exec` would have shown for the session's records, in
-/// order. `last` is the replayed history's last message: when replay had
-/// to answer open tool calls, that answer is shown too.
+/// order (kaji-core's [`Transcript`], as a resumed session shows them).
+/// `last` is the replayed history's last message: when replay had to
+/// answer open tool calls, that answer is shown too.
 pub(crate) fn transcript_events(loaded: &LoadedSession, last: Option<&Message>) -> Vec<TaskEvent> {
-    let mut events = Vec::new();
-    let mut names: HashMap<String, String> = HashMap::new();
+    let mut transcript = Transcript::new(origins_recorded(recorded_messages(loaded)));
     let mut open_calls = false;
-    let mut next_id = 0u64;
-    let mut say = |events: &mut Vec<TaskEvent>, kind: SayKind, text: String| {
-        next_id += 1;
-        events.push(TaskEvent::Say {
-            id: next_id,
-            kind,
-            text,
-            partial: false,
-            payload: None,
-        });
-    };
     // A reply written ahead of its tools, shown once it is known whether
     // its whole version follows.
     let mut partial: Option<&Message> = None;
@@ -276,122 +265,43 @@ pub(crate) fn transcript_events(loaded: &LoadedSession, last: Option<&Message>) 
                 if let Some(p) = partial.take()
                     && message.role != Role::Assistant
                 {
-                    message_events(p, &mut names, &mut events, &mut say);
+                    transcript.message(p);
                 }
                 open_calls =
                     message.role == Role::Assistant && message.tool_uses().next().is_some();
-                message_events(message, &mut names, &mut events, &mut say);
+                transcript.message(message);
             }
             SessionRecord::PartialReply { message } => partial = Some(message),
             SessionRecord::HistoryReplaced { reason, .. } => {
                 partial = None;
                 open_calls = false;
-                say(
-                    &mut events,
-                    SayKind::Info,
-                    format!("(history replaced: {reason})"),
-                );
+                transcript.note(SayKind::Info, &format!("(history replaced: {reason})"));
             }
             SessionRecord::TaskEnded { status, .. } => {
-                say(
-                    &mut events,
-                    SayKind::Info,
-                    format!("(prompt ended: {status})"),
-                );
+                transcript.note(SayKind::Info, &format!("(prompt ended: {status})"));
             }
             _ => {}
         }
     }
     if let Some(p) = partial {
-        message_events(p, &mut names, &mut events, &mut say);
+        transcript.message(p);
         open_calls = true;
     }
     if open_calls && let Some(answer) = last.filter(|m| m.role == Role::User) {
-        message_events(answer, &mut names, &mut events, &mut say);
+        transcript.message(answer);
     }
-    events
+    transcript.into_events()
 }
 
-fn message_events(
-    message: &Message,
-    names: &mut HashMap<String, String>,
-    events: &mut Vec<TaskEvent>,
-    say: &mut impl FnMut(&mut Vec<TaskEvent>, SayKind, String),
-) {
-    for block in &message.content {
-        match (message.role, block) {
-            (Role::User, ContentBlock::Text { text, .. }) => {
-                say(events, SayKind::UserFeedback, text.clone())
-            }
-            (Role::Assistant, ContentBlock::Text { text, .. }) => {
-                say(events, SayKind::Text, text.clone())
-            }
-            (_, ContentBlock::Reasoning { text, .. }) => {
-                say(events, SayKind::Reasoning, text.clone())
-            }
-            (_, ContentBlock::ToolUse { id, name, input }) => {
-                names.insert(id.clone(), name.clone());
-                events.push(TaskEvent::ToolUse {
-                    id: id.clone(),
-                    name: name.clone(),
-                    input: input.clone(),
-                    view: kaji_core::executor::recorded_view(name, input),
-                    preview: None,
-                });
-                say(events, SayKind::Tool, describe_call(name, input));
-            }
-            (
-                _,
-                ContentBlock::ToolResult {
-                    tool_use_id,
-                    content,
-                    is_error,
-                },
-            ) => events.push(TaskEvent::ToolResult {
-                id: tool_use_id.clone(),
-                name: names.get(tool_use_id).cloned().unwrap_or_default(),
-                is_error: *is_error,
-                output: content.clone(),
-            }),
-            (Role::Assistant, ContentBlock::Server { block }) => server_events(block, events, say),
-            _ => {}
+/// Every message the session's records hold.
+fn recorded_messages(loaded: &LoadedSession) -> impl Iterator<Item = &Message> {
+    loaded.records.iter().flat_map(|record| match record {
+        SessionRecord::Message { message } | SessionRecord::PartialReply { message } => {
+            std::slice::from_ref(message)
         }
-    }
-}
-
-/// A search the provider ran, shown as a `WebSearch` call and its result.
-fn server_events(
-    block: &serde_json::Value,
-    events: &mut Vec<TaskEvent>,
-    say: &mut impl FnMut(&mut Vec<TaskEvent>, SayKind, String),
-) {
-    use kaji_core::web_search::ServerView;
-    let name = kaji_tools::web_search::WEB_SEARCH;
-    for view in kaji_core::web_search::server_view(block) {
-        match view {
-            ServerView::Call { id, input } => {
-                let text = describe_call(name, &input);
-                events.push(TaskEvent::ToolUse {
-                    id,
-                    name: name.to_string(),
-                    view: kaji_core::executor::recorded_view(name, &input),
-                    input,
-                    preview: None,
-                });
-                say(events, SayKind::Tool, text);
-            }
-            ServerView::Result {
-                id,
-                is_error,
-                output,
-            } => events.push(TaskEvent::ToolResult {
-                id,
-                name: name.to_string(),
-                is_error,
-                output,
-            }),
-        }
-    }
+        SessionRecord::HistoryReplaced { history, .. } => history.as_slice(),
+        _ => &[],
+    })
 }
 
 fn rm(store: &SessionStore, prefix: &str) -> Result<()> {

@@ -311,6 +311,20 @@ impl ToolExecutor {
         }
     }
 
+    /// How a result of a call of the tool of this name reads for people
+    /// ([`kaji_tools::result_summary`]; the output's first line for a tool
+    /// this round does not have).
+    pub fn result_summary(
+        &self,
+        name: &str,
+        input: &Value,
+        output: &str,
+        is_error: bool,
+    ) -> String {
+        let tool = self.lookup(name).ok();
+        kaji_tools::result_summary(tool.as_deref(), input, output, is_error)
+    }
+
     /// The kind of the tool of this name and the files a call with
     /// `input` reads and writes (for compaction); `None` for a tool this
     /// round does not have.
@@ -1058,6 +1072,13 @@ static BUILTIN: std::sync::LazyLock<ToolRegistry> =
 pub fn recorded_view(name: &str, input: &Value) -> Option<ToolView> {
     let tool = BUILTIN.get(name)?;
     Some(kaji_tools::view(tool.as_ref(), input))
+}
+
+/// How a recorded result reads for people: the built-in tool's summary,
+/// else the output's first line (MCP tools).
+pub fn recorded_summary(name: &str, input: &Value, output: &str, is_error: bool) -> String {
+    let tool = BUILTIN.get(name).map(|t| t.as_ref());
+    kaji_tools::result_summary(tool, input, output, is_error)
 }
 
 /// A one-line description of a recorded call for the user (a transcript,

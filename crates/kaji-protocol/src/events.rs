@@ -213,6 +213,13 @@ pub enum TaskEvent {
         is_error: bool,
         /// The result text.
         output: String,
+        /// The result for people, in one line (`Read 120 lines`, `3 files
+        /// with matches`, `exit 1`): the tool's own summary of it
+        /// (`kaji_tools::result_summary`), which front ends show instead
+        /// of knowing tools. Absent from events made without a tool at
+        /// hand; a front end then shows the output's first line.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
     },
     /// What one model request used, after every round.
     Usage(UsageReport),

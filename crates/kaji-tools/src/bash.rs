@@ -387,6 +387,10 @@ impl Tool for BashTool {
         Some(serde_json::json!({ "command": command }))
     }
 
+    fn summary(&self, _input: &Value, output: &str) -> Option<String> {
+        bash_summary(output)
+    }
+
     fn is_read_only(&self) -> bool {
         false
     }
@@ -415,6 +419,41 @@ impl Tool for BashTool {
             self.run_foreground(&input, ctx).await
         }
     }
+}
+
+/// A foreground command's result in one line: its first line of output
+/// and how many follow, then how it ended unless it exited 0 (`error: no
+/// such file (+3 lines) · exit 1`, `exit 2`, `timed out after 5.0 s`).
+/// `None` for a result without kaji's closing line (a background start).
+fn bash_summary(output: &str) -> Option<String> {
+    let lines: Vec<&str> = output.lines().collect();
+    let (end, status) = lines.iter().enumerate().rev().find_map(|(i, l)| {
+        let status = if let Some(rest) = l.strip_prefix("[exit code ") {
+            let code = rest.split(',').next()?;
+            (code != "0").then(|| format!("exit {code}"))
+        } else if let Some(rest) = l.strip_prefix("[killed by signal ") {
+            Some(format!("killed by signal {}", rest.split(',').next()?))
+        } else if let Some(rest) = l.strip_prefix("[Command timed out after ") {
+            Some(format!("timed out after {}", rest.split(';').next()?))
+        } else if l.starts_with("[ended, ") {
+            None
+        } else {
+            return None;
+        };
+        Some((i, status))
+    })?;
+    let printed = &lines[..end];
+    let Some(first) = printed.first() else {
+        return Some(status.unwrap_or_else(|| "no output".to_string()));
+    };
+    let mut summary = first.to_string();
+    if printed.len() > 1 {
+        summary.push_str(&format!(" (+{} lines)", printed.len() - 1));
+    }
+    if let Some(status) = status {
+        summary.push_str(&format!(" · {status}"));
+    }
+    Some(summary)
 }
 
 /// Reads a duration in milliseconds that a model may write as `5000`,

@@ -454,6 +454,24 @@ pub trait Tool: Send + Sync {
         None
     }
 
+    /// The input of a call of this tool that reads the file `path` (as
+    /// the user named it) whole, for the tool that reads files (`Read`): a
+    /// front end's `@path` mention attaches what such a call returns.
+    /// `None` (the default): it reads none.
+    fn mention_input(&self, _path: &str) -> Option<Value> {
+        None
+    }
+
+    /// One line for people about a successful result of this call (`Read
+    /// 120 lines`, `3 files with matches`, `exit 1`), from the input and
+    /// the result text as the model got it (kaji's notes may follow the
+    /// tool's own text). Never fails on a text it does not recognise.
+    /// `None` (the default): the output's first line and how many follow
+    /// ([`result_summary`]).
+    fn summary(&self, _input: &Value, _output: &str) -> Option<String> {
+        None
+    }
+
     /// Runs the call.
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
 }
@@ -501,6 +519,43 @@ pub fn view(tool: &dyn Tool, input: &Value) -> ToolView {
             .map(PathBuf::from)
             .collect(),
         change: tool.change(input),
+    }
+}
+
+/// How a call's result reads for people, in one line: the tool's own
+/// [`Tool::summary`] of a successful result, else the output's first line
+/// and how many lines follow it (`main.rs (+1 lines)`). `tool` is `None`
+/// for a tool kaji does not have; errors are always their first line.
+pub fn result_summary(
+    tool: Option<&dyn Tool>,
+    input: &Value,
+    output: &str,
+    is_error: bool,
+) -> String {
+    let own = match tool {
+        Some(tool) if !is_error => tool.summary(input, output),
+        _ => None,
+    };
+    own.unwrap_or_else(|| first_line_summary(output))
+}
+
+/// The first line of `text` and how many lines follow it:
+/// `main.rs (+1 lines)`.
+pub fn first_line_summary(text: &str) -> String {
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("");
+    match lines.count() {
+        0 => first.to_string(),
+        more => format!("{first} (+{more} lines)"),
+    }
+}
+
+/// `1 line`, `3 lines`: a count with its noun, singular for one.
+pub fn count_of(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
     }
 }
 

@@ -50,6 +50,14 @@ impl ToolRegistry {
             .find_map(|t| t.shell_input(command).map(|input| (t.name(), input)))
     }
 
+    /// The tool that reads a file for an `@path` mention and its input
+    /// for `path` ([`Tool::mention_input`]), if the registry has one.
+    pub fn mention_call(&self, path: &str) -> Option<(&Arc<dyn Tool>, serde_json::Value)> {
+        self.tools
+            .iter()
+            .find_map(|t| t.mention_input(path).map(|input| (t, input)))
+    }
+
     /// Names of every tool.
     pub fn names(&self) -> Vec<&'static str> {
         self.tools.iter().map(|t| t.name()).collect()

@@ -6,7 +6,7 @@
 //! each message was already sent, which tool calls were announced). It
 //! only converts: it never sends, reads files or blocks.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema::{
@@ -34,11 +34,10 @@ pub struct Converter {
     cwd: PathBuf,
     /// Streamed messages: their stream and the bytes already sent.
     sent: HashMap<u64, (Stream, usize)>,
-    /// Tool calls already announced with `tool_call`.
-    announced: HashSet<String>,
-    /// The last tool call announced (id, tool, its view), for the
-    /// permission request that follows.
-    last_tool: Option<(String, String, Option<ToolView>)>,
+    /// Tool calls already announced with `tool_call`, by id: the tool's
+    /// view of each (for a permission request about it, which names the
+    /// call by its id, and for its result's title).
+    announced: HashMap<String, Option<ToolView>>,
     /// Agent text was sent already: the next message starts a new
     /// paragraph rather than run on from the last one.
     agent_spoke: bool,
@@ -50,19 +49,15 @@ impl Converter {
         Self {
             cwd,
             sent: HashMap::new(),
-            announced: HashSet::new(),
-            last_tool: None,
+            announced: HashMap::new(),
             agent_spoke: false,
         }
     }
 
-    /// The id and view of the tool call an approval for `tool` is about,
-    /// if it was the last one announced.
-    pub fn pending_call(&self, tool: &str) -> Option<(String, Option<ToolView>)> {
-        self.last_tool
-            .as_ref()
-            .filter(|(_, name, _)| name == tool)
-            .map(|(id, _, view)| (id.clone(), view.clone()))
+    /// The view of the announced tool call `id` (the model's `tool_use`
+    /// id an approval names); `None` if it was not announced.
+    pub fn pending_call(&self, id: &str) -> Option<Option<ToolView>> {
+        self.announced.get(id).cloned()
     }
 
     /// Where relative tool paths are resolved.
@@ -101,10 +96,25 @@ impl Converter {
             }
             TaskEvent::ToolResult {
                 id,
+                name,
                 is_error,
                 output,
-                ..
-            } => vec![tool_result(id, *is_error, output)],
+                summary,
+            } => {
+                let title = match self.announced.get(id) {
+                    Some(Some(view)) => view.title.as_str(),
+                    _ => name.as_str(),
+                };
+                let summary = summary
+                    .clone()
+                    .unwrap_or_else(|| kaji_tools::first_line_summary(output));
+                vec![tool_result(
+                    id,
+                    &format!("{title} · {summary}"),
+                    *is_error,
+                    output,
+                )]
+            }
             TaskEvent::Finished { status, result, .. } => match (status, result) {
                 (TaskStatus::Completed, _) | (_, None) => Vec::new(),
                 (status, Some(why)) => vec![chunk(
@@ -173,10 +183,10 @@ impl Converter {
         input: &Value,
         view: Option<&ToolView>,
     ) -> Vec<SessionUpdate> {
-        if !self.announced.insert(id.to_string()) {
+        if self.announced.contains_key(id) {
             return Vec::new();
         }
-        self.last_tool = Some((id.to_string(), tool.to_string(), view.cloned()));
+        self.announced.insert(id.to_string(), view.cloned());
         vec![SessionUpdate::ToolCall(tool_call(
             &self.cwd, id, tool, input, view,
         ))]
@@ -238,7 +248,9 @@ pub fn tool_call(
         .raw_input(input.clone())
 }
 
-fn tool_result(id: &str, is_error: bool, output: &str) -> SessionUpdate {
+/// The end of a call: its status, a title that adds the result's summary
+/// to the call's (`Read: a.rs · Read 120 lines`), and the output.
+fn tool_result(id: &str, title: &str, is_error: bool, output: &str) -> SessionUpdate {
     let status = if is_error {
         ToolCallStatus::Failed
     } else {
@@ -251,6 +263,7 @@ fn tool_result(id: &str, is_error: bool, output: &str) -> SessionUpdate {
         id.to_string(),
         ToolCallUpdateFields::new()
             .status(status)
+            .title(title.to_string())
             .content(content)
             .raw_output(Value::String(output.to_string())),
     ))
@@ -343,8 +356,8 @@ mod tests {
         assert_eq!(out[0]["content"][0]["oldText"], "x");
         assert_eq!(out[0]["content"][0]["newText"], "y");
         assert_eq!(
-            c.pending_call("Edit").map(|(id, _)| id).as_deref(),
-            Some("t1")
+            c.pending_call("t1").flatten().map(|v| v.title).as_deref(),
+            Some("Edit: a.txt")
         );
         // The ToolUse of an announced call adds nothing: it is in progress
         // only once permission is given (the front end's answer).

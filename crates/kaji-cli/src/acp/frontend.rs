@@ -164,21 +164,34 @@ impl AcpFrontend {
         session_id: &str,
         ask: &AskRequest,
     ) -> (RequestPermissionRequest, String) {
-        let (tool, input, preview, always) = match &ask.payload {
+        let (tool, input, preview, always, call) = match &ask.payload {
             Some(AskPayload::ToolApproval {
                 tool,
                 input,
                 preview,
                 always,
-                ..
-            }) => (tool.clone(), input.clone(), preview.clone(), always.clone()),
-            _ => (String::new(), serde_json::Value::Null, None, Vec::new()),
+                tool_use_id,
+            }) => (
+                tool.clone(),
+                input.clone(),
+                preview.clone(),
+                always.clone(),
+                tool_use_id.clone(),
+            ),
+            _ => (
+                String::new(),
+                serde_json::Value::Null,
+                None,
+                Vec::new(),
+                None,
+            ),
         };
+        // The ask names its call: the permission request is about that
+        // call, announced or not (never another call of the same tool).
         let (id, view, cwd) = {
             let c = self.converter.lock().unwrap_or_else(|e| e.into_inner());
-            let (id, view) = c
-                .pending_call(&tool)
-                .unwrap_or_else(|| (format!("ask-{}", ask.id), None));
+            let view = call.as_deref().and_then(|id| c.pending_call(id)).flatten();
+            let id = call.unwrap_or_else(|| format!("ask-{}", ask.id));
             (id, view, c.cwd().to_path_buf())
         };
         let titled = view.is_some();

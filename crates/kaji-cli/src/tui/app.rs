@@ -817,6 +817,7 @@ impl App {
                 is_error,
                 output,
                 name,
+                summary,
                 ..
             } => {
                 self.close_streamed_calls(&name);
@@ -829,14 +830,11 @@ impl App {
                 {
                     live.text.clear();
                 }
-                let mut lines = output.lines();
-                let first = lines.next().unwrap_or("");
-                let more = lines.count();
-                let suffix = if more > 0 {
-                    format!(" (+{more} lines)")
-                } else {
-                    String::new()
-                };
+                // The tool's own summary of its result (the output's
+                // first line for events made without one); the whole
+                // output is its detail.
+                let first_line = kaji_tools::first_line_summary(&output);
+                let summary = summary.unwrap_or_else(|| first_line.clone());
                 let (style, mark) = if is_error {
                     (EntryStyle::ToolError, "⎿ error: ")
                 } else {
@@ -844,10 +842,18 @@ impl App {
                 };
                 // Tabs (Read's line numbers) would be dropped by the
                 // terminal renderer: show them as spaces.
-                let first = first.replace('\t', "  ");
-                let i = self.push(style, format!("  {mark}{first}{suffix}"));
-                if more > 0 {
-                    self.entries[i].detail = Some(output.replace('\t', "  "));
+                let first = summary.lines().next().unwrap_or("").replace('\t', "  ");
+                let i = self.push(style, format!("  {mark}{first}"));
+                if output.trim_end() != first.trim_end() {
+                    // Opened, the output follows the result's line (whose
+                    // first line is the output's when the tool has no
+                    // summary of its own).
+                    let body = output.replace('\t', "  ");
+                    self.entries[i].detail = Some(if summary == first_line {
+                        body
+                    } else {
+                        format!("{first}\n{body}")
+                    });
                 }
             }
             // The status line's counters move every round.
@@ -1544,6 +1550,7 @@ mod tests {
             name: "Write".into(),
             is_error: true,
             output: "bad".into(),
+            summary: None,
         });
         assert_eq!(texts(&app)[0], "⏺ Write");
     }
@@ -1560,12 +1567,14 @@ mod tests {
             name: "Bash".into(),
             is_error: false,
             output: "a\nb\nc".into(),
+            summary: None,
         });
         app.on_event(TaskEvent::ToolResult {
             id: "u".into(),
             name: "Read".into(),
             is_error: true,
             output: "no such file".into(),
+            summary: None,
         });
         app.on_event(say(3, SayKind::Error, "boom", false));
         app.on_event(say(4, SayKind::CompletionResult, "done", false));

@@ -161,6 +161,7 @@ fn tool_results_collapsed_then_opened() {
         name: "Bash".into(),
         is_error: false,
         output: "running 3 tests\ntest a ... ok\ntest b ... ok\ntest c ... ok".into(),
+        summary: None,
     });
     let b = draw(&mut app, 60, 14);
     assert_snapshot!("results_collapsed_60x14", text(&b));
@@ -313,6 +314,7 @@ fn a_running_commands_output_shows_its_last_lines_until_the_result() {
         name: "Bash".into(),
         is_error: false,
         output: "line 1\nline 12".into(),
+        summary: None,
     });
     let shown = text(&draw(&mut app, 60, 20));
     assert!(!shown.contains("│ line"), "{shown}");

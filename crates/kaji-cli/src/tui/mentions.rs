@@ -1,14 +1,13 @@
 //! `@path` mentions in a prompt: the project's files for fuzzy completion
 //! (gitignore- and `.kajiignore`-aware, via the `ignore` crate), and the
-//! mentioned files attached to the prompt as the `Read` tool returns them
+//! mentioned files attached to the prompt as the tool that reads files
+//! (`Read`, by [`kaji_tools::Tool::mention_input`]) returns them
 //! (its caps, its refusals; an image as an image block after the prompt).
 //!
 //! It never writes anything and never reads a file the `Read` tool would
 //! refuse: attaching goes through that tool.
 
 use std::path::Path;
-
-use serde_json::json;
 
 /// At most this many files are indexed for completion.
 pub const MAX_FILES: usize = 50_000;
@@ -122,12 +121,13 @@ pub async fn attach(
         return (out, images, notes);
     }
     let tools = kaji_tools::builtin_tools();
-    let Some(read) = tools.get("Read") else {
-        return (out, images, notes);
-    };
     let ctx = kaji_tools::ToolContext::new(cwd);
     for path in paths {
-        match read.call(json!({"file_path": path}), &ctx).await {
+        // The tool that reads files says how it is called for one.
+        let Some((read, input)) = tools.mention_call(&path) else {
+            return (out, images, notes);
+        };
+        match read.call(input, &ctx).await {
             Ok(output) => {
                 out.push_str(&format!(
                     "\n\n<file path=\"{path}\">\n{}\n</file>",

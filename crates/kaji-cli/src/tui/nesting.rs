@@ -58,9 +58,15 @@ impl SubagentView {
                 ..
             } => self.on_say(*kind, text, payload.as_ref()),
             TaskEvent::ToolResult {
-                is_error, output, ..
+                is_error,
+                output,
+                summary,
+                ..
             } => {
-                let first = output.lines().next().unwrap_or("");
+                let summary = summary
+                    .clone()
+                    .unwrap_or_else(|| kaji_tools::first_line_summary(output));
+                let first = summary.lines().next().unwrap_or("");
                 let mark = if *is_error { "⎿ error: " } else { "⎿ " };
                 self.log.push(format!("  {mark}{first}"));
             }

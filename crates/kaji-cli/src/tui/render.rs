@@ -65,7 +65,7 @@ fn plain_lines(app: &App, i: usize) -> Vec<Line<'static>> {
     match (&entry.detail, app.expanded) {
         (Some(detail), true) => {
             let first = entry.text.split('\n').next().unwrap_or("");
-            let first = first.split(" (+").next().unwrap_or(first);
+            let first = without_fold_count(first);
             lines.push(Line::styled(first.to_string(), style));
             for l in detail.split('\n').skip(1) {
                 lines.push(Line::styled(format!("      {l}"), style));
@@ -78,6 +78,16 @@ fn plain_lines(app: &App, i: usize) -> Vec<Line<'static>> {
         }
     }
     lines
+}
+
+/// A folded entry's line without the count of what folding hides at its
+/// end (` (+3 lines)`, ` (+3 lines, Ctrl-O)`); a count inside the line (a
+/// tool's summary `x (+2 lines) · exit 1`) stays.
+fn without_fold_count(line: &str) -> &str {
+    match line.rfind(" (+") {
+        Some(i) if line.ends_with(" lines)") || line.ends_with(" lines, Ctrl-O)") => &line[..i],
+        _ => line,
+    }
 }
 
 /// Thinking, folded: its first line and how many more there are (Ctrl-O
@@ -811,6 +821,39 @@ mod tests {
     }
 
     #[test]
+    fn a_tools_summary_is_the_line_and_the_output_opens_under_it() {
+        let mut app = App::new(StatusInfo::default());
+        app.on_event(TaskEvent::ToolResult {
+            id: "t".into(),
+            name: "Read".into(),
+            is_error: false,
+            output: "     1\talpha\n     2\tbeta\n".into(),
+            summary: Some("Read 2 lines".into()),
+        });
+        app.on_event(TaskEvent::ToolResult {
+            id: "u".into(),
+            name: "Bash".into(),
+            is_error: false,
+            output: "x\ny\n[exit code 3, 0.01 s]".into(),
+            summary: Some("x (+1 lines) · exit 3".into()),
+        });
+        let s = screen(&mut app, 60, 16);
+        assert!(s.contains("⎿ Read 2 lines"), "{s}");
+        assert!(s.contains("⎿ x (+1 lines) · exit 3"), "{s}");
+        assert!(!s.contains("alpha"), "{s}");
+        app.on_key(crossterm::event::KeyEvent::new(
+            crossterm::event::KeyCode::Char('o'),
+            crossterm::event::KeyModifiers::CONTROL,
+        ));
+        let s = screen(&mut app, 60, 16);
+        assert!(s.contains("⎿ Read 2 lines"), "{s}");
+        assert!(s.contains("1  alpha") && s.contains("2  beta"), "{s}");
+        // A count inside the summary is part of it, not a fold's.
+        assert!(s.contains("⎿ x (+1 lines) · exit 3"), "{s}");
+        assert!(s.contains("[exit code 3"), "{s}");
+    }
+
+    #[test]
     fn tool_results_are_one_line_until_opened() {
         let mut app = App::new(StatusInfo::default());
         app.on_event(TaskEvent::ToolResult {
@@ -818,6 +861,7 @@ mod tests {
             name: "Bash".into(),
             is_error: false,
             output: "first\nsecond\nthird".into(),
+            summary: None,
         });
         let s = screen(&mut app, 60, 16);
         assert!(s.contains("⎿ first (+2 lines)"), "{s}");

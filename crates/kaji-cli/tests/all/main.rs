@@ -47,6 +47,7 @@ mod shell_analysis;
 mod subagent_services;
 mod tasks_cli;
 mod tasks_pg_cli;
+mod tool_results;
 mod tool_schemas;
 mod tool_titles;
 mod trust_cli;

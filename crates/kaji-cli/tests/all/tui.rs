@@ -127,7 +127,8 @@ async fn deny_with_feedback_abort_and_always_allow_across_prompts() {
         s.matches("⏺ Bash: sh -c 'sleep 30'").count() == 2
     })
     .await;
-    let screen = tmux.wait_for("[exit code 0").await;
+    // The echo's result: Bash's summary of a command that printed nothing.
+    let screen = tmux.wait_for("⎿ no output").await;
     assert!(!screen.contains("Run this command?"), "{screen}");
     assert_eq!(
         std::fs::read_to_string(work.path().join("log.txt")).unwrap(),

@@ -91,9 +91,10 @@ impl Task {
             RoundOutcome::Completed {
                 result,
                 tool_use_id,
+                tool,
                 other_results,
             } => {
-                self.after_completion(result, tool_use_id, other_results)
+                self.after_completion(result, &tool_use_id, &tool, other_results)
                     .await
             }
             RoundOutcome::Aborted => Next::End(TaskStatus::Aborted, None),
@@ -296,12 +297,14 @@ impl Task {
         }
     }
 
-    /// AttemptCompletion: the user accepts the result, or gives feedback
+    /// The call `tool_use_id` of the tool that finishes the task
+    /// (AttemptCompletion): the user accepts the result, or gives feedback
     /// and the task goes on.
     pub(super) async fn after_completion(
         &self,
         result: String,
-        tool_use_id: String,
+        tool_use_id: &str,
+        tool: &str,
         mut other_results: Vec<ContentBlock>,
     ) -> Next {
         self.emitter
@@ -326,7 +329,7 @@ impl Task {
                 Some(TaskStatus::Aborted),
             ),
         };
-        other_results.push(self.result_block(&tool_use_id, "AttemptCompletion", &reply, false));
+        other_results.push(self.result_block(tool_use_id, tool, &reply, false));
         match end {
             None => Next::Content(other_results),
             Some(status) => {

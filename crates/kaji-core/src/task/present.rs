@@ -136,6 +136,12 @@ impl Task {
                     is_error,
                     output,
                 } => self.emitter.emit(TaskEvent::ToolResult {
+                    summary: Some(self.executor.result_summary(
+                        name,
+                        &Value::Null,
+                        &output,
+                        is_error,
+                    )),
                     id,
                     name: name.to_string(),
                     is_error,

@@ -221,6 +221,7 @@ impl Task {
             return RoundOutcome::Completed {
                 result: run.completion().unwrap_or_default().to_string(),
                 tool_use_id: call.id.clone(),
+                tool: call.name.clone(),
                 other_results,
             };
         }

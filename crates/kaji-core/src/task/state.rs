@@ -132,6 +132,8 @@ pub(super) enum RoundOutcome {
     Completed {
         result: String,
         tool_use_id: String,
+        /// The tool that finished the task (its result block names it).
+        tool: String,
         other_results: Vec<ContentBlock>,
     },
     /// The task was aborted.

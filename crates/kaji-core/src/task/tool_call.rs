@@ -55,11 +55,16 @@ impl Task {
                 self.checkpoint_after(call, written.as_deref()).await;
             }
         }
+        let input = call.input.as_ref().unwrap_or(&Value::Null);
+        let summary =
+            self.executor
+                .result_summary(&call.name, input, run.content(), run.is_error());
         self.emitter.emit(TaskEvent::ToolResult {
             id: call.id.clone(),
             name: call.name.clone(),
             is_error: run.is_error(),
             output: run.content().to_string(),
+            summary: Some(summary),
         });
         run
     }

@@ -90,6 +90,16 @@ surrounding lines to make it unique, or set replace_all to change every occurren
         crate::ToolFiles::write(input.get("file_path").and_then(Value::as_str))
     }
 
+    /// The result's first sentence (`Edited a.txt: replaced 1
+    /// occurrence.`), without the changed region that follows it.
+    fn summary(&self, _input: &Value, output: &str) -> Option<String> {
+        let first = output.lines().next()?;
+        let head = first
+            .split_once(" The changed region now reads:")
+            .map_or(first, |(head, _)| head);
+        Some(head.to_string())
+    }
+
     fn change(&self, input: &Value) -> Option<crate::FileChange> {
         let text = |k: &str| input.get(k).and_then(Value::as_str);
         Some(crate::FileChange {

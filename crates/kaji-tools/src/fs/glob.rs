@@ -76,6 +76,10 @@ empty value.\n\
         crate::ToolFiles::read(input.get("path").and_then(Value::as_str))
     }
 
+    fn summary(&self, _input: &Value, output: &str) -> Option<String> {
+        glob_summary(output)
+    }
+
     fn is_read_only(&self) -> bool {
         true
     }
@@ -232,6 +236,24 @@ fn split_literal_prefix(pattern: &str) -> (PathBuf, String) {
         used = i + 1;
     }
     (prefix, parts[used..].join("/"))
+}
+
+/// `No files found`, `3 files` (of all that matched when the list was
+/// cut), from the result's own lines.
+fn glob_summary(output: &str) -> Option<String> {
+    if output.starts_with("No files found") {
+        return Some("No files found".to_string());
+    }
+    let total = output.lines().find_map(|l| {
+        let rest = l.strip_prefix("(Showing the ")?;
+        let (_, rest) = rest.split_once(" of ")?;
+        rest.split(' ').next()?.parse::<usize>().ok()
+    });
+    let listed = output
+        .lines()
+        .take_while(|l| !l.is_empty() && !l.starts_with('('))
+        .count();
+    Some(crate::count_of(total.unwrap_or(listed), "file"))
 }
 
 #[cfg(test)]

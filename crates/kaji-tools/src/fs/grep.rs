@@ -149,6 +149,10 @@ dot-files are searched."
         crate::ToolFiles::read(input.get("path").and_then(Value::as_str))
     }
 
+    fn summary(&self, input: &Value, output: &str) -> Option<String> {
+        grep_summary(input, output)
+    }
+
     fn is_read_only(&self) -> bool {
         true
     }
@@ -682,6 +686,46 @@ fn cut(line: &str) -> String {
     match line.char_indices().nth(MAX_OUTPUT_LINE_CHARS) {
         Some((end, _)) => format!("{} … [line cut]", &line[..end]),
         None => line.to_string(),
+    }
+}
+
+/// `No matches`, `3 files with matches`, `12 matching lines` (`12+` when
+/// the output stopped), `4 matching lines in 2 files`, from the result's
+/// own lines; `None` for a text it does not recognise.
+fn grep_summary(input: &Value, output: &str) -> Option<String> {
+    let first = output.lines().next()?;
+    if first.starts_with("No matches for ") {
+        return Some("No matches".to_string());
+    }
+    if let Some(head) = first.strip_suffix(" with matches:") {
+        return Some(format!("{head} with matches"));
+    }
+    match input.get("output_mode").and_then(Value::as_str) {
+        Some("content") => {
+            let shown = output
+                .lines()
+                .take_while(|l| !l.is_empty() && !l.starts_with("(Output stopped"))
+                .filter(|l| *l != "--")
+                .count();
+            let more = if output.contains("\n(Output stopped after ") {
+                "+"
+            } else {
+                ""
+            };
+            Some(format!(
+                "{shown}{more} matching line{}",
+                if shown == 1 && more.is_empty() {
+                    ""
+                } else {
+                    "s"
+                }
+            ))
+        }
+        Some("count") => output
+            .lines()
+            .find(|l| l.contains(" matching line") && l.contains(" in ") && l.ends_with('.'))
+            .map(|l| l.trim_end_matches('.').to_string()),
+        _ => None,
     }
 }
 

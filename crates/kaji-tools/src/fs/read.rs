@@ -253,6 +253,14 @@ to search many files.\n\
         crate::ToolFiles::read(input.get("file_path").and_then(Value::as_str))
     }
 
+    fn mention_input(&self, path: &str) -> Option<Value> {
+        Some(json!({ "file_path": path }))
+    }
+
+    fn summary(&self, input: &Value, output: &str) -> Option<String> {
+        read_summary(input, output)
+    }
+
     fn is_read_only(&self) -> bool {
         true
     }
@@ -288,6 +296,27 @@ to search many files.\n\
             Some(files) => read_through(request, files.as_ref()).await,
         }
     }
+}
+
+/// `Read 120 lines` (`… from line 41` with an offset) for a result of
+/// numbered lines; `None` for the other results (an image, an empty file,
+/// a notebook), whose first line says it.
+fn read_summary(input: &Value, output: &str) -> Option<String> {
+    let numbered = |line: &str| {
+        let t = line.trim_start();
+        t.split_once('\t')
+            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let lines = output.lines().take_while(|l| numbered(l)).count();
+    if lines == 0 {
+        return None;
+    }
+    let mut summary = format!("Read {}", crate::count_of(lines, "line"));
+    match input.get("offset").and_then(Value::as_u64) {
+        Some(offset) if offset > 1 => summary.push_str(&format!(" from line {offset}")),
+        _ => {}
+    }
+    Some(summary)
 }
 
 async fn blocking<T: Send + 'static>(

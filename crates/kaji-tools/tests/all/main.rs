@@ -15,6 +15,7 @@ mod interaction;
 mod plan;
 mod runtime_tools;
 mod skill;
+mod summaries;
 mod team_tools;
 mod todo;
 mod web_fetch;

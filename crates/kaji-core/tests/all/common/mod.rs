@@ -70,6 +70,7 @@ impl RecordingFrontend {
                     name,
                     is_error,
                     output,
+                    ..
                 } => Some((id, name, is_error, output)),
                 _ => None,
             })
