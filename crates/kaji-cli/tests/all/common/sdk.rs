@@ -102,6 +102,8 @@ impl Sdk {
             .env("ANTHROPIC_API_KEY", TEST_KEY)
             .env("ANTHROPIC_BASE_URL", server.anthropic_base_url())
             .env("CLAUDE_AGENT_SDK_SKIP_VERSION_CHECK", "1")
+            // No `__pycache__` left in tests/agent-sdk/.
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("KAJI_BIN", KAJI)
             .env("KAJI_WORK", self.work.path())
             .env("KAJI_PROMPT", prompt)
