@@ -261,7 +261,9 @@ async fn allowed_and_disallowed_tools_are_rules() {
 #[test]
 fn the_python_sdk_passes_only_listed_flags() {
     require_sdk();
-    let out = std::process::Command::new("python3")
+    let mut python = std::process::Command::new("python3");
+    crate::common::clean_env(&mut python, &std::env::temp_dir());
+    let out = python
         .args([
             "-c",
             "import importlib.util; print(importlib.util.find_spec('claude_agent_sdk').submodule_search_locations[0])",

@@ -374,7 +374,9 @@ struct Raw {
 impl Raw {
     fn start(sdk: &Sdk, server: &ScriptedModelServer, env: &[(&str, &str)]) -> Self {
         use tokio::io::AsyncBufReadExt;
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kaji"));
+        // The clean environment of every test's kaji: HOME = the SDK's
+        // home, KAJI_HOME = HOME/kaji-home.
+        let mut cmd = crate::common::kaji(sdk.home.path());
         cmd.args([
             "--output-format",
             "stream-json",
@@ -389,15 +391,11 @@ impl Raw {
             "scripted",
         ])
         .current_dir(sdk.work.path())
-        .env("HOME", sdk.home.path())
-        .env("KAJI_HOME", sdk.kaji_home())
         .env("ANTHROPIC_API_KEY", "test-key")
         .env("ANTHROPIC_BASE_URL", server.anthropic_base_url())
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("KAJI_MODEL")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(std::process::Stdio::inherit());
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -37,6 +37,7 @@ mod review_cli;
 mod review_shadow;
 mod rules_cli;
 mod sandbox_escapes;
+mod sdk_env;
 mod sdk_hooks;
 mod sdk_permissions;
 mod sdk_requests;

@@ -2,7 +2,9 @@
 //! driving the real `kaji` binary: a home and a working directory, the
 //! driver programs of `tests/agent-sdk/` and the checks every SDK test
 //! makes. The driver is given the test key and the scripted server's URL,
-//! never a real provider's.
+//! never a real provider's, and nothing else of the caller's environment
+//! but `PATH` ([`super::clean_env`]): no `HOME`, no real keys, no
+//! `CARGO_*`, for the driver and for the `kaji` the SDK starts.
 
 use std::path::{Path, PathBuf};
 
@@ -10,7 +12,7 @@ use kaji_test_support::ScriptedModelServer;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-use super::{KAJI, TEST_KEY, json_lines};
+use super::{KAJI, TEST_KEY, clean_env, json_lines};
 
 /// The repository's root (where `tests/agent-sdk/` is).
 pub fn repo_root() -> PathBuf {
@@ -21,7 +23,9 @@ pub fn repo_root() -> PathBuf {
 pub fn require_sdk() {
     static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ok = *FOUND.get_or_init(|| {
-        std::process::Command::new("python3")
+        let mut python = std::process::Command::new("python3");
+        clean_env(&mut python, &std::env::temp_dir());
+        python
             .args([
                 "-c",
                 "import importlib.util, sys; sys.exit(importlib.util.find_spec('claude_agent_sdk') is None)",
@@ -81,7 +85,8 @@ impl Sdk {
     }
 
     /// Runs a driver program (see tests/agent-sdk/) with the SDK's
-    /// environment; returns the JSON lines it printed and its exit code.
+    /// environment and nothing of the caller's but `PATH`; returns the
+    /// JSON lines it printed and its exit code.
     pub async fn drive(
         &self,
         mut driver: Command,
@@ -91,15 +96,14 @@ impl Sdk {
     ) -> (Vec<Value>, i32) {
         let mut options = options;
         options["model"] = json!("scripted");
+        // HOME, and KAJI_HOME = HOME/kaji-home, as for `kaji()`.
+        clean_env(driver.as_std_mut(), self.home.path());
         let out = driver
-            .env("HOME", self.home.path())
-            .env("KAJI_HOME", self.kaji_home())
             .env("ANTHROPIC_API_KEY", TEST_KEY)
             .env("ANTHROPIC_BASE_URL", server.anthropic_base_url())
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("KAJI_MODEL")
             .env("CLAUDE_AGENT_SDK_SKIP_VERSION_CHECK", "1")
+            // No `__pycache__` left in tests/agent-sdk/.
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("KAJI_BIN", KAJI)
             .env("KAJI_WORK", self.work.path())
             .env("KAJI_PROMPT", prompt)
