@@ -206,6 +206,11 @@ pub async fn submit(tmux: &Tmux, prompt: &str) {
 
 /// Quits with Ctrl-D and returns kaji's exit status.
 pub async fn quit(tmux: &Tmux, home: &Path) -> String {
+    // Ctrl-D quits only when no task runs; the prompt's title says so once
+    // the task has ended (an answer's text shows before the task ends:
+    // under load, a Ctrl-D sent then was ignored and the test waited out
+    // its deadline).
+    tmux.wait_for("Ctrl-D quits").await;
     tmux.send_key("C-d");
     let start = Instant::now();
     loop {
