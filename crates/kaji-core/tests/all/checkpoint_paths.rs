@@ -20,7 +20,7 @@ async fn named_paths_stage_what_a_scan_of_the_tree_would() {
     write(root, "src/.gitignore", "gen.rs\n!*.log\n");
     write(root, "src/main.rs", "fn main() {}\n");
     let store = CheckpointStore::open(home.path(), root).unwrap();
-    store
+    let first = store
         .commit("start")
         .await
         .unwrap()
@@ -47,7 +47,25 @@ async fn named_paths_stage_what_a_scan_of_the_tree_would() {
         .await
         .unwrap()
         .expect("a checkpoint of the written files");
-    // A scan of the whole tree finds nothing more and nothing less.
+    // Exactly what git's rules keep, no ignored file among them ...
+    let diff = store.diff(&first.id, Some(&named.id)).await.unwrap();
+    let mut changed: Vec<&str> = diff
+        .lines()
+        .filter_map(|l| l.strip_prefix("+++ b/"))
+        .collect();
+    changed.sort_unstable();
+    assert_eq!(
+        changed,
+        [
+            "keep.log",
+            "notes.txt",
+            "src/main.rs",
+            "src/trace.log",
+            "sub/top.txt"
+        ],
+        "{diff}"
+    );
+    // ... and a scan of the whole tree finds nothing more.
     assert_eq!(store.commit("scan").await.unwrap(), None);
     let latest = store.latest().await.unwrap().expect("latest");
     assert_eq!(latest.id, named.id);
