@@ -19,8 +19,8 @@ use super::graph::BlocksGraph;
 use super::lock::{self, LockGuard, LockObserver};
 use super::model::{merge_metadata, normalize_owner, now_ms, validate_subject};
 use super::{
-    ClaimRefusal, CorruptFile, ListSnapshot, ListTaskStatus, NewTask, Task, TaskListError,
-    TaskPatch, UpdateOutcome,
+    ClaimRefusal, CorruptFile, ListSnapshot, ListTask, ListTaskPatch, ListTaskStatus, NewListTask,
+    TaskListError, UpdateOutcome,
 };
 
 /// Name of the list lock file.
@@ -117,7 +117,7 @@ struct Journal {
 enum JournalOp {
     /// Write this new task unless its file already exists. (Boxed: a task
     /// is large, the other operations are two numbers.)
-    Create { task: Box<Task> },
+    Create { task: Box<ListTask> },
     /// `blocker` blocks `blocked` (both sides).
     AddEdge { blocker: u64, blocked: u64 },
     /// `blocker` no longer blocks `blocked` (both sides).
@@ -137,8 +137,25 @@ struct EdgeDelta {
     remove_blocked_by: BTreeSet<u64>,
 }
 
+/// What a batch of journal operations does besides creating tasks.
+#[derive(Debug, Default)]
+struct JournalPlan {
+    /// Edge changes per task.
+    deltas: BTreeMap<u64, EdgeDelta>,
+    /// Tasks to delete.
+    deletes: Vec<u64>,
+    /// Whether the list is reset.
+    reset: bool,
+}
+
+impl JournalPlan {
+    fn delta(&mut self, id: u64) -> &mut EdgeDelta {
+        self.deltas.entry(id).or_default()
+    }
+}
+
 impl EdgeDelta {
-    fn apply(&self, task: &mut Task) {
+    fn apply(&self, task: &mut ListTask) {
         for id in &self.remove_blocks {
             task.blocks.remove(id);
         }
@@ -287,7 +304,7 @@ impl TaskListStore {
     // ----- reading -------------------------------------------------------
 
     /// Task `id`.
-    pub fn get(&self, id: u64) -> Result<Task, TaskListError> {
+    pub fn get(&self, id: u64) -> Result<ListTask, TaskListError> {
         let path = self.task_path(id);
         match fsio::read_optional(&path, self.max_file_bytes)? {
             Some(bytes) => fsio::parse_task(&path, id, &bytes),
@@ -331,7 +348,7 @@ impl TaskListStore {
 
     /// The tasks that can be claimed now (pending, no owner, every blocker
     /// completed), by id.
-    pub fn available(&self) -> Result<Vec<Task>, TaskListError> {
+    pub fn available(&self) -> Result<Vec<ListTask>, TaskListError> {
         let snapshot = self.list()?;
         Ok(snapshot.available().into_iter().cloned().collect())
     }
@@ -351,7 +368,7 @@ impl TaskListStore {
     /// recorded in `.highwatermark` before the task file is written, so it
     /// is never handed out again. Dependencies on missing tasks and cycles
     /// are refused.
-    pub fn create(&self, new: NewTask) -> Result<Task, TaskListError> {
+    pub fn create(&self, new: NewListTask) -> Result<ListTask, TaskListError> {
         validate_subject(&new.subject)?;
         let _list = self.lock_list()?;
         let blocked_by: BTreeSet<u64> = new.blocked_by.iter().copied().collect();
@@ -386,7 +403,7 @@ impl TaskListStore {
         let now = now_ms();
         let mut metadata = serde_json::Map::new();
         merge_metadata(&mut metadata, &new.metadata);
-        let task = Task {
+        let task = ListTask {
             id,
             subject: new.subject,
             description: new.description,
@@ -423,7 +440,7 @@ impl TaskListStore {
     /// changes take the list lock, keep `blocks`/`blockedBy` symmetric, and
     /// refuse missing tasks and cycles. If the update completes the task,
     /// the outcome lists the tasks it unblocked.
-    pub fn update(&self, id: u64, patch: TaskPatch) -> Result<UpdateOutcome, TaskListError> {
+    pub fn update(&self, id: u64, patch: ListTaskPatch) -> Result<UpdateOutcome, TaskListError> {
         patch.validate()?;
         let (before, task) = if patch.changes_edges() {
             self.update_edges(id, &patch)?
@@ -450,8 +467,8 @@ impl TaskListStore {
     fn update_edges(
         &self,
         id: u64,
-        patch: &TaskPatch,
-    ) -> Result<(ListTaskStatus, Task), TaskListError> {
+        patch: &ListTaskPatch,
+    ) -> Result<(ListTaskStatus, ListTask), TaskListError> {
         let _list = self.lock_list()?;
         let snapshot = self.list()?;
         let current = match snapshot.get(id) {
@@ -500,7 +517,7 @@ impl TaskListStore {
     /// dependencies; returns the task as it was. Its id is never reused. A
     /// task whose file cannot be read is not deleted (remove the file by
     /// hand after looking at it).
-    pub fn delete(&self, id: u64) -> Result<Task, TaskListError> {
+    pub fn delete(&self, id: u64) -> Result<ListTask, TaskListError> {
         let _list = self.lock_list()?;
         let task = self.get(id)?;
         self.run_journaled(vec![JournalOp::Delete { id }], None)?;
@@ -523,7 +540,7 @@ impl TaskListStore {
     /// available (pending, no owner, every blocker completed). Two
     /// claimants never both succeed. Refusals are
     /// [`TaskListError::ClaimRefused`] with the reason.
-    pub fn claim(&self, id: u64, owner: &str) -> Result<Task, TaskListError> {
+    pub fn claim(&self, id: u64, owner: &str) -> Result<ListTask, TaskListError> {
         let owner = require_owner(owner)?;
         let _list = self.lock_list()?;
         if !self.task_path(id).exists() {
@@ -542,7 +559,7 @@ impl TaskListStore {
 
     /// Claims the lowest-id available task for `owner`; `None` when no task
     /// is available.
-    pub fn claim_next(&self, owner: &str) -> Result<Option<Task>, TaskListError> {
+    pub fn claim_next(&self, owner: &str) -> Result<Option<ListTask>, TaskListError> {
         let owner = require_owner(owner)?;
         let _list = self.lock_list()?;
         let snapshot = self.list()?;
@@ -564,7 +581,7 @@ impl TaskListStore {
 
     /// Checks availability of `task` (whose lock the caller holds, under
     /// the list lock) and claims it.
-    fn claim_locked(&self, mut task: Task, owner: &str) -> Result<Task, TaskListError> {
+    fn claim_locked(&self, mut task: ListTask, owner: &str) -> Result<ListTask, TaskListError> {
         let id = task.id;
         if task.status == ListTaskStatus::Completed {
             return Err(refused(id, ClaimRefusal::AlreadyCompleted));
@@ -750,7 +767,7 @@ impl TaskListStore {
         self.lock_task(id)
     }
 
-    fn write_task(&self, task: &Task) -> Result<(), TaskListError> {
+    fn write_task(&self, task: &ListTask) -> Result<(), TaskListError> {
         fsio::write_atomic(
             &self.dir,
             &self.task_path(task.id),
@@ -760,7 +777,7 @@ impl TaskListStore {
 
     /// Writes a task without syncing the directory (see
     /// [`fsio::replace_file`]); the caller syncs it afterwards.
-    fn replace_task(&self, task: &Task) -> Result<(), TaskListError> {
+    fn replace_task(&self, task: &ListTask) -> Result<(), TaskListError> {
         fsio::replace_file(
             &self.dir,
             &self.task_path(task.id),
@@ -786,8 +803,8 @@ impl TaskListStore {
     fn run_journaled(
         &self,
         ops: Vec<JournalOp>,
-        target: Option<(u64, &TaskPatch)>,
-    ) -> Result<Option<Task>, TaskListError> {
+        target: Option<(u64, &ListTaskPatch)>,
+    ) -> Result<Option<ListTask>, TaskListError> {
         let journal_path = self.dir.join(JOURNAL);
         let journaled = !ops.is_empty();
         if journaled {
@@ -808,85 +825,88 @@ impl TaskListStore {
     fn apply(
         &self,
         ops: &[JournalOp],
-        target: Option<(u64, &TaskPatch)>,
-    ) -> Result<Option<Task>, TaskListError> {
-        let mut deltas: BTreeMap<u64, EdgeDelta> = BTreeMap::new();
-        let mut deletes = Vec::new();
-        let mut reset = false;
-        for op in ops {
-            match op {
-                JournalOp::Create { task } => {
-                    let path = self.task_path(task.id);
-                    if !path.exists() {
-                        self.replace_task(task)?;
-                    }
-                }
-                JournalOp::AddEdge { blocker, blocked } => {
-                    deltas
-                        .entry(*blocker)
-                        .or_default()
-                        .add_blocks
-                        .insert(*blocked);
-                    deltas
-                        .entry(*blocked)
-                        .or_default()
-                        .add_blocked_by
-                        .insert(*blocker);
-                }
-                JournalOp::RemoveEdge { blocker, blocked } => {
-                    deltas
-                        .entry(*blocker)
-                        .or_default()
-                        .remove_blocks
-                        .insert(*blocked);
-                    deltas
-                        .entry(*blocked)
-                        .or_default()
-                        .remove_blocked_by
-                        .insert(*blocker);
-                }
-                JournalOp::Delete { id } => deletes.push(*id),
-                JournalOp::Reset => reset = true,
-            }
-        }
+        target: Option<(u64, &ListTaskPatch)>,
+    ) -> Result<Option<ListTask>, TaskListError> {
+        let mut plan = self.plan(ops)?;
         if let Some((id, _)) = target {
-            deltas.entry(id).or_default();
+            plan.deltas.entry(id).or_default();
         }
         let mut written_target = None;
-        for (&id, delta) in &deltas {
+        for (&id, delta) in &plan.deltas {
             let patch = target.filter(|(t, _)| *t == id).map(|(_, p)| p);
-            let _task_lock = match self.lock_existing_task(id) {
-                Ok(lock) => lock,
-                Err(e) if patch.is_some() => return Err(e),
-                Err(_) => continue,
-            };
-            let mut task = match self.get(id) {
-                Ok(task) => task,
-                Err(e) if patch.is_some() => return Err(e),
-                Err(_) => continue,
-            };
-            let before = task.clone();
-            delta.apply(&mut task);
-            if let Some(patch) = patch {
-                patch.apply_fields(&mut task);
-            }
-            if task != before || patch.is_some_and(|p| !p.is_empty()) {
-                task.updated_at = now_ms().max(task.updated_at);
-                self.replace_task(&task)?;
-            }
-            if patch.is_some() {
+            if let Some(task) = self.apply_one(id, delta, patch)?
+                && patch.is_some()
+            {
                 written_target = Some(task);
             }
         }
-        if !deletes.is_empty() {
-            self.apply_deletes(&deletes)?;
+        if !plan.deletes.is_empty() {
+            self.apply_deletes(&plan.deletes)?;
         }
-        if reset {
+        if plan.reset {
             self.apply_reset()?;
         }
         // One directory sync makes every rename and removal above durable.
         fsio::sync_dir(&self.dir)?;
         Ok(written_target)
+    }
+
+    /// Writes the tasks `ops` create (unless already written) and gathers
+    /// the rest: edge changes per task, deletions, a reset.
+    fn plan(&self, ops: &[JournalOp]) -> Result<JournalPlan, TaskListError> {
+        let mut plan = JournalPlan::default();
+        for op in ops {
+            match op {
+                JournalOp::Create { task } => {
+                    if !self.task_path(task.id).exists() {
+                        self.replace_task(task)?;
+                    }
+                }
+                JournalOp::AddEdge { blocker, blocked } => {
+                    plan.delta(*blocker).add_blocks.insert(*blocked);
+                    plan.delta(*blocked).add_blocked_by.insert(*blocker);
+                }
+                JournalOp::RemoveEdge { blocker, blocked } => {
+                    plan.delta(*blocker).remove_blocks.insert(*blocked);
+                    plan.delta(*blocked).remove_blocked_by.insert(*blocker);
+                }
+                JournalOp::Delete { id } => plan.deletes.push(*id),
+                JournalOp::Reset => plan.reset = true,
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Applies `delta` and, for the target, `patch` to task `id` under its
+    /// lock, writing it when it changed; the task as it stands after.
+    /// A task that vanished or became unreadable is skipped (`None`),
+    /// except the target, whose failure is returned.
+    fn apply_one(
+        &self,
+        id: u64,
+        delta: &EdgeDelta,
+        patch: Option<&ListTaskPatch>,
+    ) -> Result<Option<ListTask>, TaskListError> {
+        let _task_lock = match self.lock_existing_task(id) {
+            Ok(lock) => lock,
+            Err(e) if patch.is_some() => return Err(e),
+            Err(_) => return Ok(None),
+        };
+        let mut task = match self.get(id) {
+            Ok(task) => task,
+            Err(e) if patch.is_some() => return Err(e),
+            Err(_) => return Ok(None),
+        };
+        let before = task.clone();
+        delta.apply(&mut task);
+        if let Some(patch) = patch {
+            patch.apply_fields(&mut task);
+        }
+        if task != before || patch.is_some_and(|p| !p.is_empty()) {
+            task.updated_at = now_ms().max(task.updated_at);
+            self.replace_task(&task)?;
+        }
+        Ok(Some(task))
     }
 
     /// Removes `ids` from every task's edges, then deletes their files.
@@ -896,7 +916,7 @@ impl TaskListStore {
             if gone.contains(&id) {
                 continue;
             }
-            let refers = |t: &Task| {
+            let refers = |t: &ListTask| {
                 t.blocks
                     .iter()
                     .chain(&t.blocked_by)
@@ -963,7 +983,7 @@ impl TaskListStore {
     }
 
     /// Tasks blocked by `task` whose blockers are now all completed.
-    fn unblocked_by(&self, task: &Task) -> Vec<u64> {
+    fn unblocked_by(&self, task: &ListTask) -> Vec<u64> {
         task.blocks
             .iter()
             .copied()
