@@ -132,7 +132,7 @@ gits() {
     TRACE=
     # the subcommand: the first argument that is not an option of git's own
     grep -o 'execve("[^"]*/git", \[.*\]' strace.out | sed 's/^[^[]*\["git", //; s/\]$//' |
-        awk -F'", "' '{ for (i = 1; i <= NF; i++) { a = $i; gsub(/"/, "", a)
+        awk -F'", "' '{ for (i = 1; i <= NF; i++) { a = $i; sub(/"\].*$/, "", a); gsub(/"/, "", a)
             if (a == "-c" || a == "-C") { i++; continue }
             if (a ~ /^-/) continue
             print a; break } }' > gits.txt
