@@ -265,7 +265,8 @@ impl GrepSearch {
         }
         let mut searcher = SearcherBuilder::new();
         searcher
-            .line_number(true)
+            // Lines are only counted where they are shown.
+            .line_number(self.mode == Mode::Content && self.line_numbers)
             .multi_line(self.multiline)
             .before_context(self.before)
             .after_context(self.after)
@@ -280,7 +281,10 @@ impl GrepSearch {
                 let hidden = entry
                     .as_ref()
                     .is_ok_and(|e| self.hidden.as_ref().is_some_and(|h| h.hides(e.path())));
-                (!hidden).then(|| self.search_file(searcher, entry))
+                if hidden {
+                    return None;
+                }
+                self.search_file(searcher, entry)
             },
         )?;
 
@@ -297,6 +301,8 @@ impl GrepSearch {
             }
         }
         // The order of a sorted walk: by path, component by component.
+        // Only files with matches (or errors) are here, so this sort is
+        // as long as the results, not as the tree.
         hits.sort_by(|a, b| a.path.cmp(&b.path));
         for hit in hits {
             if let Some(why) = hit.error {
@@ -407,17 +413,22 @@ impl GrepSearch {
         })
     }
 
-    /// Searches one file of the walk (or notes a walk error).
+    /// Searches one file of the walk (or notes a walk error). A file
+    /// without matches or errors leaves nothing behind (`None`): in a
+    /// large tree almost every file is one of those, and nothing is
+    /// allocated for them.
     fn search_file(
         &self,
         searcher: &mut Searcher,
         entry: Result<ignore::DirEntry, ignore::Error>,
-    ) -> Result<FileHit, String> {
-        let entry = entry.map_err(|e| e.to_string())?;
+    ) -> Option<Result<FileHit, String>> {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => return Some(Err(e.to_string())),
+        };
         let path = entry.path();
-        let shown = walk::display_path(&self.cwd, path);
         let mut hit = FileHit {
-            path: path.to_path_buf(),
+            path: PathBuf::new(),
             lines: Vec::new(),
             truncated: false,
             count: 0,
@@ -426,6 +437,7 @@ impl GrepSearch {
         };
         let result = match self.mode {
             Mode::Content => {
+                let shown = walk::display_path(&self.cwd, path);
                 let mut out = Output::new(self.limit);
                 let mut sink = ContentSink {
                     out: &mut out,
@@ -457,9 +469,13 @@ impl GrepSearch {
             }
         };
         if let Err(e) = result {
-            hit.error = Some(format!("{shown}: {e}"));
+            hit.error = Some(format!("{}: {e}", walk::display_path(&self.cwd, path)));
         }
-        Ok(hit)
+        if hit.count == 0 && hit.lines.is_empty() && hit.error.is_none() {
+            return None;
+        }
+        hit.path = entry.into_path();
+        Some(Ok(hit))
     }
 
     fn no_matches(&self, notes: &str) -> ToolOutput {

@@ -240,6 +240,31 @@ async fn no_matches_is_a_message() {
     );
 }
 
+/// A file that cannot be read is named in a note even though it has no
+/// matches: files without matches leave nothing behind in the walk, files
+/// with errors must. (`/proc/self/mem` is a regular file whose first page
+/// cannot be read: EIO, even for root.)
+#[tokio::test]
+async fn an_unreadable_file_without_matches_is_noted() {
+    let (_d, root) = tree();
+    for mode in ["files_with_matches", "content", "count"] {
+        let out = ok(
+            "Grep",
+            json!({"pattern": "needle", "path": "/proc/self/mem", "output_mode": mode}),
+            &root,
+        )
+        .await;
+        assert!(
+            out.content.starts_with("No matches for `needle`")
+                && out
+                    .content
+                    .contains("1 file(s) or directories could not be searched: /proc/self/mem:"),
+            "{mode}: {}",
+            out.content
+        );
+    }
+}
+
 #[tokio::test]
 async fn bad_input_is_a_clear_error() {
     let (_d, root) = tree();
