@@ -10,8 +10,20 @@
 # e.g. KAJI=target/release/kaji SERVER=target/release/kaji-scripted-model.
 # Everything it makes lives under $BENCH_DIR (default /tmp/kaji-bench-37);
 # nothing is written to the repository. Prints one line per measurement:
-# medians of wall seconds and peak RSS (KB, /usr/bin/time -v), and the
-# median of the pair-by-pair ratios A/B.
+# medians of wall seconds (from `date +%s%N`, not /usr/bin/time's 10 ms
+# steps) and peak RSS (KB, /usr/bin/time), the median of the pair-by-pair
+# ratios A/B and the median of the pair-by-pair differences A-B in ms.
+#
+# The checkpoint costs are isolated from pairs of the same task with
+# checkpoints on (A) and off (B): an Edit task (`E1`) and a task of two
+# Edits (`E2`), so that
+#   one Edit's checkpoint      = (E2 on - E2 off) - (E1 on - E1 off)
+#   a task's first checkpoint  = (E1 on - E1 off) - one Edit's checkpoint
+# (each from medians of pairwise differences); and a Bash `true` round
+# against a task without it, once with checkpoints on and once off. Every
+# task is also run once under `strace -f -e trace=execve` to count the git
+# processes it starts. MODE=quick skips the 5-turn fix, the first sessions
+# and Grep.
 set -eu
 RUNS=${1:-5}
 KAJI=${KAJI:?set KAJI to the kaji binary}
@@ -71,6 +83,10 @@ EOF
 cat > edit.json <<EOF
 {"turns": [ $(tool Edit '{"file_path": "calc.py", "old_string": "a - b", "new_string": "a + b"}'), $done_turn ]}
 EOF
+cat > edit2.json <<EOF
+{"turns": [ $(tool Edit '{"file_path": "calc.py", "old_string": "a - b", "new_string": "a + b"}'),
+ $(tool Edit '{"file_path": "calc.py", "old_string": "return a + b", "new_string": "return (a + b)"}'), $done_turn ]}
+EOF
 cat > grep.json <<EOF
 {"turns": [ $(tool Grep '{"pattern": "return a - b"}'), $done_turn ]}
 EOF
@@ -87,20 +103,42 @@ start_server() { # $1: script; prints the URL
 URL_FIX=$(start_server fix.json fix)
 URL_TRUE=$(start_server true.json true)
 URL_EDIT=$(start_server edit.json edit)
+URL_EDIT2=$(start_server edit2.json edit2)
 URL_NONE=$(start_server none.json none)
 URL_GREP=$(start_server grep.json grep)
-trap 'for s in fix true edit none grep; do kill "$(cat server-$s.pid)" 2>/dev/null || true; done' EXIT
+trap 'for s in fix true edit edit2 none grep; do kill "$(cat server-$s.pid)" 2>/dev/null || true; done' EXIT
 
 # --- measuring -----------------------------------------------------------------
 # one_run DIR URL HOME FLAGS... : runs kaji exec once, prints "wall_s rss_kb".
 one_run() {
     dir=$1 url=$2 home=$3; shift 3
     cp "$dir/calc.orig" "$dir/calc.py"
-    KAJI_HOME="$home" ANTHROPIC_API_KEY=k /usr/bin/time -f '%e %M' -o time.out \
-        "$KAJI" exec --json --yolo --provider anthropic --model scripted \
+    t0=$(date +%s%N)
+    KAJI_HOME="$home" ANTHROPIC_API_KEY=k /usr/bin/time -f '%M' -o time.out \
+        $TRACE "$KAJI" exec --json --yolo --provider anthropic --model scripted \
         --base-url "$url" -C "$dir" "$@" go > /dev/null 2> run.err || {
         echo "kaji failed:" >&2; cat run.err >&2; exit 1; }
-    cat time.out
+    t1=$(date +%s%N)
+    echo "$t0 $t1 $(tail -n1 time.out)" | awk '{ printf "%.4f %d\n", ($2 - $1) / 1e9, $3 }'
+}
+TRACE=
+
+# gits NAME DIR URL HOME FLAGS...: the git processes one run starts, by
+# subcommand.
+gits() {
+    name=$1; shift
+    TRACE="strace -f -qq -v -s 300 -e trace=execve -e status=successful -o $BENCH_DIR/strace.out"
+    one_run "$@" > /dev/null
+    TRACE=
+    # the subcommand: the first argument that is not an option of git's own
+    grep -o 'execve("[^"]*/git", \[.*\]' strace.out | sed 's/^[^[]*\["git", //; s/\]$//' |
+        awk -F'", "' '{ for (i = 1; i <= NF; i++) { a = $i; sub(/"\].*$/, "", a); gsub(/"/, "", a)
+            if (a == "-c" || a == "-C") { i++; continue }
+            if (a ~ /^-/) continue
+            print a; break } }' > gits.txt
+    n=$(wc -l < gits.txt)
+    what=$(sort gits.txt | uniq -c | sort -rn | awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')
+    printf '%-38s %3d git: %s\n' "$name" "$n" "$what"
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -108,7 +146,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 # With "fresh", each run gets a new KAJI_HOME (a first session).
 compare() {
     name=$1 dir=$2 url_a=$3 flags_a=$4 url_b=$5 flags_b=$6 fresh=${7:-}
-    : > a.txt; : > b.txt; : > ratio.txt
+    : > a.txt; : > b.txt; : > ratio.txt; : > diff.txt
     home_a=$BENCH_DIR/home-a home_b=$BENCH_DIR/home-b
     rm -rf "$home_a" "$home_b"
     one_run "$dir" "$url_a" "$home_a" $flags_a > /dev/null # warm-up
@@ -120,12 +158,14 @@ compare() {
         b=$(one_run "$dir" "$url_b" "$home_b" $flags_b)
         echo "$a" >> a.txt; echo "$b" >> b.txt
         echo "$a $b" | awk '{ print ($3 > 0) ? $1 / $3 : 0 }' >> ratio.txt
+        echo "$a $b" | awk '{ print ($1 - $3) * 1000 }' >> diff.txt
         i=$((i + 1))
     done
-    printf '%-34s A %6.3f s %6d KB | B %6.3f s %6d KB | A/B %5.2f\n' "$name" \
+    LAST_DIFF=$(median < diff.txt)
+    printf '%-42s A %6.3f s %6d KB | B %6.3f s %6d KB | A/B %5.2f | A-B %6.1f ms\n' "$name" \
         "$(cut -d' ' -f1 a.txt | median)" "$(cut -d' ' -f2 a.txt | median)" \
         "$(cut -d' ' -f1 b.txt | median)" "$(cut -d' ' -f2 b.txt | median)" \
-        "$(median < ratio.txt)"
+        "$(median < ratio.txt)" "$LAST_DIFF"
 }
 
 # grep_vs_rg DIR: a Grep round (A) against none (B) and `rg -l` with as
@@ -151,10 +191,31 @@ grep_vs_rg() {
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "A = checkpoints on, B = --no-checkpoints unless said otherwise; medians of $RUNS"
 for tree in fixture big; do
-    compare "5-turn fix ($tree)" "$tree" "$URL_FIX" "" "$URL_FIX" "--no-checkpoints"
-    compare "Bash true round ($tree): A=round B=none" "$tree" "$URL_TRUE" "" "$URL_NONE" ""
-    compare "Edit round ($tree): A=round B=none" "$tree" "$URL_EDIT" "" "$URL_NONE" ""
-    compare "first session ($tree)" "$tree" "$URL_FIX" "" "$URL_FIX" "--no-checkpoints" fresh
+    if [ "${MODE:-}" != quick ]; then
+        compare "5-turn fix ($tree)" "$tree" "$URL_FIX" "" "$URL_FIX" "--no-checkpoints"
+    fi
+    compare "E1: 1 Edit ($tree)" "$tree" "$URL_EDIT" "" "$URL_EDIT" "--no-checkpoints"
+    e1=$LAST_DIFF
+    compare "E2: 2 Edits ($tree)" "$tree" "$URL_EDIT2" "" "$URL_EDIT2" "--no-checkpoints"
+    e2=$LAST_DIFF
+    echo "$e1 $e2" | awk -v t="$tree" '{ printf "  => %s: one Edit checkpoint %.1f ms; first checkpoint of a task %.1f ms\n", t, $2 - $1, 2 * $1 - $2 }'
+    compare "true round, ckpt on ($tree): A=true B=none" "$tree" "$URL_TRUE" "" "$URL_NONE" ""
+    compare "true round, ckpt off ($tree): A=true B=none" "$tree" "$URL_TRUE" "--no-checkpoints" "$URL_NONE" "--no-checkpoints"
+    compare "none, ckpt on/off ($tree)" "$tree" "$URL_NONE" "" "$URL_NONE" "--no-checkpoints"
+    if [ "${MODE:-}" != quick ]; then
+        compare "first session ($tree)" "$tree" "$URL_FIX" "" "$URL_FIX" "--no-checkpoints" fresh
+    fi
+    home=$BENCH_DIR/home-count
+    rm -rf "$home"; one_run "$tree" "$URL_NONE" "$home" > /dev/null # the shadow exists
+    gits "git: none ($tree)" "$tree" "$URL_NONE" "$home"
+    gits "git: true ($tree)" "$tree" "$URL_TRUE" "$home"
+    gits "git: E1 ($tree)" "$tree" "$URL_EDIT" "$home"
+    gits "git: E2 ($tree)" "$tree" "$URL_EDIT2" "$home"
+    gits "git: 5-turn fix ($tree)" "$tree" "$URL_FIX" "$home"
+    rm -rf "$home"
+    gits "git: first session ($tree)" "$tree" "$URL_FIX" "$home"
 done
-grep_vs_rg big
+if [ "${MODE:-}" != quick ]; then
+    grep_vs_rg big
+fi
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -595,7 +595,10 @@ impl ToolExecutor {
         access: &ToolAccess,
         ctx: &ToolContext,
     ) -> Result<(), ToolRun> {
-        if !tool.is_read_only() && !matches!(access, ToolAccess::Interaction) {
+        // A read-only command changes nothing the initial checkpoint must
+        // hold first: it runs at once, as read-only tools do.
+        let read_only = tool.is_read_only() || self.is_read_only_command(access, ctx);
+        if !read_only && !matches!(access, ToolAccess::Interaction) {
             self.wait_for_checkpoint(tool, input, ctx).await;
         }
         if ctx.cancel.is_cancelled() {
@@ -674,14 +677,23 @@ impl ToolExecutor {
     /// A call that changed files changed nothing, for its checkpoint,
     /// when it is a command the approval analysis classes read-only.
     fn scope_changes(&self, access: &ToolAccess, env: &CallEnv<'_>, run: &mut ToolRun) {
-        let (ToolRun::Ran(ran), ToolAccess::Execute { command }) = (run, access) else {
-            return;
-        };
-        if ran.changed_files {
-            let approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
-            let pctx = approvals.context(&env.ctx.project_dir, &env.ctx.cwd);
-            ran.changed_files = !kaji_policy::is_read_only_command(command, &pctx);
+        if let ToolRun::Ran(ran) = run
+            && ran.changed_files
+            && self.is_read_only_command(access, env.ctx)
+        {
+            ran.changed_files = false;
         }
+    }
+
+    /// Whether `access` runs a command the approval analysis classes
+    /// read-only (as in plan mode).
+    fn is_read_only_command(&self, access: &ToolAccess, ctx: &ToolContext) -> bool {
+        let ToolAccess::Execute { command } = access else {
+            return false;
+        };
+        let approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+        let pctx = approvals.context(&ctx.project_dir, &ctx.cwd);
+        kaji_policy::is_read_only_command(command, &pctx)
     }
 
     /// The only files a call changed, when its tool names the files it

@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::common::{Wire, exec_json, run};
 
 /// The real git on `PATH`.
-fn real_git() -> PathBuf {
+pub(crate) fn real_git() -> PathBuf {
     std::env::var_os("PATH")
         .iter()
         .flat_map(std::env::split_paths)
@@ -28,7 +28,7 @@ fn real_git() -> PathBuf {
 }
 
 /// A directory holding a `git` that appends its arguments to `log`.
-fn logging_git(home: &Path, log: &Path) -> PathBuf {
+pub(crate) fn logging_git(home: &Path, log: &Path) -> PathBuf {
     let bin = home.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let script = bin.join("git");

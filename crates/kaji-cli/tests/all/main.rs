@@ -14,6 +14,7 @@ mod agent_sdk;
 mod agent_sdk_control;
 mod agents_cli;
 mod checkpoint_cost;
+mod checkpoint_rounds;
 mod checkpoint_watch;
 mod checkpoints_cli;
 mod chosen_model;

@@ -37,7 +37,9 @@
 //! [`kaji_tasks::process::spawn_in_group`], in a process group of its own.
 
 mod capture;
+mod ignored;
 mod preimage;
+mod refs;
 mod stale;
 mod watch;
 
@@ -707,10 +709,19 @@ impl CheckpointStore {
             }
         }
         let mut add = check.clone();
-        if !check.is_empty() {
+        // Only paths an ignore rule matches are asked about (no process
+        // for the usual Edit of a file no rule touches).
+        let mut rules = ignored::Rules::new(&self.work_tree, &self.git_dir);
+        let mut doubtful = Vec::new();
+        for path in split_z(&check) {
+            if !rules.untouched(&path_from_bytes(path)) {
+                push_z(&mut doubtful, path);
+            }
+        }
+        if !doubtful.is_empty() {
             // Without --no-index: tracked paths are never "ignored".
             let ignored = self
-                .git_run(&["check-ignore", "-z", "--stdin"], Some(check))
+                .git_run(&["check-ignore", "-z", "--stdin"], Some(doubtful))
                 .await?;
             let ignored: std::collections::HashSet<&[u8]> = split_z(&ignored.stdout).collect();
             if !ignored.is_empty() {
@@ -739,6 +750,13 @@ impl CheckpointStore {
         config: &[&str],
         skipped: Vec<PathNote>,
     ) -> Result<Staged, CheckpointError> {
+        if add.is_empty()
+            && drop.is_empty()
+            && let Some(tree) = refs::index_tree(&self.git_dir)
+        {
+            // Nothing to stage, and the index is as `write-tree` left it.
+            return Ok(Staged { tree, skipped });
+        }
         if !add.is_empty() {
             let mut args = config.to_vec();
             args.extend([
@@ -758,11 +776,9 @@ impl CheckpointStore {
             )
             .await?;
         }
-        let tree = self.git(&["write-tree"], None).await?;
-        Ok(Staged {
-            tree: parse_oid(&tree, "git write-tree")?,
-            skipped,
-        })
+        let tree = parse_oid(&self.git(&["write-tree"], None).await?, "git write-tree")?;
+        refs::remember_index_tree(&self.git_dir, &tree);
+        Ok(Staged { tree, skipped })
     }
 
     /// This store, whose checkpoints record the files saved in
@@ -1114,6 +1130,7 @@ impl CheckpointStore {
             &info.join("attributes"),
             b"# store contents byte for byte\n* -text -eol -filter -ident -working-tree-encoding\n",
         )?;
+        refs::forget_index_tree(&self.git_dir);
         self.borrow_from_user_repository().await;
         write_file(&marker, path_bytes(&self.work_tree).as_ref())?;
         Ok(())
@@ -1411,22 +1428,19 @@ impl CheckpointStore {
             .run_checked(cmd, "git commit-tree", Some(message(&label, skipped)))
             .await?;
         let commit = parse_oid(&out, "git commit-tree")?;
-        let old = match &head {
-            Some((parent, _)) => parent.as_str().to_string(),
-            None => "0".repeat(commit.len()),
-        };
-        self.git(
-            &[
-                "update-ref",
-                "-m",
-                "checkpoint",
-                CHECKPOINT_REF,
-                &commit,
-                &old,
-            ],
-            None,
-        )
-        .await?;
+        // The branch is a file: moved without an `update-ref` process.
+        let parent = head.as_ref().map(|(parent, _)| parent.as_str());
+        refs::update(&self.git_dir, &commit, parent).map_err(|e| match e {
+            refs::RefError::Io(source) => CheckpointError::Io {
+                path: self.git_dir.join(CHECKPOINT_REF),
+                source,
+            },
+            other => CheckpointError::UnexpectedOutput {
+                command: format!("update {CHECKPOINT_REF}"),
+                message: other.to_string(),
+            },
+        })?;
+        refs::remember(&self.git_dir, &commit, tree);
         Ok(Some(Checkpoint {
             id: CheckpointId(commit),
             label,
@@ -1435,8 +1449,36 @@ impl CheckpointStore {
         }))
     }
 
-    /// The latest checkpoint commit and its tree.
+    /// The latest checkpoint commit and its tree: read from the shadow's
+    /// files when they say it (see [`refs`]), else from git.
     async fn head(&self) -> Result<Option<(CheckpointId, String)>, CheckpointError> {
+        match refs::read(&self.git_dir) {
+            Ok(None) => return Ok(None),
+            Ok(Some(commit)) => {
+                if let Some(tree) = refs::cached_tree(&self.git_dir, &commit) {
+                    return Ok(Some((CheckpointId(commit), tree)));
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "the checkpoint branch is read by git"),
+        }
+        let head = self.head_from_git().await?;
+        if let Some((commit, tree)) = &head {
+            refs::remember(&self.git_dir, commit.as_str(), tree);
+        }
+        Ok(head)
+    }
+
+    /// The id of the latest checkpoint, without its label (cheaper than
+    /// [`latest`](Self::latest): no git process when the shadow's files
+    /// say it).
+    pub async fn latest_id(&self) -> Result<Option<CheckpointId>, CheckpointError> {
+        if !self.is_initialised() {
+            return Ok(None);
+        }
+        Ok(self.head().await?.map(|(commit, _)| commit))
+    }
+
+    async fn head_from_git(&self) -> Result<Option<(CheckpointId, String)>, CheckpointError> {
         let out = self
             .git(
                 &[
@@ -1555,6 +1597,12 @@ impl CheckpointStore {
 
     /// Runs `git <args>` on the shadow; non-zero exit is an error.
     async fn git(&self, args: &[&str], stdin: Option<Vec<u8>>) -> Result<Vec<u8>, CheckpointError> {
+        if args
+            .iter()
+            .any(|a| matches!(*a, "update-index" | "read-tree"))
+        {
+            refs::forget_index_tree(&self.git_dir);
+        }
         let mut cmd = self.command();
         cmd.args(args);
         self.run_checked(cmd, &describe(args), stdin).await

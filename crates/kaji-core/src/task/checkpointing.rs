@@ -38,7 +38,7 @@ impl Task {
                     // one holds the files as they are.
                     let id = match taken {
                         Some(cp) => Some(cp.id),
-                        None => store.latest().await.ok().flatten().map(|cp| cp.id),
+                        None => store.latest_id().await.ok().flatten(),
                     };
                     if let Some(slot) = slot {
                         *slot.lock().unwrap_or_else(|e| e.into_inner()) =

@@ -13,6 +13,7 @@ mod common;
 mod session_support;
 
 mod checkpoint_borrow;
+mod checkpoint_paths;
 mod checkpoints;
 mod claude_corpus;
 mod claude_events;
