@@ -71,12 +71,12 @@ fn request(history: &[Message], cache: &Arc<WireCache>, thinking: bool) -> Model
 /// The bytes sent for `history`, by each wire, checked against the whole
 /// body serialised at once.
 fn check(history: &[Message], caches: &[Arc<WireCache>; 2], seed: u64, round: usize) {
-    let reasoning = if round % 3 == 0 {
+    let reasoning = if round.is_multiple_of(3) {
         Reasoning::Medium
     } else {
         Reasoning::Off
     };
-    let req = request(history, &caches[0], round % 5 == 0);
+    let req = request(history, &caches[0], round.is_multiple_of(5));
     let mut whole = anthropic::request_body(&req, "m");
     anthropic::apply_reasoning(&mut whole, reasoning);
     assert_eq!(
@@ -84,7 +84,7 @@ fn check(history: &[Message], caches: &[Arc<WireCache>; 2], seed: u64, round: us
         whole.to_string(),
         "anthropic, seed {seed}, round {round}"
     );
-    let req = request(history, &caches[1], round % 5 == 0);
+    let req = request(history, &caches[1], round.is_multiple_of(5));
     let mut whole = openai::request_body(&req, "m", "max_tokens");
     if let Some(effort) = reasoning.effort() {
         whole["reasoning_effort"] = json!(effort);
