@@ -238,6 +238,7 @@ impl WebSearcher for NativeWebSearch {
                 blocked_domains: query.blocked_domains.clone(),
                 max_uses: MAX_USES,
             }),
+            wire_cache: None,
         };
         let who = self.describe();
         if !has_web_search(&self.provider) {

@@ -40,6 +40,7 @@ use crate::sse::SseEvent;
 use crate::transport::{
     EventError, HttpCall, ReplyDecoder, RetryPolicy, json_error_message, stream_reply,
 };
+use crate::wire_cache::{MESSAGES_SENTINEL, push_item, splice_messages};
 use crate::{LlmError, ModelProvider, ModelRequest, ModelStream, ProviderConfig};
 
 /// The `anthropic-version` header value sent with every request.
@@ -122,15 +123,14 @@ impl ModelProvider for AnthropicProvider {
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let mut body = request_body(&request, &self.model);
-        apply_reasoning(&mut body, self.reasoning);
+        let body = request_text(&request, &self.model, self.reasoning);
         let call = HttpCall {
             provider: "anthropic",
             key_source: self.key_source,
             client: self.client.clone(),
             url: self.url.clone(),
             headers: self.headers.clone(),
-            body: Bytes::from(body.to_string()),
+            body: Bytes::from(body),
             policy: self.policy,
         };
         stream_reply(call, AnthropicDecoder::default)
@@ -155,12 +155,48 @@ pub fn web_search_tool(search: &crate::ProviderWebSearch) -> Value {
 
 /// The JSON body of a streaming Messages request.
 pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
+    let mut messages: Vec<Value> = request.messages.iter().filter_map(message_json).collect();
+    mark_conversation_end(&mut messages);
+    body_with(request, default_model, Value::Array(messages))
+}
+
+/// The body as sent, with `reasoning` applied: the same bytes as
+/// [`request_body`] serialised, but each message before the marked end is
+/// serialised once per conversation when the request carries a
+/// [`WireCache`](crate::WireCache).
+pub fn request_text(
+    request: &ModelRequest,
+    default_model: &str,
+    reasoning: crate::Reasoning,
+) -> String {
+    let (start, tail) = marked_tail(&request.messages);
+    let make = |m: &Message| message_json(m).map(|v| v.to_string()).unwrap_or_default();
+    let mut body = body_with(
+        request,
+        default_model,
+        Value::String(MESSAGES_SENTINEL.into()),
+    );
+    apply_reasoning(&mut body, reasoning);
+    let cache = request.wire_cache.as_deref();
+    splice_messages(&body.to_string(), "messages", cache, |out| {
+        let prefix = &request.messages[..start];
+        match cache {
+            Some(cache) => cache.write(out, "anthropic", prefix, make),
+            None => prefix.iter().for_each(|m| push_item(out, &make(m))),
+        }
+        for value in &tail {
+            push_item(out, &value.to_string());
+        }
+    })
+}
+
+/// The body around `messages`.
+fn body_with(request: &ModelRequest, default_model: &str, messages: Value) -> Value {
     let model = if request.model.is_empty() {
         default_model
     } else {
         &request.model
     };
-    let mut messages: Vec<Value> = request.messages.iter().filter_map(message_json).collect();
     let mut body = json!({
         "model": model,
         "max_tokens": request.max_tokens,
@@ -184,8 +220,7 @@ pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
         body["system"] =
             json!([{"type": "text", "text": request.system, "cache_control": ephemeral()}]);
     }
-    mark_conversation_end(&mut messages);
-    body["messages"] = Value::Array(messages);
+    body["messages"] = messages;
     if let Some(t) = request.temperature {
         body["temperature"] = json!(crate::temperature_json(t));
     }
@@ -232,23 +267,54 @@ fn mark_conversation_end(messages: &mut [Value]) {
         if marked == 2 {
             break;
         }
-        let is_user = message["role"] == "user";
-        if marked == 1 && !is_user {
-            continue;
-        }
-        let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) else {
-            continue;
-        };
-        if let Some(block) = blocks.iter_mut().rev().find(|b| {
-            !matches!(
-                b.get("type").and_then(Value::as_str),
-                Some("thinking" | "redacted_thinking")
-            )
-        }) {
-            block["cache_control"] = ephemeral();
+        if mark(message, marked) {
             marked += 1;
         }
     }
+}
+
+/// The messages [`mark_conversation_end`] may touch, on the wire and
+/// marked, and the index of the first of them: every message before it
+/// goes as it is.
+fn marked_tail(messages: &[Message]) -> (usize, Vec<Value>) {
+    let (mut start, mut marked) = (messages.len(), 0);
+    let mut tail = Vec::new();
+    for (i, message) in messages.iter().enumerate().rev() {
+        if marked == 2 {
+            break;
+        }
+        start = i;
+        if let Some(mut value) = message_json(message) {
+            if mark(&mut value, marked) {
+                marked += 1;
+            }
+            tail.push(value);
+        }
+    }
+    tail.reverse();
+    (start, tail)
+}
+
+/// Marks `message` as the next breakpoint from the end, `marked` being
+/// how many are placed: whether it took one.
+fn mark(message: &mut Value, marked: u32) -> bool {
+    let is_user = message["role"] == "user";
+    if marked == 1 && !is_user {
+        return false;
+    }
+    let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return false;
+    };
+    let Some(block) = blocks.iter_mut().rev().find(|b| {
+        !matches!(
+            b.get("type").and_then(Value::as_str),
+            Some("thinking" | "redacted_thinking")
+        )
+    }) else {
+        return false;
+    };
+    block["cache_control"] = ephemeral();
+    true
 }
 
 fn message_json(message: &Message) -> Option<Value> {
@@ -1074,6 +1140,7 @@ mod tests {
                 blocked_domains: vec!["spam.example".into()],
                 max_uses: 3,
             }),
+            wire_cache: None,
         };
         let body = request_body(&request, "m");
         assert_eq!(
@@ -1132,6 +1199,7 @@ mod tests {
             max_tokens: 10,
             temperature: None,
             web_search: None,
+            wire_cache: None,
         };
         let body = request_body(&request, "m");
         assert_eq!(
@@ -1222,6 +1290,7 @@ mod tests {
             max_tokens: 100,
             temperature: Some(0.5),
             web_search: None,
+            wire_cache: None,
         };
         let body = request_body(&request, "claude-x");
         assert_eq!(
@@ -1265,6 +1334,7 @@ mod tests {
             max_tokens: 10,
             temperature: None,
             web_search: None,
+            wire_cache: None,
         };
         let body = request_body(&request, "m");
         let content = &body["messages"][0]["content"];

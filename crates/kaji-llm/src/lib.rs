@@ -19,6 +19,7 @@ pub mod selection;
 pub mod sse;
 pub mod tls;
 mod transport;
+pub mod wire_cache;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -32,6 +33,7 @@ pub use error::LlmError;
 pub use openai::OpenAiProvider;
 pub use pricing::{ModelInfo, ModelOverride, ModelOverrides, Prices, cost_usd, model_info};
 pub use responses::ResponsesProvider;
+pub use wire_cache::WireCache;
 
 /// One request to a model.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +56,10 @@ pub struct ModelRequest {
     /// searches come back as [`StreamEvent::ServerBlock`]s. Ignored by a
     /// wire without one ([`ProviderKind::has_web_search`]).
     pub web_search: Option<ProviderWebSearch>,
+    /// The conversation's messages as already serialised, kept by the
+    /// history's owner across its requests: a request then serialises
+    /// only what is new (the same bytes). `None`: all of it, every time.
+    pub wire_cache: Option<Arc<WireCache>>,
 }
 
 /// A reply stream. Dropping it drops the connection at once.

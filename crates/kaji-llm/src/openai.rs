@@ -34,6 +34,7 @@ use crate::sse::SseEvent;
 use crate::transport::{
     EventError, HttpCall, ReplyDecoder, RetryPolicy, json_error_message, stream_reply,
 };
+use crate::wire_cache::{MESSAGES_SENTINEL, push_item, splice_messages};
 use crate::{LlmError, ModelProvider, ModelRequest, ModelStream, ProviderConfig};
 
 /// Provider for the OpenAI Chat Completions API and compatible servers.
@@ -98,17 +99,14 @@ impl ModelProvider for OpenAiProvider {
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let mut body = request_body(&request, &self.model, self.max_tokens_field);
-        if let Some(effort) = self.reasoning.effort() {
-            body["reasoning_effort"] = json!(effort);
-        }
+        let body = request_text(&request, &self.model, self.max_tokens_field, self.reasoning);
         let call = HttpCall {
             provider: "openai",
             key_source: crate::openai::key_source(self.keyed),
             client: self.client.clone(),
             url: self.url.clone(),
             headers: self.headers.clone(),
-            body: Bytes::from(body.to_string()),
+            body: Bytes::from(body),
             policy: self.policy,
         };
         stream_reply(call, OpenAiDecoder::default)
@@ -127,18 +125,78 @@ pub(crate) fn key_source(keyed: bool) -> &'static str {
 /// The JSON body of a streaming chat completion request. `max_tokens_field`
 /// is `max_tokens` or `max_completion_tokens`.
 pub fn request_body(request: &ModelRequest, default_model: &str, max_tokens_field: &str) -> Value {
+    let mut messages = Vec::new();
+    if let Some(system) = system_message(request) {
+        messages.push(system);
+    }
+    for message in request.messages.iter() {
+        push_message(message, &mut messages);
+    }
+    body_with(
+        request,
+        default_model,
+        max_tokens_field,
+        Value::Array(messages),
+    )
+}
+
+/// The body as sent, with `reasoning` applied: the same bytes as
+/// [`request_body`] serialised, but each message is serialised once per
+/// conversation when the request carries a
+/// [`WireCache`](crate::WireCache).
+pub fn request_text(
+    request: &ModelRequest,
+    default_model: &str,
+    max_tokens_field: &str,
+    reasoning: crate::Reasoning,
+) -> String {
+    let make = |m: &Message| {
+        let mut values = Vec::new();
+        push_message(m, &mut values);
+        let texts: Vec<String> = values.iter().map(Value::to_string).collect();
+        texts.join(",")
+    };
+    let mut body = body_with(
+        request,
+        default_model,
+        max_tokens_field,
+        Value::String(MESSAGES_SENTINEL.into()),
+    );
+    if let Some(effort) = reasoning.effort() {
+        body["reasoning_effort"] = json!(effort);
+    }
+    let cache = request.wire_cache.as_deref();
+    splice_messages(&body.to_string(), "messages", cache, |out| {
+        if let Some(system) = system_message(request) {
+            push_item(out, &system.to_string());
+        }
+        match cache {
+            Some(cache) => cache.write(out, "openai", &request.messages, make),
+            None => request
+                .messages
+                .iter()
+                .for_each(|m| push_item(out, &make(m))),
+        }
+    })
+}
+
+/// The system prompt as the first message, unless it is empty.
+fn system_message(request: &ModelRequest) -> Option<Value> {
+    (!request.system.is_empty()).then(|| json!({"role": "system", "content": request.system}))
+}
+
+/// The body around `messages`.
+fn body_with(
+    request: &ModelRequest,
+    default_model: &str,
+    max_tokens_field: &str,
+    messages: Value,
+) -> Value {
     let model = if request.model.is_empty() {
         default_model
     } else {
         &request.model
     };
-    let mut messages = Vec::new();
-    if !request.system.is_empty() {
-        messages.push(json!({"role": "system", "content": request.system}));
-    }
-    for message in request.messages.iter() {
-        push_message(message, &mut messages);
-    }
     let mut body = json!({
         "model": model,
         "stream": true,
@@ -850,6 +908,7 @@ mod tests {
             max_tokens: 9,
             temperature: None,
             web_search: None,
+            wire_cache: None,
         };
         assert_eq!(
             request_body(&request, "default", "max_tokens"),
@@ -890,6 +949,7 @@ mod tests {
             max_tokens: 9,
             temperature: None,
             web_search: None,
+            wire_cache: None,
         };
         let body = request_body(&request, "default", "max_tokens");
         let messages = body["messages"].as_array().expect("messages");

@@ -339,9 +339,9 @@ async fn handle(
         method: method.to_string(),
         path: path.clone(),
         headers: recorded_headers,
-        body: parsed
-            .clone()
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned())),
+        // Filled after the decision, which reads `parsed` (not cloned: the
+        // body of a long conversation is large).
+        body: Value::Null,
         raw_body: String::from_utf8_lossy(&body).into_owned(),
         format,
         turn: None,
@@ -351,6 +351,7 @@ async fn handle(
 
     let in_flight = InFlight::enter(&shared);
     let outcome = decide(&shared, format, &parsed, &mut record);
+    record.body = parsed.unwrap_or_else(|_| Value::String(record.raw_body.clone()));
     {
         let mut state = shared.state();
         state.requests.push(record);
@@ -445,8 +446,9 @@ fn decide(
     };
     let (route, script) = shared.script.route(&system_text(format, body));
     record.agent = route.map(|i| shared.script.agents[i].marker.clone());
+    let size = || body.to_string().len();
     if let Some(max) = script.max_request_bytes
-        && record_len(record) > max
+        && size() > max
     {
         let server = match format {
             WireFormat::Anthropic => "anthropic",
@@ -454,7 +456,7 @@ fn decide(
         };
         return Decision::Error(
             StatusCode::BAD_REQUEST,
-            context_length_error(server, record_len(record) / 4, max / 4),
+            context_length_error(server, size() / 4, max / 4),
         );
     }
     let mut turn_index = match format {
@@ -545,14 +547,6 @@ fn system_text(format: WireFormat, body: &Value) -> String {
                     .join("\n")
             })
             .unwrap_or_default(),
-    }
-}
-
-/// The size of a recorded request's body in bytes, as sent.
-fn record_len(record: &RecordedRequest) -> usize {
-    match &record.body {
-        Value::String(raw) => raw.len(),
-        body => body.to_string().len(),
     }
 }
 

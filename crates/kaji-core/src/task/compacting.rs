@@ -120,7 +120,7 @@ impl Task {
             }
         };
         let after = compaction::estimate_tokens(&history);
-        self.lock().history = Arc::new(history.clone());
+        self.lock().set_history(history.clone());
         self.lock().context_tokens = after;
         self.config
             .recorder
@@ -173,6 +173,7 @@ impl Task {
                 max_tokens: self.config.max_tokens,
                 temperature: None,
                 web_search: None,
+                wire_cache: None,
             };
             match self.collect_text(request).await {
                 Ok(text) if !text.trim().is_empty() => return Ok((text, dropped)),

@@ -338,7 +338,7 @@ impl Task {
                     role: Role::User,
                     content: other_results,
                 };
-                self.lock().history_mut().push(message.clone());
+                self.lock().push_message(message.clone());
                 self.config
                     .recorder
                     .record_synced(SessionRecord::Message { message });

@@ -80,7 +80,7 @@ impl Task {
             self.config.recorder.record(SessionRecord::Message {
                 message: reply.clone(),
             });
-            st.history_mut().push(reply);
+            st.push_message(reply);
         }
         self.count_mistakes(runs, broken);
     }
@@ -93,7 +93,7 @@ impl Task {
                 role: Role::User,
                 content: results,
             };
-            self.lock().history_mut().push(message.clone());
+            self.lock().push_message(message.clone());
             self.config
                 .recorder
                 .record(SessionRecord::Message { message });

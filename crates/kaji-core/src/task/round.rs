@@ -83,9 +83,10 @@ impl Task {
     }
 
     pub(super) fn request(&self, mut specs: Vec<kaji_protocol::ToolSpec>) -> ModelRequest {
-        let (mode, messages, cwd) = {
+        let (mode, messages, wire, cwd) = {
             let st = self.lock();
-            (st.mode, st.history.clone(), st.cwd.clone())
+            let wire = Arc::clone(&st.wire);
+            (st.mode, st.history.clone(), wire, st.cwd.clone())
         };
         let web_search = self
             .may_search_in_reply(mode, &cwd)
@@ -110,6 +111,7 @@ impl Task {
             max_tokens: self.config.max_tokens,
             temperature: self.config.temperature,
             web_search,
+            wire_cache: Some(wire),
         }
     }
 

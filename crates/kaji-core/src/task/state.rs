@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use kaji_llm::LlmError;
+use kaji_llm::{LlmError, WireCache};
 use kaji_protocol::{ContentBlock, Message, Role, TaskStatus, Usage};
 
 use crate::checkpoints::CheckpointStore;
@@ -18,6 +18,10 @@ pub(super) struct TaskState {
     /// The conversation: shared with the request in flight, never copied
     /// for one (a push copies it only while a request still holds it).
     pub(super) history: Arc<Vec<Message>>,
+    /// The history's messages as the provider serialised them, reused by
+    /// the next request: whatever changes a message other than by pushing
+    /// a new one says so here.
+    pub(super) wire: Arc<WireCache>,
     /// The reply being streamed in the current round.
     pub(super) assembler: Option<ReplyAssembler>,
     /// Set by the stream reader when the stream has ended.
@@ -62,9 +66,15 @@ pub(super) struct TaskState {
 }
 
 impl TaskState {
-    /// The history, to change it.
-    pub(super) fn history_mut(&mut self) -> &mut Vec<Message> {
-        Arc::make_mut(&mut self.history)
+    /// Adds a message at the end of the history.
+    pub(super) fn push_message(&mut self, message: Message) {
+        Arc::make_mut(&mut self.history).push(message);
+    }
+
+    /// Replaces the history (after a compaction).
+    pub(super) fn set_history(&mut self, history: Vec<Message>) {
+        self.wire.clear();
+        self.history = Arc::new(history);
     }
 
     /// The history, handed out (a copy only if a request still holds it).
@@ -77,8 +87,10 @@ impl TaskState {
     /// continued conversation whose last results were answered).
     pub(super) fn push_user_content(&mut self, content: Vec<ContentBlock>) {
         let history = Arc::make_mut(&mut self.history);
+        let len = history.len();
         match history.last_mut() {
             Some(last) if last.role == Role::User => {
+                self.wire.keep_first(len - 1);
                 self.pushed_onto = Some(last.content.len());
                 last.content.extend(content);
             }
@@ -95,14 +107,16 @@ impl TaskState {
     /// Takes back what [`TaskState::push_user_content`] added (the request
     /// failed as a whole and is retried).
     pub(super) fn unpush_user_content(&mut self) {
+        let history = Arc::make_mut(&mut self.history);
+        self.wire.keep_first(history.len().saturating_sub(1));
         match self.pushed_onto.take() {
             Some(len) => {
-                if let Some(last) = self.history_mut().last_mut() {
+                if let Some(last) = history.last_mut() {
                     last.content.truncate(len);
                 }
             }
             None => {
-                self.history_mut().pop();
+                history.pop();
             }
         }
     }

@@ -225,6 +225,7 @@ fn request_body_maps_history_and_replays_reasoning() {
         max_tokens: 9,
         temperature: None,
         web_search: None,
+        wire_cache: None,
     };
     let mut body = request_body(&request, "gpt-5-codex");
     apply_reasoning(&mut body, Reasoning::High);
@@ -291,6 +292,7 @@ fn a_request_offering_web_search_carries_the_hosted_tool_and_asks_for_sources() 
             blocked_domains: Vec::new(),
             max_uses: 5,
         }),
+        wire_cache: None,
     };
     let body = request_body(&request, "x");
     assert_eq!(

@@ -16,3 +16,4 @@ mod providers;
 mod reasoning;
 mod selection;
 mod wire;
+mod wire_cache;

@@ -35,6 +35,7 @@ pub fn request(text: &str) -> ModelRequest {
         max_tokens: 1024,
         temperature: None,
         web_search: None,
+        wire_cache: None,
     }
 }
 
