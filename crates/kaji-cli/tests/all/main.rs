@@ -31,6 +31,7 @@ mod mcp_cli;
 mod no_retry;
 mod nothing_lost;
 mod permissions_cli;
+mod provider_search;
 mod ps_cli;
 mod resume_views;
 mod review_cli;

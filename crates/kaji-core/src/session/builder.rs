@@ -286,6 +286,10 @@ impl SessionBuilder {
             subagents: subagent_limits(&self.options.subagents, &settings),
             persist: self.options.persist,
         };
+        let web_search = crate::web_search::WebSearchSetup::from_settings(
+            settings.web_search.as_ref(),
+            &provider_config,
+        );
         let services = SessionServices {
             owner: owner_name(
                 self.options
@@ -302,9 +306,7 @@ impl SessionBuilder {
             models: settings.models.clone(),
             tools,
             mcp,
-            web_search: crate::web_search::WebSearchSetup::from_settings(
-                settings.web_search.as_ref(),
-            ),
+            web_search,
             tool_services: Arc::new(kaji_tools::ToolServices {
                 task_list: Some(task_list.clone()),
                 runtime: Some(Arc::clone(&runtime)),

@@ -76,6 +76,7 @@ impl Task {
                     Next::End(TaskStatus::Failed, Some(msg))
                 }
                 RoundOutcome::Overflow(err) => self.after_overflow(err, &mut user_content).await,
+                RoundOutcome::SearchRejected => Next::Retry,
                 RoundOutcome::Refused(why) => {
                     let why = why.as_deref().unwrap_or("the provider gave no explanation");
                     let msg = format!("The model refused to continue: {why}");
