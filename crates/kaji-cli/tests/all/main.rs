@@ -37,6 +37,7 @@ mod resume_views;
 mod review_cli;
 mod review_shadow;
 mod rules_cli;
+mod run_budget;
 mod sandbox_escapes;
 mod sdk_hooks;
 mod sdk_permissions;

@@ -79,8 +79,8 @@ impl Task {
 
         let presented = self.present(version_rx, &stream_cancel).await;
         stream_cancel.cancel();
-        let _ = reader.await;
-        let outcome = self.settle(presented, size);
+        let charged = reader.await.unwrap_or(false);
+        let outcome = self.settle(presented, size, charged);
         if searched {
             return self.unless_search_rejected(outcome);
         }
@@ -176,8 +176,9 @@ impl Task {
         ) == crate::permissions::Decision::Allow
     }
 
-    /// Tells the front end and the session file what a request used.
-    pub(super) fn report_usage(&self, turn: u32, usage: Usage, estimated: bool) {
+    /// Tells the front end and the session file what a request used, and
+    /// charges the run's budget with it unless the stream reader did.
+    pub(super) fn report_usage(&self, turn: u32, usage: Usage, estimated: bool, charged: bool) {
         let cost_usd = self.config.pricing.as_ref().map(|p| p(&usage));
         let context_tokens = usage
             .input_tokens
@@ -191,7 +192,9 @@ impl Task {
                 *st.cost_usd.get_or_insert(0.0) += c;
             }
         }
-        self.config.budget.charge(cost_usd, &usage);
+        if !charged {
+            self.config.budget.charge(cost_usd, &usage);
+        }
         self.config.recorder.record(SessionRecord::Usage {
             turn,
             usage,
