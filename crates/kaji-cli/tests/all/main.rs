@@ -26,6 +26,7 @@ mod doctor_cli;
 mod exec_cli;
 mod exec_golden;
 mod images_cli;
+mod log_file;
 mod lsp_cli;
 mod mcp_cli;
 mod no_retry;
