@@ -21,8 +21,9 @@ mod repair;
 
 use clap::{Args, Subcommand};
 use kaji_tasks::list::{
-    DEFAULT_LIST_ID, ListSnapshot, ListTarget, ListTaskStatus, LockWait, NewTask, Task, TaskFilter,
-    TaskListError, TaskListErrorKind, TaskListStore, TaskPatch, resolve_target,
+    DEFAULT_LIST_ID, ListSnapshot, ListTarget, ListTask, ListTaskFilter, ListTaskPatch,
+    ListTaskStatus, LockWait, NewListTask, TaskListError, TaskListErrorKind, TaskListStore,
+    resolve_target,
 };
 use serde_json::{Value, json};
 
@@ -164,8 +165,8 @@ struct ListFilterArgs {
 }
 
 impl ListFilterArgs {
-    fn filter(self) -> Result<TaskFilter, Failure> {
-        Ok(TaskFilter {
+    fn filter(self) -> Result<ListTaskFilter, Failure> {
+        Ok(ListTaskFilter {
             status: self
                 .status
                 .map(|s| s.parse::<ListTaskStatus>())
@@ -356,12 +357,12 @@ fn run_files(
             blocked_by,
         } => {
             let store = with_wait_notice(TaskListStore::open(&home, &list_id)?);
-            let task = store.create(NewTask {
+            let task = store.create(NewListTask {
                 subject,
                 description,
                 active_form,
                 blocked_by,
-                ..NewTask::default()
+                ..NewListTask::default()
             })?;
             out.task(&task, &format!("created #{}: {}", task.id, task.subject))?;
         }
@@ -380,14 +381,14 @@ fn run_files(
                 return out.task(&task, &format!("deleted #{}: {}", task.id, task.subject));
             }
             let status = status.map(|s| s.parse::<ListTaskStatus>()).transpose()?;
-            let patch = TaskPatch {
+            let patch = ListTaskPatch {
                 status,
                 owner: owner.map(|o| Some(o).filter(|o| !o.trim().is_empty())),
                 subject,
                 description,
                 add_blocked_by,
                 remove_blocked_by,
-                ..TaskPatch::default()
+                ..ListTaskPatch::default()
             };
             let outcome = store.update(id, patch)?;
             if json {
@@ -466,7 +467,7 @@ struct Printer {
 }
 
 impl Printer {
-    fn task(&self, task: &Task, text: &str) -> Result<(), Failure> {
+    fn task(&self, task: &ListTask, text: &str) -> Result<(), Failure> {
         if self.json {
             print_json(&serde_json::to_value(task).unwrap_or(Value::Null))
         } else {
@@ -480,7 +481,7 @@ impl Printer {
         &self,
         list_id: &str,
         snapshot: &ListSnapshot,
-        filter: &TaskFilter,
+        filter: &ListTaskFilter,
     ) -> Result<(), Failure> {
         warn_corrupt(snapshot);
         if self.json {
@@ -504,7 +505,7 @@ fn with_wait_notice(store: TaskListStore) -> TaskListStore {
     }))
 }
 
-fn snapshot_json(list_id: &str, snapshot: &ListSnapshot, filter: &TaskFilter) -> Value {
+fn snapshot_json(list_id: &str, snapshot: &ListSnapshot, filter: &ListTaskFilter) -> Value {
     json!({
         "listId": list_id,
         "highwatermark": snapshot.highwatermark,
@@ -531,7 +532,7 @@ fn id_list(ids: &[u64]) -> String {
 
 /// The readable table of the tasks of `snapshot` that pass `filter`: id,
 /// status, owner, subject, open blockers.
-fn table(snapshot: &ListSnapshot, filter: &TaskFilter) -> String {
+fn table(snapshot: &ListSnapshot, filter: &ListTaskFilter) -> String {
     let mut rows = vec![[
         "ID".to_string(),
         "STATUS".to_string(),
@@ -581,7 +582,7 @@ fn table(snapshot: &ListSnapshot, filter: &TaskFilter) -> String {
 }
 
 /// Every field of one task, for `show`.
-fn describe(snapshot: &ListSnapshot, task: &Task) -> String {
+fn describe(snapshot: &ListSnapshot, task: &ListTask) -> String {
     let none = || "-".to_string();
     let ids =
         |set: &std::collections::BTreeSet<u64>| id_list(&set.iter().copied().collect::<Vec<_>>());
@@ -647,7 +648,7 @@ fn watch(store: &TaskListStore, json: bool) -> Result<(), Failure> {
             let text = if json {
                 format!(
                     "{}\n",
-                    snapshot_json(store.list_id(), &snapshot, &TaskFilter::default())
+                    snapshot_json(store.list_id(), &snapshot, &ListTaskFilter::default())
                 )
             } else {
                 let header = format!(
@@ -658,7 +659,7 @@ fn watch(store: &TaskListStore, json: bool) -> Result<(), Failure> {
                 let clear = if tty { "\x1b[2J\x1b[H" } else { "" };
                 format!(
                     "{clear}{header}{}",
-                    table(&snapshot, &TaskFilter::default())
+                    table(&snapshot, &ListTaskFilter::default())
                 )
             };
             // A closed pipe ends the watch quietly; a full disk with an error.

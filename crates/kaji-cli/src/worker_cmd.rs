@@ -34,7 +34,7 @@ use kaji_core::SessionBuilder;
 use kaji_core::subagent::types::AgentCatalog;
 use kaji_core::{AskRequest, TaskFrontend};
 use kaji_protocol::{AskKind, AskResponse, SessionEvent, TaskStatus};
-use kaji_tasks::list::{ListTaskStatus, Member, Task, TaskList, TaskListError, TaskPatch};
+use kaji_tasks::list::{ListTask, ListTaskPatch, ListTaskStatus, Member, TaskList, TaskListError};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::AgentArgs;
@@ -302,7 +302,7 @@ async fn work_one(
     list: &TaskList,
     member: &Member,
     role: &str,
-    task: &Task,
+    task: &ListTask,
     stop: &CancellationToken,
 ) -> Result<bool, String> {
     let name = member.name();
@@ -344,9 +344,9 @@ async fn work_one(
     session.shutdown().await;
     let outcome = outcome.map_err(|e| e.to_string())?;
     if outcome.status == TaskStatus::Completed {
-        let patch = TaskPatch {
+        let patch = ListTaskPatch {
             status: Some(ListTaskStatus::Completed),
-            ..TaskPatch::default()
+            ..ListTaskPatch::default()
         };
         // Fenced on a database: refused if the lease lapsed meanwhile and
         // the task went to someone else.
@@ -397,7 +397,7 @@ async fn leave_the_rest(
 }
 
 /// Gives `task` (and anything else `name` holds) back with a note.
-async fn release(list: &TaskList, name: &str, task: &Task, why: &str) -> Result<(), String> {
+async fn release(list: &TaskList, name: &str, task: &ListTask, why: &str) -> Result<(), String> {
     list.release_with_note(name, why)
         .await
         .map_err(|e| e.to_string())?;

@@ -18,7 +18,7 @@ use std::process::Command;
 
 use divan::Bencher;
 use divan::counter::ItemsCount;
-use kaji_tasks::list::{NewTask, TaskListStore};
+use kaji_tasks::list::{NewListTask, TaskListStore};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_task-list-worker");
 const LIST: &str = "bench";
@@ -58,7 +58,7 @@ fn list_with(tasks: u64) -> tempfile::TempDir {
     let store = TaskListStore::open(home.path(), LIST).expect("open list");
     for i in 0..tasks {
         store
-            .create(NewTask::new(format!("task {i}")))
+            .create(NewListTask::new(format!("task {i}")))
             .expect("create");
     }
     home

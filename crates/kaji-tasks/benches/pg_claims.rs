@@ -19,7 +19,7 @@ use std::time::Duration;
 use divan::Bencher;
 use divan::counter::ItemsCount;
 use kaji_tasks::list::pg::{PgTaskList, PgUrl};
-use kaji_tasks::list::{ListSnapshot, ListTaskStatus, NewTask, Task};
+use kaji_tasks::list::{ListSnapshot, ListTask, ListTaskStatus, NewListTask};
 use kaji_test_support::pg::PgServer;
 
 const TASKS: u64 = 2048;
@@ -42,8 +42,8 @@ fn url() -> PgUrl {
     PgUrl::parse(&server.url("bench")).expect("url")
 }
 
-fn pending(id: u64) -> Task {
-    Task {
+fn pending(id: u64) -> ListTask {
+    ListTask {
         id,
         subject: format!("task {id}"),
         description: String::new(),
@@ -152,7 +152,7 @@ fn notice_latency(bencher: Bencher) {
     let mut watcher = rt.block_on(list.watch(Duration::from_secs(3600)));
     bencher.bench_local(|| {
         rt.block_on(async {
-            list.create(NewTask::new("ping")).await.expect("create");
+            list.create(NewListTask::new("ping")).await.expect("create");
             watcher.changed().await;
         })
     });

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kaji_protocol::{StateUpdate, TaskListItem, ToolSpec};
 use kaji_tasks::list::{
-    ListSnapshot, ListTaskStatus, NewTask, Task, TaskFilter, TaskList, TaskListError,
-    TaskListErrorKind, TaskPatch,
+    ListSnapshot, ListTask, ListTaskFilter, ListTaskPatch, ListTaskStatus, NewListTask, TaskList,
+    TaskListError, TaskListErrorKind,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -125,7 +125,7 @@ pub fn summary(snapshot: &ListSnapshot) -> StateUpdate {
 }
 
 /// `#1 [pending] Subject (owner: x) — blocked by #2, #3`
-fn summary_line(snapshot: &ListSnapshot, task: &Task) -> String {
+fn summary_line(snapshot: &ListSnapshot, task: &ListTask) -> String {
     let mut line = format!("#{} [{}] {}", task.id, task.status, task.subject);
     if let Some(owner) = &task.owner {
         line.push_str(&format!(" (owner: {owner})"));
@@ -205,12 +205,12 @@ task's id."
     async fn call(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let input: TaskCreateInput = parse_input(TASK_CREATE, input)?;
         let store = store_of(ctx)?;
-        let new = NewTask {
+        let new = NewListTask {
             subject: input.subject,
             description: input.description.unwrap_or_default(),
             active_form: input.active_form.filter(|f| !f.trim().is_empty()),
             metadata: input.metadata.unwrap_or_default(),
-            ..NewTask::default()
+            ..NewListTask::default()
         };
         let (task, snapshot) = blocking(async {
             let task = store.create(new).await?;
@@ -280,7 +280,7 @@ work from its latest state: other agents may have changed it since you last look
     }
 }
 
-fn task_json(snapshot: &ListSnapshot, task: &Task) -> Value {
+fn task_json(snapshot: &ListSnapshot, task: &ListTask) -> Value {
     let mut value = serde_json::to_value(task).unwrap_or(Value::Null);
     if let Value::Object(map) = &mut value {
         map.insert(
@@ -296,7 +296,7 @@ fn task_json(snapshot: &ListSnapshot, task: &Task) -> Value {
 }
 
 /// The full text of one task for the model.
-fn describe(snapshot: &ListSnapshot, task: &Task) -> String {
+fn describe(snapshot: &ListSnapshot, task: &ListTask) -> String {
     let mut out = format!(
         "Task #{}: {}\nStatus: {}\n",
         task.id, task.subject, task.status
@@ -363,7 +363,7 @@ struct TaskListInput {
 }
 
 impl TaskListInput {
-    fn filter(self) -> Result<TaskFilter, ToolError> {
+    fn filter(self) -> Result<ListTaskFilter, ToolError> {
         let status = self
             .status
             .map(|s| s.trim().parse::<ListTaskStatus>())
@@ -372,7 +372,7 @@ impl TaskListInput {
                 tool: TASK_LIST.to_string(),
                 message: format!("status: {e}"),
             })?;
-        Ok(TaskFilter {
+        Ok(ListTaskFilter {
             status,
             owner: self.owner,
             available: self.available.unwrap_or(false),
@@ -574,7 +574,7 @@ which tasks a completion unblocked."
                     })?,
             ),
         };
-        let patch = TaskPatch {
+        let patch = ListTaskPatch {
             subject: input.subject,
             description: input.description,
             active_form: input
@@ -628,7 +628,7 @@ which tasks a completion unblocked."
 }
 
 /// A task as Claude Code's TaskCreated and TaskCompleted hooks get it.
-fn hook_fields(task: &Task) -> Value {
+fn hook_fields(task: &ListTask) -> Value {
     json!({
         "task_id": task.id.to_string(),
         "task_subject": task.subject,
@@ -679,7 +679,7 @@ pub(crate) async fn shared_task(id: &TaskIdInput, ctx: &ToolContext) -> ToolAcce
     }
 }
 
-fn changed_fields(patch: &TaskPatch) -> Vec<&'static str> {
+fn changed_fields(patch: &ListTaskPatch) -> Vec<&'static str> {
     let mut fields = Vec::new();
     let mut note = |set: bool, name: &'static str| {
         if set {

@@ -10,7 +10,8 @@ use std::path::Path;
 
 use kaji_tasks::list::pg::WatchMode;
 use kaji_tasks::list::{
-    ListSnapshot, ListTarget, ListTaskStatus, NewTask, Task, TaskList, TaskListError, TaskPatch,
+    ListSnapshot, ListTarget, ListTask, ListTaskPatch, ListTaskStatus, NewListTask, TaskList,
+    TaskListError,
 };
 use serde_json::{Value, json};
 
@@ -18,7 +19,7 @@ use super::{
     Failure, Printer, TasksCommand, WATCH_INTERVAL, describe, emit, id_list, print_json, table,
     warn,
 };
-use kaji_tasks::list::TaskFilter;
+use kaji_tasks::list::ListTaskFilter;
 
 /// Whether `command` goes through the async interface even on files.
 pub(super) fn needs_async(command: &TasksCommand) -> bool {
@@ -130,12 +131,12 @@ async fn run_async(
         } => {
             let list = open(home, target, true).await?;
             let task = list
-                .create(NewTask {
+                .create(NewListTask {
                     subject,
                     description,
                     active_form,
                     blocked_by,
-                    ..NewTask::default()
+                    ..NewListTask::default()
                 })
                 .await?;
             out.task(&task, &format!("created #{}: {}", task.id, task.subject))
@@ -155,14 +156,14 @@ async fn run_async(
                 return out.task(&task, &format!("deleted #{}: {}", task.id, task.subject));
             }
             let status = status.map(|s| s.parse::<ListTaskStatus>()).transpose()?;
-            let patch = TaskPatch {
+            let patch = ListTaskPatch {
                 status,
                 owner: owner.map(|o| Some(o).filter(|o| !o.trim().is_empty())),
                 subject,
                 description,
                 add_blocked_by,
                 remove_blocked_by,
-                ..TaskPatch::default()
+                ..ListTaskPatch::default()
             };
             let outcome = list.update(id, patch).await?;
             if json {
@@ -211,7 +212,7 @@ async fn run_async(
     }
 }
 
-async fn claim(list: &TaskList, id: Option<u64>, owner: &str) -> Result<Task, Failure> {
+async fn claim(list: &TaskList, id: Option<u64>, owner: &str) -> Result<ListTask, Failure> {
     match id {
         Some(id) => Ok(list.claim(id, owner).await?),
         None => list.claim_next(owner).await?.ok_or_else(|| Failure {
@@ -272,7 +273,7 @@ fn read_export(file: &str) -> Result<ListSnapshot, Failure> {
     read.map_err(|e| bad(format!("{file}: {e}")))?;
     let value: Value =
         serde_json::from_str(&text).map_err(|e| bad(format!("{file}: not JSON: {e}")))?;
-    let tasks: Vec<Task> =
+    let tasks: Vec<ListTask> =
         serde_json::from_value(value.get("tasks").cloned().unwrap_or(Value::Null))
             .map_err(|e| bad(format!("{file}: \"tasks\" is not a list of tasks: {e}")))?;
     let highwatermark = value
@@ -315,7 +316,7 @@ async fn watch(list: &TaskList, json: bool) -> Result<(), Failure> {
                 format!(
                     "{clear}task list {} — Ctrl-C to stop\n{}",
                     list.list_id(),
-                    table(&snapshot, &TaskFilter::default())
+                    table(&snapshot, &ListTaskFilter::default())
                 )
             };
             emit(&text)?;

@@ -302,11 +302,11 @@ async fn max_turns_is_the_main_agents_and_a_sub_agent_keeps_its_own() {
 #[tokio::test]
 async fn a_worker_whose_model_answers_in_text_completes_its_task() {
     use kaji_tasks::TaskListStore;
-    use kaji_tasks::list::{ListTaskStatus, NewTask};
+    use kaji_tasks::list::{ListTaskStatus, NewListTask};
 
     let (home, work) = dirs();
     let store = TaskListStore::open(&home.path().join("kaji-home"), "team").unwrap();
-    let id = store.create(NewTask::new("say it")).unwrap().id;
+    let id = store.create(NewListTask::new("say it")).unwrap().id;
     let server = ScriptedModelServer::start(Script::new([
         Turn::text("I did it."),
         Turn::tool_call("AttemptCompletion", json!({"result": "said"})),

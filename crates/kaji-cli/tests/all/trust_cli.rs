@@ -356,7 +356,7 @@ async fn the_main_agent_taking_over_a_teammates_task_asks_so_exec_denies_it() {
     let work = repo();
     let store = kaji_tasks::TaskListStore::open(&home.path().join("kaji-home"), "team").unwrap();
     let held = store
-        .create(kaji_tasks::list::NewTask {
+        .create(kaji_tasks::list::NewListTask {
             subject: "alice's".to_string(),
             ..Default::default()
         })
@@ -426,7 +426,7 @@ async fn worker_in_untrusted_project(trust: bool) -> (bool, String) {
     .unwrap();
     let store = kaji_tasks::TaskListStore::open(&home.path().join("kaji-home"), "team").unwrap();
     store
-        .create(kaji_tasks::list::NewTask {
+        .create(kaji_tasks::list::NewListTask {
             subject: "touch RAN".to_string(),
             ..Default::default()
         })
@@ -463,7 +463,7 @@ async fn plan_mode_changes_only_the_planners_own_tasks() {
     let home = tempfile::tempdir().unwrap();
     let work = repo();
     let store = kaji_tasks::TaskListStore::open(&home.path().join("kaji-home"), "team").unwrap();
-    let new = |subject: &str| kaji_tasks::list::NewTask {
+    let new = |subject: &str| kaji_tasks::list::NewListTask {
         subject: subject.to_string(),
         ..Default::default()
     };
@@ -472,7 +472,7 @@ async fn plan_mode_changes_only_the_planners_own_tasks() {
     store.claim(alices.id, "alice").unwrap();
     let mine = store.create(new("the planner's")).unwrap();
     store.claim(mine.id, "planner").unwrap();
-    let id = |t: &kaji_tasks::list::Task| t.id.to_string();
+    let id = |t: &kaji_tasks::list::ListTask| t.id.to_string();
     let server = serve([
         Turn::tool_call(
             "TaskUpdate",

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use kaji_tasks::TaskListStore;
-use kaji_tasks::list::{ListTaskStatus, NewTask};
+use kaji_tasks::list::{ListTaskStatus, NewListTask};
 use kaji_test_support::{ScriptedModelServer, Turn};
 use serde_json::json;
 use tokio::process::Command;
@@ -31,7 +31,7 @@ async fn three_workers_one_killed_complete_every_task_exactly_once() {
     let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
     let mut ids = Vec::new();
     for i in 0..6 {
-        let mut task = NewTask::new(format!("task {i}"));
+        let mut task = NewListTask::new(format!("task {i}"));
         // The last two wait for the first.
         if i >= 4 {
             task.blocked_by = vec![ids[0]];
@@ -116,7 +116,10 @@ async fn a_worker_stopped_by_a_signal_releases_its_task_and_leaves() {
         let home = tempfile::tempdir().expect("tempdir");
         let work = tempfile::tempdir().expect("tempdir");
         let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
-        let id = store.create(NewTask::new("the task")).expect("create").id;
+        let id = store
+            .create(NewListTask::new("the task"))
+            .expect("create")
+            .id;
         let server = serve([Turn::text("working on it")
             .and_hold()
             .and_tool_call("AttemptCompletion", json!({"result": "done"}))])
@@ -168,7 +171,10 @@ async fn a_worker_restarted_under_its_name_takes_back_what_it_held() {
     let home = tempfile::tempdir().expect("tempdir");
     let work = tempfile::tempdir().expect("tempdir");
     let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
-    let id = store.create(NewTask::new("the task")).expect("create").id;
+    let id = store
+        .create(NewListTask::new("the task"))
+        .expect("create")
+        .id;
     let server = serve([Turn::text("working on it")
         .and_hold()
         .and_tool_call("AttemptCompletion", json!({"result": "done"}))])
@@ -210,7 +216,7 @@ async fn a_worker_is_not_told_of_its_own_completions() {
     let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
     for i in 0..2 {
         store
-            .create(NewTask::new(format!("task {i}")))
+            .create(NewListTask::new(format!("task {i}")))
             .expect("create");
     }
     let server = serve([done("done")]).await;
@@ -240,7 +246,10 @@ async fn a_workers_own_budget_bounds_its_task_and_releases_it() {
     let home = tempfile::tempdir().expect("tempdir");
     let work = tempfile::tempdir().expect("tempdir");
     let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
-    let id = store.create(NewTask::new("the task")).expect("create").id;
+    let id = store
+        .create(NewListTask::new("the task"))
+        .expect("create")
+        .id;
     let server = serve([Turn::tool_call("Bash", json!({"command": "true"}))]).await;
     let out = worker(home.path(), work.path(), &server, "w0")
         .args(["--max-requests", "2", "--yolo"])

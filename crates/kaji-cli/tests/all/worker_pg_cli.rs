@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use kaji_tasks::list::pg::{PgTaskList, PgUrl};
-use kaji_tasks::list::{ListTaskStatus, NewTask};
+use kaji_tasks::list::{ListTaskStatus, NewListTask};
 use kaji_test_support::pg::{PG_PASSWORD, PgServer};
 use kaji_test_support::{ScriptedModelServer, Turn};
 use serde_json::json;
@@ -74,7 +74,7 @@ async fn two_machines_finish_a_list_once_though_one_worker_is_killed() {
     let list = list_named(&name).await;
     let mut ids = Vec::new();
     for i in 0..6 {
-        let mut task = NewTask::new(format!("task {i}"));
+        let mut task = NewListTask::new(format!("task {i}"));
         if i >= 4 {
             task.blocked_by = vec![ids[0]];
         }
@@ -138,7 +138,7 @@ async fn a_worker_whose_lease_lapsed_cannot_complete_the_task_it_lost() {
     let name = unique("fenced");
     let list = list_named(&name).await;
     let task = list
-        .create(NewTask::new("the one task"))
+        .create(NewListTask::new("the one task"))
         .await
         .expect("create");
     let model = serve([Turn::text("working on it")

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kaji_protocol::TaskStatus;
-use kaji_tasks::list::{ListTaskStatus, Task as ListTask, TaskList, TaskPatch};
+use kaji_tasks::list::{ListTask, ListTaskPatch, ListTaskStatus, TaskList};
 use kaji_tasks::runtime::{AgentEnd, AgentStart, AgentTaskHandle, RuntimeTaskType};
 use kaji_tools::agent_tools::{AgentRequest, Isolation};
 use kaji_tools::team_tools::{LEAD, notify_completion};
@@ -327,9 +327,9 @@ impl Teammate {
         {
             return;
         }
-        let patch = TaskPatch {
+        let patch = ListTaskPatch {
             status: Some(ListTaskStatus::Completed),
-            ..TaskPatch::default()
+            ..ListTaskPatch::default()
         };
         if let Ok(outcome) = store.update(id, patch).await
             && let Ok(snapshot) = store.list().await

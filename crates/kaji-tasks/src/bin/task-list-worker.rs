@@ -21,8 +21,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use kaji_tasks::list::{
-    ListTarget, ListTaskStatus, NewTask, Task, TaskList, TaskListError, TaskListStore, TaskPatch,
-    UpdateOutcome,
+    ListTarget, ListTask, ListTaskPatch, ListTaskStatus, NewListTask, TaskList, TaskListError,
+    TaskListStore, UpdateOutcome,
 };
 use serde_json::{Map, Value, json};
 
@@ -127,25 +127,25 @@ impl Store {
     fn highwatermark(&self) -> Result<u64, TaskListError> {
         self.run(self.list.highwatermark())
     }
-    fn get(&self, id: u64) -> Result<Task, TaskListError> {
+    fn get(&self, id: u64) -> Result<ListTask, TaskListError> {
         self.run(self.list.get(id))
     }
-    fn create(&self, new: NewTask) -> Result<Task, TaskListError> {
+    fn create(&self, new: NewListTask) -> Result<ListTask, TaskListError> {
         self.run(self.list.create(new))
     }
-    fn update(&self, id: u64, patch: TaskPatch) -> Result<UpdateOutcome, TaskListError> {
+    fn update(&self, id: u64, patch: ListTaskPatch) -> Result<UpdateOutcome, TaskListError> {
         self.run(self.list.update(id, patch))
     }
-    fn claim(&self, id: u64, owner: &str) -> Result<Task, TaskListError> {
+    fn claim(&self, id: u64, owner: &str) -> Result<ListTask, TaskListError> {
         self.run(self.list.claim(id, owner))
     }
-    fn claim_next(&self, owner: &str) -> Result<Option<Task>, TaskListError> {
+    fn claim_next(&self, owner: &str) -> Result<Option<ListTask>, TaskListError> {
         self.run(self.list.claim_next(owner))
     }
     fn release(&self, owner: &str) -> Result<Vec<u64>, TaskListError> {
         self.run(self.list.release(owner))
     }
-    fn delete(&self, id: u64) -> Result<Task, TaskListError> {
+    fn delete(&self, id: u64) -> Result<ListTask, TaskListError> {
         self.run(self.list.delete(id))
     }
 }
@@ -254,7 +254,7 @@ fn one_op(
     match roll {
         0..=19 => {
             let subject = format!("{owner} task {step}");
-            let mut new = NewTask::new(subject.clone());
+            let mut new = NewListTask::new(subject.clone());
             if rng.below(4) == 0 && hwm > 0 {
                 new.blocked_by = vec![any_id(rng)];
             }
@@ -270,10 +270,10 @@ fn one_op(
             if let Some(id) = rng.pick(&live) {
                 check_own_writes(store, owner, id, me)?;
                 let subject = format!("{owner} subject {step}");
-                let patch = TaskPatch {
+                let patch = ListTaskPatch {
                     subject: Some(subject.clone()),
                     description: Some(format!("changed at step {step}")),
-                    ..TaskPatch::default()
+                    ..ListTaskPatch::default()
                 };
                 store
                     .update(id, patch)
@@ -291,9 +291,9 @@ fn one_op(
             check_own_writes(store, owner, id, me)?;
             let mut metadata = Map::new();
             metadata.insert(owner.to_string(), json!(step));
-            let patch = TaskPatch {
+            let patch = ListTaskPatch {
                 metadata: Some(metadata),
-                ..TaskPatch::default()
+                ..ListTaskPatch::default()
             };
             match store.update(id, patch) {
                 Ok(_) => {
@@ -303,16 +303,16 @@ fn one_op(
             }
         }
         55..=64 => {
-            let patch = TaskPatch {
+            let patch = ListTaskPatch {
                 add_blocked_by: vec![any_id(rng)],
-                ..TaskPatch::default()
+                ..ListTaskPatch::default()
             };
             tolerate(store.update(any_id(rng), patch).map(drop))?;
         }
         65..=69 => {
-            let patch = TaskPatch {
+            let patch = ListTaskPatch {
                 remove_blocked_by: vec![any_id(rng)],
-                ..TaskPatch::default()
+                ..ListTaskPatch::default()
             };
             tolerate(store.update(any_id(rng), patch).map(drop))?;
         }
@@ -330,9 +330,9 @@ fn one_op(
         82..=91 => {
             let open: Vec<u64> = me.held.difference(&me.completed).copied().collect();
             if let Some(id) = rng.pick(&open) {
-                let patch = TaskPatch {
+                let patch = ListTaskPatch {
                     status: Some(ListTaskStatus::Completed),
-                    ..TaskPatch::default()
+                    ..ListTaskPatch::default()
                 };
                 match store.update(id, patch) {
                     Ok(_) => {
@@ -417,14 +417,14 @@ fn bench(args: &[String]) -> Outcome {
     for step in 0..ops {
         let result = match kind {
             "create" => store
-                .create(NewTask::new(format!("{owner} {step}")))
+                .create(NewListTask::new(format!("{owner} {step}")))
                 .map(drop),
             "update" => {
                 let mut metadata = Map::new();
                 metadata.insert("step".to_string(), Value::from(step));
-                let patch = TaskPatch {
+                let patch = ListTaskPatch {
                     metadata: Some(metadata),
-                    ..TaskPatch::default()
+                    ..ListTaskPatch::default()
                 };
                 store.update(worker + 1, patch).map(drop)
             }

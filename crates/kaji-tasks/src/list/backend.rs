@@ -8,8 +8,8 @@ use std::path::Path;
 
 use super::pg::{PgTaskList, PgUrl, is_url};
 use super::{
-    DEFAULT_LIST_ID, ListSnapshot, NewTask, Task, TaskListError, TaskListStore, TaskPatch,
-    UpdateOutcome,
+    DEFAULT_LIST_ID, ListSnapshot, ListTask, ListTaskPatch, NewListTask, TaskListError,
+    TaskListStore, UpdateOutcome,
 };
 
 /// The list environment variable (`KAJI_TASK_LIST_ID`).
@@ -146,7 +146,7 @@ impl TaskList {
         both!(self, s => s.highwatermark(), p => p.highwatermark())
     }
     /// See [`TaskListStore::get`].
-    pub async fn get(&self, id: u64) -> Result<Task, TaskListError> {
+    pub async fn get(&self, id: u64) -> Result<ListTask, TaskListError> {
         both!(self, s => s.get(id), p => p.get(id))
     }
     /// See [`TaskListStore::list`].
@@ -154,19 +154,23 @@ impl TaskList {
         both!(self, s => s.list(), p => p.list())
     }
     /// See [`TaskListStore::available`].
-    pub async fn available(&self) -> Result<Vec<Task>, TaskListError> {
+    pub async fn available(&self) -> Result<Vec<ListTask>, TaskListError> {
         both!(self, s => s.available(), p => p.available())
     }
     /// See [`TaskListStore::create`].
-    pub async fn create(&self, new: NewTask) -> Result<Task, TaskListError> {
+    pub async fn create(&self, new: NewListTask) -> Result<ListTask, TaskListError> {
         both!(self, s => s.create(new), p => p.create(new))
     }
     /// See [`TaskListStore::update`].
-    pub async fn update(&self, id: u64, patch: TaskPatch) -> Result<UpdateOutcome, TaskListError> {
+    pub async fn update(
+        &self,
+        id: u64,
+        patch: ListTaskPatch,
+    ) -> Result<UpdateOutcome, TaskListError> {
         both!(self, s => s.update(id, patch), p => p.update(id, patch))
     }
     /// See [`TaskListStore::delete`].
-    pub async fn delete(&self, id: u64) -> Result<Task, TaskListError> {
+    pub async fn delete(&self, id: u64) -> Result<ListTask, TaskListError> {
         both!(self, s => s.delete(id), p => p.delete(id))
     }
     /// See [`TaskListStore::reset`].
@@ -174,12 +178,12 @@ impl TaskList {
         both!(self, s => s.reset(), p => p.reset())
     }
     /// See [`TaskListStore::claim`].
-    pub async fn claim(&self, id: u64, owner: &str) -> Result<Task, TaskListError> {
+    pub async fn claim(&self, id: u64, owner: &str) -> Result<ListTask, TaskListError> {
         let owner = owner.to_string();
         both!(self, s => s.claim(id, &owner), p => p.claim(id, &owner))
     }
     /// See [`TaskListStore::claim_next`].
-    pub async fn claim_next(&self, owner: &str) -> Result<Option<Task>, TaskListError> {
+    pub async fn claim_next(&self, owner: &str) -> Result<Option<ListTask>, TaskListError> {
         let owner = owner.to_string();
         both!(self, s => s.claim_next(&owner), p => p.claim_next(&owner))
     }

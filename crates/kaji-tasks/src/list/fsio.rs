@@ -12,7 +12,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::{Task, TaskListError};
+use super::{ListTask, TaskListError};
 
 /// Prefix of the temporary files written next to their target; readers
 /// ignore every name that starts with `.`.
@@ -167,7 +167,7 @@ pub(crate) fn read_optional(path: &Path, cap: u64) -> Result<Option<Vec<u8>>, Ta
 }
 
 /// Parses and checks the content of `<id>.json`.
-pub(crate) fn parse_task(path: &Path, id: u64, bytes: &[u8]) -> Result<Task, TaskListError> {
+pub(crate) fn parse_task(path: &Path, id: u64, bytes: &[u8]) -> Result<ListTask, TaskListError> {
     let corrupt = |problem: String| TaskListError::Corrupt {
         path: path.to_path_buf(),
         problem,
@@ -175,7 +175,7 @@ pub(crate) fn parse_task(path: &Path, id: u64, bytes: &[u8]) -> Result<Task, Tas
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(corrupt("the file is empty".to_string()));
     }
-    let task: Task =
+    let task: ListTask =
         serde_json::from_slice(bytes).map_err(|e| corrupt(format!("not a valid task: {e}")))?;
     if task.id != id {
         return Err(corrupt(format!(
@@ -190,7 +190,7 @@ pub(crate) fn parse_task(path: &Path, id: u64, bytes: &[u8]) -> Result<Task, Tas
 }
 
 /// Serialises a task the way it is stored: pretty JSON and a newline.
-pub(crate) fn encode_task(task: &Task) -> Vec<u8> {
+pub(crate) fn encode_task(task: &ListTask) -> Vec<u8> {
     // Serialising a Task cannot fail: every key is a string.
     let mut bytes = serde_json::to_vec_pretty(task).unwrap_or_default();
     bytes.push(b'\n');

@@ -130,15 +130,15 @@ impl TaskListStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::list::NewTask;
+    use crate::list::NewListTask;
 
     #[test]
     fn a_departed_owner_has_its_tasks_released_and_a_live_one_keeps_them() {
         let home = tempfile::tempdir().expect("tempdir");
         let store = TaskListStore::open(home.path(), "team").expect("store");
-        let a = store.create(NewTask::new("a")).expect("create");
-        let b = store.create(NewTask::new("b")).expect("create");
-        let c = store.create(NewTask::new("c")).expect("create");
+        let a = store.create(NewListTask::new("a")).expect("create");
+        let b = store.create(NewListTask::new("b")).expect("create");
+        let c = store.create(NewListTask::new("c")).expect("create");
         let alive = store.hold_liveness("alive").expect("lock").expect("free");
         let gone = store.hold_liveness("gone").expect("lock").expect("free");
         assert!(store.hold_liveness("alive").expect("lock").is_none());

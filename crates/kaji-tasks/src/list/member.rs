@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::pg::{Lease, ListWatcher, PgTaskList, WatchMode};
 use super::{
-    ListSnapshot, LivenessLock, MailMessage, Task, TaskList, TaskListError, TaskPatch,
+    ListSnapshot, ListTask, ListTaskPatch, LivenessLock, MailMessage, TaskList, TaskListError,
     UpdateOutcome,
 };
 
@@ -150,7 +150,7 @@ impl TaskList {
 
     /// Claims the next available task for `member` (on a database, also
     /// renewing its lease; refused once the lease lapsed).
-    pub async fn claim_next_as(&self, member: &Member) -> Result<Option<Task>, TaskListError> {
+    pub async fn claim_next_as(&self, member: &Member) -> Result<Option<ListTask>, TaskListError> {
         match (self, member.lease()) {
             (Self::Pg(list), Some(lease)) => list.claim_next_leased(lease).await,
             _ => self.claim_next(member.name()).await,
@@ -165,7 +165,7 @@ impl TaskList {
         &self,
         member: &Member,
         id: u64,
-        patch: TaskPatch,
+        patch: ListTaskPatch,
     ) -> Result<UpdateOutcome, TaskListError> {
         match (self, member.lease()) {
             (Self::Pg(list), Some(lease)) => list.update_leased(lease, id, patch).await,

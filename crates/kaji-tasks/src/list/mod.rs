@@ -35,7 +35,8 @@ pub use lock::{
 pub use mailbox::MailMessage;
 pub use member::{Member, TaskListWatcher};
 pub use model::{
-    CorruptFile, ListSnapshot, ListTaskStatus, NewTask, Task, TaskFilter, TaskPatch, UpdateOutcome,
+    CorruptFile, ListSnapshot, ListTask, ListTaskFilter, ListTaskPatch, ListTaskStatus,
+    NewListTask, UpdateOutcome,
 };
 pub use repair::{LockNote, RepairReport};
 pub use store::{DEFAULT_LIST_ID, ListLock, TaskListStore, lists_root, sanitize_list_id};

@@ -60,7 +60,7 @@ impl FromStr for ListTaskStatus {
 /// One task, exactly as stored in `<id>.json` (see `docs/task-list.md`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Task {
+pub struct ListTask {
     /// Decimal id, unique in its list and never reused.
     pub id: u64,
     /// One-line title in the imperative ("Run the tests").
@@ -96,7 +96,7 @@ pub struct Task {
 /// The input of [`TaskListStore::create`](super::TaskListStore::create).
 /// A new task is always `pending` with no owner.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct NewTask {
+pub struct NewListTask {
     /// One-line title; must not be blank.
     pub subject: String,
     /// Full description.
@@ -111,7 +111,7 @@ pub struct NewTask {
     pub blocks: Vec<u64>,
 }
 
-impl NewTask {
+impl NewListTask {
     /// A task with only a subject.
     pub fn new(subject: impl Into<String>) -> Self {
         Self {
@@ -125,7 +125,7 @@ impl NewTask {
 /// [`TaskListStore::update`](super::TaskListStore::update). `None` (or an
 /// empty list) leaves a field as it is.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct TaskPatch {
+pub struct ListTaskPatch {
     /// New subject; must not be blank.
     pub subject: Option<String>,
     /// New description.
@@ -149,7 +149,7 @@ pub struct TaskPatch {
     pub remove_blocked_by: Vec<u64>,
 }
 
-impl TaskPatch {
+impl ListTaskPatch {
     /// Whether the patch changes dependencies (and so touches other tasks).
     pub fn changes_edges(&self) -> bool {
         !(self.add_blocks.is_empty()
@@ -178,7 +178,7 @@ impl TaskPatch {
     }
 
     /// Applies the field changes (not the edges) to `task`.
-    pub(crate) fn apply_fields(&self, task: &mut Task) {
+    pub(crate) fn apply_fields(&self, task: &mut ListTask) {
         if let Some(subject) = &self.subject {
             task.subject = subject.clone();
         }
@@ -204,7 +204,7 @@ impl TaskPatch {
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpdateOutcome {
     /// The task as written.
-    pub task: Task,
+    pub task: ListTask,
     /// Tasks that became unblocked because this update completed the task:
     /// not completed themselves, and all their blockers now completed.
     pub unblocked: Vec<u64>,
@@ -225,7 +225,7 @@ pub struct CorruptFile {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ListSnapshot {
     /// Readable tasks, sorted by id.
-    pub tasks: Vec<Task>,
+    pub tasks: Vec<ListTask>,
     /// Files that could not be read; the rest of the list is unaffected.
     pub errors: Vec<CorruptFile>,
     /// The highest id ever assigned in this list (0 if none yet, or if
@@ -235,7 +235,7 @@ pub struct ListSnapshot {
 
 impl ListSnapshot {
     /// The task with this id, if readable.
-    pub fn get(&self, id: u64) -> Option<&Task> {
+    pub fn get(&self, id: u64) -> Option<&ListTask> {
         self.tasks
             .binary_search_by_key(&id, |t| t.id)
             .ok()
@@ -244,7 +244,7 @@ impl ListSnapshot {
 
     /// Blockers of `task` that are not completed. A blocker whose file is
     /// unreadable counts as open; one that no longer exists does not.
-    pub fn open_blockers(&self, task: &Task) -> Vec<u64> {
+    pub fn open_blockers(&self, task: &ListTask) -> Vec<u64> {
         task.blocked_by
             .iter()
             .copied()
@@ -256,20 +256,20 @@ impl ListSnapshot {
     }
 
     /// Whether `task` can be claimed: pending, no owner, no open blockers.
-    pub fn is_available(&self, task: &Task) -> bool {
+    pub fn is_available(&self, task: &ListTask) -> bool {
         task.status == ListTaskStatus::Pending
             && task.owner.is_none()
             && self.open_blockers(task).is_empty()
     }
 
     /// The tasks that can be claimed now, by id.
-    pub fn available(&self) -> Vec<&Task> {
+    pub fn available(&self) -> Vec<&ListTask> {
         self.tasks.iter().filter(|t| self.is_available(t)).collect()
     }
 
     /// The tasks that completing `task` would unblock: not completed, and
     /// `task` is their only open blocker.
-    pub fn would_unblock(&self, task: &Task) -> Vec<u64> {
+    pub fn would_unblock(&self, task: &ListTask) -> Vec<u64> {
         if task.status == ListTaskStatus::Completed {
             return Vec::new();
         }
@@ -283,7 +283,7 @@ impl ListSnapshot {
     }
 
     /// The tasks that pass `filter`, by id.
-    pub fn filtered(&self, filter: &TaskFilter) -> Vec<&Task> {
+    pub fn filtered(&self, filter: &ListTaskFilter) -> Vec<&ListTask> {
         self.tasks
             .iter()
             .filter(|t| filter.accepts(self, t))
@@ -305,7 +305,7 @@ impl ListSnapshot {
 /// Which tasks a listing shows; every condition given must hold. The
 /// default shows every task.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TaskFilter {
+pub struct ListTaskFilter {
     /// Only tasks in this status.
     pub status: Option<ListTaskStatus>,
     /// Only tasks held by this owner; `Some("")` (or blank) means tasks
@@ -317,9 +317,9 @@ pub struct TaskFilter {
     pub blocked: bool,
 }
 
-impl TaskFilter {
+impl ListTaskFilter {
     /// Whether `task` of `snapshot` passes.
-    pub fn accepts(&self, snapshot: &ListSnapshot, task: &Task) -> bool {
+    pub fn accepts(&self, snapshot: &ListSnapshot, task: &ListTask) -> bool {
         if self.status.is_some_and(|s| s != task.status) {
             return false;
         }

@@ -19,8 +19,8 @@ use super::graph::BlocksGraph;
 use super::lock::{self, LockGuard, LockObserver};
 use super::model::{merge_metadata, normalize_owner, now_ms, validate_subject};
 use super::{
-    ClaimRefusal, CorruptFile, ListSnapshot, ListTaskStatus, NewTask, Task, TaskListError,
-    TaskPatch, UpdateOutcome,
+    ClaimRefusal, CorruptFile, ListSnapshot, ListTask, ListTaskPatch, ListTaskStatus, NewListTask,
+    TaskListError, UpdateOutcome,
 };
 
 /// Name of the list lock file.
@@ -117,7 +117,7 @@ struct Journal {
 enum JournalOp {
     /// Write this new task unless its file already exists. (Boxed: a task
     /// is large, the other operations are two numbers.)
-    Create { task: Box<Task> },
+    Create { task: Box<ListTask> },
     /// `blocker` blocks `blocked` (both sides).
     AddEdge { blocker: u64, blocked: u64 },
     /// `blocker` no longer blocks `blocked` (both sides).
@@ -138,7 +138,7 @@ struct EdgeDelta {
 }
 
 impl EdgeDelta {
-    fn apply(&self, task: &mut Task) {
+    fn apply(&self, task: &mut ListTask) {
         for id in &self.remove_blocks {
             task.blocks.remove(id);
         }
@@ -287,7 +287,7 @@ impl TaskListStore {
     // ----- reading -------------------------------------------------------
 
     /// Task `id`.
-    pub fn get(&self, id: u64) -> Result<Task, TaskListError> {
+    pub fn get(&self, id: u64) -> Result<ListTask, TaskListError> {
         let path = self.task_path(id);
         match fsio::read_optional(&path, self.max_file_bytes)? {
             Some(bytes) => fsio::parse_task(&path, id, &bytes),
@@ -331,7 +331,7 @@ impl TaskListStore {
 
     /// The tasks that can be claimed now (pending, no owner, every blocker
     /// completed), by id.
-    pub fn available(&self) -> Result<Vec<Task>, TaskListError> {
+    pub fn available(&self) -> Result<Vec<ListTask>, TaskListError> {
         let snapshot = self.list()?;
         Ok(snapshot.available().into_iter().cloned().collect())
     }
@@ -351,7 +351,7 @@ impl TaskListStore {
     /// recorded in `.highwatermark` before the task file is written, so it
     /// is never handed out again. Dependencies on missing tasks and cycles
     /// are refused.
-    pub fn create(&self, new: NewTask) -> Result<Task, TaskListError> {
+    pub fn create(&self, new: NewListTask) -> Result<ListTask, TaskListError> {
         validate_subject(&new.subject)?;
         let _list = self.lock_list()?;
         let blocked_by: BTreeSet<u64> = new.blocked_by.iter().copied().collect();
@@ -386,7 +386,7 @@ impl TaskListStore {
         let now = now_ms();
         let mut metadata = serde_json::Map::new();
         merge_metadata(&mut metadata, &new.metadata);
-        let task = Task {
+        let task = ListTask {
             id,
             subject: new.subject,
             description: new.description,
@@ -423,7 +423,7 @@ impl TaskListStore {
     /// changes take the list lock, keep `blocks`/`blockedBy` symmetric, and
     /// refuse missing tasks and cycles. If the update completes the task,
     /// the outcome lists the tasks it unblocked.
-    pub fn update(&self, id: u64, patch: TaskPatch) -> Result<UpdateOutcome, TaskListError> {
+    pub fn update(&self, id: u64, patch: ListTaskPatch) -> Result<UpdateOutcome, TaskListError> {
         patch.validate()?;
         let (before, task) = if patch.changes_edges() {
             self.update_edges(id, &patch)?
@@ -450,8 +450,8 @@ impl TaskListStore {
     fn update_edges(
         &self,
         id: u64,
-        patch: &TaskPatch,
-    ) -> Result<(ListTaskStatus, Task), TaskListError> {
+        patch: &ListTaskPatch,
+    ) -> Result<(ListTaskStatus, ListTask), TaskListError> {
         let _list = self.lock_list()?;
         let snapshot = self.list()?;
         let current = match snapshot.get(id) {
@@ -500,7 +500,7 @@ impl TaskListStore {
     /// dependencies; returns the task as it was. Its id is never reused. A
     /// task whose file cannot be read is not deleted (remove the file by
     /// hand after looking at it).
-    pub fn delete(&self, id: u64) -> Result<Task, TaskListError> {
+    pub fn delete(&self, id: u64) -> Result<ListTask, TaskListError> {
         let _list = self.lock_list()?;
         let task = self.get(id)?;
         self.run_journaled(vec![JournalOp::Delete { id }], None)?;
@@ -523,7 +523,7 @@ impl TaskListStore {
     /// available (pending, no owner, every blocker completed). Two
     /// claimants never both succeed. Refusals are
     /// [`TaskListError::ClaimRefused`] with the reason.
-    pub fn claim(&self, id: u64, owner: &str) -> Result<Task, TaskListError> {
+    pub fn claim(&self, id: u64, owner: &str) -> Result<ListTask, TaskListError> {
         let owner = require_owner(owner)?;
         let _list = self.lock_list()?;
         if !self.task_path(id).exists() {
@@ -542,7 +542,7 @@ impl TaskListStore {
 
     /// Claims the lowest-id available task for `owner`; `None` when no task
     /// is available.
-    pub fn claim_next(&self, owner: &str) -> Result<Option<Task>, TaskListError> {
+    pub fn claim_next(&self, owner: &str) -> Result<Option<ListTask>, TaskListError> {
         let owner = require_owner(owner)?;
         let _list = self.lock_list()?;
         let snapshot = self.list()?;
@@ -564,7 +564,7 @@ impl TaskListStore {
 
     /// Checks availability of `task` (whose lock the caller holds, under
     /// the list lock) and claims it.
-    fn claim_locked(&self, mut task: Task, owner: &str) -> Result<Task, TaskListError> {
+    fn claim_locked(&self, mut task: ListTask, owner: &str) -> Result<ListTask, TaskListError> {
         let id = task.id;
         if task.status == ListTaskStatus::Completed {
             return Err(refused(id, ClaimRefusal::AlreadyCompleted));
@@ -750,7 +750,7 @@ impl TaskListStore {
         self.lock_task(id)
     }
 
-    fn write_task(&self, task: &Task) -> Result<(), TaskListError> {
+    fn write_task(&self, task: &ListTask) -> Result<(), TaskListError> {
         fsio::write_atomic(
             &self.dir,
             &self.task_path(task.id),
@@ -760,7 +760,7 @@ impl TaskListStore {
 
     /// Writes a task without syncing the directory (see
     /// [`fsio::replace_file`]); the caller syncs it afterwards.
-    fn replace_task(&self, task: &Task) -> Result<(), TaskListError> {
+    fn replace_task(&self, task: &ListTask) -> Result<(), TaskListError> {
         fsio::replace_file(
             &self.dir,
             &self.task_path(task.id),
@@ -786,8 +786,8 @@ impl TaskListStore {
     fn run_journaled(
         &self,
         ops: Vec<JournalOp>,
-        target: Option<(u64, &TaskPatch)>,
-    ) -> Result<Option<Task>, TaskListError> {
+        target: Option<(u64, &ListTaskPatch)>,
+    ) -> Result<Option<ListTask>, TaskListError> {
         let journal_path = self.dir.join(JOURNAL);
         let journaled = !ops.is_empty();
         if journaled {
@@ -808,8 +808,8 @@ impl TaskListStore {
     fn apply(
         &self,
         ops: &[JournalOp],
-        target: Option<(u64, &TaskPatch)>,
-    ) -> Result<Option<Task>, TaskListError> {
+        target: Option<(u64, &ListTaskPatch)>,
+    ) -> Result<Option<ListTask>, TaskListError> {
         let mut deltas: BTreeMap<u64, EdgeDelta> = BTreeMap::new();
         let mut deletes = Vec::new();
         let mut reset = false;
@@ -896,7 +896,7 @@ impl TaskListStore {
             if gone.contains(&id) {
                 continue;
             }
-            let refers = |t: &Task| {
+            let refers = |t: &ListTask| {
                 t.blocks
                     .iter()
                     .chain(&t.blocked_by)
@@ -963,7 +963,7 @@ impl TaskListStore {
     }
 
     /// Tasks blocked by `task` whose blockers are now all completed.
-    fn unblocked_by(&self, task: &Task) -> Vec<u64> {
+    fn unblocked_by(&self, task: &ListTask) -> Vec<u64> {
         task.blocks
             .iter()
             .copied()

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use kaji_tasks::list::pg::{PgTaskList, PgUrl, WatchMode};
 use kaji_tasks::list::{
-    ClaimRefusal, ListTarget, ListTaskStatus, NewTask, TaskList, TaskListError, TaskPatch,
+    ClaimRefusal, ListTarget, ListTaskPatch, ListTaskStatus, NewListTask, TaskList, TaskListError,
 };
 use kaji_test_support::pg::{CutProxy, PG_PASSWORD, PgServer, url_at};
 
@@ -47,10 +47,10 @@ async fn backends(name: &str) -> (tempfile::TempDir, Vec<(&'static str, TaskList
     (home, vec![("files", files), ("pg", pg)])
 }
 
-fn new(subject: &str, blocked_by: &[u64]) -> NewTask {
-    NewTask {
+fn new(subject: &str, blocked_by: &[u64]) -> NewListTask {
+    NewListTask {
         blocked_by: blocked_by.to_vec(),
-        ..NewTask::new(subject)
+        ..NewListTask::new(subject)
     }
 }
 
@@ -80,9 +80,9 @@ async fn dependencies_are_symmetric_and_cycles_refused() {
             BTreeSet::from([b.id]),
             "{name}"
         );
-        let patch = TaskPatch {
+        let patch = ListTaskPatch {
             add_blocked_by: vec![c.id],
-            ..TaskPatch::default()
+            ..ListTaskPatch::default()
         };
         match list.update(a.id, patch).await {
             Err(TaskListError::Cycle { cycle }) => assert_eq!(cycle, vec![3, 1, 2, 3], "{name}"),
@@ -93,9 +93,9 @@ async fn dependencies_are_symmetric_and_cycles_refused() {
             list.get(a.id).await.unwrap().blocked_by.is_empty(),
             "{name}"
         );
-        let patch = TaskPatch {
+        let patch = ListTaskPatch {
             add_blocked_by: vec![99],
-            ..TaskPatch::default()
+            ..ListTaskPatch::default()
         };
         assert!(
             matches!(
@@ -149,9 +149,9 @@ async fn claims_follow_availability_and_completion_unblocks() {
                 ..
             })
         ));
-        let done = TaskPatch {
+        let done = ListTaskPatch {
             status: Some(ListTaskStatus::Completed),
-            ..TaskPatch::default()
+            ..ListTaskPatch::default()
         };
         let outcome = list.update(a.id, done).await.unwrap();
         assert_eq!(outcome.unblocked, vec![b.id], "{name}");
@@ -185,9 +185,9 @@ async fn metadata_merges_and_null_deletes() {
     let (_home, lists) = backends("meta").await;
     for (name, list) in lists {
         let t = list.create(new("m", &[])).await.unwrap();
-        let m = |v: serde_json::Value| TaskPatch {
+        let m = |v: serde_json::Value| ListTaskPatch {
             metadata: v.as_object().cloned(),
-            ..TaskPatch::default()
+            ..ListTaskPatch::default()
         };
         list.update(t.id, m(serde_json::json!({"a": 1, "b": 2})))
             .await
@@ -201,10 +201,10 @@ async fn metadata_merges_and_null_deletes() {
             serde_json::json!({"b": 2, "c": "x"}),
             "{name}"
         );
-        let owner = TaskPatch {
+        let owner = ListTaskPatch {
             owner: Some(Some("  ".into())),
             active_form: Some(Some("Doing".into())),
-            ..TaskPatch::default()
+            ..ListTaskPatch::default()
         };
         let out = list.update(t.id, owner).await.unwrap();
         assert_eq!(
@@ -365,9 +365,9 @@ async fn two_groups_of_claimers_finish_a_list_with_dependencies_exactly_once() {
                         Some(task) => {
                             let snap = list.list().await.unwrap();
                             assert!(snap.open_blockers(snap.get(task.id).unwrap()).is_empty());
-                            let patch = TaskPatch {
+                            let patch = ListTaskPatch {
                                 status: Some(ListTaskStatus::Completed),
-                                ..TaskPatch::default()
+                                ..ListTaskPatch::default()
                             };
                             list.update(task.id, patch).await.unwrap();
                             done.push(task.id);
@@ -437,9 +437,9 @@ async fn a_lapsed_lease_releases_claims_and_fences_the_old_holder() {
             .map(|t| t.id),
         Some(t.id)
     );
-    let done = TaskPatch {
+    let done = ListTaskPatch {
         status: Some(ListTaskStatus::Completed),
-        ..TaskPatch::default()
+        ..ListTaskPatch::default()
     };
     let err = list
         .update_leased(&old, t.id, done.clone())

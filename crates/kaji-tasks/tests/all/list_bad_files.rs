@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use kaji_tasks::list::{LockWait, NewTask, TaskListError, TaskListStore};
+use kaji_tasks::list::{LockWait, NewListTask, TaskListError, TaskListStore};
 
 use kaji_test_support::fixtures::mkfifo;
 
@@ -31,10 +31,10 @@ fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
         .expect("the operation blocked (it must not wait on a file's type)")
 }
 
-fn new(subject: &str) -> NewTask {
-    NewTask {
+fn new(subject: &str) -> NewListTask {
+    NewListTask {
         subject: subject.to_string(),
-        ..NewTask::default()
+        ..NewListTask::default()
     }
 }
 
@@ -295,7 +295,7 @@ fn a_held_lock_times_out_naming_its_holder_and_the_wait_is_reported_once() {
         store
             .update(
                 1,
-                kaji_tasks::list::TaskPatch {
+                kaji_tasks::list::ListTaskPatch {
                     subject: Some("renamed".into()),
                     ..Default::default()
                 }

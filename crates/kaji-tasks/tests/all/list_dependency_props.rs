@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kaji_tasks::list::{ClaimRefusal, ListTaskStatus, NewTask, TaskListError, TaskPatch};
+use kaji_tasks::list::{ClaimRefusal, ListTaskPatch, ListTaskStatus, NewListTask, TaskListError};
 use proptest::prelude::*;
 
 use crate::list_support;
@@ -116,10 +116,10 @@ fn run(backend: Backend, ops: Vec<Op>) {
         match op {
             Op::Create(blockers) => {
                 let ids: Vec<u64> = blockers.iter().map(|b| model.id(*b)).collect();
-                let new = NewTask {
+                let new = NewListTask {
                     subject: "t".into(),
                     blocked_by: ids.clone(),
-                    ..NewTask::default()
+                    ..NewListTask::default()
                 };
                 let result = store.create(new);
                 // The store checks blockers in ascending order.
@@ -150,15 +150,15 @@ fn run(backend: Backend, ops: Vec<Op>) {
             Op::Link(a, b, from_blocked_side) => {
                 let (a, b) = (model.id(a), model.id(b));
                 let (target, patch) = if from_blocked_side {
-                    let patch = TaskPatch {
+                    let patch = ListTaskPatch {
                         add_blocked_by: vec![a],
-                        ..TaskPatch::default()
+                        ..ListTaskPatch::default()
                     };
                     (b, patch)
                 } else {
-                    let patch = TaskPatch {
+                    let patch = ListTaskPatch {
                         add_blocks: vec![b],
-                        ..TaskPatch::default()
+                        ..ListTaskPatch::default()
                     };
                     (a, patch)
                 };
@@ -186,9 +186,9 @@ fn run(backend: Backend, ops: Vec<Op>) {
             }
             Op::Unlink(a, b) => {
                 let (a, b) = (model.id(a), model.id(b));
-                let patch = TaskPatch {
+                let patch = ListTaskPatch {
                     remove_blocked_by: vec![a],
-                    ..TaskPatch::default()
+                    ..ListTaskPatch::default()
                 };
                 let result = store.update(b, patch);
                 match model.tasks.get_mut(&b) {
@@ -216,9 +216,9 @@ fn run(backend: Backend, ops: Vec<Op>) {
             }
             Op::Complete(a) => {
                 let a = model.id(a);
-                let patch = TaskPatch {
+                let patch = ListTaskPatch {
                     status: Some(ListTaskStatus::Completed),
-                    ..TaskPatch::default()
+                    ..ListTaskPatch::default()
                 };
                 let result = store.update(a, patch);
                 let Some(was) = model.tasks.get(&a).map(|t| t.status) else {

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use kaji_tasks::list::{ListTaskStatus, NewTask, TaskListStore, TaskPatch};
+use kaji_tasks::list::{ListTaskPatch, ListTaskStatus, NewListTask, TaskListStore};
 use list_support::{Backend, Fixture};
 use serde_json::Value;
 
@@ -296,14 +296,14 @@ fn killed_writers(backend: Backend) {
     let store = fx.open();
     let hwm = store.highwatermark().expect("hwm");
     let a = store
-        .create(NewTask::new("after the crash"))
+        .create(NewListTask::new("after the crash"))
         .expect("create");
     assert!(a.id > hwm, "ids continue past the highwatermark");
     store.claim(a.id, "survivor").expect("claim");
     for task in store.list().expect("list").tasks {
-        let patch = TaskPatch {
+        let patch = ListTaskPatch {
             subject: Some(format!("touched {}", task.id)),
-            ..TaskPatch::default()
+            ..ListTaskPatch::default()
         };
         store.update(task.id, patch).expect("update every task");
     }

@@ -4,8 +4,8 @@
 use std::fs;
 
 use kaji_tasks::list::{
-    ClaimRefusal, ListTaskStatus, NewTask, TaskListError, TaskListErrorKind, TaskListStore,
-    TaskPatch, sanitize_list_id,
+    ClaimRefusal, ListTaskPatch, ListTaskStatus, NewListTask, TaskListError, TaskListErrorKind,
+    TaskListStore, sanitize_list_id,
 };
 use serde_json::json;
 
@@ -16,15 +16,15 @@ fn store() -> (tempfile::TempDir, TaskListStore) {
 }
 
 fn create(store: &TaskListStore, subject: &str, blocked_by: &[u64]) -> u64 {
-    let mut new = NewTask::new(subject);
+    let mut new = NewListTask::new(subject);
     new.blocked_by = blocked_by.to_vec();
     store.create(new).expect("create").id
 }
 
 fn complete(store: &TaskListStore, id: u64) -> Vec<u64> {
-    let patch = TaskPatch {
+    let patch = ListTaskPatch {
         status: Some(ListTaskStatus::Completed),
-        ..TaskPatch::default()
+        ..ListTaskPatch::default()
     };
     store.update(id, patch).expect("complete").unblocked
 }
@@ -67,7 +67,7 @@ fn missing_list_and_task_are_named() {
     let (_home, store) = store();
     let err = store.get(7).unwrap_err();
     assert!(err.to_string().contains("7.json"), "{err}");
-    let err = store.update(7, TaskPatch::default()).unwrap_err();
+    let err = store.update(7, ListTaskPatch::default()).unwrap_err();
     assert_eq!(err.kind(), TaskListErrorKind::NotFound);
     assert!(!store.dir().join("7.lock").exists(), "no stray lock file");
 }
@@ -102,9 +102,9 @@ fn edges_stay_symmetric_and_refuse_missing_tasks_and_cycles() {
     let err = store
         .update(
             a,
-            TaskPatch {
+            ListTaskPatch {
                 add_blocked_by: vec![c],
-                ..TaskPatch::default()
+                ..ListTaskPatch::default()
             },
         )
         .unwrap_err();
@@ -120,9 +120,9 @@ fn edges_stay_symmetric_and_refuse_missing_tasks_and_cycles() {
     let err = store
         .update(
             a,
-            TaskPatch {
+            ListTaskPatch {
                 add_blocks: vec![99],
-                ..TaskPatch::default()
+                ..ListTaskPatch::default()
             },
         )
         .unwrap_err();
@@ -131,10 +131,10 @@ fn edges_stay_symmetric_and_refuse_missing_tasks_and_cycles() {
         "{err}"
     );
     let err = store
-        .create(NewTask {
+        .create(NewListTask {
             subject: "x".into(),
             blocked_by: vec![42],
-            ..NewTask::default()
+            ..NewListTask::default()
         })
         .unwrap_err();
     assert!(err.to_string().contains("42.json"), "{err}");
@@ -142,10 +142,10 @@ fn edges_stay_symmetric_and_refuse_missing_tasks_and_cycles() {
     store
         .update(
             c,
-            TaskPatch {
+            ListTaskPatch {
                 remove_blocked_by: vec![b],
                 add_blocked_by: vec![a],
-                ..TaskPatch::default()
+                ..ListTaskPatch::default()
             },
         )
         .unwrap();
@@ -222,9 +222,9 @@ fn claims_say_why_they_fail() {
 fn metadata_is_merged_and_null_removes() {
     let (_home, store) = store();
     let a = create(&store, "a", &[]);
-    let meta = |v: serde_json::Value| TaskPatch {
+    let meta = |v: serde_json::Value| ListTaskPatch {
         metadata: v.as_object().cloned(),
-        ..TaskPatch::default()
+        ..ListTaskPatch::default()
     };
     store.update(a, meta(json!({"x": 1, "y": 2}))).unwrap();
     let task = store
@@ -274,9 +274,9 @@ fn corrupt_files_are_named_and_do_not_spoil_the_rest() {
     store
         .update(
             a,
-            TaskPatch {
+            ListTaskPatch {
                 subject: Some("a2".into()),
-                ..TaskPatch::default()
+                ..ListTaskPatch::default()
             },
         )
         .unwrap();
@@ -287,9 +287,9 @@ fn corrupt_files_are_named_and_do_not_spoil_the_rest() {
     let err = store
         .update(
             a,
-            TaskPatch {
+            ListTaskPatch {
                 add_blocks: vec![b],
-                ..TaskPatch::default()
+                ..ListTaskPatch::default()
             },
         )
         .unwrap_err();
@@ -300,7 +300,7 @@ fn corrupt_files_are_named_and_do_not_spoil_the_rest() {
     );
 
     fs::write(store.dir().join(".highwatermark"), "lots").unwrap();
-    let err = store.create(NewTask::new("d")).unwrap_err();
+    let err = store.create(NewListTask::new("d")).unwrap_err();
     assert!(err.to_string().contains(".highwatermark"), "{err}");
 }
 
@@ -326,7 +326,7 @@ fn an_unfinished_change_is_finished_by_the_next_opener() {
 
 #[test]
 fn filters_and_what_completing_would_unblock() {
-    use kaji_tasks::list::TaskFilter;
+    use kaji_tasks::list::ListTaskFilter;
     let (_home, store) = store();
     let a = create(&store, "a", &[]);
     let b = create(&store, "b", &[a]);
@@ -334,27 +334,27 @@ fn filters_and_what_completing_would_unblock() {
     let d = create(&store, "d", &[a, c]);
     store.claim(c, "alice").expect("claim");
     let snap = store.list().expect("list");
-    let ids = |f: &TaskFilter| snap.filtered(f).iter().map(|t| t.id).collect::<Vec<_>>();
-    assert_eq!(ids(&TaskFilter::default()), vec![a, b, c, d]);
-    let available = TaskFilter {
+    let ids = |f: &ListTaskFilter| snap.filtered(f).iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(ids(&ListTaskFilter::default()), vec![a, b, c, d]);
+    let available = ListTaskFilter {
         available: true,
-        ..TaskFilter::default()
+        ..ListTaskFilter::default()
     };
     assert_eq!(ids(&available), vec![a]);
-    let blocked = TaskFilter {
+    let blocked = ListTaskFilter {
         blocked: true,
-        ..TaskFilter::default()
+        ..ListTaskFilter::default()
     };
     assert_eq!(ids(&blocked), vec![b, d]);
-    let alice = TaskFilter {
+    let alice = ListTaskFilter {
         owner: Some("alice".into()),
-        ..TaskFilter::default()
+        ..ListTaskFilter::default()
     };
     assert_eq!(ids(&alice), vec![c]);
-    let unowned_pending = TaskFilter {
+    let unowned_pending = ListTaskFilter {
         owner: Some(String::new()),
         status: Some(ListTaskStatus::Pending),
-        ..TaskFilter::default()
+        ..ListTaskFilter::default()
     };
     assert_eq!(ids(&unowned_pending), vec![a, b, d]);
     // d still waits for c, so completing a unblocks only b.

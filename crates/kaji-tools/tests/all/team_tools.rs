@@ -2,7 +2,7 @@
 //! task list on disk.
 
 use kaji_tasks::TaskListStore;
-use kaji_tasks::list::NewTask;
+use kaji_tasks::list::NewListTask;
 use kaji_tools::{ToolContext, ToolError, ToolOutput, builtin_tools};
 use serde_json::{Value, json};
 
@@ -21,11 +21,11 @@ fn ctx(dir: &std::path::Path, store: &TaskListStore, agent: &str) -> ToolContext
     ctx
 }
 
-fn new_task(subject: &str, blocked_by: &[u64]) -> NewTask {
-    NewTask {
+fn new_task(subject: &str, blocked_by: &[u64]) -> NewListTask {
+    NewListTask {
         subject: subject.to_string(),
         blocked_by: blocked_by.to_vec(),
-        ..NewTask::default()
+        ..NewListTask::default()
     }
 }
 

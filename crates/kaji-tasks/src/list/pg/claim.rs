@@ -16,7 +16,7 @@ use tokio_postgres::types::{ToSql, Type};
 
 use super::ops::{now, require_owner, select_tasks, task_of};
 use super::{Fail, Lease, PgTaskList, is_retryable};
-use crate::list::{Task, TaskListError};
+use crate::list::{ListTask, TaskListError};
 
 /// The lowest-id available task of list `$1`, locked, skipping rows other
 /// claimers hold.
@@ -65,7 +65,7 @@ const CLAIM_NEXT_LEASED: &str = concat!(
 impl PgTaskList {
     /// Claims the lowest-id available task for `owner` in one statement;
     /// `None` when nothing is available.
-    pub async fn claim_next(&self, owner: &str) -> Result<Option<Task>, TaskListError> {
+    pub async fn claim_next(&self, owner: &str) -> Result<Option<ListTask>, TaskListError> {
         let owner = require_owner(owner)?;
         let params: [(&(dyn ToSql + Sync), Type); 3] = [
             (&self.list_id, Type::TEXT),
@@ -85,7 +85,10 @@ impl PgTaskList {
     /// Claims the next available task for the lease holder and renews its
     /// lease, in one statement; [`TaskListError::LeaseLost`] (and nothing
     /// claimed) when the lease had lapsed.
-    pub async fn claim_next_leased(&self, lease: &Lease) -> Result<Option<Task>, TaskListError> {
+    pub async fn claim_next_leased(
+        &self,
+        lease: &Lease,
+    ) -> Result<Option<ListTask>, TaskListError> {
         let length = lease.duration.as_millis() as f64;
         let params: [(&(dyn ToSql + Sync), Type); 5] = [
             (&self.list_id, Type::TEXT),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio_postgres::Transaction;
 
 use super::{Fail, PgTaskList, in_tx};
-use crate::list::{Task, TaskListError, TaskPatch, UpdateOutcome};
+use crate::list::{ListTask, ListTaskPatch, TaskListError, UpdateOutcome};
 
 /// The lease duration in milliseconds (setting `lease_ms`); read once
 /// at start-up by kaji-core's `StartupEnv`.
@@ -114,7 +114,7 @@ impl PgTaskList {
         }
     }
 
-    pub(super) fn lease_lost(&self, holder: &str, id: u64, task: &Task) -> TaskListError {
+    pub(super) fn lease_lost(&self, holder: &str, id: u64, task: &ListTask) -> TaskListError {
         let problem = match &task.owner {
             Some(other) => format!("the task is now held by {other:?}"),
             None => "the task is no longer held by anyone (it was released)".to_string(),
@@ -195,7 +195,7 @@ impl PgTaskList {
         &self,
         lease: &Lease,
         id: u64,
-        patch: TaskPatch,
+        patch: ListTaskPatch,
     ) -> Result<UpdateOutcome, TaskListError> {
         patch.validate()?;
         in_tx!(self, |tx| {

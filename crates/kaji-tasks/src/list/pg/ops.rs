@@ -11,8 +11,8 @@ use super::{Fail, PgTaskList, in_tx};
 use crate::list::graph::BlocksGraph;
 use crate::list::model::{merge_metadata, normalize_owner, now_ms, validate_subject};
 use crate::list::{
-    ClaimRefusal, ListSnapshot, ListTaskStatus, NewTask, Task, TaskListError, TaskPatch,
-    UpdateOutcome,
+    ClaimRefusal, ListSnapshot, ListTask, ListTaskPatch, ListTaskStatus, NewListTask,
+    TaskListError, UpdateOutcome,
 };
 
 /// The columns of a task, with its edges, for [`task_of`] (`select_tasks!()`:
@@ -38,14 +38,14 @@ const OPEN_BLOCKERS: &str = "SELECT e.blocker FROM kaji_task_edges e \
      JOIN kaji_tasks b ON b.list = e.list AND b.id = e.blocker \
      WHERE e.list = $1 AND e.blocked = $2 AND b.status <> 'completed' ORDER BY 1";
 
-pub(super) fn task_of(row: &Row) -> Result<Task, Fail> {
+pub(super) fn task_of(row: &Row) -> Result<ListTask, Fail> {
     let status: String = row.try_get("status")?;
     let metadata: Value = row.try_get("metadata")?;
     let ids = |name: &str| -> Result<BTreeSet<u64>, Fail> {
         let v: Vec<i64> = row.try_get(name)?;
         Ok(v.into_iter().map(|i| i as u64).collect())
     };
-    Ok(Task {
+    Ok(ListTask {
         id: row.try_get::<_, i64>("id")? as u64,
         subject: row.try_get("subject")?,
         description: row.try_get("description")?,
@@ -143,7 +143,7 @@ impl PgTaskList {
         tx: &Transaction<'_>,
         id: u64,
         lock: bool,
-    ) -> Result<Task, Fail> {
+    ) -> Result<ListTask, Fail> {
         let sql = if lock {
             select_tasks!("WHERE t.list = $1 AND t.id = $2 FOR UPDATE OF t")
         } else {
@@ -174,7 +174,7 @@ impl PgTaskList {
     // ----- reading -------------------------------------------------------
 
     /// Task `id`.
-    pub async fn get(&self, id: u64) -> Result<Task, TaskListError> {
+    pub async fn get(&self, id: u64) -> Result<ListTask, TaskListError> {
         in_tx!(self, |tx| { self.fetch(&tx, id, false).await })
     }
 
@@ -190,7 +190,7 @@ impl PgTaskList {
 
     /// The tasks that can be claimed now (pending, no owner, every blocker
     /// completed), by id — as one query over the partial index.
-    pub async fn available(&self) -> Result<Vec<Task>, TaskListError> {
+    pub async fn available(&self) -> Result<Vec<ListTask>, TaskListError> {
         self.query_tasks(select_tasks!(
             "WHERE t.list = $1 AND t.status = 'pending' AND t.owner IS NULL AND NOT EXISTS (\
              SELECT 1 FROM kaji_task_edges e JOIN kaji_tasks b ON b.list = e.list AND b.id = e.blocker \
@@ -200,7 +200,7 @@ impl PgTaskList {
     }
 
     /// The unfinished tasks that wait for an open blocker, by id.
-    pub async fn blocked(&self) -> Result<Vec<Task>, TaskListError> {
+    pub async fn blocked(&self) -> Result<Vec<ListTask>, TaskListError> {
         self.query_tasks(select_tasks!(
             "WHERE t.list = $1 AND t.status <> 'completed' AND EXISTS (\
              SELECT 1 FROM kaji_task_edges e JOIN kaji_tasks b ON b.list = e.list AND b.id = e.blocker \
@@ -210,7 +210,7 @@ impl PgTaskList {
     }
 
     /// The unfinished tasks `owner` holds, by id.
-    pub async fn held_by(&self, owner: &str) -> Result<Vec<Task>, TaskListError> {
+    pub async fn held_by(&self, owner: &str) -> Result<Vec<ListTask>, TaskListError> {
         let list = self.list_id.clone();
         let owner = owner.to_string();
         in_tx!(self, |tx| {
@@ -252,7 +252,7 @@ impl PgTaskList {
             .collect()
     }
 
-    async fn query_tasks(&self, sql: &'static str) -> Result<Vec<Task>, TaskListError> {
+    async fn query_tasks(&self, sql: &'static str) -> Result<Vec<ListTask>, TaskListError> {
         in_tx!(self, |tx| {
             async {
                 self.require_list(&tx).await?;
@@ -267,13 +267,13 @@ impl PgTaskList {
 
     /// Creates a pending task with the next id (never reused); missing
     /// dependency targets and cycles are refused.
-    pub async fn create(&self, new: NewTask) -> Result<Task, TaskListError> {
+    pub async fn create(&self, new: NewListTask) -> Result<ListTask, TaskListError> {
         validate_subject(&new.subject)?;
         let task = in_tx!(self, |tx| { self.create_in(&tx, &new).await })?;
         Ok(task)
     }
 
-    async fn create_in(&self, tx: &Transaction<'_>, new: &NewTask) -> Result<Task, Fail> {
+    async fn create_in(&self, tx: &Transaction<'_>, new: &NewListTask) -> Result<ListTask, Fail> {
         let hwm = self.lock_list(tx).await?;
         let id = hwm + 1;
         let blocked_by: BTreeSet<u64> = new.blocked_by.iter().copied().collect();
@@ -374,7 +374,11 @@ impl PgTaskList {
 
     /// Changes task `id` in one transaction; completing it reports the
     /// tasks it unblocked.
-    pub async fn update(&self, id: u64, patch: TaskPatch) -> Result<UpdateOutcome, TaskListError> {
+    pub async fn update(
+        &self,
+        id: u64,
+        patch: ListTaskPatch,
+    ) -> Result<UpdateOutcome, TaskListError> {
         patch.validate()?;
         in_tx!(self, |tx| { self.update_in(&tx, id, &patch, None).await })
     }
@@ -385,7 +389,7 @@ impl PgTaskList {
         &self,
         tx: &Transaction<'_>,
         id: u64,
-        patch: &TaskPatch,
+        patch: &ListTaskPatch,
         fence: Option<&str>,
     ) -> Result<UpdateOutcome, Fail> {
         if patch.changes_edges() {
@@ -460,7 +464,7 @@ impl PgTaskList {
     }
 
     /// Deletes task `id` (its edges go with it); returns it as it was.
-    pub async fn delete(&self, id: u64) -> Result<Task, TaskListError> {
+    pub async fn delete(&self, id: u64) -> Result<ListTask, TaskListError> {
         in_tx!(self, |tx| {
             async {
                 self.lock_list(&tx).await?;
@@ -501,7 +505,7 @@ impl PgTaskList {
     }
 
     /// Gives task `id` to `owner` if it is available.
-    pub async fn claim(&self, id: u64, owner: &str) -> Result<Task, TaskListError> {
+    pub async fn claim(&self, id: u64, owner: &str) -> Result<ListTask, TaskListError> {
         let owner = require_owner(owner)?;
         in_tx!(self, |tx| { self.claim_in(&tx, id, &owner).await })
     }
@@ -511,7 +515,7 @@ impl PgTaskList {
         tx: &Transaction<'_>,
         id: u64,
         owner: &str,
-    ) -> Result<Task, Fail> {
+    ) -> Result<ListTask, Fail> {
         self.require_list(tx).await?;
         let task = match self.fetch(tx, id, true).await {
             Ok(task) => task,

@@ -113,33 +113,36 @@ impl Blocking {
     pub fn list(&self) -> Result<kaji_tasks::list::ListSnapshot, kaji_tasks::list::TaskListError> {
         self.run(self.list.list())
     }
-    pub fn get(&self, id: u64) -> Result<kaji_tasks::list::Task, kaji_tasks::list::TaskListError> {
+    pub fn get(
+        &self,
+        id: u64,
+    ) -> Result<kaji_tasks::list::ListTask, kaji_tasks::list::TaskListError> {
         self.run(self.list.get(id))
     }
     pub fn create(
         &self,
-        new: kaji_tasks::list::NewTask,
-    ) -> Result<kaji_tasks::list::Task, kaji_tasks::list::TaskListError> {
+        new: kaji_tasks::list::NewListTask,
+    ) -> Result<kaji_tasks::list::ListTask, kaji_tasks::list::TaskListError> {
         self.run(self.list.create(new))
     }
     pub fn update(
         &self,
         id: u64,
-        patch: kaji_tasks::list::TaskPatch,
+        patch: kaji_tasks::list::ListTaskPatch,
     ) -> Result<kaji_tasks::list::UpdateOutcome, kaji_tasks::list::TaskListError> {
         self.run(self.list.update(id, patch))
     }
     pub fn delete(
         &self,
         id: u64,
-    ) -> Result<kaji_tasks::list::Task, kaji_tasks::list::TaskListError> {
+    ) -> Result<kaji_tasks::list::ListTask, kaji_tasks::list::TaskListError> {
         self.run(self.list.delete(id))
     }
     pub fn claim(
         &self,
         id: u64,
         owner: &str,
-    ) -> Result<kaji_tasks::list::Task, kaji_tasks::list::TaskListError> {
+    ) -> Result<kaji_tasks::list::ListTask, kaji_tasks::list::TaskListError> {
         self.run(self.list.claim(id, owner))
     }
     pub fn release(&self, owner: &str) -> Result<Vec<u64>, kaji_tasks::list::TaskListError> {
