@@ -130,13 +130,14 @@ impl RunBudget {
 
     /// Whether the cost limit is reached (no request is taken).
     pub fn check_cost(&self) -> Result<(), BudgetSpent> {
-        match self.max_cost_usd {
-            Some(max) if self.cost_usd() >= max => Err(BudgetSpent::Cost {
-                max,
-                spent: self.cost_usd(),
-            }),
-            _ => Ok(()),
+        let Some(max) = self.max_cost_usd else {
+            return Ok(());
+        };
+        let spent = self.cost_usd();
+        if spent >= max {
+            return Err(BudgetSpent::Cost { max, spent });
         }
+        Ok(())
     }
 
     /// Why no request is left, when none is (no request is taken).
