@@ -12,6 +12,10 @@
 //! by path; nothing here touches a terminal.
 
 #[allow(dead_code, unused_imports)]
+#[path = "../src/tui/action.rs"]
+mod action;
+
+#[allow(dead_code, unused_imports)]
 #[path = "../src/tui/app.rs"]
 mod app;
 #[allow(dead_code, unused_imports)]

@@ -611,15 +611,7 @@ impl HookRunner {
                 return outcome;
             }
         };
-        let subject = match event.matcher_field() {
-            Some("tool_name") => payload.tool_name.clone(),
-            Some(field) => payload
-                .extra
-                .get(field)
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            None => None,
-        };
+        let subject = matcher_subject(event, &payload);
         for hook in hooks {
             if event.has_matcher()
                 && let Some(matcher) = &hook.matcher
@@ -632,53 +624,9 @@ impl HookRunner {
                 break;
             }
             let label = format!("{event} hook `{}`", hook.command);
-            match run_one(hook, &payload.cwd, &stdin, &self.env_policy, cancel).await {
-                HookRun::Exited {
-                    status,
-                    stdout,
-                    stderr,
-                } => match status.code() {
-                    Some(0) => {
-                        if let Some(answer) = JsonAnswer::parse(&stdout) {
-                            if answer.apply(event, &label, &mut outcome) {
-                                break;
-                            }
-                            continue;
-                        }
-                        let text = cap_chars(&stdout, CONTEXT_CAP_CHARS);
-                        if !text.trim().is_empty() {
-                            outcome.context.push(text);
-                        }
-                    }
-                    Some(BLOCK_EXIT_CODE) => {
-                        let reason = cap_chars(stderr.trim(), STDERR_CAP_CHARS);
-                        outcome.blocked = Some(if reason.is_empty() {
-                            format!("blocked by {label} (exit code 2, nothing on stderr)")
-                        } else {
-                            reason
-                        });
-                        break;
-                    }
-                    Some(code) => outcome.warnings.push(with_stderr(
-                        format!("{label} failed with exit code {code}"),
-                        &stderr,
-                    )),
-                    None => outcome.warnings.push(with_stderr(
-                        format!("{label} was killed by a signal ({status})"),
-                        &stderr,
-                    )),
-                },
-                HookRun::SpawnFailed(e) => outcome
-                    .warnings
-                    .push(format!("{label} could not start: {e}")),
-                HookRun::TimedOut => outcome.warnings.push(format!(
-                    "{label} timed out after {} s and was killed, with every process it started (detached ones holding its output included); the session goes on",
-                    hook.timeout.as_secs_f64()
-                )),
-                HookRun::Cancelled => {
-                    outcome.cancelled = true;
-                    break;
-                }
+            let run = run_one(hook, &payload.cwd, &stdin, &self.env_policy, cancel).await;
+            if absorb(run, event, &label, hook.timeout, &mut outcome) {
+                break;
             }
         }
         if let Some(program) = &self.program
@@ -697,6 +645,79 @@ impl HookRunner {
             .await;
         }
         outcome
+    }
+}
+
+/// Takes one hook's run into `outcome`: its context, its JSON answer, its
+/// block, or a warning (`label` names the hook). True when the hooks after
+/// it must not run (a block, a stop, a cancellation).
+fn absorb(
+    run: HookRun,
+    event: HookEvent,
+    label: &str,
+    timeout: Duration,
+    outcome: &mut HookOutcome,
+) -> bool {
+    match run {
+        HookRun::Exited {
+            status,
+            stdout,
+            stderr,
+        } => match status.code() {
+            Some(0) => {
+                if let Some(answer) = JsonAnswer::parse(&stdout) {
+                    return answer.apply(event, label, outcome);
+                }
+                let text = cap_chars(&stdout, CONTEXT_CAP_CHARS);
+                if !text.trim().is_empty() {
+                    outcome.context.push(text);
+                }
+            }
+            Some(BLOCK_EXIT_CODE) => {
+                let reason = cap_chars(stderr.trim(), STDERR_CAP_CHARS);
+                outcome.blocked = Some(if reason.is_empty() {
+                    format!("blocked by {label} (exit code 2, nothing on stderr)")
+                } else {
+                    reason
+                });
+                return true;
+            }
+            Some(code) => outcome.warnings.push(with_stderr(
+                format!("{label} failed with exit code {code}"),
+                &stderr,
+            )),
+            None => outcome.warnings.push(with_stderr(
+                format!("{label} was killed by a signal ({status})"),
+                &stderr,
+            )),
+        },
+        HookRun::SpawnFailed(e) => outcome
+            .warnings
+            .push(format!("{label} could not start: {e}")),
+        HookRun::TimedOut => outcome.warnings.push(format!(
+            "{label} timed out after {} s and was killed, with every process it started (detached ones holding its output included); the session goes on",
+            timeout.as_secs_f64()
+        )),
+        HookRun::Cancelled => {
+            outcome.cancelled = true;
+            return true;
+        }
+    }
+    false
+}
+
+/// What a hook's matcher is matched against for `event`: the tool's name,
+/// the event's own field (a notification's type, a compaction's trigger,
+/// …), or nothing.
+fn matcher_subject(event: HookEvent, payload: &HookPayload) -> Option<String> {
+    match event.matcher_field() {
+        Some("tool_name") => payload.tool_name.clone(),
+        Some(field) => payload
+            .extra
+            .get(field)
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        None => None,
     }
 }
 
@@ -885,20 +906,12 @@ async fn run_one(
     env_policy: &std::sync::Arc<process::EnvPolicy>,
     cancel: &CancellationToken,
 ) -> HookRun {
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg(&hook.command)
-        .current_dir(cwd)
-        .env("KAJI_PROJECT_DIR", cwd)
-        .env("CLAUDE_PROJECT_DIR", cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
     let options = process::SpawnOptions::default().with_env(std::sync::Arc::clone(env_policy));
-    let mut child: GroupChild = match process::spawn_in_group_with(cmd, &options) {
-        Ok(child) => child,
-        Err(e) => return HookRun::SpawnFailed(e),
-    };
+    let mut child: GroupChild =
+        match process::spawn_in_group_with(hook_command(hook, cwd), &options) {
+            Ok(child) => child,
+            Err(e) => return HookRun::SpawnFailed(e),
+        };
     let deadline = tokio::time::Instant::now() + hook.timeout;
     let stdout = child.child_mut().stdout.take();
     let stderr = child.child_mut().stderr.take();
@@ -913,34 +926,23 @@ async fn run_one(
     .collect();
     let stdout = stdout.map(|s| tokio::spawn(read_capped(s)));
     let stderr = stderr.map(|s| tokio::spawn(read_capped(s)));
-    if let Some(mut pipe) = child.child_mut().stdin.take() {
-        let bytes = stdin.to_vec();
-        // A hook that never reads its stdin must not stall the run: write in
-        // the background, and ignore a closed pipe.
-        tokio::spawn(async move {
-            let _ = pipe.write_all(&bytes).await;
-            let _ = pipe.shutdown().await;
-        });
-    }
+    feed_stdin(&mut child, stdin);
 
     let ended = tokio::select! {
         status = child.wait() => Some(status),
         () = tokio::time::sleep_until(deadline) => None,
         () = cancel.cancelled() => {
-            let _ = child.kill_now().await;
-            process::kill_pipe_holders(&pipes);
+            kill_all(&mut child, &pipes).await;
             return HookRun::Cancelled;
         }
     };
     let status = match ended {
         None => {
-            let _ = child.kill_now().await;
-            process::kill_pipe_holders(&pipes);
+            kill_all(&mut child, &pipes).await;
             return HookRun::TimedOut;
         }
         Some(Err(e)) => {
-            let _ = child.kill_now().await;
-            process::kill_pipe_holders(&pipes);
+            kill_all(&mut child, &pipes).await;
             return HookRun::SpawnFailed(e);
         }
         Some(Ok(status)) => status,
@@ -971,6 +973,40 @@ async fn run_one(
         stdout,
         stderr,
     }
+}
+
+/// The shell command that runs `hook` in `cwd`, with the project
+/// directory in its environment and all three standard streams piped.
+fn hook_command(hook: &HookSpec, cwd: &std::path::Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(&hook.command)
+        .current_dir(cwd)
+        .env("KAJI_PROJECT_DIR", cwd)
+        .env("CLAUDE_PROJECT_DIR", cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Writes the payload to the hook's stdin in the background: a hook that
+/// never reads its stdin must not stall the run; a closed pipe is ignored.
+fn feed_stdin(child: &mut GroupChild, stdin: &[u8]) {
+    if let Some(mut pipe) = child.child_mut().stdin.take() {
+        let bytes = stdin.to_vec();
+        tokio::spawn(async move {
+            let _ = pipe.write_all(&bytes).await;
+            let _ = pipe.shutdown().await;
+        });
+    }
+}
+
+/// Kills the hook's process group and whoever still holds its output
+/// pipes.
+async fn kill_all(child: &mut GroupChild, pipes: &[u64]) {
+    let _ = child.kill_now().await;
+    process::kill_pipe_holders(pipes);
 }
 
 async fn join_reader(handle: Option<tokio::task::JoinHandle<Vec<u8>>>) -> String {

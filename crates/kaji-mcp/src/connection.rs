@@ -357,6 +357,70 @@ async fn list_tools(
     Ok((shared, has_resources))
 }
 
+/// Why a connection's watcher woke up.
+enum Why {
+    /// kaji stopped it.
+    Stopped,
+    /// The MCP session ended (the server closed its end).
+    SessionEnded,
+    /// The server process exited.
+    Exited(std::process::ExitStatus),
+    /// Waiting for the process failed.
+    WaitFailed(std::io::Error),
+}
+
+impl Why {
+    /// The reason reported to the manager (`None`: kaji stopped it and
+    /// gave no reason). `final_status` is how the process group ended
+    /// after the watcher shut it down; `abandoned` the reason kaji gave
+    /// when it stopped the server.
+    fn reason(
+        self,
+        final_status: Option<std::process::ExitStatus>,
+        abandoned: Option<String>,
+    ) -> Option<String> {
+        match self {
+            Self::Stopped => abandoned,
+            Self::Exited(status) => Some(format!("the server process ended ({status})")),
+            Self::SessionEnded => Some(match final_status {
+                // Its stdout closed because it exited by itself.
+                Some(status) if status.code().is_some() => {
+                    format!("the server process ended ({status})")
+                }
+                Some(_) => {
+                    "the server closed the connection, so kaji stopped its process".to_string()
+                }
+                None => "the server closed the connection".to_string(),
+            }),
+            Self::WaitFailed(e) => Some(format!("waiting for the server process failed: {e}")),
+        }
+    }
+}
+
+/// Waits until kaji stops the connection, the MCP session ends or the
+/// server process exits, whichever comes first.
+async fn wait_for_end(
+    stop: &CancellationToken,
+    service: RunningService<RoleClient, KajiClient>,
+    child: &mut Option<GroupChild>,
+) -> Why {
+    let session = service.waiting();
+    let exit = async {
+        match child.as_mut() {
+            Some(child) => child.wait().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = stop.cancelled() => Why::Stopped,
+        _ = session => Why::SessionEnded,
+        status = exit => match status {
+            Ok(status) => Why::Exited(status),
+            Err(e) => Why::WaitFailed(e),
+        },
+    }
+}
+
 /// Turns a started server into a [`Connection`], spawning its watcher. When
 /// the connection ends by itself (process exit, closed session, abandoned),
 /// `on_end` is called once with why.
@@ -392,29 +456,7 @@ pub(crate) fn watch(
     let weak = std::sync::Arc::downgrade(&connection);
     let handle = tokio::spawn(async move {
         let mut child = child;
-        enum Why {
-            Stopped,
-            SessionEnded,
-            Exited(std::process::ExitStatus),
-            WaitFailed(std::io::Error),
-        }
-        let why = {
-            let session = service.waiting();
-            let exit = async {
-                match child.as_mut() {
-                    Some(child) => child.wait().await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = stop.cancelled() => Why::Stopped,
-                _ = session => Why::SessionEnded,
-                status = exit => match status {
-                    Ok(status) => Why::Exited(status),
-                    Err(e) => Why::WaitFailed(e),
-                },
-            }
-        };
+        let why = wait_for_end(&stop, service, &mut child).await;
         // The session (and with it the server's stdin) is closed by now;
         // end the whole process group.
         let final_status = match child.as_mut() {
@@ -430,21 +472,7 @@ pub(crate) fn watch(
                 .unwrap_or_else(|p| p.into_inner())
                 .take()
         });
-        let reason = match why {
-            Why::Stopped => abandoned,
-            Why::Exited(status) => Some(format!("the server process ended ({status})")),
-            Why::SessionEnded => Some(match final_status {
-                // Its stdout closed because it exited by itself.
-                Some(status) if status.code().is_some() => {
-                    format!("the server process ended ({status})")
-                }
-                Some(_) => {
-                    "the server closed the connection, so kaji stopped its process".to_string()
-                }
-                None => "the server closed the connection".to_string(),
-            }),
-            Why::WaitFailed(e) => Some(format!("waiting for the server process failed: {e}")),
-        };
+        let reason = why.reason(final_status, abandoned);
         // Report to the manager first, so that whoever waits on `ended`
         // finds the server already marked failed.
         let shown = reason

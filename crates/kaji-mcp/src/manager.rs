@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use kaji_tools::Tool;
 use rmcp::model::{
     CallToolRequestParams, JsonObject, ReadResourceRequestParams, Tool as McpToolDef,
 };
@@ -29,13 +28,23 @@ use crate::content;
 use crate::error::McpError;
 use crate::names;
 use crate::stderr::StderrTail;
-use crate::tools::{ListMcpResources, McpTool, ReadMcpResource};
 
 mod switch;
 
 /// How long a failed call waits for the connection's watcher to report why
 /// the server went away (so the message can carry the whole stderr tail).
 const END_REPORT_LIMIT: Duration = Duration::from_secs(3);
+
+/// One server tool as offered to the model: see
+/// [`McpManager::offered_tools`].
+pub(crate) struct OfferedTool {
+    /// The server it belongs to.
+    pub server: String,
+    /// Its qualified name, unique among the offered tools.
+    pub name: &'static str,
+    /// The server's definition.
+    pub def: McpToolDef,
+}
 
 /// Tunables of an [`McpManager`]; the defaults suit kaji.
 #[derive(Debug, Clone)]
@@ -404,17 +413,17 @@ impl McpManager {
             .collect()
     }
 
-    /// The tools to offer the model: every tool of every connected server
-    /// as `mcp__<server>__<tool>`, then `ListMcpResources` and
-    /// `ReadMcpResource` (when any server is enabled).
+    /// The server tools to offer the model, each with its server and a
+    /// qualified name (`mcp__<server>__<tool>`) unique among them; the
+    /// kaji tools are made of them by [`McpManager::tools`].
     ///
     /// A server that went down after connecting keeps its last tools here,
     /// so that calling one restarts it (or reports why it is down); a
     /// failed server whose back-off has passed is restarted in the
     /// background by this call. A server that connected since the last call
     /// has its tools in this one.
-    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    pub(crate) fn offered_tools(&self) -> Vec<OfferedTool> {
+        let mut offered = Vec::new();
         let mut taken = BTreeSet::new();
         let now = Instant::now();
         for server in self.inner.servers.values() {
@@ -441,20 +450,19 @@ impl McpManager {
                     n += 1;
                 }
                 taken.insert(qualified.clone());
-                tools.push(Arc::new(McpTool::new(
-                    self.clone(),
-                    server.name.clone(),
-                    names::intern(&qualified),
-                    &def,
-                )));
+                offered.push(OfferedTool {
+                    server: server.name.clone(),
+                    name: names::intern(&qualified),
+                    def,
+                });
             }
         }
-        let any_enabled = self.inner.servers.values().any(|s| s.config.enabled);
-        if any_enabled {
-            tools.push(Arc::new(ListMcpResources::new(self.clone())));
-            tools.push(Arc::new(ReadMcpResource::new(self.clone())));
-        }
-        tools
+        offered
+    }
+
+    /// Whether any server is enabled (then the resource tools are offered).
+    pub(crate) fn any_enabled(&self) -> bool {
+        self.inner.servers.values().any(|s| s.config.enabled)
     }
 
     /// Calls `tool` of `server` with `arguments` (a JSON object, or null for
@@ -519,23 +527,7 @@ impl McpManager {
         server: Option<&str>,
         cancel: &CancellationToken,
     ) -> Result<Vec<McpResourceInfo>, McpError> {
-        let targets: Vec<(Arc<Server>, Arc<Connection>)> = match server {
-            Some(name) => {
-                let srv = self.inner.server(name)?;
-                let deadline = Instant::now() + srv.config.timeout();
-                let conn = self.inner.connection(&srv, deadline, cancel).await?;
-                vec![(srv, conn)]
-            }
-            None => self
-                .inner
-                .servers
-                .values()
-                .filter_map(|s| match &s.lock().phase {
-                    Phase::Connected(conn) => Some((s.clone(), conn.clone())),
-                    _ => None,
-                })
-                .collect(),
-        };
+        let targets = self.resource_targets(server, cancel).await?;
         let mut resources = Vec::new();
         for (srv, conn) in targets {
             if !conn.has_resources {
@@ -572,31 +564,71 @@ impl McpManager {
                 mime_type: r.mime_type.clone(),
                 template: false,
             }));
-            let templates = self
-                .inner
-                .request(
-                    &srv,
-                    &conn,
-                    "listing resource templates",
-                    deadline,
-                    cancel,
-                    conn.peer.list_all_resource_templates(),
-                )
-                .await;
-            // Templates are optional: a server without them may answer with
-            // "method not found".
-            if let Ok(templates) = templates {
-                resources.extend(templates.into_iter().map(|t| McpResourceInfo {
-                    server: srv.name.clone(),
-                    uri: t.uri_template.clone(),
-                    name: t.name.clone(),
-                    description: t.description.clone(),
-                    mime_type: t.mime_type.clone(),
-                    template: true,
-                }));
-            }
+            resources.extend(self.templates(&srv, &conn, deadline, cancel).await);
         }
         Ok(resources)
+    }
+
+    /// The servers whose resources are listed, with their connections:
+    /// the one named (connected first, or its failure), else every
+    /// connected server.
+    async fn resource_targets(
+        &self,
+        server: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<(Arc<Server>, Arc<Connection>)>, McpError> {
+        let Some(name) = server else {
+            return Ok(self
+                .inner
+                .servers
+                .values()
+                .filter_map(|s| match &s.lock().phase {
+                    Phase::Connected(conn) => Some((s.clone(), conn.clone())),
+                    _ => None,
+                })
+                .collect());
+        };
+        let srv = self.inner.server(name)?;
+        let deadline = Instant::now() + srv.config.timeout();
+        let conn = self.inner.connection(&srv, deadline, cancel).await?;
+        Ok(vec![(srv, conn)])
+    }
+
+    /// The resource templates of one server. Templates are optional: a
+    /// server without them may answer with "method not found", so any
+    /// failure gives none.
+    async fn templates(
+        &self,
+        srv: &Arc<Server>,
+        conn: &Arc<Connection>,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Vec<McpResourceInfo> {
+        let templates = self
+            .inner
+            .request(
+                srv,
+                conn,
+                "listing resource templates",
+                deadline,
+                cancel,
+                conn.peer.list_all_resource_templates(),
+            )
+            .await;
+        let Ok(templates) = templates else {
+            return Vec::new();
+        };
+        templates
+            .into_iter()
+            .map(|t| McpResourceInfo {
+                server: srv.name.clone(),
+                uri: t.uri_template.clone(),
+                name: t.name.clone(),
+                description: t.description.clone(),
+                mime_type: t.mime_type.clone(),
+                template: true,
+            })
+            .collect()
     }
 
     /// Reads the resource `uri` of `server` and returns it as text (binary

@@ -5,6 +5,8 @@
 //! like a command). `ListMcpResources` and `ReadMcpResource` only read.
 //! These tools never decide about permissions and never print.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
 use kaji_tools::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput, parse_input};
@@ -13,6 +15,27 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::manager::{McpManager, description_of};
+
+impl McpManager {
+    /// The tools to offer the model: every tool of every connected server
+    /// as `mcp__<server>__<tool>`, then `ListMcpResources` and
+    /// `ReadMcpResource` (when any server is enabled). Which server tools
+    /// are offered, under which names, the manager decides (`offered_tools`).
+    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        let mut tools: Vec<Arc<dyn Tool>> = self
+            .offered_tools()
+            .into_iter()
+            .map(|o| {
+                Arc::new(McpTool::new(self.clone(), o.server, o.name, &o.def)) as Arc<dyn Tool>
+            })
+            .collect();
+        if self.any_enabled() {
+            tools.push(Arc::new(ListMcpResources::new(self.clone())));
+            tools.push(Arc::new(ReadMcpResource::new(self.clone())));
+        }
+        tools
+    }
+}
 
 /// One tool of one MCP server.
 pub struct McpTool {

@@ -11,100 +11,13 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
+use crate::context::Context;
+use crate::host;
 use crate::paths;
 use crate::readonly;
 use crate::rule::{CommandPattern, PathTool, Rule};
 use crate::shell::{self, SimpleCommand};
-
-/// What the project is and whether it is trusted: everything [`decide`]
-/// needs to know about the world, passed in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Context {
-    /// The project's root directory (absolute, normalised): `/` rule
-    /// patterns are anchored here, and writes outside it are never
-    /// auto-allowed.
-    pub project_root: PathBuf,
-    /// The working directory, where commands run and relative paths and
-    /// patterns start (defaults to the project root).
-    pub cwd: PathBuf,
-    /// The home directory, for `~/` patterns (`None`: they match nothing).
-    pub home: Option<PathBuf>,
-    /// Whether the user trusted the project (its `.git/config` and its
-    /// settings' allow rules count only then).
-    pub trusted: bool,
-    /// Protected paths beyond [`paths::PROTECTED_PATHS`] (the
-    /// `protected_paths` setting), relative to the project root.
-    pub protected_paths: Vec<String>,
-    /// Where a path really leads (symlinks followed as the kernel follows
-    /// them), for the targets of shell redirections. The caller's view of
-    /// the file system, passed in so that the policy never reads it.
-    pub real_path: RealPath,
-}
-
-/// How the caller finds where an absolute path really leads: the kernel's
-/// resolution (each symlink followed, `..` applied to where it leads),
-/// with the components that do not exist yet kept as they are. The
-/// default knows no symlinks and returns the path unchanged.
-#[derive(Clone, Default)]
-pub struct RealPath(Option<Arc<Resolver>>);
-
-/// The function behind a [`RealPath`].
-type Resolver = dyn Fn(&Path) -> PathBuf + Send + Sync;
-
-impl RealPath {
-    /// A resolver calling `f`.
-    pub fn new(f: impl Fn(&Path) -> PathBuf + Send + Sync + 'static) -> Self {
-        Self(Some(Arc::new(f)))
-    }
-
-    /// Where `path` (absolute, not normalised) really leads.
-    pub fn resolve(&self, path: &Path) -> PathBuf {
-        match &self.0 {
-            Some(f) => f(path),
-            None => paths::normalise(path),
-        }
-    }
-}
-
-impl fmt::Debug for RealPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "RealPath(resolver)"
-        } else {
-            "RealPath(lexical)"
-        })
-    }
-}
-
-impl PartialEq for RealPath {
-    fn eq(&self, other: &Self) -> bool {
-        match (&self.0, &other.0) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        }
-    }
-}
-
-impl Eq for RealPath {}
-
-impl Context {
-    /// A context for `project_root`, working there, with no home directory
-    /// and no extra protected paths.
-    pub fn new(project_root: impl Into<PathBuf>, trusted: bool) -> Self {
-        let project_root = paths::normalise(&project_root.into());
-        Self {
-            cwd: project_root.clone(),
-            project_root,
-            home: None,
-            trusted,
-            protected_paths: Vec::new(),
-            real_path: RealPath::default(),
-        }
-    }
-}
 
 /// What a tool call asks to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -389,10 +302,10 @@ pub fn decide(rules: &RuleSet, request: &PermissionRequest, ctx: &Context) -> Po
 /// `WebFetch(domain:…)` rule names it: a bare `WebFetch` allow does not
 /// reach it.
 fn decide_fetch(rules: &RuleSet, url: &str) -> PolicyDecision {
-    let host = crate::host::canonical_host(url).unwrap_or_default();
+    let host = host::canonical_host(url).unwrap_or_default();
     let decided = decide_simple(rules, |r| r.matches_host(&host));
     let open = decided.decision == Decision::Allow || decided.reason == Reason::NoRule;
-    if !open || !crate::host::is_local_host(&host) {
+    if !open || !host::is_local_host(&host) {
         return decided;
     }
     let named = |r: &Rule| matches!(r, Rule::WebFetch { .. }) && r.matches_host(&host);
@@ -523,21 +436,6 @@ pub fn is_read_only_command(command: &str, ctx: &Context) -> bool {
             .all(|c| readonly::check(c, ctx.trusted).is_ok())
 }
 
-/// The host of a URL: what follows `scheme://` and any `user@`, up to
-/// the port, path, query or fragment; lower-case.
-pub fn host_of(url: &str) -> Option<String> {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    // A backslash ends the authority as a slash does (WHATWG URL).
-    let authority = rest.split(['/', '?', '#', '\\']).next()?;
-    let host_port = authority.rsplit('@').next()?;
-    let host = if let Some(v6) = host_port.strip_prefix('[') {
-        v6.split(']').next()?
-    } else {
-        host_port.split(':').next()?
-    };
-    (!host.is_empty()).then(|| host.to_ascii_lowercase())
-}
-
 /// Programs that run code given to them: "always" never remembers one of
 /// these as a prefix (`python3:*` would allow `python3 -c …`).
 const INTERPRETERS: &[&str] = &[
@@ -659,7 +557,7 @@ pub fn always_rule_for(request: &PermissionRequest, ctx: &Context) -> Option<Rul
         PermissionRequest::Bash { command } => command_rule(command, ctx),
         PermissionRequest::Path { tool, path } => path_rule(*tool, path, ctx),
         PermissionRequest::WebFetch { url } => {
-            crate::host::canonical_host(url).map(|domain| Rule::WebFetch { domain })
+            host::canonical_host(url).map(|domain| Rule::WebFetch { domain })
         }
         PermissionRequest::Tool { name } => Some(Rule::Tool(name.clone())),
     }
@@ -992,7 +890,7 @@ mod tests {
         );
         // A backslash ends the host as a browser reads it.
         assert_eq!(
-            host_of("http://evil.com\\@127.0.0.1/").as_deref(),
+            host::host_of("http://evil.com\\@127.0.0.1/").as_deref(),
             Some("evil.com")
         );
     }

@@ -11,10 +11,25 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// The host of a URL: what follows `scheme://` and any `user@`, up to
+/// the port, path, query or fragment; lower-case.
+pub fn host_of(url: &str) -> Option<String> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    // A backslash ends the authority as a slash does (WHATWG URL).
+    let authority = rest.split(['/', '?', '#', '\\']).next()?;
+    let host_port = authority.rsplit('@').next()?;
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split(']').next()?
+    } else {
+        host_port.split(':').next()?
+    };
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
 /// The canonical host of `url` (or of a bare host), `None` when it has
 /// none or it is not a valid host.
 pub fn canonical_host(url: &str) -> Option<String> {
-    let raw = crate::decide::host_of(url)?;
+    let raw = host_of(url)?;
     canonical_host_name(&raw)
 }
 

@@ -18,6 +18,7 @@
 //! - [`decide()`] and [`always_rule_for`]: the decision and what "always
 //!   allow" may remember.
 
+mod context;
 pub mod decide;
 pub mod host;
 pub mod paths;
@@ -25,9 +26,11 @@ pub mod readonly;
 pub mod rule;
 pub mod shell;
 
+pub use context::{Context, RealPath};
 pub use decide::{
-    Context, Decision, PermissionRequest, PolicyDecision, RealPath, Reason, RuleEntry, RuleKind,
-    RuleSet, RuleSource, always_rule_for, decide, host_of, is_read_only_command,
+    Decision, PermissionRequest, PolicyDecision, Reason, RuleEntry, RuleKind, RuleSet, RuleSource,
+    always_rule_for, decide, is_read_only_command,
 };
+pub use host::host_of;
 pub use paths::PROTECTED_PATHS;
 pub use rule::{CommandPattern, PathTool, Rule, RuleParseError};

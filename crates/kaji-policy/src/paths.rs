@@ -12,13 +12,13 @@
 //! resolved) but never looked up on disk, so the caller must pass real
 //! paths when symlinks matter. Nothing here reads or writes a file.
 
-use std::path::{Component, Path, PathBuf};
-
+use std::path::Path;
 use std::sync::OnceLock;
 
 use globset::{GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 
-use crate::Context;
+use crate::context::Context;
+pub use crate::context::normalise;
 
 /// Paths, relative to the project root (at any depth), that always ask
 /// before an edit and are never covered by an allow rule or an "always":
@@ -33,22 +33,6 @@ pub const PROTECTED_PATHS: &[&str] = &[
     ".kajiignore",
     ".claude/**",
 ];
-
-/// `path` with `.` and `..` resolved lexically (`..` at the root stays at
-/// the root).
-pub fn normalise(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
 
 /// Whether the absolute, normalised `path` is one of the protected paths
 /// of the project (the built-in ones and `ctx.protected_paths`).
@@ -164,6 +148,7 @@ pub fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn ctx() -> Context {
         let mut ctx = Context::new("/proj", true);

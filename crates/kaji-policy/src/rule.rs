@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
-use crate::Context;
+use crate::context::Context;
 use crate::paths;
 use crate::shell::{self, SimpleCommand};
 

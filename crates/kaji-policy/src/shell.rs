@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use tree_sitter::{Node, Parser};
 
-use crate::Context;
+use crate::context::Context;
 use crate::paths;
 
 /// One word of a simple command.

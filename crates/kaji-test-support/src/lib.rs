@@ -25,6 +25,7 @@ pub mod script;
 pub mod seeds;
 pub mod server;
 pub mod wire;
+mod wire_parts;
 mod wire_responses;
 
 pub use script::{AgentScript, DEFAULT_CHUNK_SIZE, Fault, Part, Script, ScriptError, Turn};

@@ -26,10 +26,8 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::script::{Fault, Script, Turn};
-use crate::wire::{
-    RenderContext, WireFormat, context_length_error, error_body, error_kind, first_content_frame,
-    render,
-};
+use crate::wire::{context_length_error, error_body, error_kind, first_content_frame, render};
+use crate::wire_parts::{RenderContext, WireFormat};
 
 /// Headers whose values are replaced by `[redacted]` in recordings.
 const SECRET_HEADERS: &[&str] = &[

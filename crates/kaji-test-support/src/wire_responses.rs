@@ -10,7 +10,9 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::script::{Part, Turn};
-use crate::wire::{RenderContext, WireFormat, chunks, sse, tool_id, usage_of};
+use crate::wire_parts::{
+    RenderContext, WireFormat, argument_pieces, chunks, sse, tool_id, usage_of,
+};
 
 /// The encrypted content the server gives reasoning item `n` of turn `turn`.
 pub(crate) fn encrypted_content(turn: usize, n: usize) -> String {
@@ -89,7 +91,7 @@ pub(crate) fn render(turn: &Turn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
                 let item_id = format!("fc_scripted_{}_{n}", ctx.turn_index);
                 let item = |args: &str, status: &str| json!({"type": "function_call", "id": item_id, "call_id": call_id, "name": name, "arguments": args, "status": status});
                 frames.push(added(item("", "in_progress")));
-                for piece in crate::wire::argument_pieces(turn, tools - 1, &arguments) {
+                for piece in argument_pieces(turn, tools - 1, &arguments) {
                     if piece.is_empty() {
                         frames.push(Bytes::new());
                         continue;

@@ -32,6 +32,7 @@ pub mod schema;
 pub mod skill;
 mod task_list_tools;
 pub use task_list_tools::summary as task_list_update;
+mod team_mail;
 pub mod team_tools;
 pub mod todo;
 pub mod web_fetch;

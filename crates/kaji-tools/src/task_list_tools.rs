@@ -597,7 +597,7 @@ which tasks a completion unblocked."
             let outcome = store.update(id, patch).await?;
             let snapshot = store.list().await?;
             if completing {
-                crate::team_tools::notify_completion(&store, &agent, &outcome, &snapshot).await;
+                crate::team_mail::notify_completion(&store, &agent, &outcome, &snapshot).await;
             }
             Ok((outcome, snapshot))
         })

@@ -2,8 +2,9 @@
 //! store's claim: list lock, task lock, availability checks, the caller's
 //! agent name as owner) and `SendMessage` (a message to a teammate or the
 //! lead through the durable mailbox beside the list, delivered at the
-//! recipient's next model request), plus the completion notices the list
-//! sends when a task is completed.
+//! recipient's next model request). The completion notices the list sends
+//! when a task is completed, and the lead's name, are `team_mail.rs`'s
+//! (re-exported here).
 //!
 //! These tools never edit a task but through the store, and never deliver
 //! a message themselves.
@@ -12,62 +13,20 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
-use kaji_tasks::list::{ListSnapshot, TaskList, UpdateOutcome};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::task_list_tools::{TaskIdInput, blocking, shared_task, store_of};
+pub use crate::team_mail::{LEAD, notify_completion};
 use crate::{
     Tool, ToolAccess, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_input, require_text,
 };
-
-/// The name the lead (the session's main agent) is addressed by.
-pub const LEAD: &str = "main";
 
 /// Adds `TaskClaim` and `SendMessage` to `registry`.
 pub(crate) fn register(registry: &mut ToolRegistry) {
     registry.register(Arc::new(TaskClaimTool));
     registry.register(Arc::new(SendMessageTool));
-}
-
-/// Tells the lead and the owners of the tasks it unblocked that a task was
-/// completed (by `by`). Failures to post are not the completer's problem:
-/// they are ignored.
-pub async fn notify_completion(
-    store: &TaskList,
-    by: &str,
-    outcome: &UpdateOutcome,
-    snapshot: &ListSnapshot,
-) {
-    let task = &outcome.task;
-    let mut text = format!(
-        "Task #{} ({}) was completed by {by}.",
-        task.id, task.subject
-    );
-    if !outcome.unblocked.is_empty() {
-        let ids: Vec<String> = outcome.unblocked.iter().map(|i| format!("#{i}")).collect();
-        text.push_str(&format!(" It unblocked {}.", ids.join(", ")));
-    }
-    let mut recipients: Vec<String> = Vec::new();
-    if by != LEAD {
-        recipients.push(LEAD.to_string());
-    }
-    for id in &outcome.unblocked {
-        if let Some(owner) = snapshot
-            .tasks
-            .iter()
-            .find(|t| t.id == *id)
-            .and_then(|t| t.owner.clone())
-            && owner != by
-            && !recipients.contains(&owner)
-        {
-            recipients.push(owner);
-        }
-    }
-    for to in recipients {
-        let _ = store.post_message("kaji", &to, &text).await;
-    }
 }
 
 /// The `TaskClaim` tool.

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::frontend::Output;
+use super::output::Output;
 
 /// The longest a permission request waits for the program's answer
 /// (`KAJI_ASK_TIMEOUT_MS`; default ten minutes). Then the call is denied.

@@ -5,7 +5,6 @@
 //! It must never print anything but whole messages to standard output.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -17,82 +16,10 @@ use kaji_protocol::{
 };
 use serde_json::{Value, json};
 
-use super::args::OutputFormat;
 use super::control::Control;
+use super::output::Output;
 use super::permission;
 use crate::sdk_messages::{self as msg, SdkMessage};
-
-/// Where messages go, in the chosen format.
-pub struct Output {
-    format: OutputFormat,
-    out: Mutex<Box<dyn Write + Send>>,
-    /// With `--output-format json`: every message so far.
-    kept: Mutex<Vec<Value>>,
-}
-
-impl Output {
-    /// Standard output in `format`.
-    pub fn stdout(format: OutputFormat) -> Self {
-        Self::to(format, Box::new(std::io::stdout()))
-    }
-
-    /// `out` in `format`.
-    pub fn to(format: OutputFormat, out: Box<dyn Write + Send>) -> Self {
-        Self {
-            format,
-            out: Mutex::new(out),
-            kept: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Writes (stream-json) or keeps (json) one message.
-    pub fn send(&self, message: &SdkMessage) {
-        let value = message.to_json();
-        match self.format {
-            OutputFormat::StreamJson => self.write_line(&value.to_string()),
-            OutputFormat::Json => self.lock_kept().push(value),
-            OutputFormat::Text => {}
-        }
-    }
-
-    /// Writes a control response at once, whatever the format.
-    pub fn control(&self, message: &SdkMessage) {
-        self.write_line(&message.to_json().to_string());
-    }
-
-    /// Writes a control request (or its cancellation) at once.
-    pub fn control_value(&self, message: &Value) {
-        self.write_line(&message.to_string());
-    }
-
-    /// The end of the run: the json output, or the text of the result.
-    pub fn finish(&self, result: &SdkMessage, verbose: bool) {
-        match self.format {
-            OutputFormat::StreamJson => {}
-            OutputFormat::Json if verbose => {
-                let all = Value::Array(std::mem::take(&mut *self.lock_kept()));
-                self.write_line(&all.to_string());
-            }
-            OutputFormat::Json => self.write_line(&result.to_json().to_string()),
-            OutputFormat::Text => {
-                if let SdkMessage::Result(r) = result {
-                    let text = r.result.clone().unwrap_or_else(|| r.errors.join("\n"));
-                    self.write_line(&text);
-                }
-            }
-        }
-    }
-
-    fn lock_kept(&self) -> std::sync::MutexGuard<'_, Vec<Value>> {
-        self.kept.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn write_line(&self, line: &str) {
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
-    }
-}
 
 /// Per agent: the model message being produced and its streaming state.
 #[derive(Default)]

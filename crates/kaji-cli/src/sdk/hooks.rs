@@ -123,7 +123,7 @@ fn matcher(m: &Value) -> Result<ProgramHook, String> {
 mod tests {
     use super::*;
     use crate::sdk::args::OutputFormat;
-    use crate::sdk::frontend::Output;
+    use crate::sdk::output::Output;
 
     #[test]
     fn initialize_hooks_become_program_hooks() {

@@ -14,7 +14,8 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
 use super::control::Control;
-use super::frontend::{Output, SdkFrontend};
+use super::frontend::SdkFrontend;
+use super::output::Output;
 use crate::sdk_messages as msg;
 
 /// What the reader hands on.

@@ -15,6 +15,7 @@ mod frontend;
 mod hooks;
 mod initialize;
 mod input;
+mod output;
 mod permission;
 mod schema;
 mod sdk_mcp;
@@ -31,7 +32,8 @@ use serde_json::{Value, json};
 
 pub use args::SdkArgs;
 use args::{InputFormat, OutputFormat};
-use frontend::{Output, SdkFrontend};
+use frontend::SdkFrontend;
+use output::Output;
 
 use crate::agent::{self, UsageError};
 use crate::sdk_messages::{self as msg, SdkMessage};

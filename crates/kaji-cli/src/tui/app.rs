@@ -8,6 +8,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use kaji_core::session::UserPrompt;
 use kaji_core::{AskRequest, PermissionMode};
 use kaji_protocol::{
     AskKind, AskPayload, AskResponse, BackgroundTask, SayKind, SayPayload, StateUpdate, TaskEvent,
@@ -15,8 +16,10 @@ use kaji_protocol::{
 };
 use tokio::sync::oneshot;
 
+pub use super::action::Action;
 use super::commands::{self, CustomCommand};
 use super::input::InputLine;
+use super::rewind::{self, Rewind};
 
 /// How a transcript entry looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,57 +69,6 @@ impl Entry {
             detail: None,
         }
     }
-}
-
-/// What the event loop must do after a key press.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Nothing beyond redrawing.
-    None,
-    /// Start a new task with this prompt.
-    Submit(String),
-    /// Abort the running task.
-    Abort,
-    /// Leave the TUI.
-    Quit,
-    /// Forget the conversation: the next prompt starts afresh.
-    Clear,
-    /// `/sessions`: list this directory's saved sessions.
-    Sessions,
-    /// `/resume [ID|N]`: switch to a saved session (no argument: list them
-    /// to pick from).
-    Resume(Option<String>),
-    /// `/fork`: continue in a new session with a copy of this one's history.
-    Fork,
-    /// `/compact [instructions]`: compact the conversation now.
-    Compact(String),
-    /// `/model NAME`: use this model from the next prompt on.
-    Model(String),
-    /// `/mode NAME`: change the permission mode.
-    Mode(PermissionMode),
-    /// `/reasoning LEVEL`: how hard the model thinks from the next prompt.
-    Reasoning(kaji_llm::Reasoning),
-    /// `/agents`: list the session's agents.
-    Agents(super::local::AgentsCommand),
-    /// `/checkpoints [restore N|ID]`.
-    Checkpoints(super::local::CheckpointsCommand),
-    /// `!command`: run it as the user's own shell command.
-    Shell(String),
-    /// Esc Esc: open the picker of earlier user messages.
-    RewindMenu,
-    /// Rewind the conversation to before user message N.
-    Rewind(usize),
-    /// Restore the files from this checkpoint (after a rewind).
-    RestoreFiles(String),
-    /// A custom command in a trusted project: run these shell commands
-    /// (as `!command`s), then send the prompt.
-    ShellThenSubmit(Vec<String>, String, kaji_core::PromptOptions),
-    /// A custom command's prompt with its `model` and `allowed-tools`.
-    SubmitCommand(String, kaji_core::PromptOptions),
-    /// Ctrl+V / Alt+V: paste what the clipboard holds (an image or text).
-    PasteClipboard,
-    /// `/review [BASE]`: the model reviews the changes, read-only.
-    Review(Option<String>),
 }
 
 /// Where an unanswered ask stands.
@@ -227,9 +179,9 @@ pub struct App {
     quit_armed: bool,
     /// A first Esc on an idle input was pressed: a second opens the
     /// rewind picker.
-    pub(super) esc_armed: bool,
+    esc_armed: bool,
     /// Esc Esc: the rewind picker or the offer to restore files.
-    pub rewind: Option<super::rewind::Rewind>,
+    pub rewind: Option<Rewind>,
     /// The terminal bell is due (an ask waits, a task ended).
     pub bell: bool,
     /// Whether tool results show their whole output (Ctrl-O).
@@ -992,6 +944,67 @@ impl App {
             let _ = reply.send(response);
         }
         self.input.clear();
+    }
+
+    /// Esc with no task running and nothing asked: the second in a row
+    /// opens the rewind picker.
+    fn on_idle_esc(&mut self, armed: bool) -> Action {
+        if armed {
+            return Action::RewindMenu;
+        }
+        self.esc_armed = true;
+        self.notice = Some("Esc again to go back to an earlier message".into());
+        Action::None
+    }
+
+    /// Opens the rewind picker on the session's user messages (newest
+    /// selected).
+    pub fn open_rewind(&mut self, prompts: Vec<UserPrompt>) {
+        self.rewind = Rewind::picker(prompts);
+        if self.rewind.is_none() {
+            self.notice = Some("no earlier message to go back to".into());
+        }
+    }
+
+    /// The session was rewound to before `prompt`: its text goes into the
+    /// input; the files' checkpoint is offered when known.
+    pub fn rewound(&mut self, prompt: UserPrompt) {
+        let (typed, note) = rewind::rewound(&prompt);
+        self.input.set(typed);
+        self.note(note);
+        self.rewind = Rewind::offer(&prompt);
+    }
+
+    /// Keys while the rewind picker or offer is open; `None` when closed.
+    fn on_rewind_key(&mut self, key: KeyEvent) -> Option<Action> {
+        let step = self.rewind.as_mut()?.on_key(key);
+        if step.close {
+            self.rewind = None;
+        }
+        if let Some(note) = step.note {
+            self.note(note);
+        }
+        Some(step.action)
+    }
+
+    /// The lines the menu area shows for the rewind picker or offer.
+    pub fn rewind_menu(&self) -> Option<Vec<(String, String)>> {
+        self.rewind.as_ref().map(Rewind::menu)
+    }
+
+    /// A prompt `!command`: the shell command, or a note when it cannot
+    /// run now.
+    fn shell(&mut self, command: &str) -> Action {
+        let command = command.trim();
+        if command.is_empty() {
+            self.error("! alone runs nothing: type a command after it".into());
+            return Action::None;
+        }
+        if self.running {
+            self.notice = Some("a task is running: wait, or Esc to abort it".into());
+            return Action::None;
+        }
+        Action::Shell(command.to_string())
     }
 
     /// Handles a key press.
@@ -2078,5 +2091,72 @@ mod tests {
             result: None,
         });
         assert!(app.bell);
+    }
+
+    fn prompts() -> Vec<UserPrompt> {
+        ["first", "second\nline two", "third"]
+            .iter()
+            .enumerate()
+            .map(|(index, text)| UserPrompt {
+                index,
+                text: text.to_string(),
+                checkpoint: (index == 1).then(|| "0123456789abcdef0123".to_string()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn esc_esc_opens_the_picker_and_enter_rewinds_to_the_chosen_message() {
+        let mut app = App::new(StatusInfo::default());
+        assert_eq!(app.on_key(code(KeyCode::Esc)), Action::None);
+        assert!(app.notice.as_deref().unwrap_or("").contains("Esc again"));
+        // Another key between disarms it.
+        app.on_key(code(KeyCode::Left));
+        assert_eq!(app.on_key(code(KeyCode::Esc)), Action::None);
+        assert_eq!(app.on_key(code(KeyCode::Esc)), Action::RewindMenu);
+        app.open_rewind(prompts());
+        let menu = app.rewind_menu().unwrap();
+        assert_eq!(menu.len(), 3);
+        assert_eq!(menu[2], ("› 3.".to_string(), "third".to_string()));
+        assert_eq!(menu[1].1, "second…");
+        app.on_key(code(KeyCode::Up));
+        assert_eq!(app.on_key(code(KeyCode::Enter)), Action::Rewind(1));
+        assert!(app.rewind.is_none());
+        // Rewound: the text is in the input and the files are offered.
+        app.rewound(prompts().remove(1));
+        assert_eq!(app.input.text(), "second\nline two");
+        assert!(app.rewind_menu().unwrap()[0].1.contains("0123456789ab"));
+        assert_eq!(
+            app.on_key(KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE)),
+            Action::RestoreFiles("0123456789abcdef0123".into())
+        );
+        // Without a known checkpoint there is no offer; Esc closes the
+        // picker; no messages, no picker.
+        app.rewound(prompts().remove(0));
+        assert!(app.rewind.is_none());
+        app.open_rewind(prompts());
+        app.on_key(code(KeyCode::Esc));
+        assert!(app.rewind.is_none());
+        app.open_rewind(Vec::new());
+        assert!(app.rewind.is_none());
+        // While a task runs Esc aborts, as before.
+        app.task_started();
+        assert_eq!(app.on_key(code(KeyCode::Esc)), Action::Abort);
+    }
+
+    #[test]
+    fn a_bang_prompt_is_a_shell_command() {
+        let mut app = App::new(StatusInfo::default());
+        app.input.set("!ls -la");
+        assert_eq!(
+            app.on_key(code(KeyCode::Enter)),
+            Action::Shell("ls -la".into())
+        );
+        app.input.set("!  ");
+        assert_eq!(app.on_key(code(KeyCode::Enter)), Action::None);
+        app.task_started();
+        app.input.set("!ls");
+        assert_eq!(app.on_key(code(KeyCode::Enter)), Action::None);
+        assert!(app.notice.is_some());
     }
 }

@@ -15,6 +15,9 @@ use syntect::highlighting::{FontStyle, Theme, ThemeSet};
 use syntect::parsing::SyntaxSet;
 use syntect::util::LinesWithEndings;
 
+/// The foreground of code, inline and fenced, where syntect gives none.
+pub const CODE: Color = Color::LightYellow;
+
 /// The theme code blocks are drawn in (one of syntect's defaults, made
 /// for a dark background).
 const THEME: &str = "base16-ocean.dark";
@@ -75,7 +78,7 @@ pub fn highlight(lang: &str, code: &str) -> Option<Vec<Vec<Span<'static>>>> {
 
 /// The colour of code syntect does not colour.
 fn plain() -> Style {
-    Style::default().fg(super::markdown::CODE)
+    Style::default().fg(CODE)
 }
 
 fn convert(style: syntect::highlighting::Style) -> Style {

@@ -10,8 +10,7 @@ use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, T
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 
-/// The foreground of code, inline and fenced.
-pub const CODE: Color = Color::LightYellow;
+use super::highlight::CODE;
 
 struct Builder {
     lines: Vec<Line<'static>>,

@@ -11,6 +11,7 @@
 //! (on exit, error or panic), and never leave background processes or MCP
 //! servers running after it returns.
 
+mod action;
 mod app;
 mod clipboard;
 pub(crate) mod commands;

@@ -140,31 +140,7 @@ impl ReplyAssembler {
                 st.history_text(text);
                 self.scanner.feed(text, st);
             }
-            StreamEvent::ReasoningDelta { text } => {
-                if !st.provider_reasoning_open {
-                    self.scanner.finish(st);
-                    st.close_last();
-                    st.blocks.push(AssistantBlock {
-                        content: BlockContent::Reasoning(String::new()),
-                        partial: true,
-                    });
-                    st.history.push(ContentBlock::Reasoning {
-                        text: String::new(),
-                        signature: None,
-                    });
-                    st.provider_reasoning_open = true;
-                }
-                if let Some(AssistantBlock {
-                    content: BlockContent::Reasoning(r),
-                    ..
-                }) = st.blocks.last_mut()
-                {
-                    r.push_str(text);
-                }
-                if let Some(ContentBlock::Reasoning { text: r, .. }) = st.history.last_mut() {
-                    r.push_str(text);
-                }
-            }
+            StreamEvent::ReasoningDelta { text } => self.reasoning_delta(text),
             StreamEvent::ReasoningSignature { signature } => {
                 if let Some(ContentBlock::Reasoning { signature: s, .. }) = st
                     .history
@@ -179,30 +155,7 @@ impl ReplyAssembler {
                 st.history
                     .push(ContentBlock::RedactedReasoning { data: data.clone() });
             }
-            StreamEvent::ToolCallStart { id, name } => {
-                self.scanner.finish(st);
-                st.close_last();
-                st.provider_reasoning_open = false;
-                st.blocks.push(AssistantBlock {
-                    content: BlockContent::ToolUse(ToolCall {
-                        id: id.clone(),
-                        name: name.clone(),
-                        input: Ok(Value::Object(Default::default())),
-                    }),
-                    partial: true,
-                });
-                st.history.push(ContentBlock::ToolUse {
-                    id: id.clone(),
-                    name: name.clone(),
-                    input: Value::Object(Default::default()),
-                });
-                st.native_calls.insert(
-                    id.clone(),
-                    (st.blocks.len() - 1, st.history.len() - 1, String::new()),
-                );
-                st.streaming_args
-                    .insert(st.blocks.len() - 1, ArgsView::default());
-            }
+            StreamEvent::ToolCallStart { id, name } => self.tool_call_start(id, name),
             StreamEvent::ToolCallDelta { id, arguments } => {
                 if let Some((block, _, raw)) = st.native_calls.get_mut(id) {
                     raw.push_str(arguments);
@@ -228,6 +181,63 @@ impl ReplyAssembler {
             }
             StreamEvent::Retrying { .. } => {}
         }
+    }
+
+    /// A piece of the provider's reasoning: opens a reasoning block (ending
+    /// the text before it) unless one is open, and adds to it.
+    fn reasoning_delta(&mut self, text: &str) {
+        let st = &mut self.state;
+        if !st.provider_reasoning_open {
+            self.scanner.finish(st);
+            st.close_last();
+            st.blocks.push(AssistantBlock {
+                content: BlockContent::Reasoning(String::new()),
+                partial: true,
+            });
+            st.history.push(ContentBlock::Reasoning {
+                text: String::new(),
+                signature: None,
+            });
+            st.provider_reasoning_open = true;
+        }
+        if let Some(AssistantBlock {
+            content: BlockContent::Reasoning(r),
+            ..
+        }) = st.blocks.last_mut()
+        {
+            r.push_str(text);
+        }
+        if let Some(ContentBlock::Reasoning { text: r, .. }) = st.history.last_mut() {
+            r.push_str(text);
+        }
+    }
+
+    /// A native tool call starts: the block before it ends, and the call
+    /// is a partial block whose arguments stream in.
+    fn tool_call_start(&mut self, id: &str, name: &str) {
+        let st = &mut self.state;
+        self.scanner.finish(st);
+        st.close_last();
+        st.provider_reasoning_open = false;
+        st.blocks.push(AssistantBlock {
+            content: BlockContent::ToolUse(ToolCall {
+                id: id.to_string(),
+                name: name.to_string(),
+                input: Ok(Value::Object(Default::default())),
+            }),
+            partial: true,
+        });
+        st.history.push(ContentBlock::ToolUse {
+            id: id.to_string(),
+            name: name.to_string(),
+            input: Value::Object(Default::default()),
+        });
+        st.native_calls.insert(
+            id.to_string(),
+            (st.blocks.len() - 1, st.history.len() - 1, String::new()),
+        );
+        st.streaming_args
+            .insert(st.blocks.len() - 1, ArgsView::default());
     }
 
     /// Ends the reply: every partial block is completed. Native calls whose

@@ -214,8 +214,20 @@ impl TextScanner {
 
     /// Decides what the pending `<…` is, once it can.
     fn match_pending(&mut self, sink: &mut dyn ScanSink) {
+        let Some(decision) = self.classify_pending() else {
+            if self.pending.len() > self.max_tag_len {
+                self.no_match(sink);
+            }
+            return;
+        };
+        self.take_match(decision, sink);
+    }
+
+    /// What the pending `<…` is in the current mode; `None` while it may
+    /// still become a tag.
+    fn classify_pending(&self) -> Option<Match> {
         let pending = self.pending.as_str();
-        let decision = match &self.mode {
+        match &self.mode {
             Mode::Text => {
                 if let Some((_, close)) = THINK_TAGS.iter().find(|(open, _)| pending == *open) {
                     Some(Match::ThinkOpen(close))
@@ -255,13 +267,11 @@ impl TextScanner {
                 }
             }
             Mode::ParamClose { .. } => unreachable!("handled char by char"),
-        };
-        let Some(decision) = decision else {
-            if self.pending.len() > self.max_tag_len {
-                self.no_match(sink);
-            }
-            return;
-        };
+        }
+    }
+
+    /// Acts on what the pending `<…` turned out to be.
+    fn take_match(&mut self, decision: Match, sink: &mut dyn ScanSink) {
         match decision {
             Match::Literal => self.no_match(sink),
             Match::ThinkOpen(close) => {

@@ -89,55 +89,8 @@ impl SessionBuilder {
         frontend: Arc<dyn TaskFrontend>,
     ) -> Result<(Arc<Session>, Vec<String>), SessionError> {
         let mut warnings = Vec::new();
-        let cwd = working_dir(self.options.cwd.as_deref())?;
-        let restored = match &self.options.resume {
-            Some(from) => Some(persist::open_for_resume(&self.kaji_home, from, &cwd)?),
-            None => None,
-        };
-        if let Some(r) = &restored {
-            warnings.extend(r.warnings.iter().cloned());
-            if !r.project_dir.is_dir() {
-                return Err(SessionError::ProjectGone {
-                    session_id: r.session_id.clone(),
-                    project_dir: r.project_dir.clone(),
-                });
-            }
-            if self.options.cwd.is_some() && r.project_dir != cwd {
-                return Err(SessionError::OtherProject {
-                    session_id: r.session_id.clone(),
-                    project_dir: r.project_dir.clone(),
-                    cwd,
-                });
-            }
-        }
-        // A resumed session continues in its own project directory.
-        let project_dir = match &restored {
-            Some(r) => r.project_dir.clone(),
-            None => cwd,
-        };
-        let trusted =
-            self.options.trust || crate::trust::is_trusted(&self.kaji_home, &project_dir)?;
-        let (settings, ignored) = KajiConfig::load_with(
-            &self.kaji_home,
-            &project_dir,
-            trusted,
-            &self.claude_sources(),
-        )?;
-        if !ignored.is_empty() {
-            warnings.push(untrusted_warning(&ignored));
-        }
-        warnings.extend(settings.mcp_json_skipped.iter().cloned());
-        warnings.extend(
-            settings
-                .claude_warnings
-                .iter()
-                .map(|w| format!("Claude Code settings: {w}")),
-        );
-        warnings.extend(crate::claude_settings::user_hooks_notice(
-            &self.kaji_home,
-            self.env.home.as_deref(),
-            &settings.hooks,
-        ));
+        let (project_dir, restored) = self.project(&mut warnings)?;
+        let (settings, trusted) = self.settings(&project_dir, &mut warnings)?;
         // The child-process environment policy of this session only: it
         // travels with every spawn (hooks, MCP servers, tools' commands).
         let env_policy = Arc::new(kaji_tasks::process::EnvPolicy {
@@ -151,19 +104,11 @@ impl SessionBuilder {
             .model
             .clone()
             .or_else(|| restored.as_ref().and_then(|r| r.state.model.clone()));
-        let mut provider_config = match self.provider.clone() {
-            Some(p) => p,
-            None => {
-                self.select_provider(&settings, chosen_model.clone())
-                    .await?
-            }
-        };
-        if let Some(level) = self.options.reasoning.or(settings.reasoning) {
-            provider_config.reasoning = level;
-        }
+        let provider_config = self
+            .provider_config(&settings, chosen_model.clone())
+            .await?;
         let started_model = provider_config.model.clone();
         let provider: Arc<dyn ModelProvider> = kaji_llm::build_provider(&provider_config)?;
-
         let session_id = match (&restored, &self.options.session_id) {
             (Some(r), _) => r.session_id.clone(),
             (None, Some(id)) => id.clone(),
@@ -180,48 +125,16 @@ impl SessionBuilder {
                 &mut warnings,
             )
             .await?;
-        let default_list = restored
-            .as_ref()
-            .and_then(|r| r.state.task_list.clone())
-            .unwrap_or_else(|| session_id.clone());
-        let task_list = self.open_list(&settings, &default_list).await?;
-        if let kaji_tasks::list::TaskList::Pg(pg) = &task_list
-            && let Some(note) = pg.migrate_note()
-        {
-            warnings.push(note);
-        }
-        let list_id = task_list.list_id().to_string();
-        let runtime = kaji_tasks::RuntimeTaskRegistry::new(
-            &self.kaji_home,
-            &session_id,
-            kaji_tasks::runtime::RuntimeConfig::default(),
-        )
-        .map(Arc::new)
-        .map_err(SessionError::RuntimeTasks)?;
-
+        let (task_list, runtime) = self
+            .stores(&settings, restored.as_ref(), &session_id, &mut warnings)
+            .await?;
         let work_dir = self
             .work_dir(&project_dir, restored.as_ref(), &mut warnings)
             .await?;
         let checkpoints = !self.options.no_checkpoints
             && checkpoints_make_sense(&work_dir, self.env.home.as_deref());
-        let todo = TodoState::new();
-        if let Some(r) = &restored
-            && let Err(e) = todo.replace(r.state.todo.clone())
-        {
-            warnings.push(format!("the saved todo list was not restored: {e}"));
-        }
-        let mut tools = kaji_tools::builtin_tools();
-        tools.register(todo_tool(todo.clone()));
-        for tool in &self.options.tools.0 {
-            tools.register(Arc::clone(tool));
-        }
-        let skills_section = self.skills(&project_dir, &mut tools, &mut warnings);
-        warnings.extend(agent_warnings(
-            &self.kaji_home,
-            &project_dir,
-            self.env.home.as_deref(),
-            &tools,
-        ));
+        let todo = restored_todo(restored.as_ref(), &mut warnings);
+        let (tools, skills_section) = self.tools(&project_dir, &todo, &mut warnings);
         // Rule files are read again for every prompt; what was skipped
         // (a link out of the project, an unreadable file) is said once.
         warnings.extend(
@@ -232,22 +145,7 @@ impl SessionBuilder {
             )
             .warnings,
         );
-        let mut servers = settings.mcp_servers.clone();
-        for (name, server) in &self.options.mcp_servers {
-            if servers.contains_key(name) {
-                warnings.push(format!(
-                    "MCP server {name:?} is configured in the settings too; the settings' one is used"
-                ));
-            } else {
-                servers.insert(name.clone(), server.clone());
-            }
-        }
-        let mcp_options = kaji_mcp::McpManagerOptions {
-            env_policy: Arc::clone(&env_policy),
-            ..kaji_mcp::McpManagerOptions::default()
-        };
-        let mcp = (!servers.is_empty())
-            .then(|| kaji_mcp::McpManager::start_with_options(servers, &project_dir, mcp_options));
+        let mcp = self.mcp(&settings, &project_dir, &env_policy, &mut warnings);
         let (lsp_servers, lsp_warnings) = crate::lsp::servers(&settings, &project_dir, trusted);
         warnings.extend(lsp_warnings);
         let lsp = crate::lsp::pool(
@@ -256,36 +154,8 @@ impl SessionBuilder {
             self.env.path.clone(),
             Arc::clone(&env_policy),
         );
-        let program_hooks = self.options.program_hooks.clone();
-        let hooks = (!settings.hooks.is_empty() || program_hooks.is_some()).then(|| {
-            HookRunner::new(settings.hooks.clone())
-                .with_env_policy(Arc::clone(&env_policy))
-                .with_program(program_hooks)
-        });
-
-        let limits = SessionLimits {
-            tool_protocol: self.options.tool_protocol,
-            max_mistakes: self
-                .options
-                .max_mistakes
-                .or(settings.max_mistakes)
-                .unwrap_or(3)
-                .max(1),
-            budget: run_budget(
-                &self.options,
-                &settings,
-                &kaji_llm::pricing::model_info(&provider_config.model, &settings.models),
-                &mut warnings,
-            )?,
-            tool_result_max_chars: settings
-                .tool_result_max_chars
-                .unwrap_or(crate::config::DEFAULT_TOOL_RESULT_MAX_CHARS),
-            compaction: settings.compaction.unwrap_or_default(),
-            compact_threshold: settings.auto_compact_threshold.unwrap_or(0.85),
-            checkpoints,
-            subagents: subagent_limits(&self.options.subagents, &settings),
-            persist: self.options.persist,
-        };
+        let hooks = self.hooks(&settings, &env_policy);
+        let limits = self.limits(&settings, &provider_config, checkpoints, &mut warnings)?;
         let web_search = crate::web_search::WebSearchSetup::from_settings(
             settings.web_search.as_ref(),
             &provider_config,
@@ -307,15 +177,14 @@ impl SessionBuilder {
             tools,
             mcp,
             web_search,
-            tool_services: Arc::new(kaji_tools::ToolServices {
-                task_list: Some(task_list.clone()),
-                runtime: Some(Arc::clone(&runtime)),
+            tool_services: SessionServices::tool_view(
+                &task_list,
+                &runtime,
                 env_policy,
-                files: self.files.clone(),
-                lsp: Some(lsp),
-            }),
+                self.files.clone(),
+                lsp,
+            ),
             task_list,
-            list_id,
             runtime,
             todo,
             hooks,
@@ -339,9 +208,243 @@ impl SessionBuilder {
         } else {
             "startup"
         };
-        // Where the session works goes to its file when it is not where the
-        // file says (a `--worktree` at the start, or a directory gone): a
-        // resume then knows the worktree, and that it is gone.
+        let (conversation, files) =
+            self.conversation(restored, &services.session_id, &project_dir, mode, work_dir)?;
+        let conversation = Conversation {
+            model: chosen_model.map(|_| started_model),
+            ..conversation
+        };
+        let session = Session::assemble(services, provider, conversation, files);
+        warnings.extend(session.session_start(source).await);
+        Ok((session, warnings))
+    }
+
+    /// The project directory, and the saved session when resuming (its
+    /// load warnings go to `warnings`). A resumed session continues in its
+    /// own project directory, which must still exist and be the one `-C`
+    /// names, if it names one.
+    fn project(
+        &self,
+        warnings: &mut Vec<String>,
+    ) -> Result<(PathBuf, Option<Restored>), SessionError> {
+        let cwd = working_dir(self.options.cwd.as_deref())?;
+        let Some(from) = &self.options.resume else {
+            return Ok((cwd, None));
+        };
+        let r = persist::open_for_resume(&self.kaji_home, from, &cwd)?;
+        warnings.extend(r.warnings.iter().cloned());
+        if !r.project_dir.is_dir() {
+            return Err(SessionError::ProjectGone {
+                session_id: r.session_id.clone(),
+                project_dir: r.project_dir.clone(),
+            });
+        }
+        if self.options.cwd.is_some() && r.project_dir != cwd {
+            return Err(SessionError::OtherProject {
+                session_id: r.session_id.clone(),
+                project_dir: r.project_dir.clone(),
+                cwd,
+            });
+        }
+        Ok((r.project_dir.clone(), Some(r)))
+    }
+
+    /// The project's settings and whether it is trusted; what was ignored
+    /// or skipped in them goes to `warnings`.
+    fn settings(
+        &self,
+        project_dir: &Path,
+        warnings: &mut Vec<String>,
+    ) -> Result<(KajiConfig, bool), SessionError> {
+        let trusted = self.options.trust || crate::trust::is_trusted(&self.kaji_home, project_dir)?;
+        let (settings, ignored) = KajiConfig::load_with(
+            &self.kaji_home,
+            project_dir,
+            trusted,
+            &self.claude_sources(),
+        )?;
+        if !ignored.is_empty() {
+            warnings.push(untrusted_warning(&ignored));
+        }
+        warnings.extend(settings.mcp_json_skipped.iter().cloned());
+        warnings.extend(
+            settings
+                .claude_warnings
+                .iter()
+                .map(|w| format!("Claude Code settings: {w}")),
+        );
+        warnings.extend(crate::claude_settings::user_hooks_notice(
+            &self.kaji_home,
+            self.env.home.as_deref(),
+            &settings.hooks,
+        ));
+        Ok((settings, trusted))
+    }
+
+    /// The provider given to the builder, else the one the flags,
+    /// environment and settings select; with the reasoning level of
+    /// `--reasoning` or the settings.
+    async fn provider_config(
+        &self,
+        settings: &KajiConfig,
+        chosen_model: Option<String>,
+    ) -> Result<ProviderConfig, SessionError> {
+        let mut provider_config = match self.provider.clone() {
+            Some(p) => p,
+            None => self.select_provider(settings, chosen_model).await?,
+        };
+        if let Some(level) = self.options.reasoning.or(settings.reasoning) {
+            provider_config.reasoning = level;
+        }
+        Ok(provider_config)
+    }
+
+    /// The session's task list (the saved session's, else one named after
+    /// the session, unless something names another) and its runtime task
+    /// registry.
+    async fn stores(
+        &self,
+        settings: &KajiConfig,
+        restored: Option<&Restored>,
+        session_id: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<
+        (
+            kaji_tasks::list::TaskList,
+            Arc<kaji_tasks::RuntimeTaskRegistry>,
+        ),
+        SessionError,
+    > {
+        let default_list = restored
+            .and_then(|r| r.state.task_list.clone())
+            .unwrap_or_else(|| session_id.to_string());
+        let task_list = self.open_list(settings, &default_list).await?;
+        if let kaji_tasks::list::TaskList::Pg(pg) = &task_list
+            && let Some(note) = pg.migrate_note()
+        {
+            warnings.push(note);
+        }
+        let runtime = kaji_tasks::RuntimeTaskRegistry::new(
+            &self.kaji_home,
+            session_id,
+            kaji_tasks::runtime::RuntimeConfig::default(),
+        )
+        .map(Arc::new)
+        .map_err(SessionError::RuntimeTasks)?;
+        Ok((task_list, runtime))
+    }
+
+    /// The session's tools: the built-ins, the todo tool, the front end's
+    /// own tools and the skills; with the system prompt's skills section.
+    fn tools(
+        &self,
+        project_dir: &Path,
+        todo: &TodoState,
+        warnings: &mut Vec<String>,
+    ) -> (kaji_tools::ToolRegistry, String) {
+        let mut tools = kaji_tools::builtin_tools();
+        tools.register(todo_tool(todo.clone()));
+        for tool in &self.options.tools.0 {
+            tools.register(Arc::clone(tool));
+        }
+        let skills_section = self.skills(project_dir, &mut tools, warnings);
+        warnings.extend(agent_warnings(
+            &self.kaji_home,
+            project_dir,
+            self.env.home.as_deref(),
+            &tools,
+        ));
+        (tools, skills_section)
+    }
+
+    /// Starts the MCP servers of the settings and of the front end (the
+    /// settings' one wins a name both use), if there are any.
+    fn mcp(
+        &self,
+        settings: &KajiConfig,
+        project_dir: &Path,
+        env_policy: &Arc<kaji_tasks::process::EnvPolicy>,
+        warnings: &mut Vec<String>,
+    ) -> Option<kaji_mcp::McpManager> {
+        let mut servers = settings.mcp_servers.clone();
+        for (name, server) in &self.options.mcp_servers {
+            if servers.contains_key(name) {
+                warnings.push(format!(
+                    "MCP server {name:?} is configured in the settings too; the settings' one is used"
+                ));
+            } else {
+                servers.insert(name.clone(), server.clone());
+            }
+        }
+        let mcp_options = kaji_mcp::McpManagerOptions {
+            env_policy: Arc::clone(env_policy),
+            ..kaji_mcp::McpManagerOptions::default()
+        };
+        (!servers.is_empty())
+            .then(|| kaji_mcp::McpManager::start_with_options(servers, project_dir, mcp_options))
+    }
+
+    /// The hooks of the settings and of the front end's program, if any.
+    fn hooks(
+        &self,
+        settings: &KajiConfig,
+        env_policy: &Arc<kaji_tasks::process::EnvPolicy>,
+    ) -> Option<HookRunner> {
+        let program_hooks = self.options.program_hooks.clone();
+        (!settings.hooks.is_empty() || program_hooks.is_some()).then(|| {
+            HookRunner::new(settings.hooks.clone())
+                .with_env_policy(Arc::clone(env_policy))
+                .with_program(program_hooks)
+        })
+    }
+
+    /// The session's limits and switches: the flags, else the settings,
+    /// else the defaults.
+    fn limits(
+        &self,
+        settings: &KajiConfig,
+        provider_config: &ProviderConfig,
+        checkpoints: bool,
+        warnings: &mut Vec<String>,
+    ) -> Result<SessionLimits, SessionError> {
+        Ok(SessionLimits {
+            tool_protocol: self.options.tool_protocol,
+            max_mistakes: self
+                .options
+                .max_mistakes
+                .or(settings.max_mistakes)
+                .unwrap_or(3)
+                .max(1),
+            budget: run_budget(
+                &self.options,
+                settings,
+                &kaji_llm::pricing::model_info(&provider_config.model, &settings.models),
+                warnings,
+            )?,
+            tool_result_max_chars: settings
+                .tool_result_max_chars
+                .unwrap_or(crate::config::DEFAULT_TOOL_RESULT_MAX_CHARS),
+            compaction: settings.compaction.unwrap_or_default(),
+            compact_threshold: settings.auto_compact_threshold.unwrap_or(0.85),
+            checkpoints,
+            subagents: subagent_limits(&self.options.subagents, settings),
+            persist: self.options.persist,
+        })
+    }
+
+    /// The conversation and its session files: the saved session's, or a
+    /// new file (a fork's starting with its original's history). Where the
+    /// session works goes to its file when it is not where the file says
+    /// (a `--worktree` at the start, or a directory gone): a resume then
+    /// knows the worktree, and that it is gone.
+    fn conversation(
+        self,
+        restored: Option<Restored>,
+        session_id: &str,
+        project_dir: &Path,
+        mode: PermissionMode,
+        work_dir: PathBuf,
+    ) -> Result<(Conversation, Option<persist::SessionFiles>), SessionError> {
         let cwd_changed = match &restored {
             Some(r) => r.state.cwd.as_ref() != Some(&work_dir),
             None => work_dir != project_dir,
@@ -365,40 +468,7 @@ impl SessionBuilder {
                 (conversation, r.files)
             }
             None => {
-                let files = if self.options.persist {
-                    Some(persist::create(
-                        &self.kaji_home,
-                        &services.session_id,
-                        self.options.kind,
-                        self.parent.as_deref(),
-                        &project_dir,
-                    )?)
-                } else {
-                    None
-                };
-                // A fork starts from a copy of its original's history,
-                // after what its original said before a compaction (shown,
-                // dimmed, never sent again).
-                if let Some(files) = &files
-                    && !self.history.is_empty()
-                {
-                    if let Some(parent) = &self.parent {
-                        for record in crate::storage::persist::records_through_last_compaction(
-                            &self.kaji_home,
-                            parent,
-                        ) {
-                            files.recorder.record(record);
-                        }
-                    }
-                    files.recorder.record_synced(
-                        crate::storage::record::SessionRecord::HistoryReplaced {
-                            history: self.history.clone(),
-                            reason: "fork".into(),
-                            tokens_before: None,
-                            tokens_after: None,
-                        },
-                    );
-                }
+                let files = self.new_files(session_id, project_dir)?;
                 let conversation = Conversation::new(self.history, mode, work_dir);
                 (conversation, files)
             }
@@ -408,13 +478,46 @@ impl SessionBuilder {
                 .recorder
                 .record_synced(crate::storage::record::SessionRecord::Cwd { cwd: started_in });
         }
-        let conversation = Conversation {
-            model: chosen_model.map(|_| started_model),
-            ..conversation
-        };
-        let session = Session::assemble(services, provider, conversation, files);
-        warnings.extend(session.session_start(source).await);
-        Ok((session, warnings))
+        Ok((conversation, files))
+    }
+
+    /// A new session's files (none when it is not persisted). A fork's
+    /// start from a copy of its original's history, after what its
+    /// original said before a compaction (shown, dimmed, never sent again).
+    fn new_files(
+        &self,
+        session_id: &str,
+        project_dir: &Path,
+    ) -> Result<Option<persist::SessionFiles>, SessionError> {
+        if !self.options.persist {
+            return Ok(None);
+        }
+        let files = persist::create(
+            &self.kaji_home,
+            session_id,
+            self.options.kind,
+            self.parent.as_deref(),
+            project_dir,
+        )?;
+        if !self.history.is_empty() {
+            if let Some(parent) = &self.parent {
+                for record in crate::storage::persist::records_through_last_compaction(
+                    &self.kaji_home,
+                    parent,
+                ) {
+                    files.recorder.record(record);
+                }
+            }
+            files
+                .recorder
+                .record_synced(crate::storage::record::SessionRecord::HistoryReplaced {
+                    history: self.history.clone(),
+                    reason: "fork".into(),
+                    tokens_before: None,
+                    tokens_after: None,
+                });
+        }
+        Ok(Some(files))
     }
 
     /// Finds the Agent Skills (`.kaji/skills/`, `$KAJI_HOME/skills/`,
@@ -627,6 +730,18 @@ impl SessionBuilder {
         }
         Ok(project_dir.to_path_buf())
     }
+}
+
+/// The todo checklist, with the saved session's items when resuming (a
+/// list that cannot be restored is said in `warnings`).
+fn restored_todo(restored: Option<&Restored>, warnings: &mut Vec<String>) -> TodoState {
+    let todo = TodoState::new();
+    if let Some(r) = restored
+        && let Err(e) = todo.replace(r.state.todo.clone())
+    {
+        warnings.push(format!("the saved todo list was not restored: {e}"));
+    }
+    todo
 }
 
 /// The run's budget: the flags, else the settings. A cost limit on a model

@@ -148,7 +148,7 @@ impl Session {
             .map(|f| f.recorder.clone())
             .unwrap_or_else(Recorder::disabled);
         recorder.record(SessionRecord::TaskList {
-            id: services.list_id.clone(),
+            id: services.list_id().to_string(),
         });
         if let Some(model) = &conversation.model {
             recorder.record(SessionRecord::Model {
@@ -352,7 +352,7 @@ impl Session {
 
     /// The task list's id.
     pub fn task_list_id(&self) -> &str {
-        &self.services.list_id
+        self.services.list_id()
     }
 
     /// The session's task list (the file store or PostgreSQL).

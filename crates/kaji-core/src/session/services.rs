@@ -81,11 +81,10 @@ pub struct SessionServices {
     pub mcp: Option<kaji_mcp::McpManager>,
     /// Which search `WebSearch` uses (`[web_search]`).
     pub web_search: crate::web_search::WebSearchSetup,
-    /// The task list and its id.
+    /// The task list. Tools reach the same list through `tool_services`,
+    /// derived from this one by [`SessionServices::tool_view`].
     pub task_list: kaji_tasks::list::TaskList,
-    /// The task list's id.
-    pub list_id: String,
-    /// Background shells and agents.
+    /// Background shells and agents (the tools' too, as for the list).
     pub runtime: Arc<kaji_tasks::RuntimeTaskRegistry>,
     /// The todo checklist.
     pub todo: TodoState,
@@ -94,9 +93,10 @@ pub struct SessionServices {
     /// Rules, approvals granted so far, protected paths and the sandbox
     /// base every Task's sandbox is derived from.
     pub approvals: SharedApprovals,
-    /// What tools read of the session, built once by the builder and
-    /// shared by every Task and call: the task list and runtime registry
-    /// above, the child-process environment policy (`secret_env`,
+    /// What tools read of the session, made once by
+    /// [`SessionServices::tool_view`] and shared by every Task and call:
+    /// the task list and runtime registry above, the child-process
+    /// environment policy (`secret_env`,
     /// `env_passthrough`), where the file tools read and write text, and
     /// the language servers (started on first use, ended with the
     /// session). A session service a tool needs is one field of
@@ -269,6 +269,32 @@ impl TaskSpec {
 }
 
 impl SessionServices {
+    /// The tools' view of the session's services: the session's own task
+    /// list and runtime registry (derived here, the one place they reach
+    /// the tools, so the two never point at different stores), the
+    /// child-process environment policy, the file access and the language
+    /// servers.
+    pub(crate) fn tool_view(
+        task_list: &kaji_tasks::list::TaskList,
+        runtime: &Arc<kaji_tasks::RuntimeTaskRegistry>,
+        env_policy: Arc<kaji_tasks::process::EnvPolicy>,
+        files: Option<Arc<dyn kaji_tools::FileAccess>>,
+        lsp: Arc<kaji_lsp::LspPool>,
+    ) -> Arc<kaji_tools::ToolServices> {
+        Arc::new(kaji_tools::ToolServices {
+            task_list: Some(task_list.clone()),
+            runtime: Some(Arc::clone(runtime)),
+            env_policy,
+            files,
+            lsp: Some(lsp),
+        })
+    }
+
+    /// The task list's id.
+    pub fn list_id(&self) -> &str {
+        self.task_list.list_id()
+    }
+
     /// The one place a Task is made: the session's services as they are,
     /// and `spec`.
     pub(crate) fn task(&self, spec: TaskSpec) -> Task {

@@ -250,7 +250,7 @@ async fn every_session_setting_reaches_a_sub_agent_or_is_named_as_overridden() {
     assert_eq!(ct.env_policy.env_passthrough, env_passthrough);
 
     let list = |t: &kaji_tools::ToolServices| t.task_list.as_ref().map(|l| l.list_id().to_string());
-    assert_eq!(list(mt), Some(services.list_id.clone()));
+    assert_eq!(list(mt), Some(services.list_id().to_string()));
     assert!(Arc::ptr_eq(mt.runtime.as_ref().unwrap(), &services.runtime));
     assert!(Arc::ptr_eq(&m.budget, &c.budget));
     let _ = max_requests;

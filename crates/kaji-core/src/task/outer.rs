@@ -48,49 +48,10 @@ impl Task {
                     return end;
                 }
             }
-            let step = match self.round(user_content.clone()).await {
-                RoundOutcome::Continue(next) => {
-                    empty_retries = 0;
-                    Next::Content(next)
-                }
-                // A reply with text and no tool: where a person is there to
-                // answer (the UI, an editor, a sub-agent's parent) it ends
-                // the turn; headless, the seed's nudge asks for a tool.
-                RoundOutcome::NoToolUsed(text) => match self.config.on_text_reply {
-                    TextReply::Finish => Next::End(TaskStatus::Completed, Some(text)),
-                    TextReply::Nudge => {
-                        empty_retries = 0;
-                        self.lock().consecutive_mistakes += 1;
-                        Next::Content(vec![ContentBlock::text(NO_TOOL_NUDGE)])
-                    }
-                },
-                RoundOutcome::Empty => self.after_empty_reply(&mut empty_retries).await,
-                RoundOutcome::ApiFailed(err) => self.after_failed_request(err, &user_content).await,
-                RoundOutcome::Completed {
-                    result,
-                    tool_use_id,
-                    other_results,
-                } => {
-                    self.after_completion(result, tool_use_id, other_results)
-                        .await
-                }
-                RoundOutcome::Aborted => Next::End(TaskStatus::Aborted, None),
-                RoundOutcome::HookStopped(reason) => {
-                    let msg = format!("A hook stopped the task: {reason}");
-                    self.emitter.say(SayKind::Error, msg.clone(), None);
-                    self.lock().stop_reason = Some("hook".into());
-                    Next::End(TaskStatus::Failed, Some(msg))
-                }
-                RoundOutcome::Overflow(err) => self.after_overflow(err, &mut user_content).await,
-                RoundOutcome::SearchRejected => Next::Retry,
-                RoundOutcome::Refused(why) => {
-                    let why = why.as_deref().unwrap_or("the provider gave no explanation");
-                    let msg = format!("The model refused to continue: {why}");
-                    self.emitter.say(SayKind::Error, msg.clone(), None);
-                    self.lock().stop_reason = Some("refusal".into());
-                    Next::End(TaskStatus::Failed, Some(msg))
-                }
-            };
+            let outcome = self.round(user_content.clone()).await;
+            let step = self
+                .after_round(outcome, &mut user_content, &mut empty_retries)
+                .await;
             match step {
                 Next::Content(next) => user_content = next,
                 Next::Retry => {}
@@ -105,6 +66,61 @@ impl Task {
                 }
             }
         }
+    }
+
+    /// What follows one round's outcome: the next user content, a retry of
+    /// the same request, or the end of the task (before the Stop hooks).
+    async fn after_round(
+        &self,
+        outcome: RoundOutcome,
+        user_content: &mut Vec<ContentBlock>,
+        empty_retries: &mut u32,
+    ) -> Next {
+        match outcome {
+            RoundOutcome::Continue(next) => {
+                *empty_retries = 0;
+                Next::Content(next)
+            }
+            // A reply with text and no tool: where a person is there to
+            // answer (the UI, an editor, a sub-agent's parent) it ends
+            // the turn; headless, the seed's nudge asks for a tool.
+            RoundOutcome::NoToolUsed(text) => match self.config.on_text_reply {
+                TextReply::Finish => Next::End(TaskStatus::Completed, Some(text)),
+                TextReply::Nudge => {
+                    *empty_retries = 0;
+                    self.lock().consecutive_mistakes += 1;
+                    Next::Content(vec![ContentBlock::text(NO_TOOL_NUDGE)])
+                }
+            },
+            RoundOutcome::Empty => self.after_empty_reply(empty_retries).await,
+            RoundOutcome::ApiFailed(err) => self.after_failed_request(err, user_content).await,
+            RoundOutcome::Completed {
+                result,
+                tool_use_id,
+                other_results,
+            } => {
+                self.after_completion(result, tool_use_id, other_results)
+                    .await
+            }
+            RoundOutcome::Aborted => Next::End(TaskStatus::Aborted, None),
+            RoundOutcome::HookStopped(reason) => {
+                self.fail_with(format!("A hook stopped the task: {reason}"), "hook")
+            }
+            RoundOutcome::Overflow(err) => self.after_overflow(err, user_content).await,
+            RoundOutcome::SearchRejected => Next::Retry,
+            RoundOutcome::Refused(why) => {
+                let why = why.as_deref().unwrap_or("the provider gave no explanation");
+                self.fail_with(format!("The model refused to continue: {why}"), "refusal")
+            }
+        }
+    }
+
+    /// Ends the task as failed with `msg`, shown as an error, and the
+    /// stop reason `reason`.
+    fn fail_with(&self, msg: String, reason: &str) -> Next {
+        self.emitter.say(SayKind::Error, msg.clone(), None);
+        self.lock().stop_reason = Some(reason.into());
+        Next::End(TaskStatus::Failed, Some(msg))
     }
 
     /// The mistake limit (checked before each request, as in the seed) and

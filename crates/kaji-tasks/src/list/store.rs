@@ -137,6 +137,23 @@ struct EdgeDelta {
     remove_blocked_by: BTreeSet<u64>,
 }
 
+/// What a batch of journal operations does besides creating tasks.
+#[derive(Debug, Default)]
+struct JournalPlan {
+    /// Edge changes per task.
+    deltas: BTreeMap<u64, EdgeDelta>,
+    /// Tasks to delete.
+    deletes: Vec<u64>,
+    /// Whether the list is reset.
+    reset: bool,
+}
+
+impl JournalPlan {
+    fn delta(&mut self, id: u64) -> &mut EdgeDelta {
+        self.deltas.entry(id).or_default()
+    }
+}
+
 impl EdgeDelta {
     fn apply(&self, task: &mut ListTask) {
         for id in &self.remove_blocks {
@@ -810,83 +827,86 @@ impl TaskListStore {
         ops: &[JournalOp],
         target: Option<(u64, &ListTaskPatch)>,
     ) -> Result<Option<ListTask>, TaskListError> {
-        let mut deltas: BTreeMap<u64, EdgeDelta> = BTreeMap::new();
-        let mut deletes = Vec::new();
-        let mut reset = false;
-        for op in ops {
-            match op {
-                JournalOp::Create { task } => {
-                    let path = self.task_path(task.id);
-                    if !path.exists() {
-                        self.replace_task(task)?;
-                    }
-                }
-                JournalOp::AddEdge { blocker, blocked } => {
-                    deltas
-                        .entry(*blocker)
-                        .or_default()
-                        .add_blocks
-                        .insert(*blocked);
-                    deltas
-                        .entry(*blocked)
-                        .or_default()
-                        .add_blocked_by
-                        .insert(*blocker);
-                }
-                JournalOp::RemoveEdge { blocker, blocked } => {
-                    deltas
-                        .entry(*blocker)
-                        .or_default()
-                        .remove_blocks
-                        .insert(*blocked);
-                    deltas
-                        .entry(*blocked)
-                        .or_default()
-                        .remove_blocked_by
-                        .insert(*blocker);
-                }
-                JournalOp::Delete { id } => deletes.push(*id),
-                JournalOp::Reset => reset = true,
-            }
-        }
+        let mut plan = self.plan(ops)?;
         if let Some((id, _)) = target {
-            deltas.entry(id).or_default();
+            plan.deltas.entry(id).or_default();
         }
         let mut written_target = None;
-        for (&id, delta) in &deltas {
+        for (&id, delta) in &plan.deltas {
             let patch = target.filter(|(t, _)| *t == id).map(|(_, p)| p);
-            let _task_lock = match self.lock_existing_task(id) {
-                Ok(lock) => lock,
-                Err(e) if patch.is_some() => return Err(e),
-                Err(_) => continue,
-            };
-            let mut task = match self.get(id) {
-                Ok(task) => task,
-                Err(e) if patch.is_some() => return Err(e),
-                Err(_) => continue,
-            };
-            let before = task.clone();
-            delta.apply(&mut task);
-            if let Some(patch) = patch {
-                patch.apply_fields(&mut task);
-            }
-            if task != before || patch.is_some_and(|p| !p.is_empty()) {
-                task.updated_at = now_ms().max(task.updated_at);
-                self.replace_task(&task)?;
-            }
-            if patch.is_some() {
+            if let Some(task) = self.apply_one(id, delta, patch)?
+                && patch.is_some()
+            {
                 written_target = Some(task);
             }
         }
-        if !deletes.is_empty() {
-            self.apply_deletes(&deletes)?;
+        if !plan.deletes.is_empty() {
+            self.apply_deletes(&plan.deletes)?;
         }
-        if reset {
+        if plan.reset {
             self.apply_reset()?;
         }
         // One directory sync makes every rename and removal above durable.
         fsio::sync_dir(&self.dir)?;
         Ok(written_target)
+    }
+
+    /// Writes the tasks `ops` create (unless already written) and gathers
+    /// the rest: edge changes per task, deletions, a reset.
+    fn plan(&self, ops: &[JournalOp]) -> Result<JournalPlan, TaskListError> {
+        let mut plan = JournalPlan::default();
+        for op in ops {
+            match op {
+                JournalOp::Create { task } => {
+                    if !self.task_path(task.id).exists() {
+                        self.replace_task(task)?;
+                    }
+                }
+                JournalOp::AddEdge { blocker, blocked } => {
+                    plan.delta(*blocker).add_blocks.insert(*blocked);
+                    plan.delta(*blocked).add_blocked_by.insert(*blocker);
+                }
+                JournalOp::RemoveEdge { blocker, blocked } => {
+                    plan.delta(*blocker).remove_blocks.insert(*blocked);
+                    plan.delta(*blocked).remove_blocked_by.insert(*blocker);
+                }
+                JournalOp::Delete { id } => plan.deletes.push(*id),
+                JournalOp::Reset => plan.reset = true,
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Applies `delta` and, for the target, `patch` to task `id` under its
+    /// lock, writing it when it changed; the task as it stands after.
+    /// A task that vanished or became unreadable is skipped (`None`),
+    /// except the target, whose failure is returned.
+    fn apply_one(
+        &self,
+        id: u64,
+        delta: &EdgeDelta,
+        patch: Option<&ListTaskPatch>,
+    ) -> Result<Option<ListTask>, TaskListError> {
+        let _task_lock = match self.lock_existing_task(id) {
+            Ok(lock) => lock,
+            Err(e) if patch.is_some() => return Err(e),
+            Err(_) => return Ok(None),
+        };
+        let mut task = match self.get(id) {
+            Ok(task) => task,
+            Err(e) if patch.is_some() => return Err(e),
+            Err(_) => return Ok(None),
+        };
+        let before = task.clone();
+        delta.apply(&mut task);
+        if let Some(patch) = patch {
+            patch.apply_fields(&mut task);
+        }
+        if task != before || patch.is_some_and(|p| !p.is_empty()) {
+            task.updated_at = now_ms().max(task.updated_at);
+            self.replace_task(&task)?;
+        }
+        Ok(Some(task))
     }
 
     /// Removes `ids` from every task's edges, then deletes their files.

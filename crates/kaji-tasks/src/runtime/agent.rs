@@ -11,15 +11,13 @@
 //! forever. This module must never run the agent itself nor touch the task
 //! list.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
-use super::output::OutputLog;
 use super::{
     RuntimeError, RuntimeTaskId, RuntimeTaskInfo, RuntimeTaskRegistry, RuntimeTaskStatus,
-    RuntimeTaskType, Shared, TaskEntry, TaskState, now_ms,
+    RuntimeTaskType, Shared, TaskEntry, TaskState, fresh_id, now_ms,
 };
 
 /// What agent to register.
@@ -144,28 +142,10 @@ impl RuntimeTaskRegistry {
     /// [`RuntimeError::WrongStart`] and a registry that is shutting
     /// down with [`RuntimeError::ShuttingDown`].
     pub fn start_agent(&self, request: AgentStart) -> Result<AgentTaskHandle, RuntimeError> {
-        if !request.task_type.is_implemented() {
-            return Err(RuntimeError::UnsupportedType(request.task_type));
-        }
-        if !request.task_type.is_agent() {
-            return Err(RuntimeError::WrongStart(request.task_type));
-        }
-        if self.shared.shutdown.is_cancelled() {
-            return Err(RuntimeError::ShuttingDown);
-        }
+        self.shared.may_start(request.task_type, true)?;
         let mut tasks = self.shared.tasks();
-        let id = loop {
-            let id = RuntimeTaskId::generate(request.task_type);
-            if !tasks.iter().any(|t| t.id == id) {
-                break id;
-            }
-        };
-        let output_path = self.shared.run_dir.join(format!("{id}.output"));
-        let log = OutputLog::create(output_path.clone(), self.shared.config.output_cap_bytes)
-            .map_err(|source| RuntimeError::Io {
-                path: output_path,
-                source,
-            })?;
+        let id = fresh_id(&tasks, request.task_type);
+        let (_, log) = self.shared.create_log(&id)?;
         let entry = Arc::new(TaskEntry {
             id,
             task_type: request.task_type,
@@ -176,19 +156,7 @@ impl RuntimeTaskRegistry {
             started_at_ms: now_ms(),
             log: Arc::new(log),
             stop: self.shared.shutdown.child_token(),
-            state: Mutex::new(TaskState {
-                status: RuntimeTaskStatus::Running,
-                pid: None,
-                ended_at_ms: None,
-                exit_code: None,
-                signal: None,
-                error: None,
-                offsets: HashMap::new(),
-                owner_saw_end: false,
-                activity: None,
-                tokens: None,
-                result: None,
-            }),
+            state: Mutex::new(TaskState::running(None)),
         });
         tasks.push(Arc::clone(&entry));
         drop(tasks);

@@ -571,6 +571,35 @@ struct TaskState {
     result: Option<String>,
 }
 
+impl TaskState {
+    /// A task that just started, with its process group's `pid` if any.
+    fn running(pid: Option<i32>) -> Self {
+        Self {
+            status: RuntimeTaskStatus::Running,
+            pid,
+            ended_at_ms: None,
+            exit_code: None,
+            signal: None,
+            error: None,
+            offsets: HashMap::new(),
+            owner_saw_end: false,
+            activity: None,
+            tokens: None,
+            result: None,
+        }
+    }
+}
+
+/// An id of `task_type` that no task of `tasks` has.
+fn fresh_id(tasks: &[Arc<TaskEntry>], task_type: RuntimeTaskType) -> RuntimeTaskId {
+    loop {
+        let id = RuntimeTaskId::generate(task_type);
+        if !tasks.iter().any(|t| t.id == id) {
+            return id;
+        }
+    }
+}
+
 #[derive(Debug)]
 struct TaskEntry {
     id: RuntimeTaskId,
@@ -650,6 +679,34 @@ struct Shared {
 impl Shared {
     fn tasks(&self) -> MutexGuard<'_, Vec<Arc<TaskEntry>>> {
         self.tasks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a task of `task_type` may start now: a type that is
+    /// implemented, started the right way (`agent`: through `start_agent`)
+    /// and a registry that is not shutting down.
+    fn may_start(&self, task_type: RuntimeTaskType, agent: bool) -> Result<(), RuntimeError> {
+        if !task_type.is_implemented() {
+            return Err(RuntimeError::UnsupportedType(task_type));
+        }
+        if task_type.is_agent() != agent {
+            return Err(RuntimeError::WrongStart(task_type));
+        }
+        if self.shutdown.is_cancelled() {
+            return Err(RuntimeError::ShuttingDown);
+        }
+        Ok(())
+    }
+
+    /// Creates the capped output file of task `id` in the run directory.
+    fn create_log(&self, id: &RuntimeTaskId) -> Result<(PathBuf, OutputLog), RuntimeError> {
+        let output_path = self.run_dir.join(format!("{id}.output"));
+        let log = OutputLog::create(output_path.clone(), self.config.output_cap_bytes).map_err(
+            |source| RuntimeError::Io {
+                path: output_path.clone(),
+                source,
+            },
+        )?;
+        Ok((output_path, log))
     }
 
     fn notices(&self) -> MutexGuard<'_, Vec<RuntimeTaskId>> {
@@ -775,24 +832,8 @@ impl RuntimeTaskRegistry {
         request: StartRequest,
         options: process::SpawnOptions,
     ) -> Result<RuntimeTaskInfo, RuntimeError> {
-        if !request.task_type.is_implemented() {
-            return Err(RuntimeError::UnsupportedType(request.task_type));
-        }
-        if request.task_type.is_agent() {
-            return Err(RuntimeError::WrongStart(request.task_type));
-        }
-        if self.shared.shutdown.is_cancelled() {
-            return Err(RuntimeError::ShuttingDown);
-        }
-        let id = {
-            let tasks = self.shared.tasks();
-            loop {
-                let id = RuntimeTaskId::generate(request.task_type);
-                if !tasks.iter().any(|t| t.id == id) {
-                    break id;
-                }
-            }
-        };
+        self.shared.may_start(request.task_type, false)?;
+        let id = fresh_id(&self.shared.tasks(), request.task_type);
         if !request.cwd.is_dir() {
             return Err(RuntimeError::Io {
                 path: request.cwd.clone(),
@@ -802,12 +843,7 @@ impl RuntimeTaskRegistry {
                 ),
             });
         }
-        let output_path = self.shared.run_dir.join(format!("{id}.output"));
-        let log = OutputLog::create(output_path.clone(), self.shared.config.output_cap_bytes)
-            .map_err(|source| RuntimeError::Io {
-                path: output_path.clone(),
-                source,
-            })?;
+        let (output_path, log) = self.shared.create_log(&id)?;
         let log = Arc::new(log);
 
         let mut cmd = process::shell_command(&request.command);
@@ -834,19 +870,7 @@ impl RuntimeTaskRegistry {
             started_at_ms: now_ms(),
             log: Arc::clone(&log),
             stop: self.shared.shutdown.child_token(),
-            state: Mutex::new(TaskState {
-                status: RuntimeTaskStatus::Running,
-                pid: Some(child.pid()),
-                ended_at_ms: None,
-                exit_code: None,
-                signal: None,
-                error: None,
-                offsets: HashMap::new(),
-                owner_saw_end: false,
-                activity: None,
-                tokens: None,
-                result: None,
-            }),
+            state: Mutex::new(TaskState::running(Some(child.pid()))),
         });
 
         let capture_done =

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::kajiignore::KajiIgnore;
+use super::target::check_regular;
 use super::{failure, input, paths, sniff};
 use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_input};
 
@@ -591,56 +592,6 @@ fn decode(bytes: &[u8], overflow: bool) -> (String, bool) {
         }
         Err(_) => (String::from_utf8_lossy(bytes).into_owned(), true),
     }
-}
-
-/// Refuses anything but a regular file, naming what it is.
-pub(super) fn check_regular(
-    tool: &str,
-    path: &Path,
-    meta: &std::fs::Metadata,
-) -> Result<(), ToolError> {
-    if meta.is_file() {
-        return Ok(());
-    }
-    let shown = path.display();
-    if meta.is_dir() {
-        return Err(failure(
-            tool,
-            format!(
-                "{shown} is a directory, not a file. Use Glob (with path set to it) to list its files."
-            ),
-        ));
-    }
-    Err(failure(
-        tool,
-        format!(
-            "{shown} is not a regular file (it is {}); file tools only work on regular files.",
-            describe_file_type(meta.file_type())
-        ),
-    ))
-}
-
-fn describe_file_type(ft: std::fs::FileType) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt as _;
-        if ft.is_fifo() {
-            return "a named pipe (FIFO)";
-        }
-        if ft.is_socket() {
-            return "a socket";
-        }
-        if ft.is_char_device() {
-            return "a character device";
-        }
-        if ft.is_block_device() {
-            return "a block device";
-        }
-    }
-    if ft.is_symlink() {
-        return "a symbolic link";
-    }
-    "a special file"
 }
 
 fn missing_or_io(path: &Path, e: &std::io::Error) -> ToolError {

@@ -1,5 +1,6 @@
 //! Checks shared by the tools that write (`Write`, `Edit`): `.kajiignore`,
-//! what kind of file is there now, and where a symlink leads.
+//! what kind of file is there now, and where a symlink leads; and the
+//! regular-file check every file tool makes (`Read` too).
 
 use std::path::{Path, PathBuf};
 
@@ -33,7 +34,7 @@ pub(super) fn prepare(tool: &str, cwd: &Path, path: &Path) -> Result<WriteTarget
     let real = paths::real_path(path);
     match meta {
         Ok(meta) => {
-            super::read::check_regular(tool, path, &meta)?;
+            check_regular(tool, path, &meta)?;
             Ok(WriteTarget {
                 real,
                 existing: Some(meta),
@@ -80,4 +81,54 @@ pub(super) fn create_parents(tool: &str, path: &Path) -> Result<(), ToolError> {
 /// The number of lines of `text`, counting a last line without `\n`.
 pub(super) fn count_lines(text: &str) -> usize {
     text.lines().count()
+}
+
+/// Refuses anything but a regular file, naming what it is.
+pub(super) fn check_regular(
+    tool: &str,
+    path: &Path,
+    meta: &std::fs::Metadata,
+) -> Result<(), ToolError> {
+    if meta.is_file() {
+        return Ok(());
+    }
+    let shown = path.display();
+    if meta.is_dir() {
+        return Err(failure(
+            tool,
+            format!(
+                "{shown} is a directory, not a file. Use Glob (with path set to it) to list its files."
+            ),
+        ));
+    }
+    Err(failure(
+        tool,
+        format!(
+            "{shown} is not a regular file (it is {}); file tools only work on regular files.",
+            describe_file_type(meta.file_type())
+        ),
+    ))
+}
+
+fn describe_file_type(ft: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if ft.is_fifo() {
+            return "a named pipe (FIFO)";
+        }
+        if ft.is_socket() {
+            return "a socket";
+        }
+        if ft.is_char_device() {
+            return "a character device";
+        }
+        if ft.is_block_device() {
+            return "a block device";
+        }
+    }
+    if ft.is_symlink() {
+        return "a symbolic link";
+    }
+    "a special file"
 }
