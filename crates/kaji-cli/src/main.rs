@@ -19,6 +19,7 @@ mod environ;
 mod exec;
 mod exec_command;
 mod exec_events;
+mod log_file;
 mod login_cmd;
 mod mcp_cmd;
 mod paths;
@@ -163,6 +164,8 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let cli = Cli::parse_from(argv);
+    // The libraries' warnings go to a file, never to the terminal.
+    log_file::install(&paths::kaji_home());
     if cli.command.is_none()
         && (cli.sdk.output_format.is_some()
             || cli.sdk.input_format.is_some()

@@ -6,7 +6,11 @@
 //!
 //! It only counts and answers "is there room for one more request"; it
 //! never stops anything itself and never prints: the Task asks before each
-//! request and ends when the answer is no.
+//! request and ends when the answer is no. A request is charged as soon as
+//! its reply stream ends, and under a cost limit a Task runs the tools of
+//! a reply only then, so a sub-agent's requests see their parent's: the
+//! run passes the budget by at most the requests in flight when it is
+//! reached (one for each agent running at that moment).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -118,14 +122,37 @@ impl RunBudget {
         self.max_cost_usd.is_some() && self.fallback_price.is_none()
     }
 
+    /// Whether a cost limit is set: a reply's tools then wait for its
+    /// charge (the stream's end) before they run.
+    pub fn limits_cost(&self) -> bool {
+        self.max_cost_usd.is_some()
+    }
+
+    /// Whether the cost limit is reached (no request is taken).
+    pub fn check_cost(&self) -> Result<(), BudgetSpent> {
+        let Some(max) = self.max_cost_usd else {
+            return Ok(());
+        };
+        let spent = self.cost_usd();
+        if spent >= max {
+            return Err(BudgetSpent::Cost { max, spent });
+        }
+        Ok(())
+    }
+
+    /// Why no request is left, when none is (no request is taken).
+    pub fn spent(&self) -> Option<BudgetSpent> {
+        if let Err(spent) = self.check_cost() {
+            return Some(spent);
+        }
+        self.max_requests
+            .filter(|max| self.requests() >= *max)
+            .map(BudgetSpent::Requests)
+    }
+
     /// Takes one request from the budget, or says why there is none left.
     pub fn start_request(&self) -> Result<(), BudgetSpent> {
-        if let Some(max) = self.max_cost_usd {
-            let spent = self.cost_usd();
-            if spent >= max {
-                return Err(BudgetSpent::Cost { max, spent });
-            }
-        }
+        self.check_cost()?;
         match self.max_requests {
             None => {
                 self.requests.fetch_add(1, Ordering::SeqCst);
@@ -175,6 +202,8 @@ mod tests {
         assert_eq!(b.start_request(), Ok(()));
         assert_eq!(c.start_request(), Err(BudgetSpent::Requests(3)));
         assert_eq!(b.requests(), 3);
+        assert_eq!(c.spent(), Some(BudgetSpent::Requests(3)));
+        assert_eq!(RunBudget::new(Some(1), None, None).spent(), None);
     }
 
     #[test]
@@ -188,8 +217,11 @@ mod tests {
         assert!(b.start_request().is_ok());
         b.charge(None, &usage);
         assert!(b.start_request().is_ok());
+        assert_eq!(b.spent(), None);
         b.charge(Some(0.5), &usage);
         assert!(matches!(b.start_request(), Err(BudgetSpent::Cost { .. })));
+        assert!(matches!(b.spent(), Some(BudgetSpent::Cost { .. })));
+        assert_eq!(b.requests(), 2, "a refused request is not counted");
 
         let unpriced = RunBudget::new(None, Some(0.01), None);
         assert!(unpriced.cost_limit_unenforceable());

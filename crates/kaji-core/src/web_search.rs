@@ -1,9 +1,14 @@
 //! Which search `WebSearch` uses in a session, and the provider's own
 //! search.
 //!
-//! `[web_search] provider` chooses: unset or `native` uses the model
-//! provider's search when it has one (Anthropic's server-side
-//! `web_search` tool, the Responses API's hosted `web_search`). When the
+//! `[web_search] provider` chooses: `native` uses the model provider's
+//! search when its wire has one (Anthropic's server-side `web_search`
+//! tool, the Responses API's hosted `web_search`); unset does so only at
+//! the provider's own API ([`OFFICIAL_HOSTS`]), where it is known to work,
+//! since a proxy or compatible server that rejects server tools would fail
+//! every request that offers one. A server that rejects it anyway (HTTP
+//! 400 or 422 naming it, [`rejects_provider_search`]) gets it no more for
+//! the rest of the session ([`ProviderSearch::withdraw`]). When the
 //! permission rules let `WebSearch` run without asking, the conversation's
 //! own requests offer that tool in place of `WebSearch`
 //! ([`provider_search`]): the model searches within its reply, the
@@ -22,10 +27,13 @@
 //! never sends the conversation to the search, only the query.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use kaji_llm::{ModelProvider, ModelRequest, ProviderKind, ProviderWebSearch};
+use kaji_llm::{
+    LlmError, ModelProvider, ModelRequest, ProviderConfig, ProviderKind, ProviderWebSearch,
+};
 use kaji_protocol::{Message, StreamEvent, ToolSpec};
 use kaji_tools::web_search::{
     HttpBackend, WEB_SEARCH, WebSearchAnswer, WebSearchHit, WebSearchProvider, WebSearchQuery,
@@ -36,11 +44,19 @@ use serde_json::Value;
 /// At most this many searches in one provider request.
 const MAX_USES: u32 = 5;
 
+/// The hosts whose search is offered without `provider = "native"`: the
+/// providers' own APIs, one for each wire that has a search.
+pub const OFFICIAL_HOSTS: [(ProviderKind, &str); 2] = [
+    (ProviderKind::Anthropic, "api.anthropic.com"),
+    (ProviderKind::OpenAiResponses, "api.openai.com"),
+];
+
 /// The session's search setup, from `[web_search]`.
 #[derive(Debug, Clone)]
 pub enum WebSearchSetup {
-    /// The model provider's own search, where it has one.
-    Native,
+    /// The model provider's own search, where it has one; withdrawn once
+    /// the server rejected it.
+    Native(ProviderSearch),
     /// A configured backend (or one set up wrongly, which says why).
     Backend(Arc<dyn WebSearcher>),
     /// No web search.
@@ -48,27 +64,38 @@ pub enum WebSearchSetup {
 }
 
 impl WebSearchSetup {
-    /// The setup `settings` describe; the backend's key is read from the
-    /// environment now.
-    pub fn from_settings(settings: Option<&WebSearchSettings>) -> Self {
+    /// The setup `settings` describe for the model provider `config`; the
+    /// backend's key is read from the environment now.
+    pub fn from_settings(settings: Option<&WebSearchSettings>, config: &ProviderConfig) -> Self {
+        let unset = || {
+            if is_official_host(config) {
+                Self::Native(ProviderSearch::default())
+            } else {
+                Self::Off
+            }
+        };
         let Some(settings) = settings else {
-            return Self::Native;
+            return unset();
         };
         match settings.provider {
-            None | Some(WebSearchProvider::Native) => Self::Native,
+            None => unset(),
+            Some(WebSearchProvider::Native) => Self::Native(ProviderSearch::default()),
             Some(WebSearchProvider::Off) => Self::Off,
             Some(_) => match HttpBackend::from_settings(settings) {
                 Ok(Some(backend)) => Self::Backend(Arc::new(backend)),
-                Ok(None) => Self::Native,
+                Ok(None) => unset(),
                 Err(message) => Self::Backend(Arc::new(Misconfigured(message))),
             },
         }
     }
 
-    /// Whether a Task using `provider` may offer the provider's own search
-    /// in its requests.
-    pub fn is_provider_search(&self, provider: &Arc<dyn ModelProvider>) -> bool {
-        matches!(self, Self::Native) && has_web_search(provider)
+    /// The provider's own search a Task using `provider` may offer in its
+    /// requests (while it is not withdrawn); `None` when it may not.
+    pub fn provider_search(&self, provider: &Arc<dyn ModelProvider>) -> Option<ProviderSearch> {
+        match self {
+            Self::Native(search) if has_web_search(provider) => Some(search.clone()),
+            _ => None,
+        }
     }
 
     /// The searcher of a Task using `provider` and `model`.
@@ -78,14 +105,71 @@ impl WebSearchSetup {
         model: &str,
     ) -> Option<Arc<dyn WebSearcher>> {
         match self {
-            Self::Native if has_web_search(provider) => Some(Arc::new(NativeWebSearch {
+            Self::Native(search) if has_web_search(provider) => Some(Arc::new(NativeWebSearch {
                 provider: Arc::clone(provider),
                 model: model.to_string(),
+                search: search.clone(),
             })),
-            Self::Native | Self::Off => None,
+            Self::Native(_) | Self::Off => None,
             Self::Backend(b) => Some(Arc::clone(b)),
         }
     }
+}
+
+/// Whether the session's requests may still offer the provider's search:
+/// one switch shared by all its Tasks (sub-agents too). A server that
+/// rejected the search tool once is not offered it again.
+#[derive(Debug, Clone, Default)]
+pub struct ProviderSearch(Arc<AtomicBool>);
+
+impl ProviderSearch {
+    /// Whether it was withdrawn.
+    pub fn is_withdrawn(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Withdraws it for the rest of the session; true the first time.
+    pub fn withdraw(&self) -> bool {
+        !self.0.swap(true, Ordering::SeqCst)
+    }
+}
+
+/// Whether `err` is a server refusing the provider's search tool: HTTP 400
+/// (or 422, a validating gateway's) whose message names it.
+pub fn rejects_provider_search(err: &LlmError) -> bool {
+    let LlmError::Http {
+        status: 400 | 422,
+        message,
+        ..
+    } = err
+    else {
+        return false;
+    };
+    let message = message.to_ascii_lowercase();
+    [
+        "web_search",
+        "web search",
+        "websearch",
+        "server tool",
+        "server_tool",
+        "hosted tool",
+    ]
+    .iter()
+    .any(|name| message.contains(name))
+}
+
+/// Whether `config` is the provider's own API ([`OFFICIAL_HOSTS`]), over
+/// https.
+fn is_official_host(config: &ProviderConfig) -> bool {
+    let Some(rest) = config.base_url.trim().strip_prefix("https://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit('@').next().unwrap_or("");
+    let host = host.split(':').next().unwrap_or("").trim_end_matches('.');
+    OFFICIAL_HOSTS
+        .iter()
+        .any(|(kind, official)| *kind == config.kind && host.eq_ignore_ascii_case(official))
 }
 
 /// Whether `provider`'s wire has a search of its own.
@@ -206,6 +290,8 @@ impl WebSearcher for Misconfigured {
 pub struct NativeWebSearch {
     provider: Arc<dyn ModelProvider>,
     model: String,
+    /// The session's switch: a rejected search is not sent again.
+    search: ProviderSearch,
 }
 
 impl std::fmt::Debug for NativeWebSearch {
@@ -247,11 +333,20 @@ impl WebSearcher for NativeWebSearch {
                 self.provider.name()
             ));
         }
+        if self.search.is_withdrawn() {
+            return Err(format!("{WITHDRAWN} {SET_A_BACKEND}"));
+        }
         let mut stream = self.provider.stream(request);
         let mut answer = WebSearchAnswer::default();
         let mut summary = String::new();
         while let Some(event) = stream.next().await {
-            match event.map_err(|e| format!("{who} failed: {e}"))? {
+            let event = event.map_err(|e| {
+                if rejects_provider_search(&e) {
+                    self.search.withdraw();
+                }
+                format!("{who} failed: {e}")
+            })?;
+            match event {
                 StreamEvent::TextDelta { text } => summary.push_str(&text),
                 StreamEvent::ServerBlock { block } => add_block(&block, &mut answer.hits)?,
                 _ => {}
@@ -263,6 +358,13 @@ impl WebSearcher for NativeWebSearch {
         Ok(answer)
     }
 }
+
+/// Why the provider's search is no longer used.
+const WITHDRAWN: &str =
+    "The model server rejected the provider's web search tool earlier in this session.";
+
+/// What to do about a server without the provider's search.
+pub const SET_A_BACKEND: &str = "To search anyway, set a backend in [web_search] (provider = \"searxng\", \"brave\" or \"tavily\"); provider = \"off\" turns search off.";
 
 fn text(v: &Value, key: &str) -> String {
     v.get(key).and_then(Value::as_str).unwrap_or("").to_string()
@@ -356,6 +458,96 @@ mod tests {
             }
         );
         assert!(server_view(&json!({"type": "url_citation"})).is_empty());
+    }
+
+    #[test]
+    fn only_the_providers_own_hosts_get_the_search_unasked() {
+        let official = |kind, url: &str| is_official_host(&ProviderConfig::new(kind, "m", url));
+        assert!(official(
+            ProviderKind::Anthropic,
+            "https://api.anthropic.com"
+        ));
+        assert!(official(
+            ProviderKind::Anthropic,
+            "https://API.anthropic.com./"
+        ));
+        assert!(official(
+            ProviderKind::OpenAiResponses,
+            "https://api.openai.com/v1"
+        ));
+        assert!(official(
+            ProviderKind::OpenAiResponses,
+            "https://api.openai.com:443/v1"
+        ));
+        for (kind, url) in [
+            (ProviderKind::Anthropic, "http://api.anthropic.com"),
+            (ProviderKind::Anthropic, "https://api.openai.com/v1"),
+            (ProviderKind::Anthropic, "https://litellm.internal:4000"),
+            (
+                ProviderKind::Anthropic,
+                "https://api.anthropic.com.evil.example",
+            ),
+            (
+                ProviderKind::Anthropic,
+                "https://api.anthropic.com@proxy.example",
+            ),
+            (
+                ProviderKind::OpenAiResponses,
+                "https://x.openai.azure.com/openai",
+            ),
+            (ProviderKind::OpenAi, "https://api.openai.com/v1"),
+        ] {
+            assert!(!official(kind, url), "{kind} {url}");
+        }
+        let local = ProviderConfig::new(ProviderKind::Anthropic, "m", "http://127.0.0.1:9/");
+        assert!(matches!(
+            WebSearchSetup::from_settings(None, &local),
+            WebSearchSetup::Off
+        ));
+        let native = WebSearchSettings {
+            provider: Some(WebSearchProvider::Native),
+            ..WebSearchSettings::default()
+        };
+        assert!(matches!(
+            WebSearchSetup::from_settings(Some(&native), &local),
+            WebSearchSetup::Native(_)
+        ));
+        let api = ProviderConfig::new(ProviderKind::Anthropic, "m", "https://api.anthropic.com");
+        assert!(matches!(
+            WebSearchSetup::from_settings(None, &api),
+            WebSearchSetup::Native(_)
+        ));
+    }
+
+    #[test]
+    fn a_400_naming_the_search_tool_is_a_rejection_of_it() {
+        let http = |status, message: &str| LlmError::Http {
+            provider: "anthropic",
+            url: "http://x/v1/messages".into(),
+            status,
+            message: message.into(),
+        };
+        assert!(rejects_provider_search(&http(
+            400,
+            "tools.0: Input tag 'web_search_20250305' found using 'type' does not match"
+        )));
+        assert!(rejects_provider_search(&http(
+            422,
+            "Hosted tool 'web_search' is not supported"
+        )));
+        assert!(!rejects_provider_search(&http(
+            400,
+            "max_tokens: too large"
+        )));
+        assert!(!rejects_provider_search(&http(
+            500,
+            "web_search backend down"
+        )));
+        let search = ProviderSearch::default();
+        assert!(!search.is_withdrawn());
+        assert!(search.clone().withdraw());
+        assert!(!search.withdraw());
+        assert!(search.is_withdrawn());
     }
 
     #[test]

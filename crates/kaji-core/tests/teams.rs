@@ -360,3 +360,57 @@ async fn a_teammate_with_worktree_isolation_edits_in_its_own_worktree() {
     assert!(branches.contains("kaji/alice"), "{branches}");
     session.shutdown().await;
 }
+
+/// The run's budget is the teammates' too: once it is spent a teammate
+/// ends, its task released with why, instead of claiming the task again
+/// and again (each time ending before its first request).
+#[tokio::test]
+async fn a_teammate_ends_once_the_runs_budget_is_spent() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let work = tempfile::tempdir().expect("tempdir");
+    let glob = || Turn::tool_call("Glob", json!({"pattern": "*"}));
+    let main = Script::new([
+        Turn::tool_call("TaskCreate", json!({"subject": "the one task", "description": "x"}))
+            .and_tool_call("Agent", json!({"description": "teammate alice", "prompt": "Work the list.", "subagent_type": "general-purpose", "name": "alice"})),
+        Turn::tool_call("AttemptCompletion", json!({"result": "alice started"})),
+    ])
+    .with_agent(marker("alice"), Script::new((0..10).map(|_| glob())));
+    let server = ScriptedModelServer::start(main).await;
+    unsafe_env();
+    let options = SessionOptions {
+        cwd: Some(work.path().to_path_buf()),
+        no_checkpoints: true,
+        max_requests: Some(3),
+        ..SessionOptions::default()
+    };
+    let (frontend, _rx) = RecordingFrontend::new(AskResponse::Approve);
+    let (session, _) = SessionBuilder::new(home.path(), options)
+        .provider(provider_config(&server, ProviderKind::Anthropic))
+        .build(frontend)
+        .await
+        .expect("session");
+    session.submit("start alice".into()).await.expect("submit");
+    // A guard, not a measure: before the fix the teammate never ended.
+    tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        wait_for_teammates(&session),
+    )
+    .await
+    .expect("the teammate ends once the budget is spent");
+    assert_eq!(server.requests().len(), 3);
+    let store = TaskListStore::open(home.path(), session.task_list_id()).expect("store");
+    let task = store.get(1).expect("get");
+    assert_eq!(task.owner, None, "the task is released");
+    let texts: Vec<String> = store
+        .take_messages("main")
+        .expect("mailbox")
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert!(
+        texts.iter().any(|t| t
+            .starts_with("Teammate alice ended: The request limit of the run (3, --max-requests)")),
+        "{texts:#?}"
+    );
+    session.shutdown().await;
+}

@@ -119,7 +119,8 @@ impl WebSearchProvider {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebSearchSettings {
-    /// Which search; unset: the provider's own where it has one.
+    /// Which search; unset: the provider's own at the provider's own API
+    /// (api.anthropic.com, api.openai.com), none elsewhere.
     pub provider: Option<WebSearchProvider>,
     /// The backend's base URL (SearXNG: required; Brave and Tavily: their
     /// public API unless set).
@@ -389,8 +390,9 @@ has no web search of its own that kaji can use, and no search backend is configu
 add a backend to ~/.kaji/config.toml, for example:\n\n[web_search]\nprovider = \"searxng\"   # or \
 \"brave\", \"tavily\"\nurl = \"http://localhost:8888\"   # the SearXNG instance (Brave and Tavily \
 need none)\napi_key_env = \"SEARCH_API_KEY\"   # Brave and Tavily: the variable holding the key\n\n\
-With provider = \"anthropic\" or \"openai-responses\" the provider's own search is used unless \
-[web_search] says otherwise. Until then, use WebFetch on a URL you know.";
+With provider = \"anthropic\" or \"openai-responses\" at the provider's own API the provider's own \
+search is used unless [web_search] says otherwise; for another server of those formats that runs it, \
+set provider = \"native\". Until then, use WebFetch on a URL you know.";
 
 #[async_trait]
 impl Tool for WebSearchTool {

@@ -40,6 +40,8 @@ fn done() -> Turn {
 #[tokio::test]
 async fn the_first_request_lists_every_custom_agent_and_a_tools_list_agent_finishes() {
     let (home, work) = setup();
+    // The provider's own search, which the scripted server runs.
+    crate::web_search_cli::configure_native(home.path());
     write(
         work.path(),
         ".claude/agents/review/code-reviewer.md",
@@ -82,8 +84,9 @@ async fn the_first_request_lists_every_custom_agent_and_a_tools_list_agent_finis
     // WebSearch is a kaji tool now: no warning names it.
     assert_eq!(err.matches("WebSearch (code-reviewer)").count(), 0, "{err}");
     // The sub-agent has only its tools (Read, WebSearch), and the finishing
-    // tool; on Anthropic's wire, with WebSearch allowed, the provider's own
-    // search (`web_search`) stands in for WebSearch (docs/tools.md).
+    // tool; on Anthropic's wire, with WebSearch allowed and `[web_search]
+    // provider = "native"`, the provider's own search (`web_search`) stands
+    // in for WebSearch (docs/tools.md).
     let sub_tools: Vec<String> = requests[1].body["tools"]
         .as_array()
         .expect("tools")

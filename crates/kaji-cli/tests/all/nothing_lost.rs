@@ -152,15 +152,22 @@ async fn read_refuses_an_image_providers_would_refuse() {
 /// A priced run: every request reports 100,000 input tokens at $1 per
 /// million, so each costs $0.10, and each agent delegates to a sub-agent
 /// (two levels deep; the deepest cannot delegate and keeps asking).
-/// `--max-budget-usd 0.25` stops the whole run with its sub-agents: the
-/// deepest agent stops at its third request ($0.10 + $0.20 spent before),
-/// and neither the sub-agent above it nor the main agent makes another.
-/// A request is charged when its round settles, after its tools: the two
-/// requests that started the sub-agents count once those return, so the
-/// run spends at most one request per agent level past the budget
-/// (docs/exec-json.md).
+/// `--max-budget-usd 0.25` stops the whole run with its sub-agents: a
+/// request is charged as its stream ends, before its tools run, so the
+/// main agent's request and the sub-agent's count before the deepest
+/// agent asks for room. The deepest agent's first request ($0.20 spent
+/// before) is the last: $0.30 in all, the budget passed by less than the
+/// one request in flight when it was reached (docs/exec-json.md). On
+/// every wire (Chat Completions and Responses report usage only at the
+/// end of the stream).
 #[tokio::test]
 async fn max_budget_usd_bounds_the_whole_run_with_its_sub_agents() {
+    for wire in Wire::ALL {
+        budget_run_with_sub_agents(wire).await;
+    }
+}
+
+async fn budget_run_with_sub_agents(wire: Wire) {
     let (home, work) = dirs();
     config(
         home.path(),
@@ -178,7 +185,7 @@ async fn max_budget_usd_bounds_the_whole_run_with_its_sub_agents() {
         .with_usage(usage)
     };
     let server = ScriptedModelServer::start(Script::new((0..40).map(|_| delegate()))).await;
-    let mut cmd = exec_json(home.path(), work.path(), &server, Wire::Anthropic);
+    let mut cmd = exec_json(home.path(), work.path(), &server, wire);
     cmd.args([
         "--no-checkpoints",
         "--sandbox",
@@ -192,16 +199,20 @@ async fn max_budget_usd_bounds_the_whole_run_with_its_sub_agents() {
     ]);
     let (_code, lines, err) = run(cmd).await;
     let last = result(&lines);
-    assert_eq!(last["stop_reason"], "max_budget_usd", "{last}\n{err}");
+    assert_eq!(
+        last["stop_reason"], "max_budget_usd",
+        "{wire:?}: {last}\n{err}"
+    );
     let requests = server.requests();
-    // main 1, sub-agent 1, the deepest 3.
-    assert_eq!(requests.len(), 5, "{err}\n{lines:#?}");
+    // main 1, sub-agent 1, the deepest 1: within the budget and one
+    // request.
+    assert_eq!(requests.len(), 3, "{wire:?}: {err}\n{lines:#?}");
     assert!(
         last["result"]
             .as_str()
             .unwrap_or("")
-            .contains("$0.5000 spent"),
-        "{last}"
+            .contains("$0.3000 spent"),
+        "{wire:?}: {last}"
     );
     assert!(
         requests

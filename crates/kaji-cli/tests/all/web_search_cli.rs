@@ -55,6 +55,9 @@ fn content(result: &Value) -> String {
 async fn native(wire: Wire, tool: Value) {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
+    // The scripted server is not the provider's own API: its search is
+    // used when the settings say so.
+    configure_native(home.path());
     let server = ScriptedModelServer::start(search_turns()).await;
     let (code, results, stderr) = run(exec(home.path(), work.path(), &server, wire)).await;
     assert_eq!(code, 0, "{stderr}");
@@ -152,6 +155,17 @@ async fn fake_searxng(body: Value) -> (String, Arc<Mutex<Vec<String>>>) {
         }
     });
     (url, seen)
+}
+
+/// `[web_search] provider = "native"` in the user's settings.
+pub fn configure_native(home: &Path) {
+    let dir = home.join("kaji-home");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        "[web_search]\nprovider = \"native\"\n",
+    )
+    .unwrap();
 }
 
 fn configure(home: &Path, url: &str) {

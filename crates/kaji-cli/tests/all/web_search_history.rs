@@ -51,6 +51,8 @@ async fn search(
 ) {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
+    // The scripted server is not the provider's own API.
+    crate::web_search_cli::configure_native(home.path());
     let server = ScriptedModelServer::start(script()).await;
     let mut cmd = exec_json(home.path(), work.path(), &server, wire);
     cmd.args(["--no-checkpoints"])

@@ -455,7 +455,7 @@ impl ScanSink for AssemblyState {
 
 /// Later usage reports supersede earlier ones field by field (Anthropic
 /// sends input tokens first and output tokens at the end).
-fn merge_usage(old: Usage, new: Usage) -> Usage {
+pub(crate) fn merge_usage(old: Usage, new: Usage) -> Usage {
     Usage {
         input_tokens: if new.input_tokens > 0 {
             new.input_tokens

@@ -156,6 +156,10 @@ impl SessionBuilder {
         );
         let hooks = self.hooks(&settings, &env_policy);
         let limits = self.limits(&settings, &provider_config, checkpoints, &mut warnings)?;
+        let web_search = crate::web_search::WebSearchSetup::from_settings(
+            settings.web_search.as_ref(),
+            &provider_config,
+        );
         let services = SessionServices {
             owner: owner_name(
                 self.options
@@ -172,9 +176,7 @@ impl SessionBuilder {
             models: settings.models.clone(),
             tools,
             mcp,
-            web_search: crate::web_search::WebSearchSetup::from_settings(
-                settings.web_search.as_ref(),
-            ),
+            web_search,
             tool_services: SessionServices::tool_view(
                 &task_list,
                 &runtime,

@@ -320,7 +320,7 @@ impl SessionServices {
             .ok()
             .flatten();
         let web_search = self.web_search.searcher(&spec.provider, &spec.model);
-        let provider_web_search = self.web_search.is_provider_search(&spec.provider);
+        let provider_web_search = self.web_search.provider_search(&spec.provider);
         let config = TaskConfig {
             cwd: self.project_dir.clone(),
             start_dir: (spec.cwd != self.project_dir).then(|| spec.cwd.clone()),

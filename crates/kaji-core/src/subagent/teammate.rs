@@ -178,6 +178,15 @@ async fn run(teammate: Teammate) -> AgentEnd {
             leave(&store, &name, "the teammate was stopped", &text).await;
             return AgentEnd::Failed("stopped".to_string());
         }
+        // The run's budget is shared: once it is spent, every task would
+        // end before its first request, be released and be claimed again.
+        if let Some(spent) = teammate.spawner.services.limits.budget.spent() {
+            let why = format!("the run's budget is spent ({})", spent.stop_reason());
+            let text = spent.to_string();
+            let text = format!("Teammate {name} ended: {}", text.trim_end_matches('.'));
+            leave(&store, &name, &why, &text).await;
+            return AgentEnd::Failed(why);
+        }
         let claimed = store.claim_next(&name).await;
         match claimed {
             Err(e) => {

@@ -194,22 +194,32 @@ impl Task {
         Err(CompactionError::TooManyTries)
     }
 
-    /// Runs a request without tools and returns its text.
+    /// Runs a request without tools and returns its text. The request is
+    /// one of the run's: its cost is charged to the run's budget.
     pub(super) async fn collect_text(&self, request: ModelRequest) -> Result<String, LlmError> {
         let mut stream = self.config.provider.stream(request);
         let mut text = String::new();
-        loop {
+        let mut usage = Usage::default();
+        let end = loop {
             let item = tokio::select! {
                 item = stream.next() => item,
-                _ = self.cancel.cancelled() => return Ok(text),
+                _ = self.cancel.cancelled() => break Ok(()),
             };
             match item {
-                None => return Ok(text),
-                Some(Err(e)) => return Err(e),
+                None => break Ok(()),
+                Some(Err(e)) => break Err(e),
                 Some(Ok(kaji_protocol::StreamEvent::TextDelta { text: t })) => text.push_str(&t),
+                Some(Ok(kaji_protocol::StreamEvent::Usage(u))) => {
+                    usage = crate::parser::merge_usage(usage, u);
+                }
                 Some(Ok(_)) => {}
             }
+        };
+        if usage != Usage::default() {
+            let cost = self.config.pricing.as_ref().map(|p| p(&usage));
+            self.config.budget.charge(cost, &usage);
         }
+        end.map(|()| text)
     }
 
     /// What survives a summary besides it: open tasks, the todo, the files

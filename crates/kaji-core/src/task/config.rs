@@ -117,10 +117,11 @@ pub struct TaskConfig {
     pub agents: Option<Arc<dyn kaji_tools::agent_tools::AgentSpawner>>,
     /// Does `WebSearch`'s searches; `None`: none is set up.
     pub web_search: Option<Arc<dyn kaji_tools::web_search::WebSearcher>>,
-    /// The provider's own search may be offered in the requests, in place
-    /// of `WebSearch`, when the rules let `WebSearch` run without asking
-    /// (see [`crate::web_search`]).
-    pub provider_web_search: bool,
+    /// The provider's own search, which may be offered in the requests, in
+    /// place of `WebSearch`, when the rules let `WebSearch` run without
+    /// asking and the server has not rejected it (see
+    /// [`crate::web_search`]); `None`: never.
+    pub provider_web_search: Option<crate::web_search::ProviderSearch>,
     /// The session file, for hook payloads (`transcript_path`).
     pub transcript_path: Option<PathBuf>,
     /// Context SessionStart hooks gave, put before the prompt.
@@ -184,7 +185,7 @@ impl TaskConfig {
             on_text_reply: TextReply::Nudge,
             agents: None,
             web_search: None,
-            provider_web_search: false,
+            provider_web_search: None,
             transcript_path: None,
             session_context: Vec::new(),
         }

@@ -41,6 +41,12 @@ impl Task {
                     self.stop_hooks(TaskStatus::Failed, stop_hook_active).await;
                     return (TaskStatus::Failed, Some(e));
                 }
+                // The summary was a request too: the budget is asked again.
+                if let Err(spent) = self.config.budget.check_cost() {
+                    let end = self.budget_spent(spent);
+                    self.stop_hooks(end.0, stop_hook_active).await;
+                    return end;
+                }
             }
             let outcome = self.round(user_content.clone()).await;
             let step = self
@@ -102,6 +108,7 @@ impl Task {
                 self.fail_with(format!("A hook stopped the task: {reason}"), "hook")
             }
             RoundOutcome::Overflow(err) => self.after_overflow(err, user_content).await,
+            RoundOutcome::SearchRejected => Next::Retry,
             RoundOutcome::Refused(why) => {
                 let why = why.as_deref().unwrap_or("the provider gave no explanation");
                 self.fail_with(format!("The model refused to continue: {why}"), "refusal")
@@ -167,12 +174,17 @@ impl Task {
         // The run's budget, shared with every agent of the run: this
         // request is taken from it here.
         if let Err(spent) = self.config.budget.start_request() {
-            let msg = spent.to_string();
-            self.emitter.say(SayKind::Error, msg.clone(), None);
-            self.lock().stop_reason = Some(spent.stop_reason().to_string());
-            return Some((TaskStatus::MaxTurns, Some(msg)));
+            return Some(self.budget_spent(spent));
         }
         None
+    }
+
+    /// The end of a task whose run budget is spent.
+    fn budget_spent(&self, spent: crate::budget::BudgetSpent) -> (TaskStatus, Option<String>) {
+        let msg = spent.to_string();
+        self.emitter.say(SayKind::Error, msg.clone(), None);
+        self.lock().stop_reason = Some(spent.stop_reason().to_string());
+        (TaskStatus::MaxTurns, Some(msg))
     }
 
     /// What the model learns of without asking: an open checklist left

@@ -57,6 +57,12 @@ impl Task {
                 Step::Complete(kind, text) => self.emit_complete(&mut walk, kind, text),
                 Step::Server(block) => self.present_server(&mut walk, &block),
                 Step::Tool(call) => {
+                    // Under a cost limit a tool (a sub-agent, which makes
+                    // requests of its own) runs once this request is
+                    // charged: when its stream has ended.
+                    if self.config.budget.limits_cost() && !self.stream_ended(&mut version).await {
+                        return walk.out;
+                    }
                     if !self.present_tool(&mut walk, call, stream_cancel).await {
                         return walk.out;
                     }
@@ -149,6 +155,23 @@ impl Task {
                 }),
             }
         }
+    }
+
+    /// Waits until the stream reader recorded the stream's end; false when
+    /// the task was aborted meanwhile.
+    async fn stream_ended(&self, version: &mut watch::Receiver<u64>) -> bool {
+        while self.lock().stream_end.is_none() {
+            tokio::select! {
+                r = version.changed() => {
+                    // The reader is gone: its end is recorded.
+                    if r.is_err() {
+                        return true;
+                    }
+                }
+                _ = self.cancel.cancelled() => return false,
+            }
+        }
+        true
     }
 
     /// Waits for the stream to move on; false when aborted meanwhile.

@@ -8,7 +8,7 @@ use kaji_llm::ModelRequest;
 use kaji_protocol::{ContentBlock, Message, SayKind, SayPayload, TaskEvent, Usage, UsageReport};
 use tokio::sync::watch;
 
-use super::state::RoundOutcome;
+use super::state::{RoundError, RoundOutcome};
 use super::{Task, mcp_connect_wait};
 use crate::parser::{ReplyAssembler, ToolProtocol, XmlToolGrammar};
 use crate::prompt::{PromptInputs, system_prompt};
@@ -62,6 +62,7 @@ impl Task {
             st.turns
         };
         let request = self.request(specs);
+        let searched = request.web_search.is_some();
         let size = RequestSize::of(&request);
         self.emitter.say(
             SayKind::ApiReqStarted,
@@ -78,8 +79,40 @@ impl Task {
 
         let presented = self.present(version_rx, &stream_cancel).await;
         stream_cancel.cancel();
-        let _ = reader.await;
-        self.settle(presented, size)
+        let charged = reader.await.unwrap_or(false);
+        let outcome = self.settle(presented, size, charged);
+        if searched {
+            return self.unless_search_rejected(outcome);
+        }
+        outcome
+    }
+
+    /// A request that offered the provider's search and was rejected for
+    /// it (HTTP 400 naming the tool): the search is withdrawn for the
+    /// session, with a warning, and the round is sent again without it —
+    /// once, as the next request no longer offers it.
+    fn unless_search_rejected(&self, outcome: RoundOutcome) -> RoundOutcome {
+        let RoundOutcome::ApiFailed(RoundError::Request(err)) = &outcome else {
+            return outcome;
+        };
+        let Some(search) = self.config.provider_web_search.as_ref() else {
+            return outcome;
+        };
+        if !crate::web_search::rejects_provider_search(err) {
+            return outcome;
+        }
+        if search.withdraw() {
+            self.emitter.say(
+                SayKind::Error,
+                format!(
+                    "The model server rejected the provider's web search tool ({err}); \
+                     retrying without it, and it is not offered again in this session. {}",
+                    crate::web_search::SET_A_BACKEND
+                ),
+                None,
+            );
+        }
+        RoundOutcome::SearchRejected
     }
 
     pub(super) fn request(&self, mut specs: Vec<kaji_protocol::ToolSpec>) -> ModelRequest {
@@ -124,7 +157,9 @@ impl Task {
         mode: crate::permissions::PermissionMode,
         cwd: &std::path::Path,
     ) -> bool {
-        if !self.config.provider_web_search || self.config.tool_protocol != ToolProtocol::Native {
+        let offered =
+            (self.config.provider_web_search.as_ref()).is_some_and(|search| !search.is_withdrawn());
+        if !offered || self.config.tool_protocol != ToolProtocol::Native {
             return false;
         }
         let approvals = self
@@ -143,8 +178,9 @@ impl Task {
         ) == crate::permissions::Decision::Allow
     }
 
-    /// Tells the front end and the session file what a request used.
-    pub(super) fn report_usage(&self, turn: u32, usage: Usage, estimated: bool) {
+    /// Tells the front end and the session file what a request used, and
+    /// charges the run's budget with it unless the stream reader did.
+    pub(super) fn report_usage(&self, turn: u32, usage: Usage, estimated: bool, charged: bool) {
         let cost_usd = self.config.pricing.as_ref().map(|p| p(&usage));
         let context_tokens = usage
             .input_tokens
@@ -158,7 +194,9 @@ impl Task {
                 *st.cost_usd.get_or_insert(0.0) += c;
             }
         }
-        self.config.budget.charge(cost_usd, &usage);
+        if !charged {
+            self.config.budget.charge(cost_usd, &usage);
+        }
         self.config.recorder.record(SessionRecord::Usage {
             turn,
             usage,

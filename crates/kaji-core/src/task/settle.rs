@@ -39,8 +39,15 @@ impl Task {
     /// Settles the reply once its stream and presentation are over: usage
     /// counted, the reply recorded in the history and the session file,
     /// mistakes counted, and what the round came to.
-    pub(super) fn settle(&self, presented: Presented, size: RequestSize) -> RoundOutcome {
-        let Some(finished) = self.take_finished(&presented, size) else {
+    /// `charged`: the stream reader charged the budget with the reported
+    /// usage already.
+    pub(super) fn settle(
+        &self,
+        presented: Presented,
+        size: RequestSize,
+        charged: bool,
+    ) -> RoundOutcome {
+        let Some(finished) = self.take_finished(&presented, size, charged) else {
             return RoundOutcome::ApiFailed(RoundError::ReplyLost);
         };
         let aborted = self.cancel.is_cancelled();
@@ -91,7 +98,12 @@ impl Task {
     /// after a rejection may just not have reached its usage yet, and gets
     /// none. An aborted reply gets an estimate: its request was paid for,
     /// and the task reports it (#32).
-    fn take_finished(&self, presented: &Presented, size: RequestSize) -> Option<Finished> {
+    fn take_finished(
+        &self,
+        presented: &Presented,
+        size: RequestSize,
+        charged: bool,
+    ) -> Option<Finished> {
         let mut st = self.lock();
         let a = st.assembler.take();
         let reported = a.as_ref().map(|a| a.usage()).unwrap_or_default();
@@ -111,7 +123,9 @@ impl Task {
         let had_content = st.stream_had_content;
         drop(st);
         if usage != Usage::default() {
-            self.report_usage(turn, usage, estimated);
+            // The reader charged the reported usage; an estimate is
+            // charged here.
+            self.report_usage(turn, usage, estimated, charged && !estimated);
         }
         let end = self.lock().stream_end.take();
         Some(Finished {

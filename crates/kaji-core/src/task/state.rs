@@ -159,6 +159,9 @@ pub(super) enum RoundOutcome {
     Refused(Option<String>),
     /// The request did not fit the model's context window.
     Overflow(LlmError),
+    /// The server rejected the provider's search tool the request offered:
+    /// it is withdrawn for the session and the round is sent again.
+    SearchRejected,
 }
 
 /// Why a round's request failed (the outer loop asks whether to retry).
