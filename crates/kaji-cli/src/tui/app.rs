@@ -891,7 +891,10 @@ impl App {
                     line.push_str(&format!(": {r}"));
                 }
                 self.push(style, line);
-                self.running = false;
+                // Still running until the session's run returns
+                // (`task_ended`): only then does the session hold the
+                // task's history (Esc Esc lists its prompt) and take a
+                // new prompt (Enter meanwhile queues).
                 self.bell = true;
             }
         }
@@ -1616,6 +1619,9 @@ mod tests {
         assert_eq!(styles[0], EntryStyle::Reasoning);
         assert_eq!(styles[3], EntryStyle::ToolError);
         assert_eq!(styles[4], EntryStyle::Error);
+        // The task's end is the session's run returning, not its event.
+        assert!(app.running);
+        app.task_ended();
         assert!(!app.running);
         assert_eq!((app.turns, app.input_tokens, app.output_tokens), (2, 10, 5));
     }

@@ -60,8 +60,9 @@ async fn prompt_approve_accept_and_quit_in_a_real_terminal() {
         "made-by-kaji\n"
     );
     tmux.send_key("Enter");
-    let screen = tmux.wait_for("[completed] 2 turn(s)").await;
-    assert!(screen.contains("Enter sends"), "{screen}");
+    tmux.wait_for("[completed] 2 turn(s)").await;
+    // The prompt is free again once the session's run has returned.
+    tmux.wait_for("Enter sends").await;
 
     // Ctrl-D on an empty input with no task running quits, cleanly.
     assert_eq!(
@@ -108,8 +109,8 @@ async fn deny_with_feedback_abort_and_always_allow_across_prompts() {
     tmux.wait_for("✓ always allowed Bash(sleep 30) for this session")
         .await;
     tmux.send_key("Escape");
-    let screen = tmux.wait_for("[aborted]").await;
-    assert!(screen.contains("Enter sends"), "{screen}");
+    tmux.wait_for("[aborted]").await;
+    tmux.wait_for("Enter sends").await;
 
     // A new prompt is a new task that continues the conversation. The
     // "always" stored exactly `Bash(sleep 30)` (what `sh -c 'sleep 30'`
@@ -430,7 +431,9 @@ async fn at_mentions_complete_and_attach_the_file() {
     assert!(!body.contains("not this one"), "{body}");
     tmux.send_key("Enter");
     tmux.wait_for("[completed]").await;
-    // Esc Esc puts back what was typed, not the attached file.
+    // Esc Esc puts back what was typed, not the attached file; once the
+    // session's run has returned (the prompt's title says Ctrl-D quits).
+    tmux.wait_for("Ctrl-D quits").await;
     tmux.send_key("Escape");
     tmux.wait_for("Esc again").await;
     tmux.send_key("Escape");
@@ -561,6 +564,7 @@ async fn bang_commands_and_esc_esc_rewind() {
     let first = server.requests()[0].body.to_string();
     assert!(first.contains("bang-output-77"), "{first}");
 
+    tmux.wait_for("Ctrl-D quits").await;
     tmux.send_key("Escape");
     tmux.wait_for("Esc again").await;
     tmux.send_key("Escape");
