@@ -14,7 +14,7 @@ use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::json;
 
 use crate::common::files::Helper;
-use crate::common::tmux::{DEADLINE, launch, launch_env, launch_with, quit, quote, submit};
+use crate::common::tmux::{DEADLINE, IDLE, launch, launch_env, launch_with, quit, quote, submit};
 use crate::common::{done, kaji_sync, serve};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -433,7 +433,7 @@ async fn at_mentions_complete_and_attach_the_file() {
     tmux.wait_for("[completed]").await;
     // Esc Esc puts back what was typed, not the attached file; once the
     // session's run has returned (the prompt's title says Ctrl-D quits).
-    tmux.wait_for("Ctrl-D quits").await;
+    tmux.wait_for(IDLE).await;
     tmux.send_key("Escape");
     tmux.wait_for("Esc again").await;
     tmux.send_key("Escape");
@@ -564,7 +564,7 @@ async fn bang_commands_and_esc_esc_rewind() {
     let first = server.requests()[0].body.to_string();
     assert!(first.contains("bang-output-77"), "{first}");
 
-    tmux.wait_for("Ctrl-D quits").await;
+    tmux.wait_for(IDLE).await;
     tmux.send_key("Escape");
     tmux.wait_for("Esc again").await;
     tmux.send_key("Escape");

@@ -15,6 +15,11 @@ use super::{KAJI, TEST_KEY, clean_env};
 /// How long a wait may take before the test fails as hung.
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
+/// The prompt's title when no task runs (and nothing is asked): keys that
+/// act only then (Ctrl-D, Esc Esc) wait for it. `/help` also says
+/// "Ctrl-D quits", so the whole title is matched.
+pub const IDLE: &str = "prompt (Enter sends, Shift-Enter newline, Ctrl-D quits)";
+
 /// A private tmux server, killed when the test ends (also on failure).
 pub struct Tmux {
     socket: String,
@@ -210,7 +215,7 @@ pub async fn quit(tmux: &Tmux, home: &Path) -> String {
     // the task has ended (an answer's text shows before the task ends:
     // under load, a Ctrl-D sent then was ignored and the test waited out
     // its deadline).
-    tmux.wait_for("Ctrl-D quits").await;
+    tmux.wait_for(IDLE).await;
     tmux.send_key("C-d");
     let start = Instant::now();
     loop {
