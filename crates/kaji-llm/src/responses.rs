@@ -40,6 +40,7 @@ use serde_json::{Value, json};
 use crate::config::Reasoning;
 use crate::sse::SseEvent;
 use crate::transport::{EventError, HttpCall, ReplyDecoder, RetryPolicy, stream_reply};
+use crate::wire_cache::{MESSAGES_SENTINEL, push_item, splice_messages};
 use crate::{LlmError, ModelProvider, ModelRequest, ModelStream, ProviderConfig};
 
 /// The prefix of a reasoning block's signature (or redacted data) that
@@ -101,15 +102,14 @@ impl ModelProvider for ResponsesProvider {
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let mut body = request_body(&request, &self.model);
-        apply_reasoning(&mut body, self.reasoning);
+        let body = request_text(&request, &self.model, self.reasoning);
         let call = HttpCall {
             provider: PROVIDER,
             key_source: crate::openai::key_source(self.keyed),
             client: self.client.clone(),
             url: self.url.clone(),
             headers: self.headers.clone(),
-            body: Bytes::from(body.to_string()),
+            body: Bytes::from(body),
             policy: self.policy,
         };
         stream_reply(call, ResponsesDecoder::default)
@@ -151,15 +151,47 @@ pub fn apply_reasoning(body: &mut Value, reasoning: Reasoning) {
 
 /// The JSON body of a streaming, stateless Responses request.
 pub fn request_body(request: &ModelRequest, default_model: &str) -> Value {
+    let mut input = Vec::new();
+    for message in request.messages.iter() {
+        push_items(message, &mut input);
+    }
+    body_with(request, default_model, Value::Array(input))
+}
+
+/// The body as sent, with `reasoning` applied: the same bytes as
+/// [`request_body`] serialised, but each message's items are serialised
+/// once per conversation when the request carries a
+/// [`WireCache`](crate::WireCache).
+pub fn request_text(request: &ModelRequest, default_model: &str, reasoning: Reasoning) -> String {
+    let make = |m: &Message| {
+        let mut items = Vec::new();
+        push_items(m, &mut items);
+        let texts: Vec<String> = items.iter().map(Value::to_string).collect();
+        texts.join(",")
+    };
+    let mut body = body_with(
+        request,
+        default_model,
+        Value::String(MESSAGES_SENTINEL.into()),
+    );
+    apply_reasoning(&mut body, reasoning);
+    let cache = request.wire_cache.as_deref();
+    splice_messages(&body.to_string(), "input", cache, |out| match cache {
+        Some(cache) => cache.write(out, PROVIDER, &request.messages, make),
+        None => request
+            .messages
+            .iter()
+            .for_each(|m| push_item(out, &make(m))),
+    })
+}
+
+/// The body around `input`.
+fn body_with(request: &ModelRequest, default_model: &str, input: Value) -> Value {
     let model = if request.model.is_empty() {
         default_model
     } else {
         &request.model
     };
-    let mut input = Vec::new();
-    for message in request.messages.iter() {
-        push_items(message, &mut input);
-    }
     let mut body = json!({
         "model": model,
         "stream": true,

@@ -1,10 +1,11 @@
 //! A request made with a conversation's [`WireCache`] is the same bytes as
 //! the whole body serialised at once, round after round of a growing,
-//! sometimes rewritten history (random conversations, fixed seeds).
+//! sometimes rewritten history (random conversations, fixed seeds), on
+//! the Anthropic, OpenAI Chat and Responses wires.
 
 use std::sync::Arc;
 
-use kaji_llm::{ModelRequest, Reasoning, WireCache, anthropic, openai};
+use kaji_llm::{ModelRequest, Reasoning, WireCache, anthropic, openai, responses};
 use kaji_protocol::{ContentBlock, Message, Role, ToolSpec};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -18,7 +19,7 @@ fn block(rng: &mut StdRng, role: Role, n: usize) -> ContentBlock {
         "line\nbreak",
     ];
     let text = text[rng.random_range(0..text.len())].to_string();
-    match (role, rng.random_range(0..6)) {
+    match (role, rng.random_range(0..7)) {
         (_, 0) => ContentBlock::image("image/png", "iVBORw0KGgo="),
         (Role::User, 1 | 2) => {
             ContentBlock::tool_result(format!("t{n}"), text, rng.random_bool(0.3))
@@ -30,13 +31,33 @@ fn block(rng: &mut StdRng, role: Role, n: usize) -> ContentBlock {
         },
         (Role::Assistant, 3) => ContentBlock::Reasoning {
             text: text.clone(),
-            signature: rng.random_bool(0.7).then(|| "sig".to_string()),
+            signature: match rng.random_range(0..3) {
+                0 => None,
+                1 => Some("sig".to_string()),
+                // A Responses reasoning item (replayed on that wire only).
+                _ => Some(responses_item(n, &text)),
+            },
         },
-        (Role::Assistant, 4) => ContentBlock::Server {
-            block: json!({"type": "server_tool_use", "id": format!("s{n}"), "name": "web_search", "input": {}}),
+        (Role::Assistant, 4) => ContentBlock::RedactedReasoning {
+            data: responses_item(n, ""),
+        },
+        (Role::Assistant, 5) => ContentBlock::Server {
+            block: if rng.random_bool(0.5) {
+                json!({"type": "server_tool_use", "id": format!("s{n}"), "name": "web_search", "input": {}})
+            } else {
+                json!({"type": "web_search_call", "id": format!("ws{n}"), "status": "completed",
+                       "action": {"type": "search", "query": text}})
+            },
         },
         _ => ContentBlock::text(text),
     }
+}
+
+/// A reasoning block's data as the Responses wire keeps it.
+fn responses_item(n: usize, summary: &str) -> String {
+    let item = json!({"id": format!("rs{n}"), "summary": [{"type": "summary_text", "text": summary}],
+                      "encrypted_content": "c2VjcmV0"});
+    format!("{}{item}", responses::REASONING_PREFIX)
 }
 
 fn message(rng: &mut StdRng, role: Role, n: usize) -> Message {
@@ -70,7 +91,7 @@ fn request(history: &[Message], cache: &Arc<WireCache>, thinking: bool) -> Model
 
 /// The bytes sent for `history`, by each wire, checked against the whole
 /// body serialised at once.
-fn check(history: &[Message], caches: &[Arc<WireCache>; 2], seed: u64, round: usize) {
+fn check(history: &[Message], caches: &[Arc<WireCache>; 3], seed: u64, round: usize) {
     let reasoning = if round.is_multiple_of(3) {
         Reasoning::Medium
     } else {
@@ -94,13 +115,25 @@ fn check(history: &[Message], caches: &[Arc<WireCache>; 2], seed: u64, round: us
         whole.to_string(),
         "openai, seed {seed}, round {round}"
     );
+    let req = request(history, &caches[2], round.is_multiple_of(5));
+    let mut whole = responses::request_body(&req, "m");
+    responses::apply_reasoning(&mut whole, reasoning);
+    assert_eq!(
+        responses::request_text(&req, "m", reasoning),
+        whole.to_string(),
+        "openai-responses, seed {seed}, round {round}"
+    );
 }
 
 #[test]
 fn cached_requests_are_the_bytes_of_the_whole_body() {
     for seed in kaji_test_support::seeds::seeds("wire cache", &[1, 2, 3, 0x37c], None) {
         let mut rng = StdRng::seed_from_u64(seed);
-        let caches = [Arc::new(WireCache::new()), Arc::new(WireCache::new())];
+        let caches = [
+            Arc::new(WireCache::new()),
+            Arc::new(WireCache::new()),
+            Arc::new(WireCache::new()),
+        ];
         let mut history: Vec<Message> = Vec::new();
         for round in 0..60 {
             match rng.random_range(0..10) {
@@ -131,6 +164,7 @@ fn cached_requests_are_the_bytes_of_the_whole_body() {
             check(&history, &caches, seed, round);
         }
         assert!(!caches[1].is_empty(), "the cache was used");
+        assert!(!caches[2].is_empty(), "the Responses cache was used");
     }
 }
 
@@ -146,7 +180,11 @@ fn an_unannounced_growth_is_seen() {
         Message::assistant_text("four"),
         Message::user_text("five"),
     ];
-    let caches = [Arc::clone(&cache), Arc::new(WireCache::new())];
+    let caches = [
+        Arc::clone(&cache),
+        Arc::new(WireCache::new()),
+        Arc::new(WireCache::new()),
+    ];
     check(&history, &caches, 0, 1);
     history[0].content.push(ContentBlock::text("more"));
     check(&history, &caches, 0, 2);
