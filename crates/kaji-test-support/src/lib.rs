@@ -21,6 +21,7 @@
 pub mod cache;
 pub mod fixtures;
 pub mod pg;
+mod request_scan;
 pub mod script;
 pub mod seeds;
 pub mod server;

@@ -6,8 +6,12 @@
 //! already hold `n` assistant messages gets turn `n`, so retries of the same
 //! request get the same turn. Faults are counted per turn: the `k`-th
 //! request for a turn gets the turn's `k`-th fault, later ones the plain
-//! reply. This server must never panic on a request, whatever it holds,
-//! and never reach past the loopback interface.
+//! reply. The server reads of a body only what decides the reply, reusing
+//! what it read of the previous body up to their common prefix
+//! (`request_scan`), so its work per request does not grow with the
+//! conversation; bodies are parsed whole only when a test asks for the
+//! [`RecordedRequest`]s. This server must never panic on a request,
+//! whatever it holds, and never reach past the loopback interface.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -25,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use crate::request_scan::{Reader, Summary};
 use crate::script::{Fault, Script, Turn};
 use crate::wire::{context_length_error, error_body, error_kind, first_content_frame, render};
 use crate::wire_parts::{RenderContext, WireFormat};
@@ -98,12 +103,26 @@ struct Shared {
     /// at once.
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    /// Reads request bodies, reusing what it read of recent ones.
+    reader: Reader,
 }
 
 #[derive(Default)]
 struct ServerState {
-    requests: Vec<RecordedRequest>,
+    requests: Vec<Stored>,
     attempts: HashMap<(Option<usize>, usize), usize>,
+    /// How long the server took to read each request and choose its
+    /// reply (before the reply starts).
+    handling: Vec<Duration>,
+}
+
+/// A recorded request whose `body` and `raw_body` are filled from `raw`
+/// when a test first asks for the requests (most requests are never
+/// looked at: parsing each whole would make the server's work grow with
+/// the conversation).
+struct Stored {
+    request: RecordedRequest,
+    raw: Option<Bytes>,
 }
 
 impl Shared {
@@ -149,6 +168,7 @@ impl ScriptedModelServer {
             releases: watch::channel(0).0,
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
+            reader: Reader::default(),
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let task = tokio::spawn(async move {
@@ -194,7 +214,35 @@ impl ScriptedModelServer {
 
     /// Every request received so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.shared.state().requests.clone()
+        let unread: Vec<(usize, Bytes)> = (self.shared.state().requests.iter().enumerate())
+            .filter_map(|(i, stored)| Some((i, stored.raw.clone()?)))
+            .collect();
+        // Parsed outside the lock: the server goes on meanwhile.
+        let read: Vec<(usize, Value, String)> = unread
+            .into_iter()
+            .map(|(i, raw)| {
+                let text = String::from_utf8_lossy(&raw).into_owned();
+                let body =
+                    serde_json::from_slice(&raw).unwrap_or_else(|_| Value::String(text.clone()));
+                (i, body, text)
+            })
+            .collect();
+        let mut state = self.shared.state();
+        for (i, body, text) in read {
+            let stored = &mut state.requests[i];
+            if stored.raw.take().is_some() {
+                stored.request.body = body;
+                stored.request.raw_body = text;
+            }
+        }
+        state.requests.iter().map(|s| s.request.clone()).collect()
+    }
+
+    /// How long the server took to read each request and choose its reply
+    /// (the reply's streaming not included), in arrival order: the test
+    /// double's own cost per request, for benchmarks.
+    pub fn handling_times(&self) -> Vec<Duration> {
+        self.shared.state().handling.clone()
     }
 
     /// Waits until at least `n` requests have arrived (and been recorded).
@@ -328,7 +376,7 @@ async fn handle(
             (name, value)
         })
         .collect();
-    let parsed: Result<Value, String> = serde_json::from_slice(&body).map_err(|e| e.to_string());
+    let started = std::time::Instant::now();
     let format = match (method.as_str(), path.as_str()) {
         ("POST", "/v1/messages") => Some(WireFormat::Anthropic),
         ("POST", "/v1/chat/completions") => Some(WireFormat::OpenAi),
@@ -339,10 +387,9 @@ async fn handle(
         method: method.to_string(),
         path: path.clone(),
         headers: recorded_headers,
-        // Filled after the decision, which reads `parsed` (not cloned: the
-        // body of a long conversation is large).
+        // Filled from the bytes when a test asks ([`ScriptedModelServer::requests`]).
         body: Value::Null,
-        raw_body: String::from_utf8_lossy(&body).into_owned(),
+        raw_body: String::new(),
         format,
         turn: None,
         attempt: 1,
@@ -350,11 +397,20 @@ async fn handle(
     };
 
     let in_flight = InFlight::enter(&shared);
-    let outcome = decide(&shared, format, &parsed, &mut record);
-    record.body = parsed.unwrap_or_else(|_| Value::String(record.raw_body.clone()));
+    let outcome = match format {
+        Some(format) => {
+            let summary = read_body(&shared, format, &body);
+            decide(&shared, format, &body, &summary, &mut record)
+        }
+        None => no_route(&record),
+    };
     {
         let mut state = shared.state();
-        state.requests.push(record);
+        state.requests.push(Stored {
+            request: record,
+            raw: Some(body.clone()),
+        });
+        state.handling.push(started.elapsed());
         let count = state.requests.len();
         shared.requests_seen.send_replace(count);
     }
@@ -401,23 +457,44 @@ enum Decision {
     },
 }
 
+/// What the body says ([`Summary`]), read cheaply, or parsed whole when the
+/// cheap reading declines it (the error of a body that is not JSON).
+fn read_body(shared: &Shared, format: WireFormat, body: &Bytes) -> Result<Summary, String> {
+    let list = list_key(format);
+    if let Some(summary) = shared.reader.read(body, list) {
+        return Ok(summary);
+    }
+    let parsed: Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    Ok(Summary::of_value(&parsed, list))
+}
+
+/// The array a format's requests hold the conversation in.
+fn list_key(format: WireFormat) -> &'static str {
+    match format {
+        WireFormat::Responses => "input",
+        _ => "messages",
+    }
+}
+
+fn no_route(record: &RecordedRequest) -> Decision {
+    let message = format!(
+        "the scripted model server has no route {} {}: give the Anthropic provider the base URL http://HOST:PORT (it posts to /v1/messages) and the OpenAI providers http://HOST:PORT/v1 (they post to /v1/chat/completions and /v1/responses)",
+        record.method, record.path
+    );
+    Decision::Error(
+        StatusCode::NOT_FOUND,
+        json!({"error": {"type": "not_found_error", "message": message}}),
+    )
+}
+
 fn decide(
     shared: &Shared,
-    format: Option<WireFormat>,
-    parsed: &Result<Value, String>,
+    format: WireFormat,
+    raw: &Bytes,
+    summary: &Result<Summary, String>,
     record: &mut RecordedRequest,
 ) -> Decision {
-    let Some(format) = format else {
-        let message = format!(
-            "the scripted model server has no route {} {}: give the Anthropic provider the base URL http://HOST:PORT (it posts to /v1/messages) and the OpenAI providers http://HOST:PORT/v1 (they post to /v1/chat/completions and /v1/responses)",
-            record.method, record.path
-        );
-        return Decision::Error(
-            StatusCode::NOT_FOUND,
-            json!({"error": {"type": "not_found_error", "message": message}}),
-        );
-    };
-    let body = match parsed {
+    let body = match summary {
         Ok(body) => body,
         Err(e) => {
             return Decision::Error(
@@ -430,11 +507,8 @@ fn decide(
             );
         }
     };
-    let list = match format {
-        WireFormat::Responses => "input",
-        _ => "messages",
-    };
-    let Some(messages) = body.get(list).and_then(Value::as_array) else {
+    let list = list_key(format);
+    let Some(messages) = &body.items else {
         return Decision::Error(
             StatusCode::BAD_REQUEST,
             error_body(
@@ -446,7 +520,8 @@ fn decide(
     };
     let (route, script) = shared.script.route(&system_text(format, body));
     record.agent = route.map(|i| shared.script.agents[i].marker.clone());
-    let size = || body.to_string().len();
+    // As the body serialises compactly (only for scripts with a limit).
+    let size = || serde_json::from_slice::<Value>(raw).map_or(raw.len(), |v| v.to_string().len());
     if let Some(max) = script.max_request_bytes
         && size() > max
     {
@@ -461,12 +536,11 @@ fn decide(
     }
     let mut turn_index = match format {
         WireFormat::Responses => crate::wire_responses::assistant_turns(messages),
-        _ => messages
-            .iter()
-            .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-            .count(),
+        _ => messages.iter().filter(|m| m.assistant).count(),
     };
-    if let Some(last) = messages.last().map(Value::to_string)
+    let last = || body.last_item(raw).map(|v| v.to_string());
+    if !shared.script.routes.is_empty()
+        && let Some(last) = last()
         && let Some(route) = shared
             .script
             .routes
@@ -497,13 +571,11 @@ fn decide(
     };
     record.turn = Some(turn_index);
     record.attempt = attempt;
-    let model = body
-        .get("model")
+    let model = (body.model.as_ref())
         .and_then(Value::as_str)
         .unwrap_or("scripted-model")
         .to_string();
-    let include_usage = body
-        .get("stream_options")
+    let include_usage = (body.stream_options.as_ref())
         .and_then(|o| o.get("include_usage"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
@@ -519,7 +591,7 @@ fn decide(
 
 /// The system prompt of a request: Anthropic's `system` (text or blocks),
 /// or OpenAI's `system` messages.
-fn system_text(format: WireFormat, body: &Value) -> String {
+fn system_text(format: WireFormat, body: &Summary) -> String {
     let text_of = |v: &Value| -> String {
         match v {
             Value::String(s) => s.clone(),
@@ -532,21 +604,13 @@ fn system_text(format: WireFormat, body: &Value) -> String {
         }
     };
     match format {
-        WireFormat::Anthropic => body.get("system").map(text_of).unwrap_or_default(),
-        WireFormat::Responses => body.get("instructions").map(text_of).unwrap_or_default(),
-        WireFormat::OpenAi => body
-            .get("messages")
-            .and_then(Value::as_array)
-            .map(|messages| {
-                messages
-                    .iter()
-                    .filter(|m| m.get("role").and_then(Value::as_str) == Some("system"))
-                    .filter_map(|m| m.get("content"))
-                    .map(text_of)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default(),
+        WireFormat::Anthropic => body.system.as_ref().map(text_of).unwrap_or_default(),
+        WireFormat::Responses => body.instructions.as_ref().map(text_of).unwrap_or_default(),
+        WireFormat::OpenAi => (body.items.iter().flatten())
+            .filter_map(|m| m.system_content.as_ref())
+            .map(text_of)
+            .collect::<Vec<_>>()
+            .join("\n"),
     }
 }
 

@@ -9,6 +9,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::request_scan::Item;
 use crate::script::{Part, Turn};
 use crate::wire_parts::{
     RenderContext, WireFormat, argument_pieces, chunks, sse, tool_id, usage_of,
@@ -162,21 +163,14 @@ fn finish(turn: &Turn, ctx: &RenderContext<'_>, response_id: &str) -> Value {
 /// Which turn a Responses request asks for: the number of runs of output
 /// items (assistant messages, reasoning items, function calls, web
 /// searches) in `input`.
-pub(crate) fn assistant_turns(input: &[Value]) -> usize {
+pub(crate) fn assistant_turns(input: &[Item]) -> usize {
     let mut turns = 0;
     let mut in_run = false;
     for item in input {
-        let kind = item.get("type").and_then(Value::as_str);
-        let role = item.get("role").and_then(Value::as_str);
-        let output = role == Some("assistant")
-            || matches!(
-                kind,
-                Some("reasoning" | "function_call" | "custom_tool_call" | "web_search_call")
-            );
-        if output && !in_run {
+        if item.output && !in_run {
             turns += 1;
         }
-        in_run = output;
+        in_run = item.output;
     }
     turns
 }
