@@ -116,9 +116,6 @@ async fn an_edit_costs_three_gits_and_its_checkpoints_restore() {
 }
 
 #[tokio::test]
-#[ignore = "reverted: a read-only command run beside the initial checkpoint lost its output \
-            (acp_client::two_sessions_in_one_process_each_keep_their_own_secret_env, 2 in 15); \
-            read-only commands wait for it again until that race is understood"]
 async fn a_read_only_command_does_not_wait_for_the_initial_checkpoint() {
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join("kaji-home")).unwrap();
