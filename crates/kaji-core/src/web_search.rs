@@ -440,6 +440,18 @@ mod tests {
                 output: "A — https://a.example/".into()
             }]
         );
+        // Its result line counts what the search found.
+        let registry = kaji_tools::builtin_tools();
+        let tool = registry.get(kaji_tools::web_search::WEB_SEARCH).unwrap();
+        let summary = |view: &ServerView| match view {
+            ServerView::Result { output, .. } => {
+                kaji_tools::result_summary(Some(tool.as_ref()), &Value::Null, output, false)
+            }
+            ServerView::Call { .. } => panic!("not a result"),
+        };
+        assert_eq!(summary(&server_view(&found)[0]), "1 result");
+        let none = json!({"type": "web_search_tool_result", "tool_use_id": "s1", "content": []});
+        assert_eq!(summary(&server_view(&none)[0]), "No results");
         let failed = json!({"type": "web_search_tool_result", "tool_use_id": "s1",
             "content": {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"}});
         assert!(matches!(

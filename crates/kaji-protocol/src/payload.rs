@@ -188,6 +188,12 @@ pub enum AskPayload {
         /// The tool's title for the arguments complete so far (`Edit:
         /// src/main.rs` once the path has come, the tool's name before).
         title: String,
+        /// The id of the call (the model's `tool_use` id, known from the
+        /// start of its block): its `tool_result` names it, so a front end
+        /// closes this view by id even when the reply calls the same tool
+        /// twice. Empty in events of an older kaji.
+        #[serde(default)]
+        tool_use_id: String,
     },
     /// The model asks a question.
     Followup {

@@ -32,7 +32,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 
-use crate::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_input};
+use crate::{
+    OutputSink, Tool, ToolAccess, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_input,
+};
 
 /// Default timeout of a foreground command: 120,000 ms.
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -229,7 +231,7 @@ impl BashTool {
             }
             RunEnd::TimedOut => {
                 let status = child.shutdown(self.config.kill_grace).await.ok();
-                drain_ready(&mut reader, &mut capture);
+                drain_ready(&mut reader, &mut capture, ctx.output.as_ref());
                 let text = capture.finish();
                 let seconds = timeout.as_secs_f64();
                 let mut content = text.text.clone();
@@ -567,7 +569,7 @@ async fn run_until_end(
             // Every member is dead: what is left is in the pipe already (or
             // held by a process that escaped the group, which we do not
             // wait for).
-            drain_ready(reader, capture);
+            drain_ready(reader, capture, ctx.output.as_ref());
             break;
         }
     }
@@ -575,13 +577,38 @@ async fn run_until_end(
 }
 
 /// Reads whatever is already in the pipe without waiting.
-fn drain_ready(reader: &mut tokio::net::unix::pipe::Receiver, capture: &mut HeadTailCapture) {
+///
+/// It reads the descriptor itself (non-blocking, as tokio left it) rather
+/// than through `Receiver::try_read`: tokio answers `try_read` from the
+/// readiness its reactor last saw and does not even try the read when that
+/// says "not readable". A command that wrote and exited before the reactor
+/// turned (a busy runtime: a checkpoint running beside it) would then lose
+/// its whole output, although every byte of it is in the pipe.
+fn drain_ready(
+    reader: &mut tokio::net::unix::pipe::Receiver,
+    capture: &mut HeadTailCapture,
+    sink: Option<&OutputSink>,
+) {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    let Ok(fd) = reader.as_fd().try_clone_to_owned() else {
+        return;
+    };
+    let mut pipe = std::fs::File::from(fd);
     let mut buf = vec![0u8; 64 * 1024];
-    while let Ok(n) = reader.try_read(&mut buf) {
-        if n == 0 {
-            break;
+    loop {
+        match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                capture.push(&buf[..n]);
+                if let Some(sink) = sink {
+                    sink.send(&buf[..n]);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            // `WouldBlock`: the pipe is empty; anything else: nothing more to read.
+            Err(_) => break,
         }
-        capture.push(&buf[..n]);
     }
 }
 
@@ -743,6 +770,25 @@ mod tests {
             c.push(chunk);
         }
         c.finish()
+    }
+
+    /// A command that wrote and exited before tokio's reactor turned: its
+    /// output is in the pipe, but tokio has not seen the pipe readable yet.
+    /// Draining must still find every byte (it once found none, now and
+    /// then, when a checkpoint kept the runtime busy).
+    #[tokio::test(flavor = "current_thread")]
+    async fn draining_reads_what_the_reactor_has_not_seen_yet() {
+        use std::io::Write;
+        let (reader, mut writer) = std::io::pipe().expect("pipe");
+        writer.write_all(b"secret output\n").expect("write");
+        drop(writer);
+        // No `.await` between registering the pipe and draining it: the
+        // reactor cannot have turned, so its readiness is still empty.
+        let mut reader = tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into())
+            .expect("register the pipe");
+        let mut capture = HeadTailCapture::new(1000);
+        drain_ready(&mut reader, &mut capture, None);
+        assert_eq!(capture.finish().text, "secret output\n");
     }
 
     #[test]

@@ -384,6 +384,36 @@ fn render(q: &WebSearchQuery, who: &str, answer: &WebSearchAnswer) -> String {
     out
 }
 
+/// How many results a search returned (`5 results`, `No results`): read
+/// from the answer as the tool renders it (numbered hits, each with its
+/// URL on the next line), or from a provider's own search as the core
+/// shows it (one title and URL a line, or `No results.`).
+fn web_search_summary(output: &str) -> String {
+    let found = if output.starts_with("Web search results for query:") {
+        let lines: Vec<&str> = output.lines().collect();
+        // Hits are numbered from 1 in order; a summary's own numbered
+        // list, after them, has no URL line under each item.
+        let mut next = 1;
+        for pair in lines.windows(2) {
+            if next <= MAX_RESULTS
+                && pair[0].starts_with(&format!("{next}. "))
+                && pair[1].starts_with("   ")
+            {
+                next += 1;
+            }
+        }
+        next - 1
+    } else if output.trim_end() == "No results." {
+        0
+    } else {
+        output.lines().filter(|l| !l.trim().is_empty()).count()
+    };
+    match found {
+        0 => "No results".to_string(),
+        n => crate::count_of(n, "result"),
+    }
+}
+
 /// What the result says when no search is set up.
 pub const NOT_CONFIGURED: &str = "WebSearch is not available in this session: the model provider \
 has no web search of its own that kaji can use, and no search backend is configured. To enable it, \
@@ -423,6 +453,10 @@ the user may be asked to allow it."
 
     fn is_read_only(&self) -> bool {
         true
+    }
+
+    fn summary(&self, _input: &Value, output: &str) -> Option<String> {
+        Some(web_search_summary(output))
     }
 
     fn access(&self, _input: &Value, _ctx: &ToolContext) -> ToolAccess {
@@ -503,6 +537,39 @@ mod tests {
             urls,
             ["https://docs.rs/tokio", "https://doc.rust-lang.org/std"]
         );
+    }
+
+    #[test]
+    fn the_summary_counts_the_results() {
+        let q = WebSearchQuery {
+            query: "rust".into(),
+            allowed_domains: Vec::new(),
+            blocked_domains: vec!["example.com".into()],
+        };
+        let mut answer = WebSearchAnswer {
+            hits: vec![hit("https://docs.rs/a"), hit("https://docs.rs/b")],
+            // A written answer with a list of its own is no result.
+            summary: Some("1. first\n2. second\n3. third".into()),
+        };
+        answer.hits[1].snippet = "a snippet".into();
+        let rendered = render(&q, "searxng", &answer);
+        assert_eq!(web_search_summary(&rendered), "2 results");
+        answer.hits.truncate(1);
+        assert_eq!(
+            web_search_summary(&render(&q, "searxng", &answer)),
+            "1 result"
+        );
+        answer.hits.clear();
+        assert_eq!(
+            web_search_summary(&render(&q, "searxng", &answer)),
+            "No results"
+        );
+        // A provider's own search, as the core shows it.
+        assert_eq!(
+            web_search_summary("A — https://a.example/\nhttps://b.example/"),
+            "2 results"
+        );
+        assert_eq!(web_search_summary("No results."), "No results");
     }
 
     #[test]

@@ -127,8 +127,8 @@ pub struct App {
     /// Message id of the running task → index in `entries`.
     by_id: HashMap<u64, usize>,
     /// Tool calls whose arguments are streaming (partial asks): message id
-    /// → tool name.
-    streaming_calls: HashMap<u64, String>,
+    /// → (tool name, call id).
+    streaming_calls: HashMap<u64, (String, String)>,
     /// The input line.
     pub input: InputLine,
     /// Prompts sent this session, oldest first (Up/Down recall them).
@@ -640,23 +640,31 @@ impl App {
     /// Its header is the tool's title for the arguments so far; the
     /// partial ask comes again, whole, when the title changes.
     fn on_partial_ask(&mut self, id: u64, text: &str, payload: Option<&AskPayload>) {
-        if let Some(AskPayload::ToolArguments { tool, title }) = payload {
+        if let Some(AskPayload::ToolArguments {
+            tool,
+            title,
+            tool_use_id,
+        }) = payload
+        {
             self.upsert(id, EntryStyle::Tool, format!("⏺ {title} …\n{text}"));
-            self.streaming_calls.insert(id, tool.clone());
+            self.streaming_calls
+                .insert(id, (tool.clone(), tool_use_id.clone()));
         }
     }
 
     /// A call that was shown streaming but never announced (an unknown
-    /// tool, unusable arguments) ends with its result: only its name stays.
-    fn close_streamed_calls(&mut self, tool: &str) {
-        let ids: Vec<u64> = self
+    /// tool, unusable arguments) ends with its result, found by the call's
+    /// id: only its tool's name stays.
+    fn close_streamed_call(&mut self, call_id: &str) {
+        let Some(id) = self
             .streaming_calls
             .iter()
-            .filter(|(_, t)| t.as_str() == tool)
+            .find(|(_, (_, call))| call == call_id)
             .map(|(id, _)| *id)
-            .collect();
-        for id in ids {
-            self.streaming_calls.remove(&id);
+        else {
+            return;
+        };
+        if let Some((tool, _)) = self.streaming_calls.remove(&id) {
             self.upsert(id, EntryStyle::Tool, format!("⏺ {tool}"));
         }
     }
@@ -814,13 +822,13 @@ impl App {
             }
             TaskEvent::ToolUse { .. } => {}
             TaskEvent::ToolResult {
+                id,
                 is_error,
                 output,
-                name,
                 summary,
                 ..
             } => {
-                self.close_streamed_calls(&name);
+                self.close_streamed_call(&id);
                 // The result replaces the live output.
                 if let Some(live) = self
                     .entries
@@ -1508,6 +1516,7 @@ mod tests {
             payload: Some(AskPayload::ToolArguments {
                 tool: "Write".into(),
                 title: title.into(),
+                tool_use_id: "c1".into(),
             }),
         };
         app.on_event(partial("Write", ""));
@@ -1556,6 +1565,50 @@ mod tests {
             summary: None,
         });
         assert_eq!(texts(&app)[0], "⏺ Write");
+    }
+
+    #[test]
+    fn a_result_closes_only_its_own_streamed_call() {
+        let mut app = App::new(StatusInfo::default());
+        app.task_started();
+        let partial = |id: u64, call: &str, text: &str| TaskEvent::Ask {
+            id,
+            kind: AskKind::Tool,
+            text: text.into(),
+            partial: true,
+            payload: Some(AskPayload::ToolArguments {
+                tool: "Bash".into(),
+                title: "Bash".into(),
+                tool_use_id: call.into(),
+            }),
+        };
+        // Two calls of one tool in one reply, both still streaming.
+        app.on_event(partial(3, "c1", "command: ech"));
+        app.on_event(partial(4, "c2", "command: l"));
+        app.on_event(TaskEvent::ToolResult {
+            id: "c2".into(),
+            name: "Bash".into(),
+            is_error: true,
+            output: "unusable arguments".into(),
+            summary: None,
+        });
+        let shown = texts(&app);
+        assert_eq!(shown[0], "⏺ Bash …\ncommand: ech", "{shown:?}");
+        assert_eq!(shown[1], "⏺ Bash", "{shown:?}");
+        // The first goes on streaming.
+        app.on_event(TaskEvent::Delta {
+            id: 3,
+            text: "o hi".into(),
+        });
+        assert_eq!(texts(&app)[0], "⏺ Bash …\ncommand: echo hi");
+        app.on_event(TaskEvent::ToolResult {
+            id: "c1".into(),
+            name: "Bash".into(),
+            is_error: true,
+            output: "refused".into(),
+            summary: None,
+        });
+        assert_eq!(texts(&app)[0], "⏺ Bash");
     }
 
     #[test]

@@ -6,26 +6,19 @@
 //! task's initial checkpoint.
 //!
 //! What git was asked is seen through a `git` earlier on `PATH` that logs
-//! its arguments (see `checkpoint_watch`); waiting is seen by holding the
+//! its arguments (`common::checkpoints`); waiting is seen by holding the
 //! shadow's lock so that the initial checkpoint cannot finish: the
 //! observables are which commands ran and whether the task ended, never
 //! how long anything took.
 
 use std::path::Path;
 
-use kaji_core::checkpoints::{Checkpoint, CheckpointStore};
+use kaji_core::checkpoints::CheckpointStore;
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::json;
 
-use crate::checkpoint_watch::logging_git;
+use crate::common::checkpoints::{exec_logging_git, oldest_first};
 use crate::common::{Wire, exec_json, run};
-
-/// The checkpoints, oldest first.
-async fn checkpoints(store: &CheckpointStore) -> Vec<Checkpoint> {
-    let mut list = store.list().await.unwrap();
-    list.reverse();
-    list
-}
 
 /// The git subcommands run on the shadow `git_dir`, in order.
 fn shadow_commands(log: &str, git_dir: &Path) -> Vec<String> {
@@ -52,8 +45,6 @@ async fn an_edit_costs_three_gits_and_its_checkpoints_restore() {
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
     std::fs::write(work.path().join(".gitignore"), "*.log\n").unwrap();
-    let log = home.path().join("git.log");
-    let bin = logging_git(home.path(), &log);
     let server = ScriptedModelServer::start(Script::new([
         Turn::tool_call(
             "Edit",
@@ -71,14 +62,7 @@ async fn an_edit_costs_three_gits_and_its_checkpoints_restore() {
         Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
     ]))
     .await;
-    let mut cmd = exec_json(home.path(), work.path(), &server, Wire::Anthropic);
-    let path = std::env::join_paths(
-        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
-    cmd.env("PATH", path)
-        .env("KAJI_CHECKPOINT_TIMEOUT_MS", "600000")
-        .args(["--permission-mode", "yolo", "--sandbox", "off", "go"]);
+    let (cmd, log) = exec_logging_git(home.path(), work.path(), &server);
     let (code, _, stderr) = run(cmd).await;
     assert_eq!(code, 0, "{stderr}");
 
@@ -105,7 +89,7 @@ async fn an_edit_costs_three_gits_and_its_checkpoints_restore() {
         "{log}"
     );
 
-    let list = checkpoints(&store).await;
+    let list = oldest_first(&store).await;
     let labels: Vec<&str> = list.iter().map(|c| c.label.as_str()).collect();
     assert_eq!(
         labels,
@@ -132,9 +116,6 @@ async fn an_edit_costs_three_gits_and_its_checkpoints_restore() {
 }
 
 #[tokio::test]
-#[ignore = "reverted: a read-only command run beside the initial checkpoint lost its output \
-            (acp_client::two_sessions_in_one_process_each_keep_their_own_secret_env, 2 in 15); \
-            read-only commands wait for it again until that race is understood"]
 async fn a_read_only_command_does_not_wait_for_the_initial_checkpoint() {
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join("kaji-home")).unwrap();
@@ -171,5 +152,5 @@ async fn a_read_only_command_does_not_wait_for_the_initial_checkpoint() {
     // Nothing was written: the abandoned initial checkpoint leaves the
     // shadow usable, and the next checkpoint is complete.
     assert!(store.commit("after").await.unwrap().is_some());
-    assert_eq!(checkpoints(&store).await.len(), 1);
+    assert_eq!(oldest_first(&store).await.len(), 1);
 }

@@ -9,42 +9,14 @@
 //! its arguments and runs the real one: the observable is which commands
 //! ran, never how long they took.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use kaji_core::checkpoints::{Checkpoint, CheckpointStore};
+use kaji_core::checkpoints::CheckpointStore;
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::json;
 
-use crate::common::{Wire, exec_json, run};
-
-/// The real git on `PATH`.
-pub(crate) fn real_git() -> PathBuf {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|dir| dir.join("git"))
-        .find(|p| p.is_file())
-        .expect("git on PATH")
-}
-
-/// A directory holding a `git` that appends its arguments to `log`.
-pub(crate) fn logging_git(home: &Path, log: &Path) -> PathBuf {
-    let bin = home.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let script = bin.join("git");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            real_git().display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    bin
-}
+use crate::common::checkpoints::{exec_logging_git, oldest_first};
+use crate::common::run;
 
 /// A tree of 2 × 2 × 3 directories and a few files, with an ignored one.
 fn tree(work: &Path) {
@@ -73,13 +45,6 @@ fn script() -> Script {
     ])
 }
 
-/// The checkpoints, oldest first.
-async fn checkpoints(store: &CheckpointStore) -> Vec<Checkpoint> {
-    let mut list = store.list().await.unwrap();
-    list.reverse();
-    list
-}
-
 /// Runs the script in a fresh tree (`max_watches` for the watcher's cap,
 /// if any); returns the home, the tree and the git log.
 async fn run_script(max_watches: Option<&str>) -> (tempfile::TempDir, tempfile::TempDir, String) {
@@ -87,17 +52,8 @@ async fn run_script(max_watches: Option<&str>) -> (tempfile::TempDir, tempfile::
     std::fs::create_dir_all(home.path().join("kaji-home")).unwrap();
     let work = tempfile::tempdir().unwrap();
     tree(work.path());
-    let log = home.path().join("git.log");
-    let bin = logging_git(home.path(), &log);
     let server = ScriptedModelServer::start(script()).await;
-    let mut cmd = exec_json(home.path(), work.path(), &server, Wire::Anthropic);
-    let path = std::env::join_paths(
-        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
-    cmd.env("PATH", path)
-        .env("KAJI_CHECKPOINT_TIMEOUT_MS", "600000")
-        .args(["--permission-mode", "yolo", "--sandbox", "off", "go"]);
+    let (mut cmd, log) = exec_logging_git(home.path(), work.path(), &server);
     if let Some(max) = max_watches {
         cmd.env("KAJI_CHECKPOINT_MAX_WATCHES", max);
     }
@@ -133,7 +89,7 @@ fn full_scans(log: &str) -> Vec<&str> {
 /// the task start restorable.
 async fn assert_checkpointed(home: &Path, work: &Path) {
     let store = CheckpointStore::open(&home.join("kaji-home"), work).unwrap();
-    let list = checkpoints(&store).await;
+    let list = oldest_first(&store).await;
     let labels: Vec<&str> = list.iter().map(|c| c.label.as_str()).collect();
     assert_eq!(labels, ["task start: go", "turn 1: Bash"], "{list:?}");
     let diff = store.diff(&list[0].id, Some(&list[1].id)).await.unwrap();

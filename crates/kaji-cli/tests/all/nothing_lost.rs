@@ -5,40 +5,20 @@
 //! the `max_requests` setting), `--max-turns` against a sub-agent's own
 //! `maxTurns`, and a worker whose model answers in text.
 
-use std::path::Path;
-
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::{Wire, exec_json, run};
-
-fn dirs() -> (tempfile::TempDir, tempfile::TempDir) {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("kaji-home")).unwrap();
-    let work = tempfile::tempdir().unwrap();
-    (home, work)
-}
-
-fn config(home: &Path, toml: &str) {
-    std::fs::write(home.join("kaji-home/config.toml"), toml).unwrap();
-}
-
-fn result(lines: &[Value]) -> Value {
-    lines
-        .iter()
-        .rev()
-        .find(|l| l["type"] == "result")
-        .cloned()
-        .unwrap_or(Value::Null)
-}
+use crate::common::{
+    PRICED_MODEL, Wire, exec_json, home_with_settings, input_tokens, result_line, run,
+};
 
 /// A `tool_use` cut off by the output limit is not run (its input is not
 /// whole), and the next request tells the model so; on every wire.
 #[tokio::test]
 async fn a_call_cut_off_by_the_output_limit_is_not_run_and_the_model_is_told() {
     for wire in Wire::ALL {
-        let (home, work) = dirs();
+        let (home, work) = home_with_settings("");
         let server = ScriptedModelServer::start(Script::new([
             Turn::cut_off_in_tool_call("Write", r#"{"file_path": "big.txt", "content": "aaaa"#),
             Turn::tool_call("AttemptCompletion", json!({"result": "ok"})),
@@ -48,7 +28,11 @@ async fn a_call_cut_off_by_the_output_limit_is_not_run_and_the_model_is_told() {
         cmd.args(["--no-checkpoints", "--sandbox", "off", "--yolo", "write it"]);
         let (code, lines, err) = run(cmd).await;
         assert_eq!(code, 0, "{wire:?}: {err}");
-        assert_eq!(result(&lines)["status"], "completed", "{wire:?}: {lines:?}");
+        assert_eq!(
+            result_line(&lines)["status"],
+            "completed",
+            "{wire:?}: {lines:?}"
+        );
         assert!(
             !work.path().join("big.txt").exists(),
             "{wire:?}: the cut-off call ran"
@@ -91,7 +75,7 @@ async fn html_server(body: String) -> u16 {
 /// ends normally: the text after the nesting reaches the model.
 #[tokio::test]
 async fn webfetch_of_a_deeply_nested_page_does_not_end_the_session() {
-    let (home, work) = dirs();
+    let (home, work) = home_with_settings("");
     let mut page = String::from("<!doctype html><html><body>");
     while page.len() < 110_000 {
         page.push_str("<div>");
@@ -111,7 +95,7 @@ async fn webfetch_of_a_deeply_nested_page_does_not_end_the_session() {
         .args(["--allow", "WebFetch(domain:127.0.0.1)", "fetch it"]);
     let (code, lines, err) = run(cmd).await;
     assert_eq!(code, 0, "{err}");
-    assert_eq!(result(&lines)["status"], "completed", "{lines:?}");
+    assert_eq!(result_line(&lines)["status"], "completed", "{lines:?}");
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "{err}");
     let second = requests[1].body.to_string();
@@ -123,7 +107,7 @@ async fn webfetch_of_a_deeply_nested_page_does_not_end_the_session() {
 /// refuse every later request).
 #[tokio::test]
 async fn read_refuses_an_image_providers_would_refuse() {
-    let (home, work) = dirs();
+    let (home, work) = home_with_settings("");
     // A PNG header claiming 100000x1 pixels.
     let mut huge = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
     huge.extend_from_slice(&100_000u32.to_be_bytes());
@@ -167,22 +151,26 @@ async fn max_budget_usd_bounds_the_whole_run_with_its_sub_agents() {
     }
 }
 
-async fn budget_run_with_sub_agents(wire: Wire) {
-    let (home, work) = dirs();
-    config(
-        home.path(),
-        "[models.\"scripted\"]\ninput_price = 1.0\noutput_price = 1.0\n",
-    );
-    let usage = kaji_protocol::Usage {
-        input_tokens: 100_000,
-        ..Default::default()
-    };
+/// A run in which every agent delegates to a sub-agent, every request
+/// reporting `usage` if given: `kaji exec` with `settings` and `flags`
+/// (30 turns at most) against a scripted server. Returns the server, the
+/// JSON lines and stderr.
+async fn delegating_run(
+    settings: &str,
+    usage: Option<kaji_protocol::Usage>,
+    wire: Wire,
+    flags: &[&str],
+) -> (ScriptedModelServer, Vec<Value>, String) {
+    let (home, work) = home_with_settings(settings);
     let delegate = || {
-        Turn::tool_call(
+        let turn = Turn::tool_call(
             "Agent",
             json!({"description": "delegate", "prompt": "Delegate it again.", "subagent_type": "general-purpose"}),
-        )
-        .with_usage(usage)
+        );
+        match usage {
+            Some(usage) => turn.with_usage(usage),
+            None => turn,
+        }
     };
     let server = ScriptedModelServer::start(Script::new((0..40).map(|_| delegate()))).await;
     let mut cmd = exec_json(home.path(), work.path(), &server, wire);
@@ -193,12 +181,17 @@ async fn budget_run_with_sub_agents(wire: Wire) {
         "--yolo",
         "--max-turns",
         "30",
-        "--max-budget-usd",
-        "0.25",
-        "keep delegating",
     ]);
+    cmd.args(flags).arg("keep delegating");
     let (_code, lines, err) = run(cmd).await;
-    let last = result(&lines);
+    (server, lines, err)
+}
+
+async fn budget_run_with_sub_agents(wire: Wire) {
+    let usage = Some(input_tokens(100_000));
+    let flags = ["--max-budget-usd", "0.25"];
+    let (server, lines, err) = delegating_run(PRICED_MODEL, usage, wire, &flags).await;
+    let last = result_line(&lines);
     assert_eq!(
         last["stop_reason"], "max_budget_usd",
         "{wire:?}: {last}\n{err}"
@@ -225,27 +218,9 @@ async fn budget_run_with_sub_agents(wire: Wire) {
 /// The setting `max_requests` bounds the run as `--max-requests` does.
 #[tokio::test]
 async fn the_max_requests_setting_bounds_the_whole_run() {
-    let (home, work) = dirs();
-    config(home.path(), "max_requests = 4\n");
-    let delegate = || {
-        Turn::tool_call(
-            "Agent",
-            json!({"description": "delegate", "prompt": "Delegate it again.", "subagent_type": "general-purpose"}),
-        )
-    };
-    let server = ScriptedModelServer::start(Script::new((0..40).map(|_| delegate()))).await;
-    let mut cmd = exec_json(home.path(), work.path(), &server, Wire::Anthropic);
-    cmd.args([
-        "--no-checkpoints",
-        "--sandbox",
-        "off",
-        "--yolo",
-        "--max-turns",
-        "30",
-        "keep delegating",
-    ]);
-    let (_code, lines, err) = run(cmd).await;
-    let last = result(&lines);
+    let (server, lines, err) =
+        delegating_run("max_requests = 4\n", None, Wire::Anthropic, &[]).await;
+    let last = result_line(&lines);
     assert_eq!(last["stop_reason"], "max_requests", "{last}\n{err}");
     assert_eq!(server.requests().len(), 4, "{err}");
 }
@@ -256,7 +231,7 @@ async fn the_max_requests_setting_bounds_the_whole_run() {
 /// the sub-agent (`maxTurns: 1`) stops after its one turn.
 #[tokio::test]
 async fn max_turns_is_the_main_agents_and_a_sub_agent_keeps_its_own() {
-    let (home, work) = dirs();
+    let (home, work) = home_with_settings("");
     std::fs::create_dir_all(home.path().join("kaji-home/agents")).unwrap();
     std::fs::write(
         home.path().join("kaji-home/agents/stepper.md"),
@@ -286,7 +261,11 @@ async fn max_turns_is_the_main_agents_and_a_sub_agent_keeps_its_own() {
     ]);
     let (code, lines, err) = run(cmd).await;
     assert_eq!(code, 0, "{err}");
-    assert_eq!(result(&lines)["status"], "completed", "{lines:?}\n{err}");
+    assert_eq!(
+        result_line(&lines)["status"],
+        "completed",
+        "{lines:?}\n{err}"
+    );
     let requests = server.requests();
     let sub = requests
         .iter()
@@ -304,7 +283,7 @@ async fn a_worker_whose_model_answers_in_text_completes_its_task() {
     use kaji_tasks::TaskListStore;
     use kaji_tasks::list::{ListTaskStatus, NewListTask};
 
-    let (home, work) = dirs();
+    let (home, work) = home_with_settings("");
     let store = TaskListStore::open(&home.path().join("kaji-home"), "team").unwrap();
     let id = store.create(NewListTask::new("say it")).unwrap().id;
     let server = ScriptedModelServer::start(Script::new([
@@ -343,7 +322,7 @@ const SMALL_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAoAAAAKCAYAAAAAAAAA";
 async fn acp_mentioned_images_are_checked_before_they_enter_the_history() {
     use tokio::io::AsyncBufReadExt;
 
-    let (home, work) = dirs();
+    let (home, work) = home_with_settings("");
     let server = ScriptedModelServer::start(Script::new([Turn::text("fine")])).await;
     let mut cmd = crate::common::kaji(home.path());
     cmd.env("ANTHROPIC_API_KEY", crate::common::TEST_KEY)

@@ -4,27 +4,13 @@
 //! follows it; an in-process teammate's requests come out of the same
 //! budget. (Sub-agents: `nothing_lost`.)
 
-use kaji_protocol::Usage;
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::common::{Wire, done, exec_json, run};
-
-fn input(tokens: u64) -> Usage {
-    Usage {
-        input_tokens: tokens,
-        ..Usage::default()
-    }
-}
-
-fn result(lines: &[Value]) -> Value {
-    lines
-        .iter()
-        .rev()
-        .find(|l| l["type"] == "result")
-        .cloned()
-        .unwrap_or(Value::Null)
-}
+use crate::common::{
+    PRICED_MODEL, Wire, done, exec_json, home_with_settings, input_tokens as input, result_line,
+    run,
+};
 
 /// Prices of $1 per million tokens and a window of 200,000: the first
 /// reply reports 180,000 tokens ($0.18), past the compaction threshold;
@@ -32,14 +18,7 @@ fn result(lines: &[Value]) -> Value {
 /// run stops after the summary, at $1.18, and sends no request after it.
 #[tokio::test]
 async fn a_compaction_summary_is_charged_to_the_budget() {
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("kaji-home")).unwrap();
-    std::fs::write(
-        home.path().join("kaji-home/config.toml"),
-        "[models.\"scripted\"]\ninput_price = 1.0\noutput_price = 1.0\ncontext_window = 200000\n",
-    )
-    .unwrap();
+    let (home, work) = home_with_settings(&format!("{PRICED_MODEL}context_window = 200000\n"));
     let script = Script::new([
         Turn::tool_call("Glob", json!({"pattern": "*.md"})).with_usage(input(180_000)),
         Turn::text("SUMMARY-OF-THE-WORK: nothing found.").with_usage(input(1_000_000)),
@@ -57,7 +36,7 @@ async fn a_compaction_summary_is_charged_to_the_budget() {
         "look around",
     ]);
     let (_code, lines, err) = run(cmd).await;
-    let last = result(&lines);
+    let last = result_line(&lines);
     assert_eq!(last["stop_reason"], "max_budget_usd", "{last}\n{err}");
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "{err}\n{lines:#?}");
@@ -76,14 +55,7 @@ async fn a_compaction_summary_is_charged_to_the_budget() {
 /// another request, and the run stops at the budget.
 #[tokio::test]
 async fn an_in_process_teammate_spends_the_runs_budget() {
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("kaji-home")).unwrap();
-    std::fs::write(
-        home.path().join("kaji-home/config.toml"),
-        "[models.\"scripted\"]\ninput_price = 1.0\noutput_price = 1.0\n",
-    )
-    .unwrap();
+    let (home, work) = home_with_settings(PRICED_MODEL);
     let glob = || Turn::tool_call("Glob", json!({"pattern": "*"})).with_usage(input(100_000));
     let script = Script::new([
         Turn::tool_call("TaskCreate", json!({"subject": "dig", "description": "x"}))
@@ -111,7 +83,7 @@ async fn an_in_process_teammate_spends_the_runs_budget() {
     server.release();
     server.release();
     let (_code, lines, err) = running.await.unwrap();
-    let last = result(&lines);
+    let last = result_line(&lines);
     assert_eq!(last["stop_reason"], "max_budget_usd", "{last}\n{err}");
     let requests = server.requests();
     assert_eq!(requests.len(), 3, "{err}\n{lines:#?}");

@@ -115,7 +115,8 @@ async fn anthropic_search_blocks_go_back_byte_for_byte() {
         output.contains("Example — https://example.com/"),
         "{output}"
     );
-    // So does the saved session.
+    // So does the saved session: the call and its result, summarised
+    // (one hit: example.com's).
     let session = lines[0]["session_id"].as_str().unwrap_or_default();
     let out = kaji(home.path())
         .current_dir(work.path())
@@ -125,7 +126,7 @@ async fn anthropic_search_blocks_go_back_byte_for_byte() {
         .unwrap();
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(
-        shown.contains("kaji release notes") && shown.contains("https://example.com/"),
+        shown.contains("kaji release notes") && shown.contains("⎿ 1 result"),
         "{shown}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );

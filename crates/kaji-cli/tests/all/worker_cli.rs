@@ -14,7 +14,7 @@ use tokio::process::Command;
 
 use crate::common;
 
-use crate::common::{done, serve};
+use crate::common::{done, serve, serve_held_tasks};
 
 fn worker(home: &Path, work: &Path, server: &ScriptedModelServer, name: &str) -> Command {
     let mut cmd = common::worker(home, server, "team", name);
@@ -22,6 +22,47 @@ fn worker(home: &Path, work: &Path, server: &ScriptedModelServer, name: &str) ->
         .args(["--no-checkpoints", "--no-session-persistence", "-C"])
         .arg(work);
     cmd
+}
+
+/// One task on the list `team` and the worker `w0` in the middle of it
+/// (its one request held).
+struct HeldTask {
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+    store: TaskListStore,
+    /// The task's id.
+    id: u64,
+    server: ScriptedModelServer,
+    child: tokio::process::Child,
+}
+
+/// The list `team` in `home`, holding one task; its id.
+fn one_task(home: &Path) -> (TaskListStore, u64) {
+    let store = TaskListStore::open(&home.join("kaji-home"), "team").expect("store");
+    let id = store
+        .create(NewListTask::new("the task"))
+        .expect("create")
+        .id;
+    (store, id)
+}
+
+async fn worker_in_one_task() -> HeldTask {
+    let home = tempfile::tempdir().expect("tempdir");
+    let work = tempfile::tempdir().expect("tempdir");
+    let (store, id) = one_task(home.path());
+    let server = serve_held_tasks().await;
+    let child = worker(home.path(), work.path(), &server, "w0")
+        .spawn()
+        .expect("spawn");
+    server.wait_for_holds(1).await;
+    HeldTask {
+        home,
+        work,
+        store,
+        id,
+        server,
+        child,
+    }
 }
 
 #[tokio::test]
@@ -39,10 +80,7 @@ async fn three_workers_one_killed_complete_every_task_exactly_once() {
         ids.push(store.create(task).expect("create").id);
     }
     // Every task's one request holds until the test releases it.
-    let server = serve([Turn::text("working on it")
-        .and_hold()
-        .and_tool_call("AttemptCompletion", json!({"result": "done"}))])
-    .await;
+    let server = serve_held_tasks().await;
     let mut children: Vec<_> = ["w0", "w1", "w2"]
         .iter()
         .map(|name| {
@@ -113,21 +151,14 @@ async fn a_worker_stopped_by_a_signal_releases_its_task_and_leaves() {
         (libc::SIGINT, "SIGINT"),
         (libc::SIGHUP, "SIGHUP"),
     ] {
-        let home = tempfile::tempdir().expect("tempdir");
-        let work = tempfile::tempdir().expect("tempdir");
-        let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
-        let id = store
-            .create(NewListTask::new("the task"))
-            .expect("create")
-            .id;
-        let server = serve([Turn::text("working on it")
-            .and_hold()
-            .and_tool_call("AttemptCompletion", json!({"result": "done"}))])
-        .await;
-        let child = worker(home.path(), work.path(), &server, "w0")
-            .spawn()
-            .expect("spawn");
-        server.wait_for_holds(1).await;
+        let HeldTask {
+            home,
+            work,
+            store,
+            id,
+            server,
+            child,
+        } = worker_in_one_task().await;
         let pid = child.id().expect("pid") as libc::pid_t;
         // SAFETY: a signal to the child this test spawned.
         assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
@@ -168,21 +199,14 @@ async fn a_worker_stopped_by_a_signal_releases_its_task_and_leaves() {
 /// a hang into a failure).
 #[tokio::test]
 async fn a_worker_restarted_under_its_name_takes_back_what_it_held() {
-    let home = tempfile::tempdir().expect("tempdir");
-    let work = tempfile::tempdir().expect("tempdir");
-    let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
-    let id = store
-        .create(NewListTask::new("the task"))
-        .expect("create")
-        .id;
-    let server = serve([Turn::text("working on it")
-        .and_hold()
-        .and_tool_call("AttemptCompletion", json!({"result": "done"}))])
-    .await;
-    let mut child = worker(home.path(), work.path(), &server, "w0")
-        .spawn()
-        .expect("spawn");
-    server.wait_for_holds(1).await;
+    let HeldTask {
+        home,
+        work,
+        store,
+        id,
+        server,
+        mut child,
+    } = worker_in_one_task().await;
     child.start_kill().expect("SIGKILL");
     let _ = child.wait().await;
     assert_eq!(
@@ -245,11 +269,7 @@ async fn a_worker_is_not_told_of_its_own_completions() {
 async fn a_workers_own_budget_bounds_its_task_and_releases_it() {
     let home = tempfile::tempdir().expect("tempdir");
     let work = tempfile::tempdir().expect("tempdir");
-    let store = TaskListStore::open(&home.path().join("kaji-home"), "team").expect("store");
-    let id = store
-        .create(NewListTask::new("the task"))
-        .expect("create")
-        .id;
+    let (store, id) = one_task(home.path());
     let server = serve([Turn::tool_call("Bash", json!({"command": "true"}))]).await;
     let out = worker(home.path(), work.path(), &server, "w0")
         .args(["--max-requests", "2", "--yolo"])

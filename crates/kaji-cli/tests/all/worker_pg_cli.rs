@@ -12,14 +12,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use kaji_tasks::list::pg::{PgTaskList, PgUrl};
 use kaji_tasks::list::{ListTaskStatus, NewListTask};
+use kaji_test_support::ScriptedModelServer;
 use kaji_test_support::pg::{PG_PASSWORD, PgServer};
-use kaji_test_support::{ScriptedModelServer, Turn};
-use serde_json::json;
 use tokio::process::Child;
 
 use crate::common;
 
-use crate::common::serve;
+use crate::common::serve_held_tasks;
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
@@ -80,10 +79,7 @@ async fn two_machines_finish_a_list_once_though_one_worker_is_killed() {
         }
         ids.push(list.create(task).await.expect("create").id);
     }
-    let model = serve([Turn::text("working on it")
-        .and_hold()
-        .and_tool_call("AttemptCompletion", json!({"result": "done"}))])
-    .await;
+    let model = serve_held_tasks().await;
     let (a, b, work) = (
         tempfile::tempdir().expect("tempdir"),
         tempfile::tempdir().expect("tempdir"),
@@ -141,10 +137,7 @@ async fn a_worker_whose_lease_lapsed_cannot_complete_the_task_it_lost() {
         .create(NewListTask::new("the one task"))
         .await
         .expect("create");
-    let model = serve([Turn::text("working on it")
-        .and_hold()
-        .and_tool_call("AttemptCompletion", json!({"result": "done"}))])
-    .await;
+    let model = serve_held_tasks().await;
     let (a, b, work) = (
         tempfile::tempdir().expect("tempdir"),
         tempfile::tempdir().expect("tempdir"),

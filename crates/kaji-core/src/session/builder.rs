@@ -24,6 +24,34 @@ use super::{Conversation, Session};
 use crate::storage::persist::{self, Restored};
 use crate::storage::record::SessionKind;
 
+/// What a build's first steps settle: where the session works, with
+/// which settings, as which session, in which mode.
+struct Base {
+    project_dir: PathBuf,
+    /// The saved session, when resuming.
+    restored: Option<Restored>,
+    settings: KajiConfig,
+    /// The project is trusted (its settings all apply).
+    trusted: bool,
+    session_id: String,
+    mode: PermissionMode,
+}
+
+/// What the session works with ([`SessionBuilder::build`]'s second step).
+struct Workspace {
+    approvals: SessionApprovals,
+    task_list: kaji_tasks::list::TaskList,
+    runtime: Arc<kaji_tasks::RuntimeTaskRegistry>,
+    /// Where it works (a worktree, maybe).
+    work_dir: PathBuf,
+    /// It takes checkpoints.
+    checkpoints: bool,
+    todo: TodoState,
+    tools: kaji_tools::ToolRegistry,
+    /// The system prompt's section listing the skills.
+    skills_section: String,
+}
+
 /// Builds a [`Session`] from [`SessionOptions`].
 pub struct SessionBuilder {
     kaji_home: PathBuf,
@@ -91,13 +119,6 @@ impl SessionBuilder {
         let mut warnings = Vec::new();
         let (project_dir, restored) = self.project(&mut warnings)?;
         let (settings, trusted) = self.settings(&project_dir, &mut warnings)?;
-        // The child-process environment policy of this session only: it
-        // travels with every spawn (hooks, MCP servers, tools' commands).
-        let env_policy = Arc::new(kaji_tasks::process::EnvPolicy {
-            secret_env: settings.secret_env.clone(),
-            env_passthrough: settings.env_passthrough.clone(),
-            set: settings.claude_env.clone().into_iter().collect(),
-        });
         // `--model`, else the model the saved session chose.
         let chosen_model = self
             .options
@@ -115,26 +136,65 @@ impl SessionBuilder {
             (None, None) => persist::new_session_id(),
         };
         let mode = self.mode(&settings, restored.as_ref());
+        let base = Base {
+            project_dir,
+            restored,
+            settings,
+            trusted,
+            session_id,
+            mode,
+        };
+        let workspace = self.workspace(&base, &mut warnings).await?;
+        let work_dir = workspace.work_dir.clone();
+        let services = self.services(&base, workspace, provider_config, frontend, &mut warnings)?;
+        let Base {
+            project_dir,
+            restored,
+            ..
+        } = base;
+        let source = if restored.is_some() {
+            "resume"
+        } else {
+            "startup"
+        };
+        let (conversation, files) =
+            self.conversation(restored, &services.session_id, &project_dir, mode, work_dir)?;
+        let conversation = Conversation {
+            model: chosen_model.map(|_| started_model),
+            ..conversation
+        };
+        let session = Session::assemble(services, provider, conversation, files);
+        warnings.extend(session.session_start(source).await);
+        Ok((session, warnings))
+    }
+
+    /// Where the session works and with what: its approvals, task list
+    /// and runtime registry, working directory (a worktree entered),
+    /// whether it checkpoints, its todo list, tools and skills.
+    async fn workspace(
+        &self,
+        base: &Base,
+        warnings: &mut Vec<String>,
+    ) -> Result<Workspace, SessionError> {
+        let (settings, restored) = (&base.settings, base.restored.as_ref());
         let approvals = self
             .approvals(
-                &settings,
-                trusted,
-                &project_dir,
-                &session_id,
-                mode,
-                &mut warnings,
+                settings,
+                base.trusted,
+                &base.project_dir,
+                &base.session_id,
+                base.mode,
+                warnings,
             )
             .await?;
         let (task_list, runtime) = self
-            .stores(&settings, restored.as_ref(), &session_id, &mut warnings)
+            .stores(settings, restored, &base.session_id, warnings)
             .await?;
-        let work_dir = self
-            .work_dir(&project_dir, restored.as_ref(), &mut warnings)
-            .await?;
+        let work_dir = self.work_dir(&base.project_dir, restored, warnings).await?;
         let checkpoints = !self.options.no_checkpoints
             && checkpoints_make_sense(&work_dir, self.env.home.as_deref());
-        let todo = restored_todo(restored.as_ref(), &mut warnings);
-        let (tools, skills_section) = self.tools(&project_dir, &todo, &mut warnings);
+        let todo = restored_todo(restored, warnings);
+        let (tools, skills_section) = self.tools(&base.project_dir, &todo, warnings);
         // Rule files are read again for every prompt; what was skipped
         // (a link out of the project, an unreadable file) is said once.
         warnings.extend(
@@ -145,33 +205,71 @@ impl SessionBuilder {
             )
             .warnings,
         );
-        let mcp = self.mcp(&settings, &project_dir, &env_policy, &mut warnings);
-        let (lsp_servers, lsp_warnings) = crate::lsp::servers(&settings, &project_dir, trusted);
+        Ok(Workspace {
+            approvals,
+            task_list,
+            runtime,
+            work_dir,
+            checkpoints,
+            todo,
+            tools,
+            skills_section,
+        })
+    }
+
+    /// The session's services: the workspace's, with the MCP and language
+    /// servers started, the hooks, the limits and the web search.
+    fn services(
+        &self,
+        base: &Base,
+        workspace: Workspace,
+        provider_config: ProviderConfig,
+        frontend: Arc<dyn TaskFrontend>,
+        warnings: &mut Vec<String>,
+    ) -> Result<SessionServices, SessionError> {
+        let settings = &base.settings;
+        // The child-process environment policy of this session only: it
+        // travels with every spawn (hooks, MCP servers, tools' commands).
+        let env_policy = Arc::new(kaji_tasks::process::EnvPolicy {
+            secret_env: settings.secret_env.clone(),
+            env_passthrough: settings.env_passthrough.clone(),
+            set: settings.claude_env.clone().into_iter().collect(),
+        });
+        let mcp = self.mcp(settings, &base.project_dir, &env_policy, warnings);
+        let (lsp_servers, lsp_warnings) =
+            crate::lsp::servers(settings, &base.project_dir, base.trusted);
         warnings.extend(lsp_warnings);
         let lsp = crate::lsp::pool(
             lsp_servers,
-            &settings,
+            settings,
             self.env.path.clone(),
             Arc::clone(&env_policy),
         );
-        let hooks = self.hooks(&settings, &env_policy);
-        let limits = self.limits(&settings, &provider_config, checkpoints, &mut warnings)?;
+        let hooks = self.hooks(settings, &env_policy);
+        let limits = self.limits(settings, &provider_config, workspace.checkpoints, warnings)?;
         let web_search = crate::web_search::WebSearchSetup::from_settings(
             settings.web_search.as_ref(),
             &provider_config,
         );
-        let services = SessionServices {
+        let Workspace {
+            approvals,
+            task_list,
+            runtime,
+            todo,
+            tools,
+            skills_section,
+            ..
+        } = workspace;
+        let agent_name = self.options.agent_name.as_deref();
+        Ok(SessionServices {
             owner: owner_name(
-                self.options
-                    .agent_name
-                    .as_deref()
-                    .or(self.env.agent_name.as_deref()),
-                &session_id,
+                agent_name.or(self.env.agent_name.as_deref()),
+                &base.session_id,
             ),
             user_home: self.env.home.clone(),
-            session_id,
+            session_id: base.session_id.clone(),
             kaji_home: self.kaji_home.clone(),
-            project_dir: project_dir.clone(),
+            project_dir: base.project_dir.clone(),
             provider_config,
             models: settings.models.clone(),
             tools,
@@ -202,21 +300,7 @@ impl SessionBuilder {
             on_text_reply: settings
                 .on_text_reply
                 .unwrap_or(self.options.text_reply_default),
-        };
-        let source = if restored.is_some() {
-            "resume"
-        } else {
-            "startup"
-        };
-        let (conversation, files) =
-            self.conversation(restored, &services.session_id, &project_dir, mode, work_dir)?;
-        let conversation = Conversation {
-            model: chosen_model.map(|_| started_model),
-            ..conversation
-        };
-        let session = Session::assemble(services, provider, conversation, files);
-        warnings.extend(session.session_start(source).await);
-        Ok((session, warnings))
+        })
     }
 
     /// The project directory, and the saved session when resuming (its

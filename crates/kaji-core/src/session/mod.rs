@@ -519,7 +519,7 @@ impl Session {
         if let Some(files) = &self.files {
             files.prompt_started(&prompt);
         }
-        let outcome = task.run_with(prompt, options.attachments).await;
+        let (outcome, final_event) = task.run_held(prompt, options.attachments).await;
         if let Some(files) = &self.files {
             files.prompt_ended(outcome.status.as_str(), outcome.turns, &outcome.usage);
         }
@@ -534,6 +534,9 @@ impl Session {
             st.turns += outcome.turns;
         }
         self.busy.store(false, Ordering::SeqCst);
+        // Last: a front end that reacts to the task's end finds the
+        // session holding it, and free for the next prompt.
+        final_event.send();
         Ok(outcome)
     }
 

@@ -321,10 +321,11 @@ impl AgentSpawner for SubagentSpawner {
             max_turns,
             budget,
         } = prepared;
-        let outcome = task.run(prompt).await;
+        let (outcome, final_event) = task.run_held(prompt, Vec::new()).await;
         watcher.abort();
         self.add_usage(&outcome.usage);
         self.services.runtime.stop_owned_by(&agent).await;
+        final_event.send();
         let report = Report::new(&outcome, &frontend, max_turns, budget);
         Ok(ToolOutput {
             content: report.text(&agent),
@@ -389,10 +390,11 @@ impl SubagentSpawner {
                 abort.abort();
             });
             handle.append(&format!("[{agent}] prompt: {prompt}\n"));
-            let outcome = task.run(prompt).await;
+            let (outcome, final_event) = task.run_held(prompt, Vec::new()).await;
             watcher.abort();
             spawner.add_usage(&outcome.usage);
             runtime.stop_owned_by(&agent).await;
+            final_event.send();
             let report = Report::new(&outcome, &frontend, max_turns, budget);
             let text = report.text(&agent);
             handle.append(&format!("\n{text}\n"));

@@ -263,10 +263,11 @@ impl Teammate {
             stop.cancelled().await;
             abort.abort();
         });
-        let outcome = child.run(prompt).await;
+        let (outcome, final_event) = child.run_held(prompt, Vec::new()).await;
         watcher.abort();
         self.spawner.add_usage(&outcome.usage);
         self.spawner.services.runtime.stop_owned_by(&agent).await;
+        final_event.send();
         let report = Report::new(&outcome, &frontend, max_turns, budget);
         self.handle.append(&format!("{}\n", report.text(&agent)));
         if outcome.status == TaskStatus::Completed {

@@ -10,7 +10,7 @@ use kaji_protocol::{BackgroundTask, ContentBlock, SayKind, SayPayload, TaskEvent
 use tokio_util::sync::CancellationToken;
 
 use super::config::TaskConfig;
-use super::{Task, TaskOutcome};
+use super::{FinalEvent, Task, TaskOutcome};
 use crate::executor::report_hook_warnings;
 use crate::hooks::{HookEvent, HookPayload};
 use crate::storage::record::SessionRecord;
@@ -131,13 +131,14 @@ impl Task {
     }
 
     /// The end of a task: hooks, the report of background work still
-    /// running after an abort, the record, and the outcome.
+    /// running after an abort, the record, and the outcome with its final
+    /// event, which is not sent yet ([`FinalEvent`]).
     pub(super) async fn finish(
         &self,
         status: TaskStatus,
         result: Option<String>,
         started: Instant,
-    ) -> TaskOutcome {
+    ) -> (TaskOutcome, FinalEvent) {
         if status == TaskStatus::Aborted {
             // Running hooks and the foreground command were killed by the
             // abort flag. Background work belongs to the session and keeps
@@ -176,13 +177,17 @@ impl Task {
             stop_reason: state.stop_reason,
             cost_usd: state.cost_usd,
         };
-        self.emitter.emit(TaskEvent::Finished {
+        let event = TaskEvent::Finished {
             status,
             turns: outcome.turns,
             usage: outcome.usage,
             result: outcome.result.clone(),
-        });
-        outcome
+        };
+        let final_event = FinalEvent {
+            emitter: self.emitter.clone(),
+            event,
+        };
+        (outcome, final_event)
     }
 
     /// After an abort: the background tasks that go on running.

@@ -100,6 +100,33 @@ pub struct TaskOutcome {
     pub cost_usd: Option<f64>,
 }
 
+/// A Task's final event ([`kaji_protocol::TaskEvent::Finished`]), held
+/// back until the state it describes is stored: whoever runs the Task
+/// keeps its outcome first (a session its history, mode and totals, a
+/// sub-agent's caller its usage), then sends it, so a front end that
+/// reacts to it sees the final state (and, for a session's prompt, a
+/// session ready for the next one).
+#[must_use = "the task's final event goes out only with `send`"]
+pub struct FinalEvent {
+    emitter: Emitter,
+    event: kaji_protocol::TaskEvent,
+}
+
+impl std::fmt::Debug for FinalEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FinalEvent")
+            .field("event", &self.event)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FinalEvent {
+    /// Sends the event to the Task's front end.
+    pub fn send(self) {
+        self.emitter.emit(self.event);
+    }
+}
+
 /// Aborts a running task from anywhere (a signal handler, a UI key).
 #[derive(Debug, Clone)]
 pub struct AbortHandle {
@@ -250,6 +277,18 @@ impl Task {
     /// As [`Task::run`], with blocks the user attached (images) sent
     /// after the prompt's text.
     pub async fn run_with(self, prompt: String, attachments: Vec<ContentBlock>) -> TaskOutcome {
+        let (outcome, final_event) = self.run_held(prompt, attachments).await;
+        final_event.send();
+        outcome
+    }
+
+    /// As [`Task::run_with`], with the final event held back: the caller
+    /// stores what the outcome changed, then sends it.
+    pub async fn run_held(
+        self,
+        prompt: String,
+        attachments: Vec<ContentBlock>,
+    ) -> (TaskOutcome, FinalEvent) {
         let started = Instant::now();
         self.config
             .recorder

@@ -48,8 +48,13 @@ impl Task {
                         return walk.out;
                     }
                 }
-                Step::CallPartial { name, text, input } => {
-                    self.stream_call_arguments(&mut walk, &name, text, &input);
+                Step::CallPartial {
+                    id,
+                    name,
+                    text,
+                    input,
+                } => {
+                    self.stream_call_arguments(&mut walk, (&id, &name), text, &input);
                     if !self.wait_for_more(&mut version).await {
                         return walk.out;
                     }
@@ -91,6 +96,7 @@ impl Task {
             (BlockContent::ToolUse(call), true) => {
                 match assembler.and_then(|a| a.streaming_arguments(walk.next)) {
                     Some(text) if !walk.out.interrupted && !walk.completed => Step::CallPartial {
+                        id: call.id.clone(),
                         name: call.name.clone(),
                         text: text.to_string(),
                         input: assembler
@@ -303,8 +309,15 @@ impl Task {
     /// arguments complete so far), then [`TaskEvent::Delta`]s with the new
     /// text of the rendering. When the title changes (the path has come),
     /// the partial ask is sent again, same id, with the whole text so far.
-    /// The call's `tool` say, with the same id, ends it.
-    fn stream_call_arguments(&self, walk: &mut Walk, name: &str, text: String, input: &Value) {
+    /// The call's `tool` say, with the same id, ends it. `call`: the
+    /// call's id and its tool's name.
+    fn stream_call_arguments(
+        &self,
+        walk: &mut Walk,
+        (call_id, name): (&str, &str),
+        text: String,
+        input: &Value,
+    ) {
         let title = self.executor.title_of(name, input);
         let id = match walk.streaming {
             Some((id, sent)) if walk.streaming_title.as_deref() == Some(title.as_str()) => {
@@ -328,6 +341,7 @@ impl Task {
                     payload: Some(AskPayload::ToolArguments {
                         tool: name.to_string(),
                         title: title.clone(),
+                        tool_use_id: call_id.to_string(),
                     }),
                 });
                 walk.streaming_title = Some(title);
@@ -368,9 +382,10 @@ pub(super) enum Step {
     Wait,
     /// Text or reasoning still streaming: its new part.
     Partial { reasoning: bool, delta: String },
-    /// A tool call still streaming: the rendering of its arguments so
-    /// far, and those complete so far.
+    /// A tool call still streaming: its id and tool, the rendering of its
+    /// arguments so far, and those complete so far.
     CallPartial {
+        id: String,
         name: String,
         text: String,
         input: Value,

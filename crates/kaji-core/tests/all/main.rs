@@ -19,6 +19,7 @@ mod claude_corpus;
 mod claude_events;
 mod config;
 mod early_tools;
+mod final_event;
 mod hooks;
 mod live_output;
 mod loop_bounds;

@@ -71,7 +71,10 @@ async fn held(
                     kind: AskKind::Tool,
                     partial: true,
                     text: t,
-                    payload: Some(AskPayload::ToolArguments { tool: name, title }),
+                    payload:
+                        Some(AskPayload::ToolArguments {
+                            tool: name, title, ..
+                        }),
                 } => {
                     assert_eq!(name, tool);
                     assert!(ask.is_none_or(|a| a == id), "a second partial ask");
@@ -106,17 +109,20 @@ async fn held(
 
 /// The Write's partial ask, its deltas and the `tool` say that ends it
 /// share one id, and the streamed text is the rendering (up to where the
-/// call was complete: its last piece may come only with the say).
+/// call was complete: its last piece may come only with the say). The
+/// partial ask names the call its result names.
 fn check_stream(events: &[TaskEvent], want: &str) {
     let mut ask = None;
     let mut text = String::new();
     let mut closed = false;
+    let mut call_ids = Vec::new();
     for e in events {
         match e {
             TaskEvent::Ask {
                 id,
                 partial: true,
                 text: t,
+                payload,
                 ..
             } if ask.is_none_or(|a| a == *id) => {
                 assert!(
@@ -125,6 +131,9 @@ fn check_stream(events: &[TaskEvent], want: &str) {
                 );
                 ask = Some(*id);
                 text = t.clone();
+                if let Some(AskPayload::ToolArguments { tool_use_id, .. }) = payload {
+                    call_ids.push(tool_use_id.clone());
+                }
             }
             TaskEvent::Delta { id, text: t } if Some(*id) == ask => {
                 assert!(!closed, "a delta after the message was complete");
@@ -142,6 +151,15 @@ fn check_stream(events: &[TaskEvent], want: &str) {
     assert!(
         closed,
         "the tool say did not replace the partial ask: {events:?}"
+    );
+    let result_id = events.iter().find_map(|e| match e {
+        TaskEvent::ToolResult { id, name, .. } if name == "Write" => Some(id.clone()),
+        _ => None,
+    });
+    assert!(!call_ids.is_empty());
+    assert!(
+        call_ids.iter().all(|id| Some(id) == result_id.as_ref()),
+        "partial asks named {call_ids:?}, the result {result_id:?}"
     );
     assert!(
         want.starts_with(&text) && text.contains("line 6"),
@@ -263,7 +281,7 @@ async fn a_streaming_call_is_titled_once_its_path_has_come() {
             .iter()
             .filter_map(|e| match e {
                 TaskEvent::Ask {
-                    payload: Some(AskPayload::ToolArguments { tool, title }),
+                    payload: Some(AskPayload::ToolArguments { tool, title, .. }),
                     ..
                 } if tool == "Edit" => Some(title.as_str()),
                 _ => None,

@@ -3,6 +3,7 @@
 //! for real files and processes, and the first-line fallback for errors,
 //! tools without a summary and tools kaji does not have.
 
+use kaji_tools::web_search::{WebSearchAnswer, WebSearchHit, WebSearchQuery, WebSearcher};
 use kaji_tools::{ToolContext, builtin_tools, result_summary};
 use serde_json::{Value, json};
 
@@ -77,6 +78,53 @@ async fn searches_count_what_they_found() {
     assert_eq!(s, "2 matching lines in 2 files");
     let (s, _) = summary_of(dir.path(), "Grep", json!({"pattern": "zebra"})).await;
     assert_eq!(s, "No matches");
+}
+
+/// A search that finds `n` pages.
+#[derive(Debug)]
+struct Pages(usize);
+
+#[async_trait::async_trait]
+impl WebSearcher for Pages {
+    fn describe(&self) -> String {
+        "a test search".into()
+    }
+
+    async fn search(&self, _query: &WebSearchQuery) -> Result<WebSearchAnswer, String> {
+        let hits = (1..=self.0)
+            .map(|i| WebSearchHit {
+                title: format!("Page {i}"),
+                url: format!("https://site{i}.example/"),
+                snippet: format!("what page {i} says"),
+            })
+            .collect();
+        Ok(WebSearchAnswer {
+            hits,
+            summary: None,
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_web_search_counts_its_results() {
+    let dir = workspace();
+    let registry = builtin_tools();
+    let tool = registry.get("WebSearch").expect("registered");
+    for (pages, input, want) in [
+        (5, json!({"query": "rust"}), "5 results"),
+        (1, json!({"query": "rust"}), "1 result"),
+        (
+            2,
+            json!({"query": "rust", "blocked_domains": ["site1.example", "site2.example"]}),
+            "No results",
+        ),
+    ] {
+        let mut ctx = ToolContext::new(dir.path());
+        ctx.web_search = Some(std::sync::Arc::new(Pages(pages)));
+        let out = tool.call(input.clone(), &ctx).await.expect("searched");
+        let s = result_summary(Some(tool.as_ref()), &input, &out.content, false);
+        assert_eq!(s, want, "{}", out.content);
+    }
 }
 
 #[tokio::test]

@@ -84,6 +84,16 @@ pub fn of_type(lines: &[Value], kind: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The run's `result` line (the last one), or null when there is none.
+pub fn result_line(lines: &[Value]) -> Value {
+    lines
+        .iter()
+        .rev()
+        .find(|l| l["type"] == "result")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
 /// The `tool_result` lines.
 pub fn tool_results(lines: &[Value]) -> Vec<Value> {
     of_type(lines, "tool_result")

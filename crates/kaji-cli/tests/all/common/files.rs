@@ -17,6 +17,30 @@ pub fn home_and_work() -> (tempfile::TempDir, tempfile::TempDir) {
     (home, work)
 }
 
+/// Settings that price the scripted model at $1 per million tokens, in
+/// and out (a run's cost is then its tokens over a million).
+pub const PRICED_MODEL: &str = "[models.\"scripted\"]\ninput_price = 1.0\noutput_price = 1.0\n";
+
+/// A temporary home whose `kaji-home/config.toml` holds `settings` (no
+/// file when they are empty), and an empty working directory.
+pub fn home_with_settings(settings: &str) -> (tempfile::TempDir, tempfile::TempDir) {
+    let home = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(home.path().join("kaji-home")).expect("mkdir");
+    if !settings.is_empty() {
+        std::fs::write(home.path().join("kaji-home/config.toml"), settings).expect("write");
+    }
+    let work = tempfile::tempdir().expect("tempdir");
+    (home, work)
+}
+
+/// What a model request reports using: `tokens` input tokens.
+pub fn input_tokens(tokens: u64) -> kaji_protocol::Usage {
+    kaji_protocol::Usage {
+        input_tokens: tokens,
+        ..kaji_protocol::Usage::default()
+    }
+}
+
 /// Writes `text` to `root/rel`, making its directories.
 pub fn write(root: &Path, rel: &str, text: &str) {
     let path = root.join(rel);
@@ -32,6 +56,15 @@ pub fn done(result: &str) -> Turn {
 /// The scripted model server playing `turns`.
 pub async fn serve(turns: impl IntoIterator<Item = Turn>) -> ScriptedModelServer {
     ScriptedModelServer::start(Script::new(turns)).await
+}
+
+/// The model of worker tests: every task's one request holds until the
+/// test releases it (`release`), then completes the task.
+pub async fn serve_held_tasks() -> ScriptedModelServer {
+    serve([Turn::text("working on it")
+        .and_hold()
+        .and_tool_call("AttemptCompletion", json!({"result": "done"}))])
+    .await
 }
 
 /// The sub-agent `helper` and a main agent that calls it once.

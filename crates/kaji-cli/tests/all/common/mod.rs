@@ -12,6 +12,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod acp;
+pub mod checkpoints;
 pub mod exec;
 pub mod files;
 pub mod sdk;
@@ -24,10 +25,13 @@ use kaji_test_support::ScriptedModelServer;
 use tokio::process::Command;
 
 pub use exec::{
-    exec_json, json_lines, model, of_type, output, run, scripted, stderr, stdout, tool_results,
-    worker,
+    exec_json, json_lines, model, of_type, output, result_line, run, scripted, stderr, stdout,
+    tool_results, worker,
 };
-pub use files::{done, home_and_work, serve, write};
+pub use files::{
+    PRICED_MODEL, done, home_and_work, home_with_settings, input_tokens, serve, serve_held_tasks,
+    write,
+};
 
 /// The binary under test.
 pub const KAJI: &str = env!("CARGO_BIN_EXE_kaji");
