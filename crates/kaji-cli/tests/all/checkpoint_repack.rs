@@ -11,11 +11,11 @@
 
 use std::path::{Path, PathBuf};
 
-use kaji_core::checkpoints::{Checkpoint, CheckpointStore};
+use kaji_core::checkpoints::CheckpointStore;
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::json;
 
-use crate::checkpoint_watch::real_git;
+use crate::common::checkpoints::{oldest_first, real_git};
 use crate::common::{Wire, exec_json, run};
 
 /// A `git` that appends its arguments to `log`, then runs the real one;
@@ -144,13 +144,6 @@ impl Setup {
     }
 }
 
-/// The checkpoints, oldest first.
-async fn checkpoints(store: &CheckpointStore) -> Vec<Checkpoint> {
-    let mut list = store.list().await.unwrap();
-    list.reverse();
-    list
-}
-
 #[tokio::test]
 async fn the_copy_outlives_its_session_runs_once_and_the_next_session_completes_it() {
     let s = Setup::new();
@@ -179,7 +172,7 @@ async fn the_copy_outlives_its_session_runs_once_and_the_next_session_completes_
 
     // Every checkpoint is whole without the user's objects.
     let store = s.store();
-    let list = checkpoints(&store).await;
+    let list = oldest_first(&store).await;
     let labels: Vec<&str> = list.iter().map(|c| c.label.as_str()).collect();
     // Later sessions start from what the one before left: no new "task
     // start" checkpoint.
@@ -222,7 +215,7 @@ async fn a_killed_copy_leaves_the_shadow_usable_and_is_started_again() {
     std::fs::remove_file(s.home.path().join("kill")).unwrap();
     s.session("two").await;
     let store = s.store();
-    let list = checkpoints(&store).await;
+    let list = oldest_first(&store).await;
     assert_eq!(list.len(), 3, "{list:?}");
     store.restore(&list[0].id).await.unwrap();
     assert_eq!(

@@ -4,14 +4,14 @@
 //! file through a temporary file the watcher saw come and go.
 //!
 //! What git was asked is seen through a `git` earlier on `PATH` that logs
-//! its arguments (see `checkpoint_watch`).
+//! its arguments (`common::checkpoints`).
 
 use kaji_core::checkpoints::CheckpointStore;
 use kaji_test_support::{Script, ScriptedModelServer, Turn};
 use serde_json::json;
 
-use crate::checkpoint_watch::logging_git;
-use crate::common::{Wire, exec_json, run};
+use crate::common::checkpoints::exec_logging_git;
+use crate::common::run;
 
 #[tokio::test]
 async fn a_command_after_an_edit_does_not_look_for_the_edits_temporary_file() {
@@ -20,8 +20,6 @@ async fn a_command_after_an_edit_does_not_look_for_the_edits_temporary_file() {
     let work = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(work.path().join("src")).unwrap();
     std::fs::write(work.path().join("src/a.txt"), "alpha\n").unwrap();
-    let log = home.path().join("git.log");
-    let bin = logging_git(home.path(), &log);
     let server = ScriptedModelServer::start(Script::new([
         Turn::tool_call(
             "Edit",
@@ -31,14 +29,7 @@ async fn a_command_after_an_edit_does_not_look_for_the_edits_temporary_file() {
         Turn::tool_call("AttemptCompletion", json!({"result": "done"})),
     ]))
     .await;
-    let mut cmd = exec_json(home.path(), work.path(), &server, Wire::Anthropic);
-    let path = std::env::join_paths(
-        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
-    cmd.env("PATH", path)
-        .env("KAJI_CHECKPOINT_TIMEOUT_MS", "600000")
-        .args(["--permission-mode", "yolo", "--sandbox", "off", "go"]);
+    let (cmd, log) = exec_logging_git(home.path(), work.path(), &server);
     let (code, _, stderr) = run(cmd).await;
     assert_eq!(code, 0, "{stderr}");
 
