@@ -22,8 +22,9 @@
 # (each from medians of pairwise differences); and a Bash `true` round
 # against a task without it, once with checkpoints on and once off. Every
 # task is also run once under `strace -f -e trace=execve` to count the git
-# processes it starts. MODE=quick skips the 5-turn fix, the first sessions
-# and Grep.
+# processes it starts (a detached copy of borrowed objects included: strace
+# follows it to its end; timed runs wait for it untimed, see copies_ended).
+# MODE=quick skips the 5-turn fix, the first sessions and Grep.
 set -eu
 RUNS=${1:-5}
 KAJI=${KAJI:?set KAJI to the kaji binary}
@@ -119,7 +120,17 @@ one_run() {
         --base-url "$url" -C "$dir" "$@" go > /dev/null 2> run.err || {
         echo "kaji failed:" >&2; cat run.err >&2; exit 1; }
     t1=$(date +%s%N)
+    copies_ended "$home"
     echo "$t0 $t1 $(tail -n1 time.out)" | awk '{ printf "%.4f %d\n", ($2 - $1) / 1e9, $3 }'
+}
+
+# copies_ended HOME: waits (untimed) until no detached copy of borrowed
+# objects holds a shadow's borrow lock, so none runs beside the next run.
+copies_ended() {
+    for lock in "$1"/checkpoints/*/kaji-borrow.lock; do
+        [ -e "$lock" ] && flock "$lock" true
+    done
+    return 0
 }
 TRACE=
 
@@ -214,6 +225,13 @@ for tree in fixture big; do
     gits "git: 5-turn fix ($tree)" "$tree" "$URL_FIX" "$home"
     rm -rf "$home"
     gits "git: first session ($tree)" "$tree" "$URL_FIX" "$home"
+    # The copy of borrowed objects across short sessions of a new shadow:
+    # started once, completed by the next session, then never again.
+    rm -rf "$home"
+    for n in 1 2 3; do
+        gits "git: E1, session $n of a new shadow ($tree)" "$tree" "$URL_EDIT" "$home"
+    done
+    rm -rf "$home"
 done
 if [ "${MODE:-}" != quick ]; then
     grep_vs_rg big

@@ -41,6 +41,10 @@
 //! [`EnvPolicy`] in its [`SpawnOptions`]), and a child given a sandbox in its [`SpawnOptions`]
 //! is confined before it runs (the model's Bash commands; hooks, MCP
 //! servers and kaji's own git calls are spawned without one).
+//!
+//! One exception to the group rule, for kaji's own work only: [`spawn_detached`]
+//! starts a child meant to outlive kaji (the checkpoints' background copy of
+//! borrowed objects), in a session of its own and unknown to the watchdog.
 
 use std::ffi::OsStr;
 use std::io;
@@ -262,6 +266,80 @@ pub fn scrub_secret_env(cmd: &mut Command, policy: &EnvPolicy) {
         if !explicit.iter().any(|e| e == name.as_str()) {
             cmd.env(name, value);
         }
+    }
+}
+
+/// Starts `cmd` detached from kaji, for kaji's own work that must be able
+/// to finish after kaji exits (the checkpoints' copy of the objects a
+/// shadow borrowed): in a session of its own (`setsid` in the child, so
+/// neither kaji's group nor its terminal's signals reach it), **not**
+/// registered with the watchdog, not killed on drop, stdio on
+/// `/dev/null`, secret variables removed as for every spawn. `keep_fd`, a
+/// descriptor kaji holds (such as a file it has locked with `flock`), is
+/// inherited by the child and everything it starts, so the lock stays
+/// held until they have all exited, whether kaji is still running or not.
+///
+/// The exception to the module's rule, on purpose: never use it for what
+/// runs on a session's behalf. The returned child may be awaited; if it is
+/// dropped instead, tokio reaps it (or `init`, once kaji has exited).
+#[cfg(unix)]
+pub fn spawn_detached(mut cmd: Command, keep_fd: Option<std::os::fd::RawFd>) -> io::Result<Child> {
+    scrub_secret_env(&mut cmd, &EnvPolicy::default());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(false);
+    // SAFETY: setsid and fcntl are async-signal-safe; `keep_fd` is a
+    // descriptor the caller keeps open until the spawn returned.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if let Some(fd) = keep_fd
+                && libc::fcntl(fd, libc::F_SETFD, 0) < 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// Closes `fd` without waiting for the kernel to finish with it: a child
+/// forked for the purpose, holding nothing else (every other descriptor
+/// closed first, so no pipe kaji's caller reads stays open), makes the
+/// last close and exits; kaji only drops its own reference. For
+/// descriptors whose last close is slow — an inotify instance with
+/// watches waits for an SRCU grace period of the kernel's, 8–60 ms
+/// measured, and a process cannot exit while one of its threads is in it.
+/// The child is reaped by a thread of its own (or by `init`, once kaji
+/// has exited). Where fork fails, `fd` is closed here.
+#[cfg(target_os = "linux")]
+pub fn close_in_background(fd: std::os::fd::OwnedFd) {
+    use std::os::fd::AsRawFd;
+    let raw = fd.as_raw_fd();
+    // SAFETY: the child only closes descriptors and exits (async-signal
+    // safe calls on a descriptor this function owns); it never returns.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: in the forked child, see above.
+        unsafe {
+            crate::watchdog::child::close_all_but(raw);
+            libc::close(raw);
+            libc::_exit(0);
+        }
+    }
+    drop(fd);
+    if pid > 0 {
+        let reaper = std::thread::Builder::new()
+            .name("kaji-close".into())
+            .spawn(move || {
+                // SAFETY: waits for the child forked above, which is ours.
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+            });
+        drop(reaper);
     }
 }
 

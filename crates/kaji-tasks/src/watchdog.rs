@@ -338,7 +338,7 @@ impl Watchdog {
 /// multi-threaded process: raw system calls only, no allocation, no
 /// locks, no panics.
 #[cfg(target_os = "linux")]
-mod child {
+pub(crate) mod child {
     /// Watches the pipe until end-of-file, then ends every registered group.
     ///
     /// # Safety
@@ -397,7 +397,12 @@ mod child {
         }
     }
 
-    unsafe fn close_all_but(keep: i32) {
+    /// Closes every descriptor but `keep`.
+    ///
+    /// # Safety
+    /// Async-signal-safe: may run in a child forked from a multi-threaded
+    /// process.
+    pub(crate) unsafe fn close_all_but(keep: i32) {
         // SAFETY: see `main`.
         unsafe {
             let keep = keep as libc::c_uint;

@@ -36,6 +36,7 @@
 //! turns instead of colliding on git's `index.lock`. git runs through
 //! [`kaji_tasks::process::spawn_in_group`], in a process group of its own.
 
+mod borrow;
 mod capture;
 mod ignored;
 mod preimage;
@@ -43,6 +44,7 @@ mod refs;
 mod stale;
 mod watch;
 
+pub use borrow::BorrowStep;
 pub use preimage::{GATE_PATIENCE, PreImages};
 pub use stale::{DEFAULT_STALE_LOCK_AGE, STALE_LOCK_AGE_ENV, stale_lock_age};
 pub use watch::{
@@ -535,6 +537,13 @@ impl CheckpointStore {
         });
     }
 
+    /// Tells the watcher, if any, that the tree was just read from disk.
+    fn scanned(&self) {
+        if let Some(Some(watcher)) = self.watcher.get() {
+            watcher.scanned();
+        }
+    }
+
     /// Whether a watcher serves this store's checkpoints.
     pub fn is_watching(&self) -> bool {
         matches!(self.watcher.get(), Some(Some(_)))
@@ -891,7 +900,7 @@ impl CheckpointStore {
     pub async fn restore(&self, id: &CheckpointId) -> Result<RestoreOutcome, CheckpointError> {
         let _lock = self.lock().await?;
         self.ensure_init().await?;
-        if let Err(e) = self.finish_borrowing().await {
+        if let Err(e) = self.finish_borrowing_locked().await {
             // What the restore needs may still be there: read-tree says.
             tracing::warn!(error = %e, "the shadow could not copy the objects it borrows");
         }
@@ -921,6 +930,9 @@ impl CheckpointStore {
         self.git(&["read-tree", "--reset", "-u", &target_tree], None)
             .await?;
         let after_tree = self.drop_unkept(&written, &target_tree).await?;
+        // What the restore wrote is in the index: the watcher may not
+        // take a file it created for one no checkpoint holds.
+        self.scanned();
         let label = format!("restored {}", id.short());
         let after = match self.commit_tree(&after_tree, &label, &[]).await? {
             Some(checkpoint) => checkpoint.id,
@@ -1070,6 +1082,26 @@ impl CheckpointStore {
         Ok(file)
     }
 
+    /// Takes the exclusive lock `name` of the shadow if nobody holds it.
+    fn try_lock_file(&self, name: &str) -> Result<Option<std::fs::File>, CheckpointError> {
+        let path = self.git_dir.join(name);
+        let io = |source| CheckpointError::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
+        }
+    }
+
     /// Creates and configures the shadow unless done. Caller holds the lock.
     async fn ensure_init(&self) -> Result<(), CheckpointError> {
         let marker = self.git_dir.join(WORKDIR_MARKER);
@@ -1136,112 +1168,6 @@ impl CheckpointStore {
         Ok(())
     }
 
-    /// A new shadow starts from what the user's git already knows, when
-    /// the directory is the top of a checkout: it borrows the checkout's
-    /// objects (`objects/info/alternates`) and a copy of its index (its
-    /// stat data), so the first checkpoint hashes only dirty and
-    /// untracked files. Entries the shadow must not trust are dropped
-    /// from the copy (gitlinks, unmerged, assume-unchanged and
-    /// skip-worktree entries; they are staged as files again when
-    /// present). Anything unexpected undoes the borrowing: the first
-    /// checkpoint then hashes everything. Caller holds the lock.
-    async fn borrow_from_user_repository(&self) {
-        let Ok(Some(dirs)) = kaji_tasks::git::discover(&self.work_tree) else {
-            return;
-        };
-        if dirs.work_tree != self.work_tree {
-            return;
-        }
-        let alternates = self.git_dir.join(ALTERNATES);
-        let index = self.git_dir.join("index");
-        if self.borrow(&dirs, &alternates, &index).await.is_err() {
-            let _ = std::fs::remove_file(&alternates);
-            let _ = std::fs::remove_file(&index);
-        }
-    }
-
-    async fn borrow(
-        &self,
-        dirs: &kaji_tasks::git::GitDirs,
-        alternates: &Path,
-        index: &Path,
-    ) -> Result<(), CheckpointError> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| CheckpointError::Io { path, source }
-        };
-        let objects = dirs.common_dir.join("objects");
-        if !objects.is_dir() {
-            return Ok(());
-        }
-        let user_index = dirs.git_dir.join("index");
-        let bytes = match std::fs::read(&user_index) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(io(&user_index)(e)),
-        };
-        let mut line = path_bytes(&objects).into_owned();
-        line.push(b'\n');
-        write_file(alternates, &line)?;
-        write_file(index, &bytes)?;
-        // Keep the index's time: git's racy-entry check compares with it.
-        if let Ok(modified) = std::fs::metadata(&user_index).and_then(|m| m.modified()) {
-            let _ = std::fs::File::options()
-                .write(true)
-                .open(index)
-                .and_then(|f| f.set_modified(modified));
-        }
-        let listed = self.git(&["ls-files", "-v", "-s", "-z"], None).await?;
-        let mut distrusted = Vec::new();
-        for entry in split_z(&listed) {
-            // `<tag> <mode> <oid> <stage>\t<path>`
-            let tab = entry.iter().position(|&b| b == b'\t');
-            let (Some(tab), Some(&tag)) = (tab, entry.first()) else {
-                return Err(CheckpointError::UnexpectedOutput {
-                    command: "git ls-files -v -s".to_string(),
-                    message: format!("malformed entry {:?}", String::from_utf8_lossy(entry)),
-                });
-            };
-            let (fields, path) = (&entry[..tab], &entry[tab + 1..]);
-            let gitlink = fields.get(2..).is_some_and(|f| f.starts_with(b"160000 "));
-            let unmerged = !fields.ends_with(b" 0");
-            if tag.is_ascii_lowercase() || tag == b'S' || gitlink || unmerged {
-                push_z(&mut distrusted, path);
-            }
-        }
-        if !distrusted.is_empty() {
-            self.git(
-                &["update-index", "--force-remove", "-z", "--stdin"],
-                Some(distrusted),
-            )
-            .await?;
-        }
-        Ok(())
-    }
-
-    /// Makes the shadow self-sufficient after it borrowed the user's
-    /// objects: copies every object its checkpoints and index use into a
-    /// pack of its own (`git repack -a -d`), then stops borrowing. The
-    /// user's repository may then lose those objects (`git gc`, a rebase,
-    /// `git prune`) without harm to any checkpoint. Does nothing when the
-    /// shadow borrows nothing; runs beside other checkpoint operations
-    /// (git's repack is safe with concurrent writers), one at a time.
-    pub async fn finish_borrowing(&self) -> Result<(), CheckpointError> {
-        let alternates = self.git_dir.join(ALTERNATES);
-        if !alternates.is_file() {
-            return Ok(());
-        }
-        let _lock = self.lock_file(BORROW_LOCK_FILE).await?;
-        if !alternates.is_file() {
-            return Ok(());
-        }
-        self.git(&["repack", "-a", "-d", "-q"], None).await?;
-        std::fs::remove_file(&alternates).map_err(|source| CheckpointError::Io {
-            path: alternates,
-            source,
-        })
-    }
-
     /// Brings the shadow's index to the present state of the directory and
     /// returns the tree id, with the files left out because they cannot be
     /// read. Caller holds the lock.
@@ -1261,6 +1187,7 @@ impl CheckpointStore {
             }
         }
         let (changed, others) = tokio::try_join!(self.git(&diff, None), self.git(&others, None))?;
+        self.scanned();
         let mut add: Vec<u8> = Vec::new();
         let mut drop_big: Vec<u8> = Vec::new();
         for path in split_z(&changed) {

@@ -14,7 +14,7 @@
 //! paths than a checkpoint should list all turn into [`Changes::Unknown`],
 //! which the caller answers with a scan of the whole tree.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -32,6 +32,10 @@ pub const MAX_WATCHES_ENV: &str = "KAJI_CHECKPOINT_MAX_WATCHES";
 /// More changed paths than this since the last checkpoint make the next
 /// one scan the tree (git takes pathspecs on its command line).
 const MAX_CHANGED_PATHS: usize = 1_000;
+
+/// The name ending of the temporary file kaji's file tools write before
+/// renaming it over the file they replace (kaji-tools `fs/atomic.rs`).
+const TOOL_TEMP_SUFFIX: &str = ".kaji-tmp";
 
 /// The events that can change what a checkpoint holds.
 const MASK: u32 = libc::IN_CREATE
@@ -94,7 +98,9 @@ pub struct TreeWatcher {
 
 #[derive(Debug)]
 struct Inner {
-    fd: OwnedFd,
+    /// The inotify instance; closed in the background on drop (see
+    /// `Drop for Inner`).
+    fd: std::mem::ManuallyDrop<OwnedFd>,
     root: PathBuf,
     /// Directories never watched (absolute): kaji's home and worktrees.
     excluded: Vec<PathBuf>,
@@ -102,6 +108,9 @@ struct Inner {
     dirs: HashMap<i32, PathBuf>,
     max: usize,
     changed: BTreeSet<PathBuf>,
+    /// Changed paths whose first event since the last scan of them was
+    /// their creation: no checkpoint can hold them (see `scanned`).
+    born: HashSet<PathBuf>,
     unknown: bool,
     /// The watches no longer name the right paths: start again.
     rebuild: bool,
@@ -142,6 +151,7 @@ impl TreeWatcher {
             return Changes::Unknown;
         }
         let changed = std::mem::take(&mut inner.changed);
+        inner.born.clear();
         if inner.max == 0 {
             return Changes::Unknown;
         }
@@ -157,13 +167,40 @@ impl TreeWatcher {
 
     /// Reads every queued event, then drops `paths` from the changed set:
     /// the caller stages them itself now (an Edit's checkpoint), so a
-    /// later change of them is a new event.
+    /// later change of them is a new event. The temporary file a tool
+    /// wrote beside each path and renamed over it is dropped too, when
+    /// it was made after the last scan and is gone: no checkpoint holds
+    /// it, and the next command's checkpoint need not look for it.
     pub fn settle(&self, paths: &[PathBuf]) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.drain();
         for path in paths {
             inner.changed.remove(path);
+            inner.born.remove(path);
         }
+        let temps: Vec<PathBuf> = inner
+            .born
+            .iter()
+            .filter(|t| paths.iter().any(|p| is_tool_temp_of(t, p)))
+            .filter(|t| {
+                std::fs::symlink_metadata(inner.root.join(t))
+                    .is_err_and(|e| super::capture::gone(&e))
+            })
+            .cloned()
+            .collect();
+        for temp in temps {
+            inner.changed.remove(&temp);
+            inner.born.remove(&temp);
+        }
+    }
+
+    /// Says that a checkpoint has just read the tree from disk (a scan, a
+    /// restore): every path created before now may be in it. Reads every
+    /// queued event first.
+    pub fn scanned(&self) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.drain();
+        inner.born.clear();
     }
 
     /// Makes the next [`take`](Self::take) answer [`Changes::Unknown`]
@@ -190,7 +227,7 @@ impl Inner {
             return Err(std::io::Error::last_os_error().into());
         }
         // SAFETY: `raw` is a new descriptor owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = std::mem::ManuallyDrop::new(unsafe { OwnedFd::from_raw_fd(raw) });
         let mut inner = Self {
             fd,
             root,
@@ -198,6 +235,7 @@ impl Inner {
             dirs: HashMap::new(),
             max,
             changed: BTreeSet::new(),
+            born: HashSet::new(),
             unknown: false,
             rebuild: false,
         };
@@ -330,12 +368,40 @@ impl Inner {
                 }
             }
         }
+        if mask & libc::IN_CREATE != 0 && !self.changed.contains(&path) {
+            self.born.insert(path.clone());
+        }
         self.changed.insert(path);
         if self.changed.len() > MAX_CHANGED_PATHS {
             self.changed.clear();
+            self.born.clear();
             self.unknown = true;
         }
     }
+}
+
+impl Drop for Inner {
+    /// The last close of an inotify instance with watches waits for an
+    /// SRCU grace period in the kernel (8–60 ms measured): on kaji's exit
+    /// path, so it is made by a forked child instead.
+    fn drop(&mut self) {
+        // SAFETY: `fd` is taken once, here, and never used again.
+        let fd = unsafe { std::mem::ManuallyDrop::take(&mut self.fd) };
+        kaji_tasks::process::close_in_background(fd);
+    }
+}
+
+/// Whether `temp` is the name a kaji file tool gives its temporary file
+/// for `path`: `.<name>.<random>.kaji-tmp` in the same directory.
+fn is_tool_temp_of(temp: &Path, path: &Path) -> bool {
+    let (Some(name), Some(temp_name)) = (path.file_name(), temp.file_name()) else {
+        return false;
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let temp_name = temp_name.to_string_lossy();
+    temp.parent() == path.parent()
+        && temp_name.starts_with(&prefix)
+        && temp_name.ends_with(TOOL_TEMP_SUFFIX)
 }
 
 #[cfg(test)]
@@ -389,6 +455,42 @@ mod tests {
         }
         assert_eq!(w.take(), Changes::Unknown);
         assert_eq!(w.take(), Changes::Nothing);
+    }
+
+    /// What kaji's file tools do: a temporary file beside the target,
+    /// renamed over it.
+    fn tool_write(dir: &Path, name: &str, random: &str) {
+        let temp = dir.join(format!(".{name}.{random}.kaji-tmp"));
+        std::fs::write(&temp, "new").unwrap();
+        std::fs::rename(&temp, dir.join(name)).unwrap();
+    }
+
+    #[test]
+    fn a_tools_own_temporary_file_is_settled_with_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("d/f.txt"), "old").unwrap();
+        let w = TreeWatcher::start(dir.path(), Vec::new(), 100).unwrap();
+        tool_write(&dir.path().join("d"), "f.txt", "a1B2c3");
+        w.settle(&[PathBuf::from("d/f.txt")]);
+        assert_eq!(w.take(), Changes::Nothing);
+
+        // A temporary file a scan may have seen is left to the next
+        // checkpoint, and so is one that still exists, or another name.
+        let temp = dir.path().join("d/.f.txt.x9y8z7.kaji-tmp");
+        std::fs::write(&temp, "new").unwrap();
+        w.scanned();
+        std::fs::rename(&temp, dir.path().join("d/f.txt")).unwrap();
+        w.settle(&[PathBuf::from("d/f.txt")]);
+        assert_eq!(w.take(), paths(&["d/.f.txt.x9y8z7.kaji-tmp"]));
+        std::fs::write(dir.path().join("d/.f.txt.kept.kaji-tmp"), "x").unwrap();
+        std::fs::write(dir.path().join("d/.g.txt.gone.kaji-tmp"), "x").unwrap();
+        std::fs::remove_file(dir.path().join("d/.g.txt.gone.kaji-tmp")).unwrap();
+        w.settle(&[PathBuf::from("d/f.txt")]);
+        assert_eq!(
+            w.take(),
+            paths(&["d/.f.txt.kept.kaji-tmp", "d/.g.txt.gone.kaji-tmp"])
+        );
     }
 
     #[test]

@@ -69,11 +69,26 @@ impl Task {
                     );
                 }
             }
+            // A shadow that borrowed the user's objects copies them: in a
+            // detached process that outlives a short session, completed
+            // under the shadow's lock (see checkpoints/borrow.rs). Started
+            // before the gate opens, so a task that writes anything has
+            // started it.
+            let step = store.advance_borrowing().await;
             gate.open();
-            // A shadow that borrowed the user's objects copies them now,
-            // beside the task's work (see CheckpointStore::finish_borrowing).
-            if let Err(e) = store.finish_borrowing().await {
-                tracing::warn!(error = %e, "checkpoints still borrow the repository's objects");
+            match step {
+                Ok(crate::checkpoints::BorrowStep::Started(mut copy)) => {
+                    // Still running when the copy ends: complete it now.
+                    if copy.wait().await.is_ok_and(|s| s.success())
+                        && let Err(e) = store.finish_borrowing().await
+                    {
+                        tracing::warn!(error = %e, "checkpoints still borrow the repository's objects");
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "checkpoints still borrow the repository's objects");
+                }
             }
         });
     }

@@ -152,3 +152,24 @@ fn the_shell_is_bash_when_there_is_one() {
         shell.display()
     );
 }
+
+/// A descriptor closed in the background is closed here at once, and the
+/// child that makes the last close holds nothing of this process: a pipe
+/// whose write end this process then closes reaches end-of-file.
+#[test]
+fn a_descriptor_closed_in_the_background_is_released() {
+    use std::os::fd::{AsRawFd, OwnedFd};
+    let (mut reader, writer) = std::io::pipe().expect("pipe");
+    let (mut other_reader, other_writer) = std::io::pipe().expect("pipe");
+    let raw = writer.as_raw_fd();
+    process::close_in_background(OwnedFd::from(writer));
+    // SAFETY: asks about a descriptor number; no memory involved.
+    let flags = unsafe { libc::fcntl(raw, libc::F_GETFD) };
+    assert!(flags < 0, "still open here");
+    let mut buf = Vec::new();
+    reader.read_to_end(&mut buf).expect("read");
+    assert!(buf.is_empty());
+    drop(other_writer);
+    other_reader.read_to_end(&mut buf).expect("read");
+    assert!(buf.is_empty());
+}
