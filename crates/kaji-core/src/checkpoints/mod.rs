@@ -1054,24 +1054,14 @@ impl CheckpointStore {
     /// Takes the exclusive lock `name` of the shadow, waiting for other
     /// processes or until this handle is cancelled.
     async fn lock_file(&self, name: &str) -> Result<std::fs::File, CheckpointError> {
-        let path = self.git_dir.join(name);
-        let io = |source| CheckpointError::Io {
-            path: path.clone(),
+        std::fs::create_dir_all(&self.git_dir).map_err(|source| CheckpointError::Io {
+            path: self.git_dir.clone(),
             source,
-        };
-        std::fs::create_dir_all(&self.git_dir).map_err(io)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io)?;
+        })?;
         let mut pause = Duration::from_millis(2);
         loop {
-            match file.try_lock() {
-                Ok(()) => break,
-                Err(std::fs::TryLockError::WouldBlock) => {}
-                Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+            if let Some(file) = self.try_lock_file(name)? {
+                return Ok(file);
             }
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
@@ -1079,7 +1069,6 @@ impl CheckpointStore {
             }
             pause = (pause * 2).min(Duration::from_millis(100));
         }
-        Ok(file)
     }
 
     /// Takes the exclusive lock `name` of the shadow if nobody holds it.
