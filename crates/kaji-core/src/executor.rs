@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use futures::future::{BoxFuture, FutureExt, Shared};
+
 use kaji_protocol::{AskKind, AskPayload, AskResponse, SayKind, SayPayload, StateUpdate};
 use kaji_tools::{
     Tool, ToolAccess, ToolContext, ToolControl, ToolError, ToolOutput, ToolRegistry, ToolView,
@@ -35,13 +37,26 @@ pub use outcome::{Effect, Ran, ToolRun};
 
 /// The seed's initial-checkpoint gate: closed while the first checkpoint of
 /// the task is being taken; tools that are not read-only wait for it to
-/// open, read-only tools run at once. Cheap to clone.
-#[derive(Debug, Clone)]
+/// open, read-only tools run at once. They also wait for the checkpoint of
+/// the previous write when it is still being taken ([`defer`](Self::defer)).
+/// Cheap to clone.
+#[derive(Clone)]
 pub struct CheckpointGate {
     open: Arc<watch::Sender<bool>>,
     waiting: Arc<watch::Sender<usize>>,
     /// What writes that did not wait saved for the initial checkpoint.
     preimages: crate::checkpoints::PreImages,
+    /// The checkpoint after the last write, taken while the task goes on;
+    /// done (and said) when awaited to the end.
+    deferred: Arc<Mutex<Option<Shared<BoxFuture<'static, ()>>>>>,
+}
+
+impl std::fmt::Debug for CheckpointGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckpointGate")
+            .field("open", &self.is_open())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for CheckpointGate {
@@ -57,6 +72,29 @@ impl CheckpointGate {
             open: Arc::new(watch::channel(false).0),
             waiting: Arc::new(watch::channel(0).0),
             preimages: crate::checkpoints::PreImages::default(),
+            deferred: Arc::default(),
+        }
+    }
+
+    /// Leaves `work` (a checkpoint being taken, and its report) to be
+    /// finished by the next [`settle`](Self::settle): the next call that
+    /// may write, the next checkpoint, or the task's end. The caller
+    /// settles what was deferred before.
+    pub fn defer(&self, work: BoxFuture<'static, ()>) {
+        *self.deferred.lock().unwrap_or_else(|e| e.into_inner()) = Some(work.shared());
+    }
+
+    /// Waits until the deferred work, if any, is done. Where it is awaited
+    /// is where it reports, so its events come at the same place on
+    /// every run.
+    pub async fn settle(&self) {
+        let work = self
+            .deferred
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(work) = work {
+            work.await;
         }
     }
 
@@ -358,8 +396,9 @@ impl ToolExecutor {
         run
     }
 
-    /// The steps of a call: lookup → validate → PreToolUse hooks → decide
-    /// → gate (ask) → wait for the checkpoint → run (and retry outside the
+    /// The steps of a call: lookup → validate → (a writer: the previous
+    /// write's checkpoint) → PreToolUse hooks → decide → gate (ask) → wait
+    /// for the initial checkpoint → run (and retry outside the
     /// sandbox) → carry out its control → PostToolUse hooks. An `Err` is a
     /// call that ended at a step.
     async fn pipeline(&self, call: &ToolCall, env: &CallEnv<'_>) -> Result<ToolRun, ToolRun> {
@@ -367,6 +406,13 @@ impl ToolExecutor {
         let input = validate(call)?;
         let access = tool.access_checked(&input, env.ctx).await;
         announce(tool.as_ref(), call, &input, env);
+        // The previous write's checkpoint holds the files as that write
+        // left them: it is done before this call or its hooks change them.
+        if let Some(gate) = &self.checkpoint_gate
+            && self.may_write(tool.as_ref(), &access, env.ctx)
+        {
+            gate.settle().await;
+        }
         let started = std::time::Instant::now();
         let pre = self.pre_hooks(call, &input, env).await?;
         let decision = self.decide(call, tool.as_ref(), &input, &access, env, pre.permission);
@@ -588,6 +634,14 @@ impl ToolExecutor {
 
     /// Tools that change things wait for the initial checkpoint; nothing
     /// runs once the task is aborted.
+    /// Whether the call may change files: neither a read-only tool, nor a
+    /// command the approval analysis classes read-only, nor a question.
+    /// Only such calls wait for checkpoints; the others run at once.
+    fn may_write(&self, tool: &dyn Tool, access: &ToolAccess, ctx: &ToolContext) -> bool {
+        let read_only = tool.is_read_only() || self.is_read_only_command(access, ctx);
+        !read_only && !matches!(access, ToolAccess::Interaction)
+    }
+
     async fn wait_for_turn(
         &self,
         tool: &dyn Tool,
@@ -595,10 +649,7 @@ impl ToolExecutor {
         access: &ToolAccess,
         ctx: &ToolContext,
     ) -> Result<(), ToolRun> {
-        // A read-only command changes nothing the initial checkpoint must
-        // hold first: it runs at once, as read-only tools do.
-        let read_only = tool.is_read_only() || self.is_read_only_command(access, ctx);
-        if !read_only && !matches!(access, ToolAccess::Interaction) {
+        if self.may_write(tool, access, ctx) {
             self.wait_for_checkpoint(tool, input, ctx).await;
         }
         if ctx.cancel.is_cancelled() {
@@ -1240,6 +1291,29 @@ fn remember_in_project(rules: &[kaji_policy::Rule], project_dir: &Path, emitter:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Deferred work is done when `settle` returns, by every settler, and
+    /// once only.
+    #[tokio::test]
+    async fn settling_waits_for_the_deferred_checkpoint() {
+        let gate = CheckpointGate::new();
+        assert_eq!(gate.settle().now_or_never(), Some(()));
+        let (done, mut wait) = tokio::sync::oneshot::channel::<()>();
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&runs);
+        gate.defer(Box::pin(async move {
+            let _ = (&mut wait).await;
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }));
+        let (mut first, mut second) = (Box::pin(gate.settle()), Box::pin(gate.settle()));
+        assert_eq!((&mut first).now_or_never(), None);
+        assert_eq!((&mut second).now_or_never(), None);
+        done.send(()).unwrap();
+        first.await;
+        second.await;
+        gate.settle().await;
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
 
     #[test]
     fn a_hook_allow_never_overrides_a_deny_and_ask_forces_a_question() {

@@ -231,3 +231,76 @@ async fn a_write_does_not_wait_for_a_slow_initial_checkpoint() {
         "alpha\n"
     );
 }
+
+/// An Edit's result goes back to the model before its checkpoint is taken:
+/// the checkpoint is held back by the shadow's lock, taken by this test
+/// once the Edit has run (a PostToolUse hook says so through one FIFO and
+/// waits on another), and the next request still comes. The task's end
+/// waits for the checkpoint, which holds the Edit.
+#[tokio::test]
+async fn an_edits_checkpoint_does_not_hold_back_the_next_request() {
+    let (home, work) = setup();
+    let (edited, go_on) = (
+        home.path().join("edited.fifo"),
+        home.path().join("go-on.fifo"),
+    );
+    kaji_test_support::fixtures::mkfifo(&edited);
+    kaji_test_support::fixtures::mkfifo(&go_on);
+    std::fs::write(
+        home.path().join("kaji-home/config.toml"),
+        format!(
+            "[[hooks.PostToolUse]]\nmatcher = \"Edit\"\ncommand = \"echo edited > '{}'; cat '{}' > /dev/null\"\n",
+            edited.display(),
+            go_on.display()
+        ),
+    )
+    .unwrap();
+    let store = CheckpointStore::open(&home.path().join("kaji-home"), work.path()).unwrap();
+    let server = serve([
+        Turn::tool_call(
+            "Edit",
+            json!({"file_path": "a.txt", "old_string": "alpha", "new_string": "ALPHA"}),
+        ),
+        done("done"),
+    ])
+    .await;
+    let run = tokio::spawn({
+        let (home, work) = (home.path().to_path_buf(), work.path().to_path_buf());
+        let server_url = server.anthropic_base_url();
+        async move { exec_url(&home, &work, &server_url).await }
+    });
+    let heard = tokio::task::spawn_blocking(move || std::fs::read_to_string(edited))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(heard.trim(), "edited");
+    // The initial checkpoint is done (the Edit waited for it): from now
+    // on no checkpoint can be taken until the lock is let go.
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(store.git_dir().join("kaji.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    tokio::task::spawn_blocking(move || std::fs::write(go_on, "go\n"))
+        .await
+        .unwrap()
+        .unwrap();
+    // Only a broken build waits here for long: the Edit's result waits
+    // for a checkpoint that cannot be taken.
+    tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        server.wait_for_requests(2),
+    )
+    .await
+    .expect("the request after the Edit went out while its checkpoint was held back");
+    drop(lock);
+    run.await.unwrap();
+
+    let list = checkpoints(&store).await;
+    let labels: Vec<&str> = list.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(labels, ["task start: go", "turn 1: Edit"], "{list:?}");
+    let diff = store.diff(&list[0].id, Some(&list[1].id)).await.unwrap();
+    assert!(diff.contains("-alpha") && diff.contains("+ALPHA"), "{diff}");
+}

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use kaji_protocol::{SayKind, SayPayload};
 
 use super::Task;
+use crate::checkpoints::{Checkpoint, CheckpointError};
 use crate::parser::ToolCall;
 use crate::storage::record::SessionRecord;
 
@@ -93,12 +94,18 @@ impl Task {
         });
     }
 
-    /// A checkpoint after a tool call that changed files.
+    /// A checkpoint after a tool call that changed files. One that names
+    /// the files it wrote gets a checkpoint of only those, taken while the
+    /// model goes on: the next call that may write, the next checkpoint
+    /// and the task's end wait for it (and say it then).
     pub(super) async fn checkpoint_after(&self, call: &ToolCall, written: Option<&[PathBuf]>) {
         // After the initial checkpoint, never before it (a write that
-        // did not wait for it saved its pre-images there).
-        if let Some(gate) = self.executor.checkpoint_gate() {
+        // did not wait for it saved its pre-images there), and after the
+        // previous write's.
+        let gate = self.executor.checkpoint_gate();
+        if let Some(gate) = gate {
             gate.wait(&self.cancel).await;
+            gate.settle().await;
         }
         let (store, turn) = {
             let st = self.lock();
@@ -107,35 +114,80 @@ impl Task {
         let Some(store) = store else {
             return;
         };
-        let label = format!("turn {turn}: {}", call.name);
-        let taken = match written {
-            Some(paths) => store.commit_paths(&label, paths).await,
-            None => store.commit_changed(&label).await,
+        let report = Report {
+            emitter: self.emitter.clone(),
+            recorder: self.config.recorder.clone(),
+            tool: call.name.clone(),
+            label: format!("turn {turn}: {}", call.name),
         };
+        match (written, gate) {
+            (Some(paths), Some(gate)) => {
+                let (label, paths) = (report.label.clone(), paths.to_vec());
+                let taking = tokio::spawn(async move { store.commit_paths(&label, &paths).await });
+                gate.defer(Box::pin(async move {
+                    match taking.await {
+                        Ok(taken) => report.taken(taken),
+                        Err(e) => report.failed(&e),
+                    }
+                }));
+            }
+            (Some(paths), None) => {
+                let taken = store.commit_paths(&report.label, paths).await;
+                report.taken(taken);
+            }
+            (None, _) => {
+                let taken = store.commit_changed(&report.label).await;
+                report.taken(taken);
+            }
+        }
+    }
+
+    /// Waits for the checkpoint of the last write, if it is still being
+    /// taken (at the task's end: every checkpoint is said before it).
+    pub(super) async fn settle_checkpoints(&self) {
+        if let Some(gate) = self.executor.checkpoint_gate() {
+            gate.settle().await;
+        }
+    }
+}
+
+/// Where a checkpoint after a call is recorded and said.
+struct Report {
+    emitter: crate::emitter::Emitter,
+    recorder: crate::storage::recorder::Recorder,
+    tool: String,
+    label: String,
+}
+
+impl Report {
+    fn taken(self, taken: Result<Option<Checkpoint>, CheckpointError>) {
         match taken {
             Ok(Some(cp)) => {
-                self.config.recorder.record(SessionRecord::Checkpoint {
-                    id: cp.id.as_str().to_string(),
-                    label: label.clone(),
+                let id = cp.id.as_str().to_string();
+                self.recorder.record(SessionRecord::Checkpoint {
+                    id: id.clone(),
+                    label: self.label.clone(),
                 });
                 self.emitter.say(
                     SayKind::Info,
-                    format!("checkpoint {} ({label})", cp.id.short()),
+                    format!("checkpoint {} ({})", cp.id.short(), self.label),
                     Some(SayPayload::Checkpoint {
-                        checkpoint: cp.id.as_str().to_string(),
-                        label: label.clone(),
+                        checkpoint: id,
+                        label: self.label,
                     }),
                 );
             }
             Ok(None) => {}
-            Err(e) => {
-                self.emitter.say(
-                    SayKind::Error,
-                    format!("checkpoint after {} failed: {e}", call.name),
-                    None,
-                );
-            }
+            Err(e) => self.failed(&e),
         }
+    }
+
+    fn failed(self, why: &dyn std::fmt::Display) {
+        self.emitter.say(
+            SayKind::Error,
+            format!("checkpoint after {} failed: {why}", self.tool),
+            None,
+        );
     }
 }
 

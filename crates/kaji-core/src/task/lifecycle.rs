@@ -139,6 +139,7 @@ impl Task {
         result: Option<String>,
         started: Instant,
     ) -> (TaskOutcome, FinalEvent) {
+        self.settle_checkpoints().await;
         if status == TaskStatus::Aborted {
             // Running hooks and the foreground command were killed by the
             // abort flag. Background work belongs to the session and keeps
