@@ -37,9 +37,9 @@ pub use outcome::{Effect, Ran, ToolRun};
 
 /// The seed's initial-checkpoint gate: closed while the first checkpoint of
 /// the task is being taken; tools that are not read-only wait for it to
-/// open, read-only tools run at once. They also wait for the checkpoint of
-/// the previous write when it is still being taken ([`defer`](Self::defer)).
-/// Cheap to clone.
+/// open, read-only tools run at once. It also holds the checkpoint of the
+/// last write while that is written ([`defer`](Self::defer)). Cheap to
+/// clone.
 #[derive(Clone)]
 pub struct CheckpointGate {
     open: Arc<watch::Sender<bool>>,
@@ -76,10 +76,9 @@ impl CheckpointGate {
         }
     }
 
-    /// Leaves `work` (a checkpoint being taken, and its report) to be
-    /// finished by the next [`settle`](Self::settle): the next call that
-    /// may write, the next checkpoint, or the task's end. The caller
-    /// settles what was deferred before.
+    /// Leaves `work` (a checkpoint being written, and its report) to be
+    /// finished by the next [`settle`](Self::settle): the next checkpoint,
+    /// or the task's end. The caller settles what was deferred before.
     pub fn defer(&self, work: BoxFuture<'static, ()>) {
         *self.deferred.lock().unwrap_or_else(|e| e.into_inner()) = Some(work.shared());
     }
@@ -396,9 +395,8 @@ impl ToolExecutor {
         run
     }
 
-    /// The steps of a call: lookup → validate → (a writer: the previous
-    /// write's checkpoint) → PreToolUse hooks → decide → gate (ask) → wait
-    /// for the initial checkpoint → run (and retry outside the
+    /// The steps of a call: lookup → validate → PreToolUse hooks → decide
+    /// → gate (ask) → wait for the initial checkpoint → run (and retry outside the
     /// sandbox) → carry out its control → PostToolUse hooks. An `Err` is a
     /// call that ended at a step.
     async fn pipeline(&self, call: &ToolCall, env: &CallEnv<'_>) -> Result<ToolRun, ToolRun> {
@@ -406,13 +404,6 @@ impl ToolExecutor {
         let input = validate(call)?;
         let access = tool.access_checked(&input, env.ctx).await;
         announce(tool.as_ref(), call, &input, env);
-        // The previous write's checkpoint holds the files as that write
-        // left them: it is done before this call or its hooks change them.
-        if let Some(gate) = &self.checkpoint_gate
-            && self.may_write(tool.as_ref(), &access, env.ctx)
-        {
-            gate.settle().await;
-        }
         let started = std::time::Instant::now();
         let pre = self.pre_hooks(call, &input, env).await?;
         let decision = self.decide(call, tool.as_ref(), &input, &access, env, pre.permission);

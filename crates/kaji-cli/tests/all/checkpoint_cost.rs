@@ -232,20 +232,22 @@ async fn a_write_does_not_wait_for_a_slow_initial_checkpoint() {
     );
 }
 
-/// An Edit's result goes back to the model before its checkpoint is taken:
-/// the checkpoint is held back by the shadow's lock, taken by this test
-/// once the Edit has run (a PostToolUse hook says so through one FIFO and
-/// waits on another), and the next request still comes. The task's end
-/// waits for the checkpoint, which holds the Edit.
+/// An Edit's checkpoint holds back neither its result nor the next command:
+/// it is written from the file as the Edit left it, while a command already
+/// changes that file. The checkpoint is held back by the shadow's lock,
+/// taken by this test once the Edit has run (a PostToolUse hook says so
+/// through one FIFO and waits on another); the command says through a third
+/// FIFO that it ran. The command's checkpoint and the task's end wait for
+/// the Edit's, which holds the Edit, not the command's change.
 #[tokio::test]
-async fn an_edits_checkpoint_does_not_hold_back_the_next_request() {
+async fn an_edits_checkpoint_holds_back_neither_the_next_request_nor_the_next_command() {
     let (home, work) = setup();
-    let (edited, go_on) = (
-        home.path().join("edited.fifo"),
-        home.path().join("go-on.fifo"),
-    );
-    kaji_test_support::fixtures::mkfifo(&edited);
-    kaji_test_support::fixtures::mkfifo(&go_on);
+    let fifo = |name: &str| {
+        let path = home.path().join(name);
+        kaji_test_support::fixtures::mkfifo(&path);
+        path
+    };
+    let (edited, go_on, ran) = (fifo("edited.fifo"), fifo("go-on.fifo"), fifo("ran.fifo"));
     std::fs::write(
         home.path().join("kaji-home/config.toml"),
         format!(
@@ -261,6 +263,10 @@ async fn an_edits_checkpoint_does_not_hold_back_the_next_request() {
             "Edit",
             json!({"file_path": "a.txt", "old_string": "alpha", "new_string": "ALPHA"}),
         ),
+        Turn::tool_call(
+            "Bash",
+            json!({"command": format!("echo changed > a.txt && echo ran > '{}'", ran.display())}),
+        ),
         done("done"),
     ])
     .await;
@@ -269,13 +275,12 @@ async fn an_edits_checkpoint_does_not_hold_back_the_next_request() {
         let server_url = server.anthropic_base_url();
         async move { exec_url(&home, &work, &server_url).await }
     });
-    let heard = tokio::task::spawn_blocking(move || std::fs::read_to_string(edited))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(heard.trim(), "edited");
+    let read = |path: std::path::PathBuf| {
+        tokio::task::spawn_blocking(move || std::fs::read_to_string(path))
+    };
+    assert_eq!(read(edited).await.unwrap().unwrap().trim(), "edited");
     // The initial checkpoint is done (the Edit waited for it): from now
-    // on no checkpoint can be taken until the lock is let go.
+    // on no checkpoint can be written until the lock is let go.
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -287,20 +292,28 @@ async fn an_edits_checkpoint_does_not_hold_back_the_next_request() {
         .await
         .unwrap()
         .unwrap();
-    // Only a broken build waits here for long: the Edit's result waits
-    // for a checkpoint that cannot be taken.
-    tokio::time::timeout(
-        std::time::Duration::from_secs(120),
-        server.wait_for_requests(2),
-    )
-    .await
-    .expect("the request after the Edit went out while its checkpoint was held back");
+    // Only a broken build waits here for long: the Edit's result, or the
+    // command, waits for a checkpoint that cannot be written.
+    let heard = tokio::time::timeout(std::time::Duration::from_secs(120), read(ran))
+        .await
+        .expect("the command after the Edit ran while the Edit's checkpoint was held back");
+    assert_eq!(heard.unwrap().unwrap().trim(), "ran");
+    assert_eq!(server.requests().len(), 2);
     drop(lock);
     run.await.unwrap();
 
     let list = checkpoints(&store).await;
     let labels: Vec<&str> = list.iter().map(|c| c.label.as_str()).collect();
-    assert_eq!(labels, ["task start: go", "turn 1: Edit"], "{list:?}");
+    assert_eq!(
+        labels,
+        ["task start: go", "turn 1: Edit", "turn 2: Bash"],
+        "{list:?}"
+    );
     let diff = store.diff(&list[0].id, Some(&list[1].id)).await.unwrap();
     assert!(diff.contains("-alpha") && diff.contains("+ALPHA"), "{diff}");
+    let diff = store.diff(&list[1].id, Some(&list[2].id)).await.unwrap();
+    assert!(
+        diff.contains("-ALPHA") && diff.contains("+changed"),
+        "{diff}"
+    );
 }

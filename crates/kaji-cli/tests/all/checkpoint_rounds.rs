@@ -1,7 +1,7 @@
 //! What a round costs in checkpoints, through the real binary: an Edit's
-//! checkpoint starts three git processes (`update-index`, `write-tree`,
-//! `commit-tree`; the branch is moved and read as a file, ignore rules are
-//! read in-process), the checkpoints it makes restore exactly, and a
+//! checkpoint starts four git processes (`hash-object`, `update-index`,
+//! `write-tree`, `commit-tree`; the branch is moved and read as a file,
+//! ignore rules are read in-process), the checkpoints it makes restore exactly, and a
 //! command the approval analysis classes read-only never waits for the
 //! task's initial checkpoint.
 //!
@@ -39,7 +39,7 @@ fn shadow_commands(log: &str, git_dir: &Path) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn an_edit_costs_three_gits_and_its_checkpoints_restore() {
+async fn an_edit_costs_four_gits_and_its_checkpoints_restore() {
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join("kaji-home")).unwrap();
     let work = tempfile::tempdir().unwrap();
@@ -70,7 +70,7 @@ async fn an_edit_costs_three_gits_and_its_checkpoints_restore() {
     let log = std::fs::read_to_string(&log).unwrap_or_default();
     let commands = shadow_commands(&log, store.git_dir());
     // The initial checkpoint scans the tree; after it, each Edit runs
-    // exactly three gits and the ignored file only `check-ignore`.
+    // exactly four gits and the ignored file only `check-ignore`.
     let first = commands
         .iter()
         .position(|c| c == "commit-tree")
@@ -78,10 +78,12 @@ async fn an_edit_costs_three_gits_and_its_checkpoints_restore() {
     assert_eq!(
         commands[first + 1..],
         [
+            "hash-object",
             "update-index",
             "write-tree",
             "commit-tree",
             "check-ignore",
+            "hash-object",
             "update-index",
             "write-tree",
             "commit-tree",

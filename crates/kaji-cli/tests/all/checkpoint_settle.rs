@@ -34,7 +34,7 @@ async fn a_command_after_an_edit_does_not_look_for_the_edits_temporary_file() {
     assert_eq!(code, 0, "{stderr}");
 
     let log = std::fs::read_to_string(&log).unwrap_or_default();
-    // The initial checkpoint's scan, the Edit's three gits, and nothing
+    // The initial checkpoint's scan, the Edit's four gits, and nothing
     // for the command.
     let listing = log
         .lines()

@@ -41,11 +41,13 @@ mod capture;
 mod ignored;
 mod preimage;
 mod refs;
+mod snapshot;
 mod stale;
 mod watch;
 
 pub use borrow::BorrowStep;
 pub use preimage::{GATE_PATIENCE, PreImages};
+pub use snapshot::Snapshot;
 pub use stale::{DEFAULT_STALE_LOCK_AGE, STALE_LOCK_AGE_ENV, stale_lock_age};
 pub use watch::{
     Changes, DEFAULT_MAX_WATCHES, MAX_WATCHES_ENV, TreeWatcher, WatchError, max_watches,
@@ -606,37 +608,8 @@ impl CheckpointStore {
         label: &str,
         written: &[PathBuf],
     ) -> Result<Option<Checkpoint>, CheckpointError> {
-        let lock = self.lock().await?;
-        let result = self.commit_paths_locked(label, written).await;
-        if result.is_err() {
-            let _ = stale::clear(&self.git_dir);
-        }
-        drop(lock);
-        result
-    }
-
-    async fn commit_paths_locked(
-        &self,
-        label: &str,
-        written: &[PathBuf],
-    ) -> Result<Option<Checkpoint>, CheckpointError> {
-        self.ensure_init().await?;
-        if self.head().await?.is_none() {
-            return self.commit_locked(label).await;
-        }
-        let Some(rels) = self.relative_paths(written) else {
-            return self.commit_locked(label).await;
-        };
-        if rels.is_empty() {
-            return Ok(None);
-        }
-        if let Some(Some(watcher)) = self.watcher.get() {
-            // Staged now: the watcher need not name them again.
-            let settled: Vec<PathBuf> = rels.iter().map(|r| path_from_bytes(r)).collect();
-            watcher.settle(&settled);
-        }
-        let staged = self.stage_paths(rels).await?;
-        self.commit_tree(&staged.tree, label, &staged.skipped).await
+        let snapshot = self.snapshot(written);
+        self.commit_snapshot(label, snapshot).await
     }
 
     /// Puts the saved pre-images into the index in place of what is on
@@ -702,50 +675,6 @@ impl CheckpointStore {
         rels.sort();
         rels.dedup();
         Some(rels)
-    }
-
-    /// Brings the shadow's index up to date for `paths` only (tracked or
-    /// not; ignored untracked ones stay out) and returns the tree id.
-    /// Caller holds the lock.
-    async fn stage_paths(&self, paths: Vec<Vec<u8>>) -> Result<Staged, CheckpointError> {
-        let mut drop: Vec<u8> = Vec::new();
-        let mut check: Vec<u8> = Vec::new();
-        for path in &paths {
-            if self.too_big(path) {
-                push_z(&mut drop, path);
-            } else {
-                push_z(&mut check, path);
-            }
-        }
-        let mut add = check.clone();
-        // Only paths an ignore rule matches are asked about (no process
-        // for the usual Edit of a file no rule touches).
-        let mut rules = ignored::Rules::new(&self.work_tree, &self.git_dir);
-        let mut doubtful = Vec::new();
-        for path in split_z(&check) {
-            if !rules.untouched(&path_from_bytes(path)) {
-                push_z(&mut doubtful, path);
-            }
-        }
-        if !doubtful.is_empty() {
-            // Without --no-index: tracked paths are never "ignored".
-            let ignored = self
-                .git_run(&["check-ignore", "-z", "--stdin"], Some(doubtful))
-                .await?;
-            let ignored: std::collections::HashSet<&[u8]> = split_z(&ignored.stdout).collect();
-            if !ignored.is_empty() {
-                let mut kept = Vec::new();
-                for path in split_z(&add).filter(|p| !ignored.contains(p)) {
-                    push_z(&mut kept, path);
-                }
-                add = kept;
-            }
-        }
-        let (add, skipped) = self.readable(add).await?;
-        for note in &skipped {
-            push_z(&mut drop, path_bytes(Path::new(&note.path)).as_ref());
-        }
-        self.write_tree(add, drop, &[], skipped).await
     }
 
     /// Adds (or updates) the NUL-separated paths of `add` in the shadow

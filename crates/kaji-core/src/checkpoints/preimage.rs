@@ -76,7 +76,7 @@ impl PreImages {
 }
 
 /// `path` as it is now, or `None` when it cannot be saved.
-fn read(path: &Path, max_size: u64) -> Option<PreImage> {
+pub(super) fn read(path: &Path, max_size: u64) -> Option<PreImage> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) if super::capture::gone(&e) => {

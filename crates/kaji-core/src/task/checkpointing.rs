@@ -95,9 +95,9 @@ impl Task {
     }
 
     /// A checkpoint after a tool call that changed files. One that names
-    /// the files it wrote gets a checkpoint of only those, taken while the
-    /// model goes on: the next call that may write, the next checkpoint
-    /// and the task's end wait for it (and say it then).
+    /// the files it wrote gets a checkpoint of only those, read now and
+    /// written while the task goes on: the next checkpoint and the task's
+    /// end wait for it (and say it then).
     pub(super) async fn checkpoint_after(&self, call: &ToolCall, written: Option<&[PathBuf]>) {
         // After the initial checkpoint, never before it (a write that
         // did not wait for it saved its pre-images there), and after the
@@ -122,8 +122,12 @@ impl Task {
         };
         match (written, gate) {
             (Some(paths), Some(gate)) => {
-                let (label, paths) = (report.label.clone(), paths.to_vec());
-                let taking = tokio::spawn(async move { store.commit_paths(&label, &paths).await });
+                // Read now, staged while the task goes on: the next call
+                // may already change these files.
+                let snapshot = store.snapshot(paths);
+                let label = report.label.clone();
+                let taking =
+                    tokio::spawn(async move { store.commit_snapshot(&label, snapshot).await });
                 gate.defer(Box::pin(async move {
                     match taking.await {
                         Ok(taken) => report.taken(taken),
