@@ -127,6 +127,31 @@ pub fn command_in(program: impl AsRef<OsStr>, dir: &Path) -> io::Result<tokio::p
     Ok(cmd)
 }
 
+/// The git to run: the first executable `git` in an absolute directory of
+/// `PATH`, looked up once per process (each spawn then execs it directly,
+/// without trying every directory of `PATH` first). A relative entry
+/// (`.`, an empty one) is never searched: git runs inside the repository,
+/// where one could have been planted. `git` when none is found, so the
+/// spawn fails with the usual error.
+pub fn program() -> &'static Path {
+    static PROGRAM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PROGRAM.get_or_init(|| {
+        find_program(std::env::var_os("PATH").as_deref()).unwrap_or_else(|| PathBuf::from("git"))
+    })
+}
+
+/// The first executable `git` in an absolute directory of `path`.
+fn find_program(path: Option<&OsStr>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(path?)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join("git"))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
 /// Removes kaji's `GIT_*` variables and the programs git would run from
 /// `cmd`'s environment, turns off the system configuration, prompts and
 /// pagers, and adds [`SAFE_CONFIG`]. Call it first: it adds arguments.
@@ -153,6 +178,25 @@ pub fn harden(cmd: &mut tokio::process::Command) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn git_is_found_only_in_absolute_directories_of_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (plain, exec) = (dir.path().join("plain"), dir.path().join("exec"));
+        for d in [&plain, &exec] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join("git"), "#!/bin/sh\n").unwrap();
+        }
+        std::fs::set_permissions(exec.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(plain.join("git"), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+        let path = std::env::join_paths([Path::new("."), Path::new("rel"), &plain, &exec]).unwrap();
+        assert_eq!(find_program(Some(path.as_os_str())), Some(exec.join("git")));
+        let path = std::env::join_paths([Path::new("."), &plain]).unwrap();
+        assert_eq!(find_program(Some(path.as_os_str())), None);
+        assert_eq!(find_program(None), None);
+    }
 
     #[test]
     fn a_planted_commondir_of_a_main_repository_is_refused() {

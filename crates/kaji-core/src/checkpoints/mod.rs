@@ -180,7 +180,8 @@ pub struct CheckpointConfig {
     /// Files larger than this many bytes are not checkpointed (a restore
     /// saves one before overwriting it). Default [`DEFAULT_MAX_FILE_SIZE`].
     pub max_file_size: u64,
-    /// The git program to run (default `git`, found on `PATH`).
+    /// The git program to run (default: `git` on `PATH`, looked up once
+    /// in its absolute directories, [`kaji_tasks::git::program`]).
     pub git_program: PathBuf,
 }
 
@@ -188,7 +189,7 @@ impl Default for CheckpointConfig {
     fn default() -> Self {
         Self {
             max_file_size: DEFAULT_MAX_FILE_SIZE,
-            git_program: PathBuf::from("git"),
+            git_program: kaji_tasks::git::program().to_path_buf(),
         }
     }
 }
