@@ -29,14 +29,7 @@ fn tree() -> &'static Path {
     static TREE: OnceLock<tempfile::TempDir> = OnceLock::new();
     TREE.get_or_init(|| {
         let dir = tempfile::tempdir().expect("tempdir");
-        for d in 0..DIRS {
-            let sub = dir.path().join(format!("dir{}/sub{d}", d / 50));
-            std::fs::create_dir_all(&sub).expect("mkdir");
-            for f in 0..FILES_PER_DIR {
-                let line = format!("content of file {f} in directory {d}\n");
-                std::fs::write(sub.join(format!("file{f}.txt")), line.repeat(8)).expect("write");
-            }
-        }
+        kaji_test_support::fixtures::write_tree(dir.path(), DIRS, FILES_PER_DIR);
         dir
     })
     .path()
@@ -54,21 +47,7 @@ fn committed_tree() -> &'static Path {
             .status()
             .expect("cp");
         assert!(status.success());
-        let git = |args: &[&str]| {
-            let ok = std::process::Command::new("git")
-                .args(args)
-                .current_dir(dir.path())
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_AUTHOR_NAME", "b")
-                .env("GIT_AUTHOR_EMAIL", "b@example.com")
-                .env("GIT_COMMITTER_NAME", "b")
-                .env("GIT_COMMITTER_EMAIL", "b@example.com")
-                .status()
-                .expect("git")
-                .success();
-            assert!(ok, "git {args:?}");
-        };
+        let git = |args: &[&str]| kaji_test_support::fixtures::git(dir.path(), args);
         git(&["init", "-q"]);
         git(&["add", "."]);
         git(&["commit", "-q", "-m", "tree"]);

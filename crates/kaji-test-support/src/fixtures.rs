@@ -1,5 +1,6 @@
-//! Small helpers that tests across the workspace share: a `git` that never
-//! reads the user's configuration, the npm-installed MCP servers, and FIFOs.
+//! Small helpers that tests and benchmarks across the workspace share: a
+//! `git` that never reads the user's configuration, a generated tree of
+//! many files, the npm-installed MCP servers, and FIFOs.
 //!
 //! Like the rest of this crate they are for tests: they panic with a clear
 //! message instead of returning errors.
@@ -29,6 +30,24 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Writes a tree of `dirs × files_per_dir` small text files under `root`
+/// (`dir{d/50}/sub{d}/file{f}.txt`, eight lines each, every file
+/// different): the benchmarks' generated repository (500 × 100 is the
+/// 50,000-file tree of docs/benchmarks.md).
+pub fn write_tree(root: &Path, dirs: usize, files_per_dir: usize) {
+    for d in 0..dirs {
+        let sub = root.join(format!("dir{}/sub{d}", d / 50));
+        std::fs::create_dir_all(&sub)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", sub.display()));
+        for f in 0..files_per_dir {
+            let line = format!("content of file {f} in directory {d}\n");
+            let file = sub.join(format!("file{f}.txt"));
+            std::fs::write(&file, line.repeat(8))
+                .unwrap_or_else(|e| panic!("cannot write {}: {e}", file.display()));
+        }
+    }
 }
 
 /// The installed binary of an npm MCP server (`mcp-server-everything`,

@@ -38,14 +38,7 @@ fn tree() -> &'static Path {
     TREE.get_or_init(|| {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir(dir.path().join(".git")).expect("mkdir .git");
-        for d in 0..DIRS {
-            let sub = dir.path().join(format!("dir{}/sub{d}", d / 50));
-            std::fs::create_dir_all(&sub).expect("mkdir");
-            for f in 0..FILES_PER_DIR {
-                let line = format!("content of file {f} in directory {d}\n");
-                std::fs::write(sub.join(format!("file{f}.txt")), line.repeat(8)).expect("write");
-            }
-        }
+        kaji_test_support::fixtures::write_tree(dir.path(), DIRS, FILES_PER_DIR);
         std::fs::write(
             dir.path().join("calc.py"),
             "def add(a, b):\n    return a - b\n",
