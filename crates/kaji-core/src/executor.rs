@@ -623,16 +623,16 @@ impl ToolExecutor {
             });
     }
 
-    /// Tools that change things wait for the initial checkpoint; nothing
-    /// runs once the task is aborted.
     /// Whether the call may change files: neither a read-only tool, nor a
     /// command the approval analysis classes read-only, nor a question.
-    /// Only such calls wait for checkpoints; the others run at once.
     fn may_write(&self, tool: &dyn Tool, access: &ToolAccess, ctx: &ToolContext) -> bool {
         let read_only = tool.is_read_only() || self.is_read_only_command(access, ctx);
         !read_only && !matches!(access, ToolAccess::Interaction)
     }
 
+    /// Tools that may change files wait for the initial checkpoint (a
+    /// read-only command runs at once, as read-only tools do); nothing
+    /// runs once the task is aborted.
     async fn wait_for_turn(
         &self,
         tool: &dyn Tool,
