@@ -61,6 +61,31 @@ async fn exec_url(home: &Path, work: &Path, base_url: &str) {
     );
 }
 
+/// Runs `kaji exec` in the background, for a test that acts while it runs.
+fn spawn_exec(
+    home: &Path,
+    work: &Path,
+    server: &ScriptedModelServer,
+) -> tokio::task::JoinHandle<()> {
+    let (home, work) = (home.to_path_buf(), work.to_path_buf());
+    let server_url = server.anthropic_base_url();
+    tokio::spawn(async move { exec_url(&home, &work, &server_url).await })
+}
+
+/// Takes the shadow's lock as another kaji would: no checkpoint of the
+/// directory can be written until the returned file is dropped.
+fn hold_shadow_lock(store: &CheckpointStore) -> std::fs::File {
+    std::fs::create_dir_all(store.git_dir()).unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(store.git_dir().join("kaji.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    lock
+}
+
 fn setup() -> (tempfile::TempDir, tempfile::TempDir) {
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join("kaji-home")).unwrap();
@@ -182,14 +207,7 @@ async fn a_write_does_not_wait_for_a_slow_initial_checkpoint() {
     )
     .unwrap();
     let store = CheckpointStore::open(&home.path().join("kaji-home"), work.path()).unwrap();
-    std::fs::create_dir_all(store.git_dir()).unwrap();
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(store.git_dir().join("kaji.lock"))
-        .unwrap();
-    lock.lock().unwrap();
+    let lock = hold_shadow_lock(&store);
 
     let server = serve([
         Turn::tool_call(
@@ -199,11 +217,7 @@ async fn a_write_does_not_wait_for_a_slow_initial_checkpoint() {
         done("done"),
     ])
     .await;
-    let run = tokio::spawn({
-        let (home, work) = (home.path().to_path_buf(), work.path().to_path_buf());
-        let server_url = server.anthropic_base_url();
-        async move { exec_url(&home, &work, &server_url).await }
-    });
+    let run = spawn_exec(home.path(), work.path(), &server);
     let reader = tokio::task::spawn_blocking(move || std::fs::read_to_string(fifo));
     // Only a broken build waits here for long: the Edit never runs while
     // the initial checkpoint holds it back.
@@ -270,24 +284,14 @@ async fn an_edits_checkpoint_holds_back_neither_the_next_request_nor_the_next_co
         done("done"),
     ])
     .await;
-    let run = tokio::spawn({
-        let (home, work) = (home.path().to_path_buf(), work.path().to_path_buf());
-        let server_url = server.anthropic_base_url();
-        async move { exec_url(&home, &work, &server_url).await }
-    });
+    let run = spawn_exec(home.path(), work.path(), &server);
     let read = |path: std::path::PathBuf| {
         tokio::task::spawn_blocking(move || std::fs::read_to_string(path))
     };
     assert_eq!(read(edited).await.unwrap().unwrap().trim(), "edited");
     // The initial checkpoint is done (the Edit waited for it): from now
     // on no checkpoint can be written until the lock is let go.
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(store.git_dir().join("kaji.lock"))
-        .unwrap();
-    lock.lock().unwrap();
+    let lock = hold_shadow_lock(&store);
     tokio::task::spawn_blocking(move || std::fs::write(go_on, "go\n"))
         .await
         .unwrap()
