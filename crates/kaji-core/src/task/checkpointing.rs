@@ -101,12 +101,13 @@ impl Task {
     pub(super) async fn checkpoint_after(&self, call: &ToolCall, written: Option<&[PathBuf]>) {
         // After the initial checkpoint, never before it (a write that
         // did not wait for it saved its pre-images there), and after the
-        // previous write's.
-        let gate = self.executor.checkpoint_gate();
-        if let Some(gate) = gate {
-            gate.wait(&self.cancel).await;
-            gate.settle().await;
-        }
+        // previous write's. A task with checkpoints always has a gate
+        // (`Task::new`).
+        let Some(gate) = self.executor.checkpoint_gate() else {
+            return;
+        };
+        gate.wait(&self.cancel).await;
+        gate.settle().await;
         let (store, turn) = {
             let st = self.lock();
             (st.checkpoints.clone(), st.turns)
@@ -120,30 +121,21 @@ impl Task {
             tool: call.name.clone(),
             label: format!("turn {turn}: {}", call.name),
         };
-        match (written, gate) {
-            (Some(paths), Some(gate)) => {
-                // Read now, staged while the task goes on: the next call
-                // may already change these files.
-                let snapshot = store.snapshot(paths);
-                let label = report.label.clone();
-                let taking =
-                    tokio::spawn(async move { store.commit_snapshot(&label, snapshot).await });
-                gate.defer(Box::pin(async move {
-                    match taking.await {
-                        Ok(taken) => report.taken(taken),
-                        Err(e) => report.failed(&e),
-                    }
-                }));
+        let Some(paths) = written else {
+            let taken = store.commit_changed(&report.label).await;
+            return report.taken(taken);
+        };
+        // Read now, staged while the task goes on: the next call may
+        // already change these files.
+        let snapshot = store.snapshot(paths);
+        let label = report.label.clone();
+        let taking = tokio::spawn(async move { store.commit_snapshot(&label, snapshot).await });
+        gate.defer(Box::pin(async move {
+            match taking.await {
+                Ok(taken) => report.taken(taken),
+                Err(e) => report.failed(&e),
             }
-            (Some(paths), None) => {
-                let taken = store.commit_paths(&report.label, paths).await;
-                report.taken(taken);
-            }
-            (None, _) => {
-                let taken = store.commit_changed(&report.label).await;
-                report.taken(taken);
-            }
-        }
+        }));
     }
 
     /// Waits for the checkpoint of the last write, if it is still being
