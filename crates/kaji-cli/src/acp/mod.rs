@@ -14,6 +14,8 @@
 mod convert;
 mod frontend;
 mod wire;
+#[cfg(test)]
+mod golden_sdk;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
