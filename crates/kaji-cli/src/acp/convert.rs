@@ -9,10 +9,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use agent_client_protocol::v1::schema::{
+use super::schema::{
     ContentBlock, ContentChunk, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    SessionUpdate, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
-    ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    SessionUpdate, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
 };
 use kaji_protocol::{
     SayKind, SayPayload, StateUpdate, TaskEvent, TaskStatus, TodoItem, TodoStatus, ToolView,
@@ -194,7 +194,9 @@ impl Converter {
 }
 
 fn chunk(stream: Stream, text: &str) -> SessionUpdate {
-    let c = ContentChunk::new(ContentBlock::Text(TextContent::new(text)));
+    let c = ContentChunk {
+        content: ContentBlock::text(text),
+    };
     match stream {
         Stream::User => SessionUpdate::UserMessageChunk(c),
         Stream::Agent => SessionUpdate::AgentMessageChunk(c),
@@ -232,20 +234,25 @@ pub fn tool_call(
         title: tool.to_string(),
         ..ToolView::default()
     });
-    let diff = view
-        .change
-        .map(|c| Diff::new(cwd.join(&c.path), c.new_text).old_text(c.old_text));
-    ToolCall::new(id.to_string(), view.title)
-        .kind(tool_kind(view.kind))
-        .status(ToolCallStatus::Pending)
-        .locations(
-            view.locations
-                .iter()
-                .map(|p| ToolCallLocation::new(cwd.join(p)))
-                .collect(),
-        )
-        .content(diff.map(ToolCallContent::from).into_iter().collect())
-        .raw_input(input.clone())
+    let diff = view.change.map(|c| Diff {
+        path: cwd.join(&c.path),
+        old_text: c.old_text,
+        new_text: c.new_text,
+    });
+    ToolCall {
+        tool_call_id: id.to_string(),
+        title: view.title,
+        kind: tool_kind(view.kind),
+        status: ToolCallStatus::Pending,
+        content: diff.map(ToolCallContent::Diff).into_iter().collect(),
+        locations: view
+            .locations
+            .iter()
+            .map(|p| ToolCallLocation { path: cwd.join(p) })
+            .collect(),
+        raw_input: Some(input.clone()),
+        raw_output: None,
+    }
 }
 
 /// The end of a call: its status, a title that adds the result's summary
@@ -256,17 +263,16 @@ fn tool_result(id: &str, title: &str, is_error: bool, output: &str) -> SessionUp
     } else {
         ToolCallStatus::Completed
     };
-    let content = vec![ToolCallContent::from(ContentBlock::Text(TextContent::new(
-        output,
-    )))];
-    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-        id.to_string(),
-        ToolCallUpdateFields::new()
-            .status(status)
-            .title(title.to_string())
-            .content(content)
-            .raw_output(Value::String(output.to_string())),
-    ))
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+        tool_call_id: id.to_string(),
+        fields: ToolCallUpdateFields {
+            status: Some(status),
+            title: Some(title.to_string()),
+            content: Some(vec![ToolCallContent::text(output)]),
+            raw_output: Some(Value::String(output.to_string())),
+            ..ToolCallUpdateFields::default()
+        },
+    })
 }
 
 fn plan(items: &[TodoItem]) -> SessionUpdate {
@@ -278,10 +284,14 @@ fn plan(items: &[TodoItem]) -> SessionUpdate {
                 TodoStatus::InProgress => PlanEntryStatus::InProgress,
                 TodoStatus::Completed => PlanEntryStatus::Completed,
             };
-            PlanEntry::new(i.content.clone(), PlanEntryPriority::Medium, status)
+            PlanEntry {
+                content: i.content.clone(),
+                priority: PlanEntryPriority::Medium,
+                status,
+            }
         })
         .collect();
-    SessionUpdate::Plan(Plan::new(entries))
+    SessionUpdate::Plan(Plan { entries })
 }
 
 #[cfg(test)]

@@ -8,25 +8,25 @@
 //!
 //! `emit` only queues a notification (it never blocks); `answer` and the
 //! file requests wait for the client, and must therefore only run outside
-//! the connection's dispatch loop (prompts run in their own tokio task).
-//! It never writes to stdout itself: the SDK owns it.
+//! the connection's dispatch loop (request handlers run in their own
+//! tasks). It never writes to stdout itself: everything goes through the
+//! connection's [`Peer`].
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use agent_client_protocol::Client;
-use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, PermissionOption, PermissionOptionKind, ReadTextFileRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, SessionNotification, SessionUpdate,
-    TextContent, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
-    WriteTextFileRequest,
-};
 use async_trait::async_trait;
 use kaji_core::{AskRequest, TaskFrontend};
 use kaji_protocol::{AskKind, AskPayload, AskResponse, SessionEvent};
 use kaji_tools::{FileAccess, FileAccessError};
 
 use super::convert::{self, Converter};
+use super::rpc::{Peer, RpcError};
+use super::schema::{
+    ContentBlock, ContentChunk, PermissionOption, PermissionOptionKind, ReadTextFileRequest,
+    ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SessionNotification, SessionUpdate, ToolCallContent, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind, WriteTextFileRequest,
+};
 
 /// The option ids kaji offers in a permission request.
 pub const ALLOW_ONCE: &str = "allow_once";
@@ -51,7 +51,7 @@ pub struct ClientFs {
 
 /// One ACP session's front end.
 pub struct AcpFrontend {
-    cx: ConnectionTo<Client>,
+    peer: Arc<Peer>,
     /// The ACP session id (the kaji session's), known once the session is
     /// built.
     session_id: OnceLock<String>,
@@ -69,11 +69,11 @@ impl std::fmt::Debug for AcpFrontend {
 }
 
 impl AcpFrontend {
-    /// A front end sending to `cx`, for a session working in `cwd`, using
-    /// the client's file methods `fs` offers.
-    pub fn new(cx: ConnectionTo<Client>, cwd: std::path::PathBuf, fs: ClientFs) -> Self {
+    /// A front end sending through `peer`, for a session working in
+    /// `cwd`, using the client's file methods `fs` offers.
+    pub fn new(peer: Arc<Peer>, cwd: std::path::PathBuf, fs: ClientFs) -> Self {
         Self {
-            cx,
+            peer,
             session_id: OnceLock::new(),
             converter: Mutex::new(Converter::new(cwd)),
             fs,
@@ -88,7 +88,9 @@ impl AcpFrontend {
     /// Sends `text` as an agent message chunk (a notice of kaji's).
     pub fn notice(&self, text: &str) {
         if let Some(id) = self.session_id.get() {
-            let c = ContentChunk::new(ContentBlock::Text(TextContent::new(text)));
+            let c = ContentChunk {
+                content: ContentBlock::text(text),
+            };
             self.send(id, SessionUpdate::AgentMessageChunk(c));
         }
     }
@@ -99,32 +101,26 @@ impl AcpFrontend {
         let Some(session_id) = self.session_id.get() else {
             return false;
         };
-        let fields = ToolCallUpdateFields::new()
-            .title("Trust this project's settings?".to_string())
-            .kind(ToolKind::Other)
-            .content(vec![ToolCallContent::from(ContentBlock::Text(
-                TextContent::new(what),
-            ))]);
-        let call = ToolCallUpdate::new(format!("trust-{session_id}"), fields);
-        let options = vec![
-            PermissionOption::new(
-                TRUST,
-                "Trust for this session",
-                PermissionOptionKind::AllowOnce,
-            ),
-            PermissionOption::new(DONT_TRUST, "Don't trust", PermissionOptionKind::RejectOnce),
-        ];
-        let request = RequestPermissionRequest::new(session_id.to_string(), call, options);
-        match self.cx.send_request(request).block_task().await {
+        let request = trust_request(session_id, what);
+        match self.request_permission(&request).await {
             Ok(r) => matches!(
                 r.outcome,
-                RequestPermissionOutcome::Selected(s) if &*s.option_id.0 == TRUST
+                RequestPermissionOutcome::Selected { option_id } if option_id == TRUST
             ),
             Err(e) => {
-                eprintln!("kaji acp: the trust request failed: {e:?}");
+                eprintln!("kaji acp: the trust request failed: {e}");
                 false
             }
         }
+    }
+
+    async fn request_permission(
+        &self,
+        request: &RequestPermissionRequest,
+    ) -> Result<RequestPermissionResponse, RpcError> {
+        self.peer
+            .request("session/request_permission", request)
+            .await
     }
 
     /// Names the session once it is built (a rebuilt one keeps its name).
@@ -150,107 +146,38 @@ impl AcpFrontend {
     }
 
     fn send(&self, session_id: &str, update: SessionUpdate) {
-        let n = SessionNotification::new(session_id.to_string(), update);
-        if let Err(e) = self.cx.send_notification(n) {
-            eprintln!("kaji acp: cannot send session/update: {e:?}");
-        }
-    }
-
-    /// The permission request for a tool approval: the call's title,
-    /// kind, locations and diff (or whole command), and options that each
-    /// say what they store. Returns the call's id too.
-    fn permission_request(
-        &self,
-        session_id: &str,
-        ask: &AskRequest,
-    ) -> (RequestPermissionRequest, String) {
-        let (tool, input, preview, always, call) = match &ask.payload {
-            Some(AskPayload::ToolApproval {
-                tool,
-                input,
-                preview,
-                always,
-                tool_use_id,
-            }) => (
-                tool.clone(),
-                input.clone(),
-                preview.clone(),
-                always.clone(),
-                tool_use_id.clone(),
-            ),
-            _ => (
-                String::new(),
-                serde_json::Value::Null,
-                None,
-                Vec::new(),
-                None,
-            ),
+        let n = SessionNotification {
+            session_id: session_id.to_string(),
+            update,
         };
-        // The ask names its call: the permission request is about that
-        // call, announced or not (never another call of the same tool).
-        let (id, view, cwd) = {
-            let c = self.converter.lock().unwrap_or_else(|e| e.into_inner());
-            let view = call.as_deref().and_then(|id| c.pending_call(id)).flatten();
-            let id = call.unwrap_or_else(|| format!("ask-{}", ask.id));
-            (id, view, c.cwd().to_path_buf())
-        };
-        let titled = view.is_some();
-        let call = convert::tool_call(&cwd, &id, &tool, &input, view.as_ref());
-        let mut update = ToolCallUpdate::from(call);
-        if !titled {
-            update.fields.title = Some(ask.text.clone());
+        if let Err(e) = self.peer.notify("session/update", &n) {
+            eprintln!("kaji acp: cannot send session/update: {e}");
         }
-        let has_diff = update
-            .fields
-            .content
-            .as_ref()
-            .is_some_and(|c| !c.is_empty());
-        if let (false, Some(preview)) = (has_diff, preview) {
-            update.fields.content = Some(vec![ToolCallContent::from(ContentBlock::Text(
-                TextContent::new(preview),
-            ))]);
-        }
-        let mut options = vec![PermissionOption::new(
-            ALLOW_ONCE,
-            "Allow once (nothing is remembered)",
-            PermissionOptionKind::AllowOnce,
-        )];
-        // "Always" only where there is a rule to remember.
-        if !always.is_empty() {
-            options.push(PermissionOption::new(
-                ALLOW_ALWAYS,
-                format!("Always allow {} in this session", always.join(", ")),
-                PermissionOptionKind::AllowAlways,
-            ));
-        }
-        options.push(PermissionOption::new(
-            REJECT_ONCE,
-            "Reject (nothing is remembered)",
-            PermissionOptionKind::RejectOnce,
-        ));
-        (
-            RequestPermissionRequest::new(session_id.to_string(), update, options),
-            id,
-        )
     }
 
     async fn ask_permission(&self, ask: &AskRequest) -> AskResponse {
         let Some(session_id) = self.session_id.get() else {
             return deny("the session is not ready yet");
         };
-        let (request, call_id) = self.permission_request(session_id, ask);
+        let (request, call_id) = {
+            let c = self.converter.lock().unwrap_or_else(|e| e.into_inner());
+            permission_request(&c, session_id, ask)
+        };
         let running = || {
             self.send(
                 session_id,
-                SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                    call_id.clone(),
-                    ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
-                )),
+                SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+                    tool_call_id: call_id.clone(),
+                    fields: ToolCallUpdateFields {
+                        status: Some(ToolCallStatus::InProgress),
+                        ..ToolCallUpdateFields::default()
+                    },
+                }),
             )
         };
-        match self.cx.send_request(request).block_task().await {
+        match self.request_permission(&request).await {
             Ok(r) => match r.outcome {
-                RequestPermissionOutcome::Selected(s) => match &*s.option_id.0 {
+                RequestPermissionOutcome::Selected { option_id } => match option_id.as_str() {
                     ALLOW_ONCE => {
                         running();
                         AskResponse::Approve
@@ -262,13 +189,114 @@ impl AcpFrontend {
                     _ => AskResponse::Deny { feedback: None },
                 },
                 // Cancelled: the prompt is being cancelled too.
-                _ => AskResponse::Deny { feedback: None },
+                RequestPermissionOutcome::Cancelled => AskResponse::Deny { feedback: None },
             },
             Err(e) => {
-                eprintln!("kaji acp: session/request_permission failed: {e:?}");
+                eprintln!("kaji acp: session/request_permission failed: {e}");
                 deny("the editor did not answer the permission request")
             }
         }
+    }
+}
+
+/// The permission request for a tool approval: the call's title,
+/// kind, locations and diff (or whole command), and options that each
+/// say what they store. Returns the call's id too.
+pub fn permission_request(
+    c: &Converter,
+    session_id: &str,
+    ask: &AskRequest,
+) -> (RequestPermissionRequest, String) {
+    let (tool, input, preview, always, call) = match &ask.payload {
+        Some(AskPayload::ToolApproval {
+            tool,
+            input,
+            preview,
+            always,
+            tool_use_id,
+        }) => (
+            tool.clone(),
+            input.clone(),
+            preview.clone(),
+            always.clone(),
+            tool_use_id.clone(),
+        ),
+        _ => (
+            String::new(),
+            serde_json::Value::Null,
+            None,
+            Vec::new(),
+            None,
+        ),
+    };
+    // The ask names its call: the permission request is about that
+    // call, announced or not (never another call of the same tool).
+    let view = call.as_deref().and_then(|id| c.pending_call(id)).flatten();
+    let id = call.unwrap_or_else(|| format!("ask-{}", ask.id));
+    let cwd = c.cwd();
+    let titled = view.is_some();
+    let call = convert::tool_call(cwd, &id, &tool, &input, view.as_ref());
+    let mut update = ToolCallUpdate::from(call);
+    if !titled {
+        update.fields.title = Some(ask.text.clone());
+    }
+    let has_diff = update
+        .fields
+        .content
+        .as_ref()
+        .is_some_and(|c| !c.is_empty());
+    if let (false, Some(preview)) = (has_diff, preview) {
+        update.fields.content = Some(vec![ToolCallContent::text(preview)]);
+    }
+    let mut options = vec![PermissionOption::new(
+        ALLOW_ONCE,
+        "Allow once (nothing is remembered)",
+        PermissionOptionKind::AllowOnce,
+    )];
+    // "Always" only where there is a rule to remember.
+    if !always.is_empty() {
+        options.push(PermissionOption::new(
+            ALLOW_ALWAYS,
+            format!("Always allow {} in this session", always.join(", ")),
+            PermissionOptionKind::AllowAlways,
+        ));
+    }
+    options.push(PermissionOption::new(
+        REJECT_ONCE,
+        "Reject (nothing is remembered)",
+        PermissionOptionKind::RejectOnce,
+    ));
+    let request = RequestPermissionRequest {
+        session_id: session_id.to_string(),
+        tool_call: update,
+        options,
+    };
+    (request, id)
+}
+
+/// The question whether to trust the project for the session; `what`
+/// lists the settings at stake.
+pub fn trust_request(session_id: &str, what: &str) -> RequestPermissionRequest {
+    let fields = ToolCallUpdateFields {
+        kind: Some(ToolKind::Other),
+        title: Some("Trust this project's settings?".to_string()),
+        content: Some(vec![ToolCallContent::text(what)]),
+        ..ToolCallUpdateFields::default()
+    };
+    RequestPermissionRequest {
+        session_id: session_id.to_string(),
+        tool_call: ToolCallUpdate {
+            tool_call_id: format!("trust-{session_id}"),
+            fields,
+        },
+        options: vec![
+            PermissionOption::new(
+                TRUST,
+                "Trust for this session",
+                PermissionOptionKind::AllowOnce,
+            ),
+            PermissionOption::new(DONT_TRUST, "Don't trust", PermissionOptionKind::RejectOnce),
+        ],
     }
 }
 
@@ -278,7 +306,7 @@ fn deny(why: &str) -> AskResponse {
     }
 }
 
-fn editor_error(e: agent_client_protocol::Error) -> FileAccessError {
+fn editor_error(e: RpcError) -> FileAccessError {
     FileAccessError::Refused {
         owner: "the editor".into(),
         message: e.to_string(),
@@ -299,8 +327,12 @@ impl FileAccess for AcpFrontend {
         let Some(id) = self.session_id.get() else {
             return Err(not_ready());
         };
-        let request = ReadTextFileRequest::new(id.to_string(), path.to_path_buf());
-        let r = self.cx.send_request(request).block_task().await;
+        let request = ReadTextFileRequest {
+            session_id: id.to_string(),
+            path: path.to_path_buf(),
+        };
+        let r: Result<ReadTextFileResponse, _> =
+            self.peer.request("fs/read_text_file", &request).await;
         r.map(|r| r.content).map_err(editor_error)
     }
 
@@ -312,8 +344,14 @@ impl FileAccess for AcpFrontend {
         let Some(id) = self.session_id.get() else {
             return Err(not_ready());
         };
-        let request = WriteTextFileRequest::new(id.to_string(), path.to_path_buf(), content);
-        let r = self.cx.send_request(request).block_task().await;
+        let request = WriteTextFileRequest {
+            session_id: id.to_string(),
+            path: path.to_path_buf(),
+            content: content.to_string(),
+        };
+        // The result is an empty object (or null): nothing to read in it.
+        let r: Result<serde::de::IgnoredAny, _> =
+            self.peer.request("fs/write_text_file", &request).await;
         r.map(|_| ()).map_err(editor_error)
     }
 }

@@ -7,36 +7,38 @@
 //! which is also the file tools' [`kaji_tools::FileAccess`] where the client
 //! offers `fs/*`. The MCP servers a client passes join the configured ones;
 //! an untrusted project's gated settings are put to the client once, at the
-//! session's first prompt.
+//! session's first prompt. The protocol is kaji's own: a JSON-RPC peer
+//! ([`rpc`]) over checked lines ([`wire`]) with ACP's messages as serde
+//! types ([`schema`]); each request is answered from its own task.
 //! stdout carries protocol messages only, so nothing here may print to it:
 //! logs and warnings go to stderr.
 
 mod convert;
 mod frontend;
-mod wire;
 #[cfg(test)]
-mod golden_sdk;
+mod golden;
+mod rpc;
+mod schema;
+mod wire;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use agent_client_protocol::schema::ProtocolVersion;
-use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, Implementation,
-    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
-    LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
-    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, SessionCapabilities,
-    SessionInfo, SessionListCapabilities, SessionMode, SessionModeState, SetSessionModeRequest,
-    SetSessionModeResponse, StopReason,
-};
-use agent_client_protocol::{Agent, Client, Error, ErrorCode, Lines, Responder, V1};
 use kaji_core::session::error::SessionErrorKind;
 use kaji_core::{PermissionMode, ResumeFrom, Session, SessionBuilder, SessionError};
 use kaji_mcp::{McpServerConfig, McpTransportConfig};
 use kaji_protocol::TaskStatus;
-use tokio::task::JoinHandle;
+use rpc::{Reply, RpcError, ready, to_result};
+use schema::{
+    AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, Empty,
+    Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
+    ListSessionsResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer,
+    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
+    SessionCapabilities, SessionInfo, SessionMode, SessionModeState, SetSessionModeRequest,
+    StopReason,
+};
+use serde_json::Value;
 
 use crate::agent::AgentArgs;
 use frontend::{AcpFrontend, ClientFs};
@@ -63,13 +65,27 @@ struct Open {
     pending_trust: Arc<Mutex<Option<String>>>,
 }
 
-/// The agent's state: its flags, the client's file methods, the open
-/// sessions, the running turns.
+/// Where the handshake is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Init {
+    /// No `initialize` yet: nothing else is served.
+    Waiting,
+    /// Initialized; `repeatable` until the client sends another request
+    /// (a repeated `initialize` replaces the first till then).
+    Ready { repeatable: bool },
+}
+
+/// The protocol version kaji speaks.
+const PROTOCOL_VERSION: u16 = 1;
+
+/// The agent's state: its flags, the connection, the handshake, the
+/// client's file methods, the open sessions.
 struct Acp {
     args: AcpArgs,
+    peer: Arc<rpc::Peer>,
+    init: Mutex<Init>,
     fs: Mutex<ClientFs>,
     sessions: Mutex<HashMap<String, Open>>,
-    turns: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// Runs `kaji acp` until the client closes stdin; returns the exit code.
@@ -78,119 +94,130 @@ pub async fn run(args: AcpArgs) -> i32 {
         eprintln!("kaji acp: {e}");
         return 2;
     }
+    let wire = wire::Wire::stdio();
+    let peer = Arc::new(rpc::Peer::new(wire.outgoing.clone()));
     let acp = Arc::new(Acp {
         args,
+        peer: Arc::clone(&peer),
+        init: Mutex::new(Init::Waiting),
         fs: Mutex::new(ClientFs::default()),
         sessions: Mutex::new(HashMap::new()),
-        turns: Mutex::new(Vec::new()),
     });
-    let (lines, finish) = wire::Wire::stdio().split();
-    let served = serve(Arc::clone(&acp), lines).await;
-    acp.close().await;
+    let (incoming, finish) = wire.split();
+    let served = rpc::serve(Arc::clone(&peer), Arc::clone(&acp), incoming).await;
+    let failed = served.read_error().map(str::to_string);
+    acp.close(served).await;
+    peer.shutdown();
     finish.done().await;
-    match served {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("kaji acp: the connection failed: {e:?}");
+    match failed {
+        None => 0,
+        Some(e) => {
+            eprintln!("kaji acp: the connection failed: {e}");
             1
         }
     }
 }
 
-/// Serves the connection until it closes.
-async fn serve<O, I>(acp: Arc<Acp>, lines: Lines<O, I>) -> Result<(), Error>
-where
-    O: futures::Sink<String, Error = std::io::Error> + Send + 'static,
-    I: futures::Stream<Item = std::io::Result<String>> + Send + 'static,
-{
-    let (a0, a1, a2, a3, a4, a5, a6) = (
-        Arc::clone(&acp),
-        Arc::clone(&acp),
-        Arc::clone(&acp),
-        Arc::clone(&acp),
-        Arc::clone(&acp),
-        Arc::clone(&acp),
-        Arc::clone(&acp),
-    );
-    Agent
-        .v1()
-        .name("kaji")
-        .on_receive_request(
-            async move |req: InitializeRequest, responder, _cx| {
-                responder.respond(a0.initialize(&req))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: NewSessionRequest, responder, cx| {
-                a1.new_session(req, responder, cx).await
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: LoadSessionRequest, responder, cx| {
-                a2.load_session(req, responder, cx).await
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: ListSessionsRequest, responder, _cx| match a6.list_sessions(&req) {
-                Ok(r) => responder.respond(r),
-                Err(e) => responder.respond_with_error(e),
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: PromptRequest, responder, _cx| a3.prompt(req, responder),
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: SetSessionModeRequest, responder, _cx| a4.set_mode(req, responder),
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_notification(
-            async move |n: CancelNotification, _cx| {
-                if let Some(s) = a5.session(&n.session_id.0) {
+/// `params` as the `T` of `method`, then `then` with it.
+fn with_params<T: serde::de::DeserializeOwned>(
+    method: &str,
+    params: Value,
+    then: impl FnOnce(T) -> Reply,
+) -> Reply {
+    match rpc::params(method, params) {
+        Ok(p) => then(p),
+        Err(e) => ready(Err(e)),
+    }
+}
+
+impl rpc::Handler for Acp {
+    fn request(self: &Arc<Self>, method: &str, params: Value) -> Reply {
+        if let Err(e) = self.gate(method) {
+            return ready(Err(e));
+        }
+        let acp = Arc::clone(self);
+        match method {
+            "initialize" => with_params(method, params, |r| ready(self.initialize(&r))),
+            "session/new" => with_params(method, params, |r| {
+                Box::pin(async move { acp.new_session(r).await })
+            }),
+            "session/load" => with_params(method, params, |r| {
+                Box::pin(async move { acp.load_session(r).await })
+            }),
+            "session/list" => with_params(method, params, |r| {
+                Box::pin(async move { acp.list_sessions(&r).and_then(|r| to_result(&r)) })
+            }),
+            "session/prompt" => with_params(method, params, |r| self.prompt(r)),
+            "session/set_mode" => with_params(method, params, |r| ready(self.set_mode(r))),
+            _ => ready(Err(RpcError::method_not_found(method))),
+        }
+    }
+
+    fn notification(self: &Arc<Self>, method: &str, params: Value) {
+        if *self.init.lock().unwrap_or_else(|e| e.into_inner()) == Init::Waiting {
+            eprintln!("kaji acp: {method} before initialize was ignored");
+            return;
+        }
+        // `$/cancel_request` needs nothing: every request is answered, a
+        // cancelled turn through `session/cancel`. Others are ignored.
+        if method != "session/cancel" {
+            return;
+        }
+        match rpc::params::<CancelNotification>(method, params) {
+            Ok(n) => {
+                if let Some(s) = self.session(&n.session_id) {
                     s.session.abort();
                 }
-                Ok(())
-            },
-            agent_client_protocol::on_receive_notification!(),
-        )
-        .connect_to(lines)
-        .await
+            }
+            Err(e) => eprintln!("kaji acp: {e}"),
+        }
+    }
 }
 
 impl Acp {
-    /// Notes the client's file methods; answers with kaji's capabilities.
-    fn initialize(&self, req: &InitializeRequest) -> InitializeResponse {
-        let fs = &req.client_capabilities.fs;
+    /// Lets `method` through the handshake: nothing before `initialize`,
+    /// which may be repeated only until another request comes.
+    fn gate(&self, method: &str) -> Result<(), RpcError> {
+        let mut init = self.init.lock().unwrap_or_else(|e| e.into_inner());
+        match (method, *init) {
+            ("initialize", Init::Ready { repeatable: false }) => Err(RpcError::invalid_request()
+                .data("ACP initialization cannot be repeated after any other request; reconnect to initialize again")),
+            ("initialize", _) => Ok(()),
+            (_, Init::Waiting) => Err(initialization_required(method)),
+            (_, Init::Ready { .. }) => {
+                *init = Init::Ready { repeatable: false };
+                Ok(())
+            }
+        }
+    }
+
+    /// Notes the client's file methods; answers with kaji's capabilities
+    /// and the version both speak (kaji's, or the client's if older).
+    fn initialize(&self, req: &InitializeRequest) -> Result<Value, RpcError> {
+        // A client asking for a newer version speaks that version's
+        // initialize, whose capabilities v1 does not read (as the SDK did).
+        let fs = if req.protocol_version > PROTOCOL_VERSION {
+            Default::default()
+        } else {
+            req.client_capabilities.fs
+        };
         *self.fs.lock().unwrap_or_else(|e| e.into_inner()) = ClientFs {
             read: fs.read_text_file,
             write: fs.write_text_file,
         };
-        let version = std::cmp::min(req.protocol_version, ProtocolVersion::V1);
-        let prompt = PromptCapabilities::new().image(true).embedded_context(true);
-        InitializeResponse::new(version)
-            .agent_capabilities(
-                AgentCapabilities::new()
-                    .load_session(true)
-                    .session_capabilities(
-                        SessionCapabilities::new().list(SessionListCapabilities::new()),
-                    )
-                    .prompt_capabilities(prompt)
-                    .mcp_capabilities(McpCapabilities::new().http(true)),
-            )
-            .agent_info(Implementation::new("kaji", env!("CARGO_PKG_VERSION")))
+        let response = initialize_response(req.protocol_version.min(PROTOCOL_VERSION));
+        let result = to_result(&response)?;
+        *self.init.lock().unwrap_or_else(|e| e.into_inner()) = Init::Ready { repeatable: true };
+        Ok(result)
     }
 
     /// `session/list`: the saved main sessions and forks (of `cwd` when
     /// given), newest first, with their first prompt as title. One page.
-    fn list_sessions(&self, req: &ListSessionsRequest) -> Result<ListSessionsResponse, Error> {
+    fn list_sessions(&self, req: &ListSessionsRequest) -> Result<ListSessionsResponse, RpcError> {
         let store = kaji_core::storage::store::SessionStore::new(&crate::paths::kaji_home());
         let listing = store
             .list()
-            .map_err(|e| Error::internal_error().data(e.to_string()))?;
+            .map_err(|e| RpcError::internal_error().data(e.to_string()))?;
         let mut entries: Vec<_> = listing
             .entries
             .into_iter()
@@ -200,13 +227,14 @@ impl Acp {
         entries.sort_by_key(|e| std::cmp::Reverse(e.updated));
         let sessions = entries
             .into_iter()
-            .map(|e| {
-                SessionInfo::new(e.id, e.cwd)
-                    .title(Some(e.title).filter(|t| !t.is_empty()))
-                    .updated_at(iso_time(e.updated))
+            .map(|e| SessionInfo {
+                session_id: e.id,
+                cwd: e.cwd,
+                title: Some(e.title).filter(|t| !t.is_empty()),
+                updated_at: iso_time(e.updated),
             })
             .collect();
-        Ok(ListSessionsResponse::new(sessions))
+        Ok(ListSessionsResponse { sessions })
     }
 
     fn session(&self, id: &str) -> Option<Open> {
@@ -214,9 +242,13 @@ impl Acp {
         sessions.get(id).cloned()
     }
 
-    fn new_frontend(&self, cx: ConnectionTo<Client>, cwd: &Path) -> Arc<AcpFrontend> {
+    fn new_frontend(&self, cwd: &Path) -> Arc<AcpFrontend> {
         let fs = *self.fs.lock().unwrap_or_else(|e| e.into_inner());
-        Arc::new(AcpFrontend::new(cx, cwd.to_path_buf(), fs))
+        Arc::new(AcpFrontend::new(
+            Arc::clone(&self.peer),
+            cwd.to_path_buf(),
+            fs,
+        ))
     }
 
     /// Builds a kaji session in `cwd`, resuming `resume` if set, with the
@@ -229,12 +261,12 @@ impl Acp {
         mcp: &[McpServer],
         trust: bool,
         frontend: Arc<AcpFrontend>,
-    ) -> Result<Open, Error> {
+    ) -> Result<Open, RpcError> {
         let mut options = self
             .args
             .agent
             .session_options()
-            .map_err(|e| Error::invalid_params().data(e.0))?;
+            .map_err(|e| RpcError::invalid_params().data(e.0))?;
         options.cwd = Some(cwd.to_path_buf());
         options.resume = resume;
         options.trust |= trust;
@@ -253,13 +285,13 @@ impl Acp {
         }
         let dyn_frontend: Arc<dyn kaji_core::TaskFrontend> = frontend.clone();
         // The builder's future is not `Send` (provider selection borrows a
-        // non-`Sync` closure), and the SDK's handlers must be: build it on a
+        // non-`Sync` closure), and a request's reply must be: build it on a
         // blocking thread of the same runtime.
         let runtime = tokio::runtime::Handle::current();
         let built =
             tokio::task::spawn_blocking(move || runtime.block_on(builder.build(dyn_frontend)))
                 .await
-                .map_err(|e| Error::internal_error().data(e.to_string()))?;
+                .map_err(|e| RpcError::internal_error().data(e.to_string()))?;
         let (session, warnings) = built.map_err(session_error)?;
         for w in warnings {
             eprintln!("kaji acp: {w}");
@@ -283,7 +315,7 @@ impl Acp {
     /// At a session's first prompt, when its project is untrusted and has
     /// gated settings: asks the client. Trusted, the session is rebuilt
     /// (resumed) with them; else a notice says they are ignored.
-    async fn settle_trust(&self, open: Open) -> Result<Open, Error> {
+    async fn settle_trust(&self, open: Open) -> Result<Open, RpcError> {
         let pending = open
             .pending_trust
             .lock()
@@ -323,143 +355,147 @@ impl Acp {
         Ok(open)
     }
 
-    async fn new_session(
-        &self,
-        req: NewSessionRequest,
-        responder: Responder<NewSessionResponse, V1>,
-        cx: ConnectionTo<Client>,
-    ) -> Result<(), Error> {
-        let frontend = self.new_frontend(cx, &req.cwd);
-        match self
+    async fn new_session(&self, req: NewSessionRequest) -> Result<Value, RpcError> {
+        let frontend = self.new_frontend(&req.cwd);
+        let open = self
             .build(&req.cwd, None, &req.mcp_servers, false, frontend)
-            .await
-        {
-            Ok(open) => responder.respond(
-                NewSessionResponse::new(open.session.id().to_string()).modes(modes(&open.session)),
-            ),
-            Err(e) => responder.respond_with_error(e),
-        }
+            .await?;
+        to_result(&NewSessionResponse {
+            session_id: open.session.id().to_string(),
+            modes: modes(&open.session),
+        })
     }
 
     /// Resumes a saved session and replays its conversation before
     /// answering.
-    async fn load_session(
-        &self,
-        req: LoadSessionRequest,
-        responder: Responder<LoadSessionResponse, V1>,
-        cx: ConnectionTo<Client>,
-    ) -> Result<(), Error> {
-        let id = req.session_id.0.to_string();
+    async fn load_session(&self, req: LoadSessionRequest) -> Result<Value, RpcError> {
+        let id = req.session_id;
         let open = match self.session(&id) {
             Some(open) => open,
-            None => match self
-                .build(
+            None => {
+                self.build(
                     &req.cwd,
                     Some(ResumeFrom::Id(id.clone())),
                     &req.mcp_servers,
                     false,
-                    self.new_frontend(cx, &req.cwd),
+                    self.new_frontend(&req.cwd),
                 )
-                .await
-            {
-                Ok(open) => open,
-                Err(e) => return responder.respond_with_error(e),
-            },
+                .await?
+            }
         };
         let history = open.session.history();
         for event in kaji_core::session::transcript::history_events(&history) {
             open.frontend.send_event(open.session.id(), &event);
         }
-        responder.respond(LoadSessionResponse::new().modes(modes(&open.session)))
+        to_result(&LoadSessionResponse {
+            modes: Some(modes(&open.session)),
+        })
     }
 
-    /// Starts the prompt's turn in its own task (permission requests wait
-    /// for the client, which the dispatch loop must stay free to read).
-    fn prompt(
-        self: &Arc<Self>,
-        req: PromptRequest,
-        responder: Responder<PromptResponse, V1>,
-    ) -> Result<(), Error> {
-        let Some(open) = self.session(&req.session_id.0) else {
-            return responder.respond_with_error(unknown_session(&req.session_id.0));
+    /// The prompt's turn, which its reply runs (in its own task: permission
+    /// requests wait for the client, which the dispatch loop must stay
+    /// free to read).
+    fn prompt(self: &Arc<Self>, req: PromptRequest) -> Reply {
+        let Some(open) = self.session(&req.session_id) else {
+            return ready(Err(unknown_session(&req.session_id)));
         };
         // A broken image is this prompt's error: it never enters the
         // history, where the provider would refuse every later request.
         let (text, images) = match prompt_content(&req.prompt) {
             Ok(content) => content,
             Err(why) => {
-                return responder.respond_with_error(Error::new(
-                    ErrorCode::INVALID_PARAMS,
+                return ready(Err(RpcError::new(
+                    RpcError::INVALID_PARAMS,
                     format!("the prompt was not run: {why}"),
-                ));
+                )));
             }
         };
         let acp = Arc::clone(self);
-        let turn = tokio::spawn(async move {
-            let open = match acp.settle_trust(open).await {
-                Ok(open) => open,
-                Err(e) => {
-                    if let Err(e) = responder.respond_with_error(e) {
-                        eprintln!("kaji acp: cannot answer session/prompt: {e:?}");
-                    }
-                    return;
-                }
-            };
+        Box::pin(async move {
+            let open = acp.settle_trust(open).await?;
             let task_id = kaji_core::new_task_id();
-            let answer = match open.session.submit_with(task_id, text, images).await {
-                Ok(outcome) => responder.respond(PromptResponse::new(stop_reason(outcome.status))),
-                Err(SessionError::Busy) => responder.respond_with_error(Error::new(
-                    ErrorCode::INVALID_REQUEST,
-                    "a prompt is already running in this session",
-                )),
-                Err(e) => responder.respond_with_error(session_error(e)),
-            };
-            if let Err(e) = answer {
-                eprintln!("kaji acp: cannot answer session/prompt: {e:?}");
+            match open.session.submit_with(task_id, text, images).await {
+                Ok(outcome) => to_result(&PromptResponse {
+                    stop_reason: stop_reason(outcome.status),
+                }),
+                Err(SessionError::Busy) => Err(busy()),
+                Err(e) => Err(session_error(e)),
             }
-        });
-        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
-        turns.retain(|t| !t.is_finished());
-        turns.push(turn);
-        Ok(())
+        })
     }
 
-    fn set_mode(
-        &self,
-        req: SetSessionModeRequest,
-        responder: Responder<SetSessionModeResponse, V1>,
-    ) -> Result<(), Error> {
-        let Some(open) = self.session(&req.session_id.0) else {
-            return responder.respond_with_error(unknown_session(&req.session_id.0));
+    fn set_mode(&self, req: SetSessionModeRequest) -> Result<Value, RpcError> {
+        let Some(open) = self.session(&req.session_id) else {
+            return Err(unknown_session(&req.session_id));
         };
-        match req.mode_id.0.parse::<PermissionMode>() {
+        match req.mode_id.parse::<PermissionMode>() {
             Ok(mode) => {
                 open.session.set_permission_mode(mode);
-                responder.respond(SetSessionModeResponse::new())
+                to_result(&Empty {})
             }
-            Err(e) => responder.respond_with_error(Error::invalid_params().data(e)),
+            Err(e) => Err(RpcError::invalid_params().data(e)),
         }
     }
 
-    /// The client is gone: abort what runs, let each turn save its end,
-    /// then shut the sessions down.
-    async fn close(&self) {
-        let open: Vec<Arc<Session>> = {
-            let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-            sessions.values().map(|o| Arc::clone(&o.session)).collect()
-        };
-        for s in &open {
+    /// The client is gone: abort what runs, let each request's handler
+    /// end (a turn saves its end), then shut the sessions down.
+    async fn close(&self, running: rpc::Running) {
+        for s in self.open_sessions() {
             s.abort();
         }
-        let turns = std::mem::take(&mut *self.turns.lock().unwrap_or_else(|e| e.into_inner()));
-        for t in turns {
-            let _ = t.await;
-        }
-        for s in &open {
+        running.wait().await;
+        // Sessions a handler built meanwhile are aborted too.
+        for s in self.open_sessions() {
+            s.abort();
             for task in s.shutdown().await {
                 eprintln!("kaji acp: stopped {} ({})", task.id, task.description);
             }
         }
+    }
+
+    fn open_sessions(&self) -> Vec<Arc<Session>> {
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.values().map(|o| Arc::clone(&o.session)).collect()
+    }
+}
+
+/// A request other than `initialize` before it.
+fn initialization_required(method: &str) -> RpcError {
+    RpcError::invalid_request().data(format!(
+        "ACP initialization must complete before `{method}` can be used"
+    ))
+}
+
+/// `initialize`'s answer for protocol `version`: what kaji offers.
+fn initialize_response(version: u16) -> InitializeResponse {
+    InitializeResponse {
+        protocol_version: version,
+        agent_capabilities: agent_capabilities(),
+        auth_methods: Vec::new(),
+        agent_info: Implementation {
+            name: "kaji".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+    }
+}
+
+/// What kaji offers a client.
+fn agent_capabilities() -> AgentCapabilities {
+    AgentCapabilities {
+        load_session: true,
+        prompt_capabilities: PromptCapabilities {
+            image: true,
+            audio: false,
+            embedded_context: true,
+        },
+        mcp_capabilities: McpCapabilities {
+            http: true,
+            sse: false,
+        },
+        session_capabilities: SessionCapabilities {
+            list: Some(Empty {}),
+        },
+        auth: Empty {},
     }
 }
 
@@ -503,10 +539,17 @@ fn modes(session: &kaji_core::Session) -> SessionModeState {
                 ),
                 _ => what.to_string(),
             };
-            SessionMode::new(m.as_str(), *name).description(what)
+            SessionMode {
+                id: m.as_str().to_string(),
+                name: name.to_string(),
+                description: Some(what),
+            }
         })
         .collect();
-    SessionModeState::new(session.permission_mode().as_str(), modes)
+    SessionModeState {
+        current_mode_id: session.permission_mode().as_str().to_string(),
+        available_modes: modes,
+    }
 }
 
 /// The image types the providers take.
@@ -540,11 +583,11 @@ fn prompt_content(
             ContentBlock::Text(t) => parts.push(t.text.clone()),
             ContentBlock::Image(i) => image(&i.mime_type, &i.data, &mut parts),
             ContentBlock::Resource(r) => match &r.resource {
-                EmbeddedResourceResource::TextResourceContents(c) => parts.push(format!(
+                EmbeddedResourceResource::Text(c) => parts.push(format!(
                     "<context uri=\"{}\">\n{}\n</context>",
                     c.uri, c.text
                 )),
-                EmbeddedResourceResource::BlobResourceContents(c)
+                EmbeddedResourceResource::Blob(c)
                     if c.mime_type
                         .as_deref()
                         .is_some_and(|m| m.starts_with("image/")) =>
@@ -554,7 +597,9 @@ fn prompt_content(
                 _ => parts.push("[a binary resource was attached; kaji cannot read it]".into()),
             },
             ContentBlock::ResourceLink(l) => parts.push(format!("@{}", l.uri)),
-            _ => parts.push("[an attachment kaji cannot read was left out]".into()),
+            ContentBlock::Other => {
+                parts.push("[an attachment kaji cannot read was left out]".into())
+            }
         }
     }
     if let Some(why) = bad {
@@ -594,7 +639,7 @@ fn mcp_servers(list: &[McpServer]) -> BTreeMap<String, McpServerConfig> {
                 );
                 continue;
             }
-            _ => {
+            McpServer::Other => {
                 eprintln!("kaji acp: an MCP server of a kind kaji does not know was left out");
                 continue;
             }
@@ -635,19 +680,26 @@ fn stop_reason(status: TaskStatus) -> StopReason {
     }
 }
 
-fn unknown_session(id: &str) -> Error {
-    Error::new(
-        ErrorCode::INVALID_PARAMS,
+fn busy() -> RpcError {
+    RpcError::new(
+        RpcError::INVALID_REQUEST,
+        "a prompt is already running in this session",
+    )
+}
+
+fn unknown_session(id: &str) -> RpcError {
+    RpcError::new(
+        RpcError::INVALID_PARAMS,
         format!("unknown session {id:?}: create it with session/new or load it with session/load"),
     )
 }
 
 /// A session that cannot be built or opened: the request's parameters
 /// (flags, an unknown or busy saved session) or kaji's own failure.
-fn session_error(e: SessionError) -> Error {
+fn session_error(e: SessionError) -> RpcError {
     let code = match e.kind() {
-        SessionErrorKind::Usage | SessionErrorKind::Store => ErrorCode::INVALID_PARAMS,
-        _ => ErrorCode::INTERNAL_ERROR,
+        SessionErrorKind::Usage | SessionErrorKind::Store => RpcError::INVALID_PARAMS,
+        _ => RpcError::INTERNAL_ERROR,
     };
-    Error::new(code, e.to_string())
+    RpcError::new(code, e.to_string())
 }

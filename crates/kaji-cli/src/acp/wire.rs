@@ -1,16 +1,17 @@
-//! The connection's lines before the SDK reads them: bad input to an
-//! editor session is that line's error, never the connection's. A line
-//! that is not UTF-8 is answered `-32700` here (the SDK would end the
-//! connection on it); a message nested deeper than the JSON parser goes is
-//! answered `-32600` with its `id`; everything else goes to the SDK as it
-//! came. Lines out, the SDK's and these answers, go through one writer, so
-//! they never interleave.
+//! The connection's lines, stdin to stdout, before the JSON-RPC peer
+//! ([`super::rpc`]) reads them: bad input to an editor session is that
+//! line's error, never the connection's. A line that is not UTF-8 is
+//! answered `-32700` here; a message nested deeper than the JSON parser
+//! goes is answered `-32600` with its `id`; blank lines are skipped;
+//! everything else goes to the peer as it came. Lines out, the peer's and
+//! these answers, go through one writer, so they never interleave, and
+//! nothing else in `kaji acp` writes to stdout.
 //!
-//! It never looks into what it passes on and never answers a line the SDK
-//! can answer.
+//! It never looks into what it passes on and never answers a line the
+//! peer can answer.
 
+use futures::StreamExt;
 use futures::channel::mpsc;
-use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::task::JoinHandle;
@@ -18,7 +19,7 @@ use tokio::task::JoinHandle;
 /// The deepest nesting passed on (serde_json stops at 128 levels).
 pub const MAX_DEPTH: usize = 100;
 
-/// The transport the SDK serves, and the tasks that move its lines.
+/// The connection's lines, and the tasks that move them.
 pub struct Wire {
     /// Lines out (JSON-RPC messages without their newline).
     pub outgoing: mpsc::UnboundedSender<String>,
@@ -43,21 +44,11 @@ impl Wire {
         }
     }
 
-    /// The SDK's transport over these lines; `finish` is what is left to
-    /// wait for once the SDK is done.
-    pub fn split(
-        self,
-    ) -> (
-        agent_client_protocol::Lines<
-            impl futures::Sink<String, Error = std::io::Error> + Send + 'static,
-            impl futures::Stream<Item = std::io::Result<String>> + Send + 'static,
-        >,
-        Finish,
-    ) {
-        let sink = self.outgoing.sink_map_err(std::io::Error::other);
-        let lines = agent_client_protocol::Lines::new(sink, self.incoming);
+    /// The checked lines in, and what is left to wait for once they are
+    /// served (the way out stays with whoever holds [`Wire::outgoing`]).
+    pub fn split(self) -> (mpsc::UnboundedReceiver<std::io::Result<String>>, Finish) {
         (
-            lines,
+            self.incoming,
             Finish {
                 reader: self.reader,
                 writer: self.writer,
@@ -133,7 +124,7 @@ async fn read_lines(
 /// What to do with one line.
 #[derive(Debug, PartialEq)]
 enum Checked {
-    /// Give it to the SDK.
+    /// Give it to the peer.
     Pass(String),
     /// Blank: nothing.
     Skip,
