@@ -655,35 +655,37 @@ mod tests {
         assert!(h.finish().await.is_empty());
     }
 
+    /// Each bad line is answered in turn (synchronously, in the loop),
+    /// a response without an id is not, and the next request is served.
     #[tokio::test]
     async fn malformed_messages_are_answered_and_reading_goes_on() {
         let mut h = Harness::start();
         h.send("{not json");
-        let v = h.recv().await;
-        assert_eq!(
-            (v["id"].clone(), v["error"]["code"].clone()),
-            (Value::Null, json!(-32700)),
-            "{v}"
-        );
         h.send(r#"{"jsonrpc":"2.0","id":5,"params":{}}"#);
-        let v = h.recv().await;
-        assert_eq!(
-            (v["id"].clone(), v["error"]["code"].clone()),
-            (json!(5), json!(-32600)),
-            "{v}"
-        );
-        assert!(
-            v["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("without a method"),
-            "{v}"
-        );
         h.send(r#"[{"jsonrpc":"2.0","id":6,"method":"echo"}]"#);
-        assert_eq!(h.recv().await["error"]["code"], -32600);
         h.send(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#);
         h.send(r#"{"jsonrpc":"2.0","id":9,"method":"echo","params":"still here"}"#);
-        assert_eq!(h.recv().await["result"], "still here");
+        let mut answers = Vec::new();
+        for _ in 0..4 {
+            let v = h.recv().await;
+            answers.push((v["id"].clone(), v["error"]["code"].clone()));
+            if v["id"] == 5 {
+                let message = v["error"]["message"].as_str().unwrap();
+                assert!(message.contains("without a method"), "{v}");
+            }
+            if v["id"] == 9 {
+                assert_eq!(v["result"], "still here");
+            }
+        }
+        assert_eq!(
+            answers,
+            [
+                (Value::Null, json!(-32700)),
+                (json!(5), json!(-32600)),
+                (Value::Null, json!(-32600)),
+                (json!(9), Value::Null),
+            ]
+        );
         assert!(h.finish().await.is_empty());
     }
 
