@@ -100,18 +100,30 @@ pub(crate) struct StartError {
     pub reason: String,
 }
 
-/// A server's current tool list, shared with the handler that refreshes it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SharedTools(Arc<Mutex<Vec<McpToolDef>>>);
+/// A server's current tool list, shared with the task that refreshes it.
+#[derive(Debug, Clone)]
+pub(crate) struct SharedTools(Arc<watch::Sender<Vec<McpToolDef>>>);
+
+impl Default for SharedTools {
+    fn default() -> Self {
+        Self(Arc::new(watch::Sender::new(Vec::new())))
+    }
+}
 
 impl SharedTools {
     /// The current list.
     pub fn get(&self) -> Vec<McpToolDef> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.0.borrow().clone()
     }
 
     fn set(&self, tools: Vec<McpToolDef>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = tools;
+        self.0.send_replace(tools);
+    }
+
+    /// Follows changes of the list.
+    #[cfg(test)]
+    fn subscribe(&self) -> watch::Receiver<Vec<McpToolDef>> {
+        self.0.subscribe()
     }
 }
 
@@ -451,4 +463,46 @@ pub(crate) fn watch(
     });
     *connection.watcher.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
     connection
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    #[tokio::test]
+    async fn a_changed_tool_list_is_listed_again() {
+        let (kaji, server) = tokio::io::duplex(64 * 1024);
+        let (kaji_read, kaji_write) = tokio::io::split(kaji);
+        let (server_read, mut server_write) = tokio::io::split(server);
+        let mut lines = BufReader::new(server_read).lines();
+        let tools = SharedTools::default();
+        let started = Started {
+            server: "fake".to_string(),
+            link: stdio::connect("fake", kaji_read, kaji_write),
+            child: None,
+            stderr_task: None,
+            tools: tools.clone(),
+            has_resources: false,
+        };
+        let mut changes = tools.subscribe();
+        let conn = watch(started, 1, StderrTail::new(), Duration::ZERO, |_| {});
+        let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+        server_write
+            .write_all(format!("{changed}\n").as_bytes())
+            .await
+            .unwrap();
+        let line = lines.next_line().await.unwrap().unwrap();
+        let request: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(request["method"], "tools/list");
+        let reply = json!({"jsonrpc": "2.0", "id": request["id"],
+            "result": {"tools": [{"name": "new", "inputSchema": {}}]}});
+        server_write
+            .write_all(format!("{reply}\n").as_bytes())
+            .await
+            .unwrap();
+        changes.changed().await.unwrap();
+        assert_eq!(conn.tools.get()[0].name, "new");
+    }
 }

@@ -168,14 +168,17 @@ impl HttpOutbox {
         if !status.is_success() {
             return self.status_error(response, had_session).await;
         }
+        let Some(id) = request_id else {
+            return Ok(()); // a notification or an answer: nothing to wait for
+        };
         self.read_reply(response).await?;
-        match request_id {
-            Some(id) if self.inbox.is_pending(id) => Err(format!(
+        if self.inbox.is_pending(id) {
+            return Err(format!(
                 "the server's reply to POST {} ended without the answer",
                 self.url
-            )),
-            _ => Ok(()),
+            ));
         }
+        Ok(())
     }
 
     fn remember_session(&self, headers: &HeaderMap) {
