@@ -3,18 +3,22 @@
 //! the connection ends when stdout closes or a write fails.
 //!
 //! It must never block a caller on a full pipe (messages queue for the
-//! writer) and never stop reading because of one bad line (a line that is
-//! not a message is logged and skipped, as the official SDKs do).
+//! writer), never hold more than [`MAX_LINE_BYTES`] of one line, and never
+//! stop reading because of one bad line (a line that is not a message, or
+//! is too long, is logged and skipped, as the official SDKs do).
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::Link;
 use crate::jsonrpc::{Inbox, Outbox};
+
+/// The longest line read from a server (the limit the `rmcp` SDK had).
+const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Sends by queueing lines for the writer task.
 struct StdioOutbox {
@@ -89,26 +93,75 @@ async fn read_lines(
     let mut stdout = BufReader::new(stdout);
     let mut line = Vec::new();
     loop {
-        line.clear();
         let read = tokio::select! {
             _ = inbox.closed().cancelled() => return,
-            read = stdout.read_until(b'\n', &mut line) => read,
+            read = read_line(&mut stdout, &mut line, MAX_LINE_BYTES) => read,
         };
         match read {
-            Ok(0) => {
-                inbox.close("the server closed its stdout");
-                return;
-            }
-            Ok(_) => {
+            Ok(Line::Complete) => {
                 let text = String::from_utf8_lossy(&line);
                 if let Some(reply) = super::receive(&server, &inbox, &text, "stdout") {
                     let _ = replies.send(reply.to_string());
                 }
             }
+            Ok(Line::TooLong) => tracing::warn!(
+                server = %server,
+                "MCP server `{server}` wrote a line longer than {MAX_LINE_BYTES} bytes on stdout; ignored"
+            ),
+            Ok(Line::End) => {
+                inbox.close("the server closed its stdout");
+                return;
+            }
             Err(e) => {
                 inbox.close(&format!("reading the server's stdout failed: {e}"));
                 return;
             }
+        }
+    }
+}
+
+/// What [`read_line`] read.
+#[derive(Debug, PartialEq)]
+enum Line {
+    /// A whole line, in the buffer (with its newline).
+    Complete,
+    /// A line over the limit, dropped.
+    TooLong,
+    /// The end of the stream (an unfinished last line is dropped).
+    End,
+}
+
+/// Reads one line into `line` (cleared first), keeping at most `limit`
+/// bytes of it.
+async fn read_line(
+    reader: &mut (impl AsyncBufRead + Unpin),
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Line> {
+    line.clear();
+    let mut too_long = false;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(Line::End);
+        }
+        let end = buf.iter().position(|&b| b == b'\n');
+        let chunk = &buf[..end.map_or(buf.len(), |i| i + 1)];
+        if !too_long && line.len() + chunk.len() > limit {
+            too_long = true;
+            line.clear();
+        }
+        if !too_long {
+            line.extend_from_slice(chunk);
+        }
+        let taken = chunk.len();
+        reader.consume(taken);
+        if end.is_some() {
+            return Ok(if too_long {
+                Line::TooLong
+            } else {
+                Line::Complete
+            });
         }
     }
 }

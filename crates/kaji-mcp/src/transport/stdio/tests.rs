@@ -7,7 +7,7 @@ use tokio::io::{
     AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
 };
 
-use super::connect;
+use super::{Line, connect, read_line};
 use crate::jsonrpc::RequestError;
 use crate::transport::Link;
 
@@ -165,4 +165,25 @@ async fn a_server_that_dies_mid_call_fails_the_call_and_closes_the_link() {
     assert!(link.peer.is_closed());
     let err = link.peer.read_resource("x://y").await.unwrap_err();
     assert!(err.to_string().contains("closed"), "{err}");
+}
+
+#[tokio::test]
+async fn a_line_over_the_limit_is_dropped_and_the_next_one_read() {
+    let input: &[u8] = b"0123456789abcdef\n{\"ok\":1}\nunfinished";
+    let mut reader = BufReader::with_capacity(4, input);
+    let mut line = Vec::new();
+    assert_eq!(
+        read_line(&mut reader, &mut line, 10).await.unwrap(),
+        Line::TooLong
+    );
+    assert!(line.is_empty());
+    assert_eq!(
+        read_line(&mut reader, &mut line, 10).await.unwrap(),
+        Line::Complete
+    );
+    assert_eq!(line, b"{\"ok\":1}\n");
+    assert_eq!(
+        read_line(&mut reader, &mut line, 10).await.unwrap(),
+        Line::End
+    );
 }
