@@ -6,35 +6,34 @@
 //! handle cancels the watcher, which closes the session and kills the
 //! server's whole process group.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kaji_tasks::process::{GroupChild, SpawnOptions, spawn_in_group_with};
-use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool as McpToolDef};
-use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, ServiceExt};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::config::{McpServerConfig, McpTransportConfig};
+use crate::jsonrpc::{Notification, Peer};
+use crate::model::Tool as McpToolDef;
 use crate::stderr::StderrTail;
+use crate::transport::{Link, http, stdio};
 
 /// How long the watcher waits, after the server process died, for the rest
 /// of its stderr to arrive (a grandchild that escaped the group may hold
 /// the pipe open forever).
 const STDERR_DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
+/// How long closing a transport may take (an HTTP session's `DELETE`).
+const CLOSE_LIMIT: Duration = Duration::from_secs(2);
+
 /// A running MCP session plus the process behind it.
 pub(crate) struct Connection {
     /// Sends requests to the server.
-    pub peer: Peer<RoleClient>,
+    pub peer: Peer,
     /// The server's tools: listed right after the handshake, listed again
     /// whenever the server says its list changed.
     pub tools: SharedTools,
@@ -88,7 +87,8 @@ pub(crate) struct Ended {
 
 /// A connection that finished its handshake, before its watcher runs.
 pub(crate) struct Started {
-    service: RunningService<RoleClient, KajiClient>,
+    server: String,
+    link: Link,
     child: Option<GroupChild>,
     stderr_task: Option<JoinHandle<()>>,
     tools: SharedTools,
@@ -100,69 +100,67 @@ pub(crate) struct StartError {
     pub reason: String,
 }
 
-/// A server's current tool list, shared with the handler that refreshes it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SharedTools(Arc<Mutex<Vec<McpToolDef>>>);
+/// A server's current tool list, shared with the task that refreshes it.
+#[derive(Debug, Clone)]
+pub(crate) struct SharedTools(Arc<watch::Sender<Vec<McpToolDef>>>);
+
+impl Default for SharedTools {
+    fn default() -> Self {
+        Self(Arc::new(watch::Sender::new(Vec::new())))
+    }
+}
 
 impl SharedTools {
     /// The current list.
     pub fn get(&self) -> Vec<McpToolDef> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.0.borrow().clone()
     }
 
     fn set(&self, tools: Vec<McpToolDef>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = tools;
+        self.0.send_replace(tools);
+    }
+
+    /// Follows changes of the list.
+    #[cfg(test)]
+    fn subscribe(&self) -> watch::Receiver<Vec<McpToolDef>> {
+        self.0.subscribe()
     }
 }
 
-/// kaji's side of a session: announces kaji in the handshake and lists the
-/// tools again when the server says they changed. It declares no client
-/// capabilities (no sampling, roots or elicitation).
-#[derive(Debug, Clone)]
-struct KajiClient {
+/// Lists the tools again whenever the server says they changed (each
+/// listing in a task of its own), until the connection ends.
+fn follow_tool_changes(
     server: String,
+    peer: Peer,
     tools: SharedTools,
-}
-
-impl KajiClient {
-    fn new(server: &str) -> Self {
-        Self {
-            server: server.to_string(),
-            tools: SharedTools::default(),
-        }
-    }
-}
-
-impl ClientHandler for KajiClient {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("kaji", env!("CARGO_PKG_VERSION")),
-        )
-    }
-
-    fn on_tool_list_changed(
-        &self,
-        context: NotificationContext<RoleClient>,
-    ) -> impl Future<Output = ()> + Send + '_ {
-        let tools = self.tools.clone();
-        let server = self.server.clone();
-        // Listing is a request: run it apart from the notification handler.
-        tokio::spawn(async move {
-            match context.peer.list_all_tools().await {
-                Ok(list) => {
-                    tracing::info!(server = %server, tools = list.len(), "MCP server changed its tools");
-                    tools.set(list);
-                }
-                Err(e) => tracing::warn!(
-                    server = %server,
-                    "listing the changed tools failed: {}",
-                    describe_service_error(&e)
-                ),
+    mut notifications: mpsc::UnboundedReceiver<Notification>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let notification = tokio::select! {
+                _ = peer.closed().cancelled() => return,
+                notification = notifications.recv() => notification,
+            };
+            let Some(notification) = notification else {
+                return;
+            };
+            if notification.method != "notifications/tools/list_changed" {
+                continue; // kaji follows no other notification
             }
-        });
-        std::future::ready(())
-    }
+            let (peer, tools, server) = (peer.clone(), tools.clone(), server.clone());
+            tokio::spawn(async move {
+                match peer.list_all_tools().await {
+                    Ok(list) => {
+                        tracing::info!(server = %server, tools = list.len(), "MCP server changed its tools");
+                        tools.set(list);
+                    }
+                    Err(e) => {
+                        tracing::warn!(server = %server, "listing the changed tools failed: {e}")
+                    }
+                }
+            });
+        }
+    })
 }
 
 /// Starts the server and performs the handshake and the first tool listing.
@@ -228,17 +226,16 @@ async fn start_stdio(
     };
     let stderr_task = tokio::spawn(stderr.clone().collect(name.to_string(), child_stderr));
 
+    let link = stdio::connect(name, stdout, stdin);
     let handshake = async {
-        let service = KajiClient::new(name)
-            .serve((stdout, stdin))
-            .await
-            .map_err(|e| format!("the MCP handshake failed: {}", describe_init_error(&e)))?;
-        let (tools, has_resources) = list_tools(&service).await?;
-        Ok::<_, String>((service, tools, has_resources))
+        let announced = handshake(&link, "the MCP handshake failed").await?;
+        let tools = list_tools(&link, &announced).await?;
+        Ok::<_, String>((tools, announced.resources))
     };
     match handshake.await {
-        Ok((service, tools, has_resources)) => Ok(Started {
-            service,
+        Ok((tools, has_resources)) => Ok(Started {
+            server: name.to_string(),
+            link,
             child: Some(child),
             stderr_task: Some(stderr_task),
             tools,
@@ -264,30 +261,21 @@ async fn start_http(
     url: &str,
     headers: &std::collections::BTreeMap<String, String>,
 ) -> Result<Started, StartError> {
-    let mut header_map = HashMap::new();
-    for (key, value) in headers {
-        let name = HeaderName::from_bytes(key.as_bytes()).map_err(|e| StartError {
-            reason: format!("invalid header name `{key}`: {e}"),
-        })?;
-        let value = HeaderValue::from_str(value).map_err(|e| StartError {
-            reason: format!("invalid value for header `{key}`: {e}"),
-        })?;
-        header_map.insert(name, value);
-    }
-    let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(header_map);
-    kaji_tasks::tls::install_crypto_provider();
-    let transport = StreamableHttpClientTransport::from_config(config);
-    let service = KajiClient::new(name)
-        .serve(transport)
-        .await
-        .map_err(|e| StartError {
-            reason: format!("cannot connect to {url}: {}", describe_init_error(&e)),
-        })?;
-    let (tools, has_resources) = list_tools(&service)
+    let mut link = http::connect(name, url, headers).map_err(|reason| StartError { reason })?;
+    let connected = format!("cannot connect to {url}");
+    let announced = handshake(&link, &connected)
         .await
         .map_err(|reason| StartError { reason })?;
+    let tools = list_tools(&link, &announced)
+        .await
+        .map_err(|reason| StartError { reason })?;
+    let has_resources = announced.resources;
+    if let Some(listening) = link.http.as_ref().and_then(|http| http.listen()) {
+        link.add_task(listening);
+    }
     Ok(Started {
-        service,
+        server: name.to_string(),
+        link,
         child: None,
         stderr_task: None,
         tools,
@@ -295,66 +283,41 @@ async fn start_http(
     })
 }
 
-/// A handshake error without rmcp's internal type names: what was being
-/// done, and the chain of causes.
-fn describe_init_error(error: &rmcp::service::ClientInitializeError) -> String {
-    match error {
-        rmcp::service::ClientInitializeError::TransportError { error, context } => {
-            format!("{}: {context}", error_chain(error.error.as_ref()))
-        }
-        other => other.to_string(),
-    }
+/// What a server announced in the handshake.
+struct Announced {
+    tools: bool,
+    resources: bool,
 }
 
-/// A request error without rmcp's internal type names.
-pub(crate) fn describe_service_error(error: &rmcp::service::ServiceError) -> String {
-    match error {
-        rmcp::service::ServiceError::TransportSend(e) => error_chain(e.error.as_ref()),
-        rmcp::service::ServiceError::TransportClosed => "the connection is closed".to_string(),
-        other => other.to_string(),
+/// The MCP handshake. `failed` starts its error.
+async fn handshake(link: &Link, failed: &str) -> Result<Announced, String> {
+    let info = link
+        .peer
+        .initialize()
+        .await
+        .map_err(|e| format!("{failed}: {e}"))?;
+    if let Some(http) = &link.http {
+        http.set_protocol_version(&info.protocol_version);
     }
-}
-
-/// `error` and its sources, joined with `: ` (repeats dropped).
-pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    use rmcp::transport::streamable_http_client::StreamableHttpError;
-    // The HTTP client's error is not linked as a source: unwrap it by hand
-    // so that "connection refused" and the like are not lost.
-    if let Some(StreamableHttpError::Client(inner)) =
-        error.downcast_ref::<StreamableHttpError<reqwest::Error>>()
-    {
-        return error_chain(inner);
-    }
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
+    Ok(Announced {
+        tools: info.capabilities.tools.is_some(),
+        resources: info.capabilities.resources.is_some(),
+    })
 }
 
 /// Lists the tools of a server that announced the tools capability.
-async fn list_tools(
-    service: &RunningService<RoleClient, KajiClient>,
-) -> Result<(SharedTools, bool), String> {
-    let shared = service.service().tools.clone();
-    let capabilities = service.peer_info().map(|info| info.capabilities.clone());
-    let has_tools = capabilities.as_ref().is_none_or(|c| c.tools.is_some());
-    let has_resources = capabilities.as_ref().is_none_or(|c| c.resources.is_some());
-    if !has_tools {
-        return Ok((shared, has_resources));
+async fn list_tools(link: &Link, announced: &Announced) -> Result<SharedTools, String> {
+    let shared = SharedTools::default();
+    if !announced.tools {
+        return Ok(shared);
     }
-    let tools = service
+    let tools = link
+        .peer
         .list_all_tools()
         .await
-        .map_err(|e| format!("listing its tools failed: {}", describe_service_error(&e)))?;
+        .map_err(|e| format!("listing its tools failed: {e}"))?;
     shared.set(tools);
-    Ok((shared, has_resources))
+    Ok(shared)
 }
 
 /// Why a connection's watcher woke up.
@@ -370,6 +333,15 @@ enum Why {
 }
 
 impl Why {
+    /// What requests still waiting are told.
+    fn close_reason(&self) -> &'static str {
+        match self {
+            Self::Stopped => "kaji stopped the server",
+            Self::SessionEnded => "the server closed the connection",
+            Self::Exited(_) | Self::WaitFailed(_) => "the server process ended",
+        }
+    }
+
     /// The reason reported to the manager (`None`: kaji stopped it and
     /// gave no reason). `final_status` is how the process group ended
     /// after the watcher shut it down; `abandoned` the reason kaji gave
@@ -401,10 +373,10 @@ impl Why {
 /// server process exits, whichever comes first.
 async fn wait_for_end(
     stop: &CancellationToken,
-    service: RunningService<RoleClient, KajiClient>,
+    peer: &Peer,
     child: &mut Option<GroupChild>,
 ) -> Why {
-    let session = service.waiting();
+    let session = peer.closed().cancelled();
     let exit = async {
         match child.as_mut() {
             Some(child) => child.wait().await,
@@ -432,13 +404,18 @@ pub(crate) fn watch(
     on_end: impl FnOnce(Ended) + Send + 'static,
 ) -> std::sync::Arc<Connection> {
     let Started {
-        service,
+        server,
+        mut link,
         child,
         stderr_task,
         tools,
         has_resources,
     } = started;
-    let peer = service.peer().clone();
+    let peer = link.peer.clone();
+    if let Some(notifications) = link.notifications.take() {
+        let follower = follow_tool_changes(server, peer.clone(), tools.clone(), notifications);
+        link.add_task(follower);
+    }
     let stop = CancellationToken::new();
     let (ended_tx, ended_rx) = watch::channel(None);
     let connection = std::sync::Arc::new(Connection {
@@ -456,9 +433,10 @@ pub(crate) fn watch(
     let weak = std::sync::Arc::downgrade(&connection);
     let handle = tokio::spawn(async move {
         let mut child = child;
-        let why = wait_for_end(&stop, service, &mut child).await;
-        // The session (and with it the server's stdin) is closed by now;
-        // end the whole process group.
+        let why = wait_for_end(&stop, &link.peer, &mut child).await;
+        // Close the session (and with it the server's stdin), then end the
+        // whole process group.
+        link.close(why.close_reason(), CLOSE_LIMIT).await;
         let final_status = match child.as_mut() {
             Some(child) => child.shutdown(kill_grace).await.ok(),
             None => None,
@@ -485,4 +463,46 @@ pub(crate) fn watch(
     });
     *connection.watcher.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
     connection
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    #[tokio::test]
+    async fn a_changed_tool_list_is_listed_again() {
+        let (kaji, server) = tokio::io::duplex(64 * 1024);
+        let (kaji_read, kaji_write) = tokio::io::split(kaji);
+        let (server_read, mut server_write) = tokio::io::split(server);
+        let mut lines = BufReader::new(server_read).lines();
+        let tools = SharedTools::default();
+        let started = Started {
+            server: "fake".to_string(),
+            link: stdio::connect("fake", kaji_read, kaji_write),
+            child: None,
+            stderr_task: None,
+            tools: tools.clone(),
+            has_resources: false,
+        };
+        let mut changes = tools.subscribe();
+        let conn = watch(started, 1, StderrTail::new(), Duration::ZERO, |_| {});
+        let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+        server_write
+            .write_all(format!("{changed}\n").as_bytes())
+            .await
+            .unwrap();
+        let line = lines.next_line().await.unwrap().unwrap();
+        let request: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(request["method"], "tools/list");
+        let reply = json!({"jsonrpc": "2.0", "id": request["id"],
+            "result": {"tools": [{"name": "new", "inputSchema": {}}]}});
+        server_write
+            .write_all(format!("{reply}\n").as_bytes())
+            .await
+            .unwrap();
+        changes.changed().await.unwrap();
+        assert_eq!(conn.tools.get()[0].name, "new");
+    }
 }

@@ -6,7 +6,9 @@
 //! silently dropped. Images of the types models read (PNG, JPEG, GIF,
 //! WebP) are also passed on as images ([`call_result_images`]).
 
-use rmcp::model::{CallToolResult, ContentBlock, ReadResourceResult, ResourceContents};
+use crate::model::{
+    CallToolResult, ContentBlock, KnownContent, ReadResourceResult, ResourceContents,
+};
 
 /// The decoded size of base64 `data` in bytes (whitespace ignored).
 pub fn base64_decoded_len(data: &str) -> usize {
@@ -24,44 +26,41 @@ pub fn base64_decoded_len(data: &str) -> usize {
 /// One content block as text.
 pub fn block_text(block: &ContentBlock) -> String {
     match block {
-        ContentBlock::Text(text) => text.text.clone(),
-        ContentBlock::Image(image) => {
-            format!(
-                "[image: {}, {} bytes]",
-                image.mime_type,
-                base64_decoded_len(&image.data)
-            )
+        ContentBlock::Known(KnownContent::Text { text }) => text.clone(),
+        ContentBlock::Known(KnownContent::Image { data, mime_type }) => {
+            format!("[image: {mime_type}, {} bytes]", base64_decoded_len(data))
         }
-        ContentBlock::Audio(audio) => {
-            format!(
-                "[audio: {}, {} bytes]",
-                audio.mime_type,
-                base64_decoded_len(&audio.data)
-            )
+        ContentBlock::Known(KnownContent::Audio { data, mime_type }) => {
+            format!("[audio: {mime_type}, {} bytes]", base64_decoded_len(data))
         }
-        ContentBlock::Resource(embedded) => resource_contents_text(&embedded.resource),
-        ContentBlock::ResourceLink(link) => {
-            let mut text = format!("[resource link: {}", link.uri);
-            if !link.name.is_empty() && link.name != link.uri {
-                text.push_str(&format!(" ({})", link.name));
+        ContentBlock::Known(KnownContent::Resource { resource }) => {
+            resource_contents_text(resource)
+        }
+        ContentBlock::Known(KnownContent::ResourceLink {
+            uri,
+            name,
+            mime_type,
+            size,
+        }) => {
+            let mut text = format!("[resource link: {uri}");
+            if !name.is_empty() && name != uri {
+                text.push_str(&format!(" ({name})"));
             }
-            if let Some(mime) = &link.mime_type {
+            if let Some(mime) = mime_type {
                 text.push_str(&format!(", {mime}"));
             }
-            if let Some(size) = link.size {
+            if let Some(size) = size {
                 text.push_str(&format!(", {size} bytes"));
             }
             text.push(']');
             text
         }
-        other => {
+        ContentBlock::Other(json) => {
             // A content kind newer than this build: name it, keep its size.
-            let json = serde_json::to_value(other).unwrap_or_default();
             let kind = json
                 .get("type")
                 .and_then(|t| t.as_str())
-                .unwrap_or("unknown")
-                .to_string();
+                .unwrap_or("unknown");
             format!("[{kind} content, {} bytes of JSON]", json.to_string().len())
         }
     }
@@ -71,32 +70,25 @@ pub fn block_text(block: &ContentBlock) -> String {
 /// the text, binary ones as a placeholder.
 pub fn resource_contents_text(contents: &ResourceContents) -> String {
     match contents {
-        ResourceContents::TextResourceContents {
+        ResourceContents::Text {
             uri,
             mime_type,
             text,
-            ..
         } => match mime_type {
             Some(mime) => format!("[resource: {uri}, {mime}]\n{text}"),
             None => format!("[resource: {uri}]\n{text}"),
         },
-        ResourceContents::BlobResourceContents {
+        ResourceContents::Blob {
             uri,
             mime_type,
             blob,
-            ..
         } => format!(
             "[resource: {uri}, {}, {} bytes]",
             mime_type.as_deref().unwrap_or("application/octet-stream"),
             base64_decoded_len(blob)
         ),
-        other => {
-            let json = serde_json::to_value(other).unwrap_or_default();
-            let uri = json
-                .get("uri")
-                .and_then(|u| u.as_str())
-                .unwrap_or("?")
-                .to_string();
+        ResourceContents::Other(json) => {
+            let uri = json.get("uri").and_then(|u| u.as_str()).unwrap_or("?");
             format!(
                 "[resource: {uri}, {} bytes of JSON]",
                 json.to_string().len()
@@ -131,15 +123,15 @@ pub fn call_result_images(result: &CallToolResult) -> Vec<kaji_tools::ToolImage>
         .content
         .iter()
         .filter_map(|block| match block {
-            ContentBlock::Image(image)
+            ContentBlock::Known(KnownContent::Image { data, mime_type })
                 if matches!(
-                    image.mime_type.as_str(),
+                    mime_type.as_str(),
                     "image/png" | "image/jpeg" | "image/gif" | "image/webp"
                 ) =>
             {
                 Some(kaji_tools::ToolImage {
-                    media_type: image.mime_type.clone(),
-                    data: image.data.split_whitespace().collect(),
+                    media_type: mime_type.clone(),
+                    data: data.split_whitespace().collect(),
                 })
             }
             _ => None,
@@ -160,6 +152,7 @@ pub fn read_result_text(result: &ReadResourceResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn base64_sizes() {
@@ -170,36 +163,54 @@ mod tests {
         assert_eq!(base64_decoded_len("QUJD\nREVG"), 6);
     }
 
+    fn block(value: serde_json::Value) -> ContentBlock {
+        serde_json::from_value(value).unwrap()
+    }
+
     #[test]
     fn placeholders_name_type_and_size() {
         assert_eq!(
-            block_text(&ContentBlock::image("QUJD", "image/png")),
+            block_text(&block(
+                json!({"type": "image", "data": "QUJD", "mimeType": "image/png"})
+            )),
             "[image: image/png, 3 bytes]"
         );
         assert_eq!(
-            block_text(&ContentBlock::audio("QQ==", "audio/wav")),
+            block_text(&block(
+                json!({"type": "audio", "data": "QQ==", "mimeType": "audio/wav"})
+            )),
             "[audio: audio/wav, 1 bytes]"
         );
-        let blob = ResourceContents::BlobResourceContents {
-            uri: "x://b".into(),
-            mime_type: None,
-            blob: "QUI=".into(),
-            meta: None,
-        };
         assert_eq!(
-            block_text(&ContentBlock::resource(blob)),
+            block_text(&block(
+                json!({"type": "resource", "resource": {"uri": "x://b", "blob": "QUI="}})
+            )),
             "[resource: x://b, application/octet-stream, 2 bytes]"
         );
         assert_eq!(
-            block_text(&ContentBlock::embedded_text("x://t", "hello")),
+            block_text(&block(json!({"type": "resource", "resource":
+                {"uri": "x://t", "mimeType": "text/plain", "text": "hello"}}))),
             "[resource: x://t, text/plain]\nhello"
+        );
+        assert_eq!(
+            block_text(&block(
+                json!({"type": "resource_link", "uri": "x://l", "name": "L",
+                "mimeType": "text/csv", "size": 9})
+            )),
+            "[resource link: x://l (L), text/csv, 9 bytes]"
+        );
+        assert_eq!(
+            block_text(&block(json!({"type": "hologram", "depth": 3}))),
+            "[hologram content, 29 bytes of JSON]"
         );
     }
 
     #[test]
     fn empty_content_shows_structured_content() {
-        let mut result = CallToolResult::success(vec![]);
-        result.structured_content = Some(serde_json::json!({"a": 1}));
+        let result = CallToolResult {
+            structured_content: Some(json!({"a": 1})),
+            ..CallToolResult::default()
+        };
         assert_eq!(call_result_text(&result), r#"{"a":1}"#);
     }
 }

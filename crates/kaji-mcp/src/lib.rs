@@ -3,10 +3,12 @@
 //! keeps them alive, and offers their tools and resources to the model as
 //! kaji [`Tool`](kaji_tools::Tool)s.
 //!
-//! Built on the official Rust SDK (`rmcp`). Stdio servers are spawned
-//! through [`kaji_tasks::process`], so each runs in a process group of its
-//! own and dies with it; streamable HTTP servers are reached with reqwest
-//! (rustls).
+//! The client is kaji's own (it replaced the `rmcp` SDK, whose build was
+//! one of the largest units of a cold install): a JSON-RPC peer, a stdio
+//! and a streamable HTTP transport, and the MCP types kaji uses. Stdio
+//! servers are spawned through [`kaji_tasks::process`], so each runs in a
+//! process group of its own and dies with it; streamable HTTP servers are
+//! reached with reqwest (rustls).
 //!
 //! The entry point is [`McpManager`]: [`McpManager::start`] starts every
 //! enabled server in the background, [`McpManager::wait_ready`] waits a
@@ -20,15 +22,19 @@
 //! permissions (the core does, from [`kaji_tools::ToolAccess`]), and never
 //! panic on anything a server sends.
 
+mod client;
 mod config;
 mod connection;
 pub mod content;
 mod error;
+mod jsonrpc;
 mod manager;
 mod mcp_json;
+pub mod model;
 pub mod names;
 mod stderr;
 mod tools;
+mod transport;
 
 pub use config::{
     DEFAULT_STARTUP_TIMEOUT_SECS, DEFAULT_TOOL_TIMEOUT_SECS, McpConfigError, McpServerConfig,

@@ -12,10 +12,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use rmcp::model::{
-    CallToolRequestParams, JsonObject, ReadResourceRequestParams, Tool as McpToolDef,
-};
-use rmcp::service::ServiceError;
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::watch;
@@ -26,6 +22,8 @@ use crate::config::McpServerConfig;
 use crate::connection::{self, Connection, Ended};
 use crate::content;
 use crate::error::McpError;
+use crate::jsonrpc::RequestError;
+use crate::model::{JsonObject, Tool as McpToolDef};
 use crate::names;
 use crate::stderr::StderrTail;
 
@@ -497,8 +495,6 @@ impl McpManager {
         // No check against the listed tools: the server may have added
         // some since, and it answers unknown names itself.
         let conn = self.inner.connection(&srv, deadline, cancel).await?;
-        let mut params = CallToolRequestParams::new(tool.to_string());
-        params.arguments = arguments;
         let result = self
             .inner
             .request(
@@ -507,7 +503,7 @@ impl McpManager {
                 &operation,
                 deadline,
                 cancel,
-                conn.peer.call_tool(params),
+                conn.peer.call_tool(tool, arguments),
             )
             .await?;
         Ok(McpCallOutput {
@@ -651,7 +647,7 @@ impl McpManager {
                 &operation,
                 deadline,
                 cancel,
-                conn.peer.read_resource(ReadResourceRequestParams::new(uri)),
+                conn.peer.read_resource(uri),
             )
             .await?;
         Ok(content::read_result_text(&result))
@@ -855,7 +851,7 @@ impl Inner {
         operation: &str,
         deadline: Instant,
         cancel: &CancellationToken,
-        request: impl Future<Output = Result<T, ServiceError>>,
+        request: impl Future<Output = Result<T, RequestError>>,
     ) -> Result<T, McpError> {
         let result = tokio::select! {
             result = request => result,
@@ -881,26 +877,23 @@ impl Inner {
                 server.lock().failures = 0;
                 Ok(value)
             }
-            Err(ServiceError::McpError(error)) => Err(McpError::Server {
+            Err(RequestError::Server { message, .. }) => Err(McpError::Server {
                 server: server.name.clone(),
                 operation: operation.to_string(),
-                message: error.message.to_string(),
+                message,
             }),
             Err(e)
-                if matches!(e, ServiceError::TransportClosed)
-                    || conn.peer.is_transport_closed()
+                if matches!(e, RequestError::Closed(_))
+                    || conn.peer.is_closed()
                     || conn.ended.borrow().is_some() =>
             {
                 // Let the watcher finish so the reason and stderr are whole.
                 let reason = conn
                     .ended_reason(END_REPORT_LIMIT)
                     .await
-                    .unwrap_or_else(|| connection::describe_service_error(&e));
+                    .unwrap_or_else(|| e.to_string());
                 if conn.ended.borrow().is_none() {
-                    conn.abandon(format!(
-                        "{operation} failed: {}",
-                        connection::describe_service_error(&e)
-                    ));
+                    conn.abandon(format!("{operation} failed: {e}"));
                 }
                 Err(McpError::ConnectionLost {
                     server: server.name.clone(),
@@ -912,7 +905,7 @@ impl Inner {
             Err(e) => Err(McpError::Server {
                 server: server.name.clone(),
                 operation: operation.to_string(),
-                message: connection::describe_service_error(&e),
+                message: e.to_string(),
             }),
         }
     }

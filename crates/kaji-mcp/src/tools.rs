@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
+use crate::model::Tool as McpToolDef;
 use async_trait::async_trait;
 use kaji_protocol::ToolSpec;
 use kaji_tools::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput, parse_input};
-use rmcp::model::Tool as McpToolDef;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -59,7 +59,7 @@ impl McpTool {
         } else {
             description
         };
-        let mut input_schema = Value::Object((*def.input_schema).clone());
+        let mut input_schema = Value::Object(def.input_schema.clone());
         // Model APIs require an object schema with properties.
         if let Value::Object(map) = &mut input_schema {
             map.entry("type").or_insert_with(|| json!("object"));

@@ -20,6 +20,7 @@
 
 pub mod cache;
 pub mod fixtures;
+mod http;
 pub mod pg;
 mod request_scan;
 pub mod script;

@@ -19,16 +19,15 @@ use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
-use axum::response::Response;
+use bytes::Bytes;
 use futures::StreamExt;
+use hyper::StatusCode;
+use hyper::header::HeaderValue;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use crate::http::{Response, full, streamed};
 use crate::request_scan::{Reader, Summary};
 use crate::script::{Fault, Script, Turn};
 use crate::wire::{context_length_error, error_body, error_kind, first_content_frame, render};
@@ -170,12 +169,7 @@ impl ScriptedModelServer {
             max_in_flight: AtomicUsize::new(0),
             reader: Reader::default(),
         });
-        let app = Router::new().fallback(handle).with_state(shared.clone());
-        let task = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                eprintln!("scripted model server on {addr} stopped: {e}");
-            }
-        });
+        let task = tokio::spawn(crate::http::serve(listener, shared.clone(), handle));
         Ok(Self { addr, shared, task })
     }
 
@@ -314,7 +308,8 @@ impl Drop for InFlight {
 /// Keeps `guard` until the response's body has been sent to its end (or
 /// dropped); a body known in full needs no tracking.
 fn track(response: Response, guard: InFlight) -> Response {
-    use axum::body::HttpBody as _;
+    use http_body_util::BodyExt as _;
+    use hyper::body::Body as _;
     if response.body().size_hint().exact().is_some() {
         return response;
     }
@@ -331,7 +326,7 @@ fn track(response: Response, guard: InFlight) -> Response {
             }
         },
     );
-    Response::from_parts(parts, Body::from_stream(stream))
+    Response::from_parts(parts, streamed(stream))
 }
 
 impl Drop for ScriptedModelServer {
@@ -341,7 +336,7 @@ impl Drop for ScriptedModelServer {
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response {
-    let mut response = Response::new(Body::from(body.to_string()));
+    let mut response = Response::new(full(body.to_string()));
     *response.status_mut() = status;
     response
         .headers_mut()
@@ -359,13 +354,13 @@ fn redact(name: &str, value: &str) -> String {
     }
 }
 
-async fn handle(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn handle(shared: Arc<Shared>, request: crate::http::Request) -> Response {
+    let crate::http::Request {
+        method,
+        uri,
+        headers,
+        body,
+    } = request;
     let path = uri.path().to_string();
     let recorded_headers: BTreeMap<String, String> = headers
         .iter()
@@ -645,7 +640,7 @@ fn serve(
             let mut response = match body {
                 Some(text) => {
                     let html = text.trim_start().starts_with('<');
-                    let mut response = Response::new(Body::from(text));
+                    let mut response = Response::new(full(text));
                     let ct = if html {
                         "text/html; charset=utf-8"
                     } else {
@@ -716,7 +711,7 @@ fn serve(
         }
         Some(Fault::HtmlErrorPage) => {
             let page = "<!DOCTYPE html>\n<html><head><title>Scripted gateway error</title></head>\n<body><h1>Scripted gateway error</h1><p>This page stands in for a proxy's error page.</p></body></html>\n";
-            let mut response = Response::new(Body::from(page));
+            let mut response = Response::new(full(page));
             response.headers_mut().insert(
                 "content-type",
                 HeaderValue::from_static("text/html; charset=utf-8"),
@@ -1011,9 +1006,7 @@ fn stream_response(
                 }
             }
         });
-    let mut response = Response::new(Body::from_stream(
-        stream.map(|item| item.map_err(axum::Error::new)),
-    ));
+    let mut response = Response::new(streamed(stream));
     let headers = response.headers_mut();
     headers.insert(
         "content-type",
