@@ -659,7 +659,7 @@ mod tests {
     /// response without an id is not, and the next request is served.
     #[tokio::test]
     async fn malformed_messages_are_answered_and_reading_goes_on() {
-        let mut h = Harness::start();
+        let h = Harness::start();
         h.send("{not json");
         h.send(r#"{"jsonrpc":"2.0","id":5,"params":{}}"#);
         h.send(r#"[{"jsonrpc":"2.0","id":6,"method":"echo"}]"#);
