@@ -16,6 +16,7 @@ mod lease;
 mod mail;
 mod ops;
 mod schema;
+mod tls;
 mod url;
 mod watch;
 
@@ -25,7 +26,6 @@ use std::time::Duration;
 
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
-use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::TaskListError;
 pub use lease::{DEFAULT_LEASE_MS, LEASE_MS_ENV, Lease};
@@ -48,7 +48,7 @@ pub struct PgTaskList {
 
 struct Shared {
     url: PgUrl,
-    tls: MakeRustlsConnect,
+    tls: tls::MakePgTls,
     idle: std::sync::Mutex<Vec<Client>>,
     schema_checked: AtomicBool,
     migrate_note: std::sync::Mutex<Option<String>>,
@@ -325,7 +325,7 @@ pub fn connect_timeout_from_env() -> Duration {
         .map_or(Duration::from_secs(10), Duration::from_millis)
 }
 
-fn make_tls() -> Result<MakeRustlsConnect, String> {
+fn make_tls() -> Result<tls::MakePgTls, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_native_certs::load_native_certs().certs {
@@ -336,7 +336,7 @@ fn make_tls() -> Result<MakeRustlsConnect, String> {
         .map_err(|e| format!("cannot set up TLS: {e}"))?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    Ok(MakeRustlsConnect::new(config))
+    Ok(tls::MakePgTls::new(config))
 }
 
 /// A statement failure worth one more try on a fresh connection: the
