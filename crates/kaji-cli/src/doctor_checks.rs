@@ -15,6 +15,7 @@ use kaji_core::config::KajiConfig;
 use kaji_llm::selection::{ConfigFile, SelectionFlags};
 use kaji_llm::{ProviderConfig, ProviderKind};
 use kaji_mcp::{McpManager, McpServerConfig, McpServerStatus};
+use kaji_protocol::error_chain;
 use serde_json::{Value, json};
 
 fn millis_from_env(var: &str, default: u64) -> Duration {
@@ -91,16 +92,6 @@ async fn ask_models(config: &ProviderConfig) -> Result<String, String> {
         Err(e) if e.is_timeout() => Err(format!("{url}: no answer in time")),
         Err(e) => Err(format!("{url}: {}", error_chain(&e))),
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    out
 }
 
 impl ProviderCheck {

@@ -30,6 +30,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use crate::error::{ConnectCause, is_context_overflow_text};
 use crate::sse::{SseDecoder, SseError, SseErrorKind, SseEvent, excerpt};
 use crate::{LlmError, ModelStream};
+use kaji_protocol::error_chain;
 
 /// Limit on how much of an error body is read.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -520,20 +521,6 @@ fn root_cause(error: &dyn std::error::Error) -> String {
         last = cause;
     }
     last.to_string()
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use super::Link;
 use super::sse::SseDecoder;
 use crate::jsonrpc::{Inbox, Outbox};
+use kaji_protocol::error_chain;
 
 /// The session id header.
 pub(crate) const SESSION_ID: &str = "mcp-session-id";
@@ -349,21 +350,6 @@ fn body_message(body: &str) -> String {
     } else {
         format!(": {text}")
     }
-}
-
-/// `error` and its sources, joined with `: ` (repeats dropped).
-pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
