@@ -497,6 +497,23 @@ mod tests {
         }
     }
 
+    /// A peer writing to `output` and the test handler answering through
+    /// it: `wait` is held until `open` runs.
+    fn test_peer(
+        output: mpsc::UnboundedSender<String>,
+        notes: mpsc::UnboundedSender<String>,
+    ) -> (Arc<Peer>, Arc<Test>) {
+        let (open_tx, gate_rx) = oneshot::channel();
+        let peer = Arc::new(Peer::new(output));
+        let handler = Arc::new(Test {
+            peer: Arc::clone(&peer),
+            gate: Mutex::new(Some(gate_rx)),
+            opener: Mutex::new(Some(open_tx)),
+            notes,
+        });
+        (peer, handler)
+    }
+
     struct Harness {
         input: mpsc::UnboundedSender<std::io::Result<String>>,
         output: mpsc::UnboundedReceiver<String>,
@@ -509,14 +526,7 @@ mod tests {
             let (in_tx, in_rx) = mpsc::unbounded();
             let (out_tx, out_rx) = mpsc::unbounded();
             let (notes_tx, notes_rx) = mpsc::unbounded();
-            let (open_tx, gate_rx) = oneshot::channel();
-            let peer = Arc::new(Peer::new(out_tx));
-            let handler = Arc::new(Test {
-                peer: Arc::clone(&peer),
-                gate: Mutex::new(Some(gate_rx)),
-                opener: Mutex::new(Some(open_tx)),
-                notes: notes_tx,
-            });
+            let (peer, handler) = test_peer(out_tx, notes_tx);
             let served = tokio::spawn(serve(peer, handler, in_rx));
             Self {
                 input: in_tx,
@@ -556,14 +566,7 @@ mod tests {
         let (in_tx, in_rx) = mpsc::unbounded();
         let (out_tx, mut out_rx) = mpsc::unbounded();
         let (notes_tx, _notes_rx) = mpsc::unbounded();
-        let (open_tx, gate_rx) = oneshot::channel();
-        let peer = Arc::new(Peer::new(out_tx));
-        let handler = Arc::new(Test {
-            peer: Arc::clone(&peer),
-            gate: Mutex::new(Some(gate_rx)),
-            opener: Mutex::new(Some(open_tx)),
-            notes: notes_tx,
-        });
+        let (peer, handler) = test_peer(out_tx, notes_tx);
         let mut served = Box::pin(serve(peer, Arc::clone(&handler), in_rx));
         let send = |line: &str| in_tx.unbounded_send(Ok(line.to_string())).unwrap();
         send(r#"{"jsonrpc":"2.0","id":1,"method":"wait","params":{}}"#);
