@@ -262,12 +262,10 @@ async fn restore(
 }
 
 fn format_time(secs: u64) -> String {
-    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second]");
     i64::try_from(secs)
         .ok()
-        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
-        .and_then(|t| t.format(&format).ok())
-        .unwrap_or_else(|| secs.to_string())
+        .and_then(|s| kaji_protocol::UtcDateTime::from_unix(s, 0))
+        .map_or_else(|| secs.to_string(), |t| t.to_second())
 }
 
 /// Quotes a path for a copy-pasteable command line when it needs it.

@@ -122,8 +122,8 @@ impl Subscriber for FileLog {
 /// `2026-12-02T04:50:01.123Z WARN kaji_core::env: message key=value`.
 fn line(event: &Event<'_>) -> String {
     let meta = event.metadata();
-    let now = time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
+    let now = kaji_protocol::UtcDateTime::from_system_time(std::time::SystemTime::now())
+        .map(|t| t.rfc3339())
         .unwrap_or_default();
     let mut fields = Fields::default();
     event.record(&mut fields);

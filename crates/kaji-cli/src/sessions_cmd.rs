@@ -186,12 +186,8 @@ fn write_table(out: &mut impl Write, header: [&str; 6], rows: &[[String; 6]]) ->
 
 /// `2026-12-01 11:50` (UTC).
 fn format_time(millis: u64) -> String {
-    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]");
-    i64::try_from(millis / 1000)
-        .ok()
-        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
-        .and_then(|t| t.format(format).ok())
-        .unwrap_or_else(|| "-".into())
+    kaji_protocol::UtcDateTime::from_unix_millis(millis)
+        .map_or_else(|| "-".into(), |t| t.to_minute())
 }
 
 /// `950`, `12.3k`, `4.5M`.

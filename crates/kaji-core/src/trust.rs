@@ -206,11 +206,14 @@ pub fn question(kaji_home: &Path, dir: &Path) -> Result<Option<TrustQuestion>, T
 /// Records the user's answer for `project` (trusted or not), now.
 pub fn record(kaji_home: &Path, project: &Path, trusted: bool) -> Result<(), TrustError> {
     let mut store = TrustStore::load(kaji_home)?;
-    let now = time::OffsetDateTime::now_utc();
-    let at = now
-        .replace_nanosecond(0)
-        .unwrap_or(now)
-        .format(&time::format_description::well_known::Rfc3339)
+    let at = kaji_protocol::UtcDateTime::from_system_time(std::time::SystemTime::now())
+        .map(|now| {
+            kaji_protocol::UtcDateTime {
+                nanosecond: 0,
+                ..now
+            }
+            .rfc3339()
+        })
         .unwrap_or_default();
     store.set(project, trusted, at);
     store.save()

@@ -24,7 +24,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use kaji_protocol::StreamEvent;
-use rand::Rng;
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 
 use crate::error::{ConnectCause, is_context_overflow_text};
@@ -98,7 +97,7 @@ impl RetryPolicy {
         if nanos < 2 {
             return full;
         }
-        Duration::from_nanos(rand::rng().random_range(nanos / 2..=nanos))
+        Duration::from_nanos(fastrand::u64(nanos / 2..=nanos))
     }
 }
 

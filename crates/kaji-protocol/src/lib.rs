@@ -18,6 +18,7 @@ pub mod redact;
 pub mod stream;
 pub mod terminal;
 pub mod tool;
+pub mod utc;
 
 pub use error_text::error_chain;
 pub use events::{AskKind, AskResponse, SayKind, SessionEvent, TaskEvent, TaskStatus, UsageReport};
@@ -27,3 +28,4 @@ pub use payload::{
 };
 pub use stream::{StopReason, StreamEvent, Usage};
 pub use tool::{FileChange, ToolKind, ToolSpec, ToolView};
+pub use utc::UtcDateTime;

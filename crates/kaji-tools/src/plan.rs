@@ -117,15 +117,16 @@ fn save_plan_in(dir: &Path, plan: &str, now: SystemTime) -> Result<PathBuf, Tool
         path: dir.clone(),
         source,
     })?;
-    let stamp = time::OffsetDateTime::from(now);
+    let stamp = kaji_protocol::UtcDateTime::from_system_time(now)
+        .unwrap_or(kaji_protocol::UtcDateTime::EPOCH);
     let stem = format!(
         "{:04}{:02}{:02}-{:02}{:02}{:02}-{}",
-        stamp.year(),
-        u8::from(stamp.month()),
-        stamp.day(),
-        stamp.hour(),
-        stamp.minute(),
-        stamp.second(),
+        stamp.year,
+        stamp.month,
+        stamp.day,
+        stamp.hour,
+        stamp.minute,
+        stamp.second,
         plan_slug(plan)
     );
     let mut body = plan.trim_end().to_string();

@@ -501,11 +501,7 @@ fn agent_capabilities() -> AgentCapabilities {
 
 /// Milliseconds since the epoch as ISO 8601 (RFC 3339), UTC.
 fn iso_time(millis: u64) -> Option<String> {
-    let nanos = i128::from(millis) * 1_000_000;
-    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
-        .ok()?
-        .format(&time::format_description::well_known::Rfc3339)
-        .ok()
+    kaji_protocol::UtcDateTime::from_unix_millis(millis).map(|t| t.rfc3339())
 }
 
 /// The session modes: kaji's permission modes, each described as this

@@ -186,9 +186,6 @@ fn format_time(millis: u64) -> String {
     if millis == 0 {
         return "-".to_string();
     }
-    let Ok(t) = time::OffsetDateTime::from_unix_timestamp((millis / 1000) as i64) else {
-        return "-".to_string();
-    };
-    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]");
-    t.format(format).unwrap_or_else(|_| "-".to_string())
+    kaji_protocol::UtcDateTime::from_unix_millis(millis)
+        .map_or_else(|| "-".to_string(), |t| t.to_minute())
 }

@@ -5,25 +5,22 @@
 
 use std::sync::Arc;
 
+use fastrand::Rng;
 use kaji_llm::{ModelRequest, Reasoning, WireCache, anthropic, openai, responses};
 use kaji_protocol::{ContentBlock, Message, Role, ToolSpec};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-fn block(rng: &mut StdRng, role: Role, n: usize) -> ContentBlock {
+fn block(rng: &mut Rng, role: Role, n: usize) -> ContentBlock {
     let text = [
         "",
         "plain",
         "quote \" and \\ and \u{0} and ü",
         "line\nbreak",
     ];
-    let text = text[rng.random_range(0..text.len())].to_string();
-    match (role, rng.random_range(0..7)) {
+    let text = text[rng.usize(0..text.len())].to_string();
+    match (role, rng.usize(0..7)) {
         (_, 0) => ContentBlock::image("image/png", "iVBORw0KGgo="),
-        (Role::User, 1 | 2) => {
-            ContentBlock::tool_result(format!("t{n}"), text, rng.random_bool(0.3))
-        }
+        (Role::User, 1 | 2) => ContentBlock::tool_result(format!("t{n}"), text, rng.f64() < 0.3),
         (Role::Assistant, 1 | 2) => ContentBlock::ToolUse {
             id: format!("t{n}"),
             name: "Read".into(),
@@ -31,7 +28,7 @@ fn block(rng: &mut StdRng, role: Role, n: usize) -> ContentBlock {
         },
         (Role::Assistant, 3) => ContentBlock::Reasoning {
             text: text.clone(),
-            signature: match rng.random_range(0..3) {
+            signature: match rng.usize(0..3) {
                 0 => None,
                 1 => Some("sig".to_string()),
                 // A Responses reasoning item (replayed on that wire only).
@@ -42,7 +39,7 @@ fn block(rng: &mut StdRng, role: Role, n: usize) -> ContentBlock {
             data: responses_item(n, ""),
         },
         (Role::Assistant, 5) => ContentBlock::Server {
-            block: if rng.random_bool(0.5) {
+            block: if rng.bool() {
                 json!({"type": "server_tool_use", "id": format!("s{n}"), "name": "web_search", "input": {}})
             } else {
                 json!({"type": "web_search_call", "id": format!("ws{n}"), "status": "completed",
@@ -60,8 +57,8 @@ fn responses_item(n: usize, summary: &str) -> String {
     format!("{}{item}", responses::REASONING_PREFIX)
 }
 
-fn message(rng: &mut StdRng, role: Role, n: usize) -> Message {
-    let blocks = rng.random_range(0..4);
+fn message(rng: &mut Rng, role: Role, n: usize) -> Message {
+    let blocks = rng.usize(0..4);
     Message {
         role,
         content: (0..blocks).map(|i| block(rng, role, n * 10 + i)).collect(),
@@ -128,7 +125,7 @@ fn check(history: &[Message], caches: &[Arc<WireCache>; 3], seed: u64, round: us
 #[test]
 fn cached_requests_are_the_bytes_of_the_whole_body() {
     for seed in kaji_test_support::seeds::seeds("wire cache", &[1, 2, 3, 0x37c], None) {
-        let mut rng = StdRng::seed_from_u64(seed);
+        let mut rng = Rng::with_seed(seed);
         let caches = [
             Arc::new(WireCache::new()),
             Arc::new(WireCache::new()),
@@ -136,7 +133,7 @@ fn cached_requests_are_the_bytes_of_the_whole_body() {
         ];
         let mut history: Vec<Message> = Vec::new();
         for round in 0..60 {
-            match rng.random_range(0..10) {
+            match rng.usize(0..10) {
                 // The last user message grows (more content for the same
                 // request, as a continued conversation does).
                 0 if history.last().is_some_and(|m| m.role == Role::User) => {

@@ -183,13 +183,11 @@ impl RuntimeTaskId {
 
     /// A fresh random id for a task of `task_type`.
     pub fn generate(task_type: RuntimeTaskType) -> Self {
-        use rand::Rng;
-        let mut rng = rand::rng();
         let mut id = String::with_capacity(1 + Self::RANDOM_LEN);
         id.push(task_type.id_prefix());
         for _ in 0..Self::RANDOM_LEN {
             id.push(char::from(
-                Self::ALPHABET[rng.random_range(0..Self::ALPHABET.len())],
+                Self::ALPHABET[fastrand::usize(0..Self::ALPHABET.len())],
             ));
         }
         Self(id)
