@@ -24,7 +24,8 @@
 # task is also run once under `strace -f -e trace=execve` to count the git
 # processes it starts (a detached copy of borrowed objects included: strace
 # follows it to its end; timed runs wait for it untimed, see copies_ended).
-# MODE=quick skips the 5-turn fix, the first sessions and Grep.
+# MODE=quick skips the 5-turn fix, the first sessions and Grep; MODE=memory
+# runs only memory_parts (below): where the 5-turn fix's peak RSS comes from.
 set -eu
 RUNS=${1:-5}
 KAJI=${KAJI:?set KAJI to the kaji binary}
@@ -94,6 +95,18 @@ EOF
 cat > none.json <<EOF
 {"turns": [ $done_turn ]}
 EOF
+# The 5-turn fix whose Bash step also notes the kaji process's memory at
+# that point (its own pages against the files' pages it has mapped).
+KAJI_COMM=$(basename "$KAJI" | cut -c1-15)
+cat > mem.json <<EOF
+{"turns": [
+ $(tool Read '{"file_path": "calc.py"}'),
+ $(tool Grep '{"pattern": "return a - b"}'),
+ $(tool Edit '{"file_path": "calc.py", "old_string": "a - b", "new_string": "a + b"}'),
+ $(tool Bash "{\"command\": \"p=\$PPID; while [ \$p -gt 1 ] && [ \$(cat /proc/\$p/comm) != $KAJI_COMM ]; do p=\$(cut -d' ' -f4 /proc/\$p/stat); done; grep -E '^(VmHWM|RssAnon|RssFile)' /proc/\$p/status > $BENCH_DIR/mem.txt; sh check.sh\"}"),
+ $done_turn
+]}
+EOF
 
 start_server() { # $1: script; prints the URL
     "$SERVER" --script "$1" > "server-$2.out" &
@@ -107,7 +120,8 @@ URL_EDIT=$(start_server edit.json edit)
 URL_EDIT2=$(start_server edit2.json edit2)
 URL_NONE=$(start_server none.json none)
 URL_GREP=$(start_server grep.json grep)
-trap 'for s in fix true edit edit2 none grep; do kill "$(cat server-$s.pid)" 2>/dev/null || true; done' EXIT
+URL_MEM=$(start_server mem.json mem)
+trap 'for s in fix true edit edit2 none grep mem; do kill "$(cat server-$s.pid)" 2>/dev/null || true; done' EXIT
 
 # --- measuring -----------------------------------------------------------------
 # one_run DIR URL HOME FLAGS... : runs kaji exec once, prints "wall_s rss_kb".
@@ -199,8 +213,40 @@ grep_vs_rg() {
     echo "Grep ($dir): round $ga s, none $gb s, Grep alone $(echo "$ga $gb" | awk '{ print $1 - $2 }') s; rg -j$(nproc) $r s; ratio $(echo "$ga $gb $r" | awk '{ print ($3 > 0) ? ($1 - $2) / $3 : 0 }')"
 }
 
+# memory_parts: the 5-turn fix (fixture, --no-checkpoints) with a fresh copy
+# of the binary in three states of the page cache: just written (as
+# `cargo install` leaves it), read back whole, and read from disk at start
+# (after dropping the caches, when run as root). Prints the peak RSS and,
+# at the Bash round, the process's own memory (RssAnon: heap, stacks, the
+# data the loader relocated) and the file pages it has mapped (RssFile: the
+# binary's code and data, the C library), all in KB, medians of $RUNS.
+memory_parts() {
+    copy=$BENCH_DIR/$KAJI_COMM
+    for state in written read-back cold; do
+        : > m.txt
+        i=0
+        while [ $i -lt "$RUNS" ]; do
+            rm -f "$copy"; cp "$KAJI" "$copy"
+            case $state in
+                read-back) cat "$copy" > /dev/null ;;
+                cold) sync; echo 1 2> /dev/null > /proc/sys/vm/drop_caches || { echo "memory ($state): needs root, skipped"; break; } ;;
+            esac
+            rss=$(KAJI=$copy one_run fixture "$URL_MEM" "$BENCH_DIR/home-m" --no-checkpoints | cut -d' ' -f2)
+            echo "$rss $(awk '{ printf "%s ", $2 }' mem.txt)" >> m.txt
+            i=$((i + 1))
+        done
+        [ -s m.txt ] && printf 'memory, 5-turn fix (%s): peak RSS %d KB; at the Bash round RssAnon %d KB, RssFile %d KB\n' "$state" \
+            "$(cut -d' ' -f1 m.txt | median)" "$(cut -d' ' -f3 m.txt | median)" "$(cut -d' ' -f4 m.txt | median)"
+    done
+    rm -f "$copy"
+}
+
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "A = checkpoints on, B = --no-checkpoints unless said otherwise; medians of $RUNS"
+if [ "${MODE:-}" = memory ]; then
+    memory_parts
+    exit 0
+fi
 for tree in fixture big; do
     if [ "${MODE:-}" != quick ]; then
         compare "5-turn fix ($tree)" "$tree" "$URL_FIX" "" "$URL_FIX" "--no-checkpoints"
