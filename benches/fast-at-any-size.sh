@@ -30,6 +30,9 @@ set -eu
 RUNS=${1:-5}
 KAJI=${KAJI:?set KAJI to the kaji binary}
 SERVER=${SERVER:?set SERVER to the kaji-scripted-model binary}
+for bin in "$KAJI" "$SERVER"; do
+    [ -x "$bin" ] || { echo "not an executable file: $bin" >&2; exit 2; }
+done
 BENCH_DIR=${BENCH_DIR:-/tmp/kaji-bench-37}
 mkdir -p "$BENCH_DIR"
 cd "$BENCH_DIR"
